@@ -43,7 +43,11 @@ impl UnitError {
 
 impl fmt::Display for UnitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid value {:?}: expected {}", self.input, self.expected)
+        write!(
+            f,
+            "invalid value {:?}: expected {}",
+            self.input, self.expected
+        )
     }
 }
 
@@ -266,7 +270,13 @@ mod tests {
 
     #[test]
     fn format_round_trips() {
-        for n in [1, 999, 1_500_000_000, 7 * 3600 * SECOND + 47 * MINUTE, 86_400 * SECOND] {
+        for n in [
+            1,
+            999,
+            1_500_000_000,
+            7 * 3600 * SECOND + 47 * MINUTE,
+            86_400 * SECOND,
+        ] {
             assert_eq!(parse_duration(&format_duration(n)).unwrap(), n);
         }
     }

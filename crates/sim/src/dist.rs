@@ -1,0 +1,101 @@
+//! Service-time distributions, sampled with `rand_distr` in nanoseconds.
+
+use rand::Rng;
+use rand_distr::{Distribution, Exp, LogNormal};
+use serde::Deserialize;
+use stormbreak_policy::{Nanos, units};
+
+/// How long an app worker spends on one request, as written in a scenario.
+///
+/// ```toml
+/// service_time = { dist = "exponential", mean = "1ms" }
+/// service_time = { dist = "constant", value = "5ms" }
+/// service_time = { dist = "lognormal", median = "20ms", sigma = 0.5 }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ServiceTimeSpec {
+    /// Memoryless service (M/M/c): the mean is the only parameter.
+    Exponential {
+        /// Mean service time.
+        #[serde(with = "units::duration")]
+        mean: Nanos,
+    },
+    /// Every request takes exactly `value`.
+    Constant {
+        /// The service time.
+        #[serde(with = "units::duration")]
+        value: Nanos,
+    },
+    /// Heavy-tailed service: `ln(T)` is normal with median `median` and
+    /// standard deviation `sigma` (mean = median·e^(σ²/2)).
+    Lognormal {
+        /// Median service time.
+        #[serde(with = "units::duration")]
+        median: Nanos,
+        /// Shape: standard deviation of `ln(T)`.
+        sigma: f64,
+    },
+}
+
+impl ServiceTimeSpec {
+    /// Mean service time in nanoseconds.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            ServiceTimeSpec::Exponential { mean } => mean as f64,
+            ServiceTimeSpec::Constant { value } => value as f64,
+            ServiceTimeSpec::Lognormal { median, sigma } => {
+                median as f64 * (sigma * sigma / 2.0).exp()
+            }
+        }
+    }
+
+    /// What is wrong with the parameters, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        match *self {
+            ServiceTimeSpec::Exponential { mean: 0 } => Err("mean must be > 0".into()),
+            ServiceTimeSpec::Lognormal { median: 0, .. } => Err("median must be > 0".into()),
+            ServiceTimeSpec::Lognormal { sigma, .. } if !(sigma.is_finite() && sigma >= 0.0) => {
+                Err(format!("sigma must be a finite number ≥ 0, got {sigma}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A sampler, scaled by `factor` (the service's slowdown multiplier).
+    pub fn sampler(&self) -> ServiceTime {
+        match *self {
+            ServiceTimeSpec::Exponential { mean } => {
+                ServiceTime::Exp(Exp::new(1.0 / mean as f64).expect("checked"))
+            }
+            ServiceTimeSpec::Constant { value } => ServiceTime::Const(value),
+            ServiceTimeSpec::Lognormal { median, sigma } => ServiceTime::LogNormal(
+                LogNormal::new((median as f64).ln(), sigma).expect("checked"),
+            ),
+        }
+    }
+}
+
+/// A ready-to-sample service-time distribution.
+#[derive(Debug, Clone, Copy)]
+pub enum ServiceTime {
+    /// Exponential with rate 1/mean.
+    Exp(Exp<f64>),
+    /// Constant.
+    Const(Nanos),
+    /// Lognormal.
+    LogNormal(LogNormal<f64>),
+}
+
+impl ServiceTime {
+    /// One service time in nanoseconds (at least 1 ns).
+    #[inline]
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Nanos {
+        let t = match self {
+            ServiceTime::Exp(d) => d.sample(rng),
+            ServiceTime::Const(v) => return (*v).max(1),
+            ServiceTime::LogNormal(d) => d.sample(rng),
+        };
+        (t.round() as Nanos).max(1)
+    }
+}

@@ -1,0 +1,215 @@
+//! The recording: per-interval counters and gauges per route and per
+//! component, the actions applied, and how they are written out.
+//!
+//! Memory grows with the number of intervals (one row per interval and
+//! entity), never with the number of requests: latencies go into one HDR
+//! histogram per route that is reset every interval.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use stormbreak_policy::Nanos;
+
+/// Why an attempt failed, as its caller saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// A sidecar, gateway or app queue was full: refused at once (503).
+    LimitRejected,
+    /// Every running LB node held its maximum of flows: connection refused.
+    FlowsExhausted,
+    /// Waited in a sidecar queue longer than its queue timeout (503).
+    QueueTimeout,
+    /// The caller's per-try timeout expired first.
+    Timeout,
+    /// The dependency call (e.g. auth) failed, so the request failed.
+    DependencyFailed,
+    /// Nothing to send to: no running LB node or no ready pod.
+    Unavailable,
+    /// The LB node holding the flow was paused: the connection was reset.
+    Reset,
+}
+
+impl Cause {
+    /// Every cause, in the order of the recording's columns.
+    pub const ALL: [Cause; 7] = [
+        Cause::LimitRejected,
+        Cause::FlowsExhausted,
+        Cause::QueueTimeout,
+        Cause::Timeout,
+        Cause::DependencyFailed,
+        Cause::Unavailable,
+        Cause::Reset,
+    ];
+
+    /// Stable column name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::LimitRejected => "limit_rejected",
+            Cause::FlowsExhausted => "flows_exhausted",
+            Cause::QueueTimeout => "queue_timeout",
+            Cause::Timeout => "timeout",
+            Cause::DependencyFailed => "dependency_failed",
+            Cause::Unavailable => "unavailable",
+            Cause::Reset => "reset",
+        }
+    }
+
+    /// The HTTP status a caller sees, `None` for transport-level failures.
+    pub fn status(self) -> Option<u16> {
+        match self {
+            Cause::LimitRejected | Cause::QueueTimeout | Cause::Unavailable => Some(503),
+            Cause::DependencyFailed => Some(502),
+            Cause::FlowsExhausted | Cause::Timeout | Cause::Reset => None,
+        }
+    }
+}
+
+/// Counters of one route in the current interval.
+#[derive(Debug)]
+pub(crate) struct RouteAcc {
+    pub first_attempts: u64,
+    pub attempts: u64,
+    pub successes: u64,
+    pub errors: [u64; Cause::ALL.len()],
+    pub latency_us: Histogram<u64>,
+    pub latency_sum_ns: f64,
+}
+
+impl RouteAcc {
+    pub fn new() -> Self {
+        RouteAcc {
+            first_attempts: 0,
+            attempts: 0,
+            successes: 0,
+            errors: [0; Cause::ALL.len()],
+            // 1 µs to 1 h at 2 significant digits: ~ 1% precision.
+            latency_us: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("static bounds"),
+            latency_sum_ns: 0.0,
+        }
+    }
+
+    #[inline]
+    pub fn record_latency(&mut self, ns: Nanos) {
+        self.latency_us.saturating_record((ns / 1000).max(1));
+        self.latency_sum_ns += ns as f64;
+    }
+}
+
+/// One route's time series, one value per interval.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RouteSeries {
+    /// Route name.
+    pub name: String,
+    /// Logical requests started (first attempts).
+    pub first_attempts: Vec<u64>,
+    /// All attempts that entered the route's first hop.
+    pub attempts: Vec<u64>,
+    /// Attempts answered with success.
+    pub successes: Vec<u64>,
+    /// Failed attempts per cause, indexed like [`Cause::ALL`].
+    pub errors: Vec<[u64; Cause::ALL.len()]>,
+    /// Latency percentiles of successful attempts, milliseconds: p50, p90, p99, max.
+    pub latency_ms: Vec<[f64; 4]>,
+    /// Mean latency of successful attempts, milliseconds.
+    pub latency_mean_ms: Vec<f64>,
+}
+
+impl RouteSeries {
+    /// Failed attempts in interval `i`.
+    pub fn failed(&self, i: usize) -> u64 {
+        self.errors[i].iter().sum()
+    }
+}
+
+/// Gauges sampled and counters accumulated for one component per interval.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ComponentSeries {
+    /// Component name.
+    pub name: String,
+    /// `lb`, `gateway` or `service`.
+    pub kind: &'static str,
+    /// Attempts that arrived at the component.
+    pub arrivals: Vec<u64>,
+    /// Attempts it refused (limit, flows, queue timeout, unavailable).
+    pub rejected: Vec<u64>,
+    /// In flight at the end of the interval (flows for an LB, sidecar
+    /// in-flight or app busy workers for a service).
+    pub in_flight: Vec<f64>,
+    /// The limit `in_flight` is measured against.
+    pub limit: Vec<f64>,
+    /// Waiting in queues at the end of the interval.
+    pub queue: Vec<f64>,
+    /// Ready pods (services) or running nodes (LBs).
+    pub replicas: Vec<f64>,
+    /// Time-averaged app utilisation over the interval (busy / workers).
+    pub app_utilisation: Vec<f64>,
+    /// Whole-run Little's-law figures.
+    pub little: LittleTotals,
+}
+
+/// Whole-run figures of one component for checking Little's law, L = λW.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LittleTotals {
+    /// L: time-averaged number of attempts present (queued, in service, or
+    /// holding a resource while downstream works).
+    pub mean_in_system: f64,
+    /// λ: departures per second.
+    pub throughput_per_s: f64,
+    /// W: mean time an attempt spent in the component, seconds.
+    pub mean_sojourn_s: f64,
+}
+
+/// A timeline action as it was applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppliedAction {
+    /// Simulated time.
+    pub at: Nanos,
+    /// Human description.
+    pub what: String,
+}
+
+/// Everything a run recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recording {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Traffic scale used.
+    pub scale: f64,
+    /// Interval length.
+    pub interval: Nanos,
+    /// Simulated duration.
+    pub duration: Nanos,
+    /// Seconds after midnight of simulated time zero (for clock labels).
+    pub clock_origin_s: u64,
+    /// Per route.
+    pub routes: Vec<RouteSeries>,
+    /// Per component.
+    pub components: Vec<ComponentSeries>,
+    /// Actions applied, in time order.
+    pub actions: Vec<AppliedAction>,
+    /// Events processed.
+    pub events: u64,
+    /// Attempts simulated (all hops).
+    pub attempts: u64,
+    /// Peak number of attempts in flight at once.
+    pub peak_in_flight: usize,
+}
+
+impl Recording {
+    /// Number of recorded intervals.
+    pub fn intervals(&self) -> usize {
+        self.routes.first().map_or(0, |r| r.attempts.len())
+    }
+
+    /// The route series called `name`.
+    pub fn route(&self, name: &str) -> Option<&RouteSeries> {
+        self.routes.iter().find(|r| r.name == name)
+    }
+
+    /// The component series called `name`.
+    pub fn component(&self, name: &str) -> Option<&ComponentSeries> {
+        self.components.iter().find(|c| c.name == name)
+    }
+}

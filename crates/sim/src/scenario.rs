@@ -1,0 +1,615 @@
+//! Scenario files: the TOML a user writes, its validation, and the errors
+//! that name `file:line:column`.
+//!
+//! A scenario describes *structure and behaviour* — components, routes,
+//! client populations and their retry habits, timeline actions — and never an
+//! outcome: there is no field for an error rate, an amplification or a
+//! recovery time. Those come out of the run. The format is documented field
+//! by field in `docs/scenarios.md`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+
+use serde::Deserialize;
+use stormbreak_policy::{Nanos, units};
+use toml::Spanned;
+
+use crate::dist::ServiceTimeSpec;
+use crate::glue::{BudgetSpec, RetrySpec};
+
+/// A parsed, validated scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name, run length, recording interval, seed.
+    pub scenario: Meta,
+    /// Load-balancer node pools.
+    #[serde(default, rename = "lb")]
+    pub lbs: Vec<LbSpec>,
+    /// Gateways: a hop with a dependency call and its own retries.
+    #[serde(default, rename = "gateway")]
+    pub gateways: Vec<GatewaySpec>,
+    /// Services made of pods (sidecar + app container).
+    #[serde(default, rename = "service")]
+    pub services: Vec<ServiceSpec>,
+    /// Routes: the chain of components an attempt traverses.
+    #[serde(rename = "route")]
+    pub routes: Vec<RouteSpec>,
+    /// Open-loop client populations.
+    #[serde(rename = "client")]
+    pub clients: Vec<ClientSpec>,
+    /// Timeline actions.
+    #[serde(default, rename = "action")]
+    pub actions: Vec<ActionSpec>,
+}
+
+/// The `[scenario]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// Used for the default output directory.
+    pub name: String,
+    /// Free text shown in reports.
+    #[serde(default)]
+    pub description: String,
+    /// Simulated run length.
+    #[serde(with = "units::duration")]
+    pub duration: Nanos,
+    /// Recording interval (default 10 s).
+    #[serde(with = "units::duration", default = "default_interval")]
+    pub interval: Nanos,
+    /// RNG seed (default 1); `--seed` overrides it.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Wall-clock label of simulated time zero, `"HH:MM"` (default `"00:00"`),
+    /// so timelines print as the incident's clock.
+    #[serde(default)]
+    pub clock_origin: Option<String>,
+}
+
+fn default_interval() -> Nanos {
+    10 * stormbreak_policy::time::SECOND
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_fanout_delay() -> Nanos {
+    50 * stormbreak_policy::time::MILLISECOND
+}
+
+/// A `[[lb]]` pool: nodes that each hold a flow for an attempt's whole
+/// downstream life (HAProxy `maxconn` per server/frontend).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LbSpec {
+    /// Component name, referenced by routes.
+    pub name: Spanned<String>,
+    /// Number of nodes; attempts are spread round-robin over running nodes.
+    pub nodes: u32,
+    /// Concurrent flows a node can hold; past it new attempts are refused.
+    pub flows_per_node: u32,
+}
+
+/// A `[[gateway]]`: calls its dependency route first, then forwards with its
+/// own retry policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySpec {
+    /// Component name.
+    pub name: Spanned<String>,
+    /// Route called (and awaited) before forwarding, e.g. an auth route.
+    #[serde(default)]
+    pub dependency: Option<Spanned<String>>,
+    /// Per-try timeout on the dependency call and on the forwarded call.
+    #[serde(with = "units::duration")]
+    pub timeout: Nanos,
+    /// Retries of the forwarded call (none when absent).
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+    /// Retry budget shared by all calls through this gateway.
+    #[serde(default)]
+    pub budget: Option<BudgetSpec>,
+}
+
+/// A `[[service]]`: identical pods behind a least-loaded balancer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Component name.
+    pub name: Spanned<String>,
+    /// Pods at time zero (the autoscaler's current replicas).
+    pub replicas: u32,
+    /// The sidecar proxy in each pod; absent means no sidecar.
+    #[serde(default)]
+    pub sidecar: Option<SidecarSpec>,
+    /// The application container in each pod.
+    pub app: AppSpec,
+    /// An HPA for this service; absent means fixed replicas.
+    #[serde(default)]
+    pub autoscaler: Option<AutoscalerSpec>,
+}
+
+/// `[service.sidecar]`: an Envoy/Istio sidecar's connection-pool limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SidecarSpec {
+    /// Concurrent requests the sidecar forwards to the app (`http2MaxRequests`).
+    pub limit: u32,
+    /// Requests that may wait for a slot (`http1MaxPendingRequests`); 0 = none.
+    #[serde(default)]
+    pub queue: u32,
+    /// How long a request may wait in that queue.
+    #[serde(with = "units::opt_duration", default)]
+    pub queue_timeout: Option<Nanos>,
+}
+
+/// `[service.app]`: the application container.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    /// Worker threads: requests processed at once.
+    pub workers: u32,
+    /// Time a worker spends per request.
+    pub service_time: ServiceTimeSpec,
+    /// Requests that may wait for a worker (default: unbounded).
+    #[serde(default)]
+    pub queue: Option<u32>,
+    /// Drop queued work whose caller has already given up (default false:
+    /// the server keeps working on abandoned attempts — wasted work).
+    #[serde(default)]
+    pub drop_expired: bool,
+}
+
+/// `[service.autoscaler]`: a Kubernetes HPA on one metric.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscalerSpec {
+    /// Which signal the HPA watches.
+    pub metric: ScaleMetric,
+    /// Target value (utilisation or saturation as a fraction, e.g. 0.7).
+    pub target: f64,
+    /// `minReplicas`.
+    pub min: u32,
+    /// `maxReplicas`.
+    pub max: u32,
+    /// Time from the scale decision until a new pod is ready.
+    #[serde(with = "units::duration")]
+    pub pod_start: Nanos,
+}
+
+/// The metric an autoscaler watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScaleMetric {
+    /// `ContainerResource` CPU of the app container (the 2026-08-17 setting).
+    AppCpu,
+    /// `Resource` CPU of the whole pod: app and sidecar usage over their requests.
+    PodCpu,
+    /// A `Pods` metric: sidecar in-flight / limit.
+    SidecarSaturation,
+}
+
+/// A `[[route]]`: the components an attempt traverses, in order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// Route name (what clients and dependencies reference).
+    pub name: Spanned<String>,
+    /// Component names, edge first; the last must be a service.
+    pub path: Vec<Spanned<String>>,
+}
+
+/// A `[[client]]` population: open-loop arrivals on one route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// Population name.
+    pub name: Spanned<String>,
+    /// Route it calls.
+    pub route: Spanned<String>,
+    /// Logical requests per second at time zero (Poisson arrivals).
+    #[serde(with = "units::rate")]
+    pub rate: f64,
+    /// Later changes of the rate.
+    #[serde(default, rename = "step")]
+    pub steps: Vec<RateStep>,
+    /// Per-attempt timeout: the client abandons an attempt after this.
+    #[serde(with = "units::duration")]
+    pub timeout: Nanos,
+    /// Retry behaviour (none when absent).
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+    /// Retry budget shared by the population.
+    #[serde(default)]
+    pub budget: Option<BudgetSpec>,
+    /// The fan-out bug: every failed attempt spawns this many new attempts
+    /// at once instead of one retry (0 = off).
+    #[serde(default)]
+    pub fanout: u32,
+    /// With `fanout`: at most this many attempts of one operation in flight
+    /// (default: `fanout`).
+    #[serde(default)]
+    pub fanout_max_in_flight: Option<u32>,
+    /// With `fanout`: delay before spawned attempts are sent (default 50 ms).
+    #[serde(with = "units::duration", default = "default_fanout_delay")]
+    pub fanout_delay: Nanos,
+    /// With `fanout`: how long a logical operation keeps spawning attempts.
+    #[serde(with = "units::opt_duration", default)]
+    pub give_up_after: Option<Nanos>,
+}
+
+/// A `[[client.step]]`: from `at`, the rate becomes `rate` (linearly over `ramp`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    /// When the change starts.
+    #[serde(with = "units::duration")]
+    pub at: Nanos,
+    /// The new rate.
+    #[serde(with = "units::rate")]
+    pub rate: f64,
+    /// Length of a linear ramp to the new rate (default: a step).
+    #[serde(with = "units::duration", default)]
+    pub ramp: Nanos,
+}
+
+/// An `[[action]]` on the timeline.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionSpec {
+    /// When it applies.
+    #[serde(with = "units::duration")]
+    pub at: Nanos,
+    /// What it does.
+    #[serde(flatten)]
+    pub kind: ActionKind,
+}
+
+/// What a timeline action does.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ActionKind {
+    /// Pause LB nodes: their flows are released (attempts on them fail) and
+    /// they admit nothing until restarted.
+    PauseNodes {
+        /// LB pool name.
+        lb: Spanned<String>,
+        /// How many nodes, counting from the first.
+        nodes: u32,
+    },
+    /// Restart paused nodes.
+    RestartNodes {
+        /// LB pool name.
+        lb: Spanned<String>,
+    },
+}
+
+/// A scenario error with its location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The file (or `<builtin:name>`).
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub line_col: Option<(usize, usize)>,
+    /// What was wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.file, l, c, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+struct Checker<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_owned(),
+            line_col: Some(line_col(self.text, span.start)),
+            message: message.into(),
+        }
+    }
+    fn whole(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_owned(),
+            line_col: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// What kind of component a name refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentRef {
+    /// Index into [`Scenario::lbs`].
+    Lb(usize),
+    /// Index into [`Scenario::gateways`].
+    Gateway(usize),
+    /// Index into [`Scenario::services`].
+    Service(usize),
+}
+
+impl Scenario {
+    /// Parses and validates `text`; errors name `file:line:column`.
+    ///
+    /// ```
+    /// let err = stormbreak_sim::Scenario::parse("s.toml", "[scenario]\nname = 1\n").unwrap_err();
+    /// assert!(err.to_string().starts_with("s.toml:2:8:"), "{err}");
+    /// ```
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
+            file: file.to_owned(),
+            line_col: e.span().map(|s| line_col(text, s.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        scenario.validate(&Checker { file, text })?;
+        Ok(scenario)
+    }
+
+    /// Component names to kinds.
+    pub fn components(&self) -> HashMap<&str, ComponentRef> {
+        let mut m = HashMap::new();
+        for (i, c) in self.lbs.iter().enumerate() {
+            m.insert(c.name.get_ref().as_str(), ComponentRef::Lb(i));
+        }
+        for (i, c) in self.gateways.iter().enumerate() {
+            m.insert(c.name.get_ref().as_str(), ComponentRef::Gateway(i));
+        }
+        for (i, c) in self.services.iter().enumerate() {
+            m.insert(c.name.get_ref().as_str(), ComponentRef::Service(i));
+        }
+        m
+    }
+
+    /// Index of the route called `name`.
+    pub fn route_index(&self, name: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.name.get_ref() == name)
+    }
+
+    fn validate(&self, ck: &Checker) -> Result<(), ScenarioError> {
+        let m = &self.scenario;
+        if m.duration == 0 {
+            return Err(ck.whole("[scenario] duration must be > 0"));
+        }
+        if m.interval == 0 || m.interval > m.duration {
+            return Err(ck.whole("[scenario] interval must be > 0 and ≤ duration"));
+        }
+        if let Some(c) = &m.clock_origin {
+            parse_clock(c).ok_or_else(|| {
+                ck.whole(format!(
+                    "[scenario] clock_origin: expected \"HH:MM\", got {c:?}"
+                ))
+            })?;
+        }
+        // Unique component names across kinds.
+        let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
+        let names = self
+            .lbs
+            .iter()
+            .map(|c| &c.name)
+            .chain(self.gateways.iter().map(|c| &c.name))
+            .chain(self.services.iter().map(|c| &c.name));
+        for n in names {
+            if seen.insert(n.get_ref(), n.span()).is_some() {
+                return Err(ck.at(
+                    n.span(),
+                    format!("component name {:?} is used twice", n.get_ref()),
+                ));
+            }
+        }
+        let comps = self.components();
+        for lb in &self.lbs {
+            if lb.nodes == 0 || lb.flows_per_node == 0 {
+                return Err(ck.at(
+                    lb.name.span(),
+                    format!(
+                        "lb {:?}: nodes and flows_per_node must be ≥ 1",
+                        lb.name.get_ref()
+                    ),
+                ));
+            }
+        }
+        for s in &self.services {
+            let name = s.name.get_ref();
+            let err = |msg: String| ck.at(s.name.span(), format!("service {name:?}: {msg}"));
+            if s.app.workers == 0 {
+                return Err(err("app.workers must be ≥ 1".into()));
+            }
+            s.app
+                .service_time
+                .check()
+                .map_err(|e| err(format!("app.service_time: {e}")))?;
+            if let Some(sc) = &s.sidecar {
+                if sc.limit == 0 {
+                    return Err(err("sidecar.limit must be ≥ 1".into()));
+                }
+                if sc.queue > 0 && sc.queue_timeout.is_none() {
+                    return Err(err("sidecar.queue > 0 needs sidecar.queue_timeout".into()));
+                }
+            }
+            match &s.autoscaler {
+                Some(a) => {
+                    if a.min == 0 || a.min > a.max {
+                        return Err(err(format!(
+                            "autoscaler: expected 1 ≤ min ≤ max, got min {} max {}",
+                            a.min, a.max
+                        )));
+                    }
+                    if !(a.target.is_finite() && a.target > 0.0) {
+                        return Err(err(format!(
+                            "autoscaler.target must be > 0, got {}",
+                            a.target
+                        )));
+                    }
+                    if s.replicas < a.min || s.replicas > a.max {
+                        return Err(err(format!(
+                            "replicas {} outside the autoscaler's [{}, {}]",
+                            s.replicas, a.min, a.max
+                        )));
+                    }
+                    if a.metric == ScaleMetric::SidecarSaturation && s.sidecar.is_none() {
+                        return Err(err(
+                            "autoscaler.metric sidecar_saturation needs a [service.sidecar]".into(),
+                        ));
+                    }
+                }
+                None if s.replicas == 0 => return Err(err("replicas must be ≥ 1".into())),
+                None => {}
+            }
+        }
+        let mut route_names: HashMap<&str, ()> = HashMap::new();
+        for r in &self.routes {
+            if route_names.insert(r.name.get_ref(), ()).is_some() {
+                return Err(ck.at(
+                    r.name.span(),
+                    format!("route {:?} is defined twice", r.name.get_ref()),
+                ));
+            }
+            if r.path.is_empty() {
+                return Err(ck.at(r.name.span(), "route path must name at least one component"));
+            }
+            for (i, hop) in r.path.iter().enumerate() {
+                let last = i + 1 == r.path.len();
+                match comps.get(hop.get_ref().as_str()) {
+                    None => {
+                        return Err(ck.at(
+                            hop.span(),
+                            format!(
+                                "unknown component {:?}: expected one of {}",
+                                hop.get_ref(),
+                                sorted_names(comps.keys().copied())
+                            ),
+                        ));
+                    }
+                    Some(ComponentRef::Service(_)) if !last => {
+                        return Err(ck.at(hop.span(), "a service must be the last hop of a route"));
+                    }
+                    Some(ComponentRef::Lb(_) | ComponentRef::Gateway(_)) if last => {
+                        return Err(ck.at(hop.span(), "the last hop of a route must be a service"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let route_list = || sorted_names(self.routes.iter().map(|r| r.name.get_ref().as_str()));
+        for g in &self.gateways {
+            if let Some(d) = &g.dependency {
+                if self.route_index(d.get_ref()).is_none() {
+                    return Err(ck.at(
+                        d.span(),
+                        format!(
+                            "unknown route {:?}: expected one of {}",
+                            d.get_ref(),
+                            route_list()
+                        ),
+                    ));
+                }
+            }
+            if g.timeout == 0 {
+                return Err(ck.at(g.name.span(), "gateway timeout must be > 0"));
+            }
+            check_retry(ck, &g.name, g.retry.as_ref(), g.budget.as_ref())?;
+        }
+        for c in &self.clients {
+            if self.route_index(c.route.get_ref()).is_none() {
+                return Err(ck.at(
+                    c.route.span(),
+                    format!(
+                        "unknown route {:?}: expected one of {}",
+                        c.route.get_ref(),
+                        route_list()
+                    ),
+                ));
+            }
+            if c.timeout == 0 {
+                return Err(ck.at(c.name.span(), "client timeout must be > 0"));
+            }
+            let mut last = 0;
+            for s in &c.steps {
+                if s.at < last {
+                    return Err(ck.at(c.name.span(), "client steps must be in time order"));
+                }
+                last = s.at + s.ramp;
+            }
+            if c.fanout > 0 && c.fanout_delay == 0 {
+                return Err(ck.at(c.name.span(), "fanout_delay must be > 0"));
+            }
+            if c.fanout > 0 && c.give_up_after.is_none() {
+                return Err(ck.at(
+                    c.name.span(),
+                    "fanout needs give_up_after (how long an operation keeps spawning attempts)",
+                ));
+            }
+            check_retry(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
+        }
+        for a in &self.actions {
+            match &a.kind {
+                ActionKind::PauseNodes { lb, nodes } => {
+                    let Some(ComponentRef::Lb(i)) = comps.get(lb.get_ref().as_str()) else {
+                        return Err(ck.at(lb.span(), format!("{:?} is not an lb", lb.get_ref())));
+                    };
+                    if *nodes == 0 || *nodes > self.lbs[*i].nodes {
+                        return Err(ck.at(
+                            lb.span(),
+                            format!("pause_nodes: nodes must be in 1..={}", self.lbs[*i].nodes),
+                        ));
+                    }
+                }
+                ActionKind::RestartNodes { lb } => {
+                    if !matches!(comps.get(lb.get_ref().as_str()), Some(ComponentRef::Lb(_))) {
+                        return Err(ck.at(lb.span(), format!("{:?} is not an lb", lb.get_ref())));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_retry(
+    ck: &Checker,
+    owner: &Spanned<String>,
+    retry: Option<&RetrySpec>,
+    budget: Option<&BudgetSpec>,
+) -> Result<(), ScenarioError> {
+    if let Some(r) = retry {
+        r.check()
+            .map_err(|e| ck.at(owner.span(), format!("{:?}: retry: {e}", owner.get_ref())))?;
+    }
+    if let Some(b) = budget {
+        b.check()
+            .map_err(|e| ck.at(owner.span(), format!("{:?}: budget: {e}", owner.get_ref())))?;
+    }
+    Ok(())
+}
+
+fn sorted_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut v: Vec<_> = names.collect();
+    v.sort_unstable();
+    v.join(", ")
+}
+
+/// Parses `"HH:MM"` into seconds after midnight.
+pub fn parse_clock(s: &str) -> Option<u64> {
+    let (h, m) = s.split_once(':')?;
+    let (h, m): (u64, u64) = (h.parse().ok()?, m.parse().ok()?);
+    (h < 24 && m < 60).then_some(h * 3600 + m * 60)
+}
