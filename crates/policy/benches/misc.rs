@@ -1,0 +1,93 @@
+//! Cost of the per-request decisions of the breaker, ramp, staged restore and failover.
+use criterion::{Criterion, criterion_group, criterion_main};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use std::hint::black_box;
+use stormbreak_policy::breaker::{Breaker, BreakerConfig};
+use stormbreak_policy::failover::{Failover, FailoverConfig, RegionRates};
+use stormbreak_policy::ramp::{Ramp, RampConfig, StagedRestore, StagedRestoreConfig};
+use stormbreak_policy::time::{MINUTE, SECOND};
+
+fn breaker(c: &mut Criterion) {
+    let mut b = Breaker::new(&BreakerConfig::default()).unwrap();
+    let mut now = 0;
+    c.bench_function("misc/breaker/allow+on_success", |bench| {
+        bench.iter(|| {
+            now += 1_000;
+            if let Some(t) = b.allow(black_box(now)).ticket() {
+                black_box(b.on_success(now, t));
+            }
+        })
+    });
+    // Open: the rejection path a shed caller hits on every request.
+    let config = BreakerConfig {
+        consecutive_failures: 1,
+        ..BreakerConfig::default()
+    };
+    let mut open = Breaker::new(&config).unwrap();
+    let t = open.allow(0).ticket().unwrap();
+    open.on_failure(0, t);
+    c.bench_function("misc/breaker/allow_open", |bench| {
+        bench.iter(|| black_box(open.allow(black_box(SECOND))))
+    });
+}
+
+fn ramp(c: &mut Criterion) {
+    let mut rng = Pcg64Mcg::seed_from_u64(1);
+    let mut r = Ramp::new(&RampConfig::default()).unwrap();
+    r.start(0);
+    let mut now = 0;
+    c.bench_function("misc/ramp/admit", |bench| {
+        bench.iter(|| {
+            now = (now + 1_000) % (10 * MINUTE); // stays below 1.0: draws every time
+            black_box(r.admit(black_box(now), &mut rng))
+        })
+    });
+    let mut now = 0;
+    c.bench_function("misc/ramp/observe", |bench| {
+        bench.iter(|| {
+            now += 1_000;
+            r.observe(black_box(now), black_box(true))
+        })
+    });
+}
+
+fn staged_restore(c: &mut Criterion) {
+    let mut rng = Pcg64Mcg::seed_from_u64(2);
+    let mut s = StagedRestore::new(&StagedRestoreConfig::default(), 8).unwrap();
+    s.start(0);
+    let mut now = 25 * MINUTE; // site 1 ramping
+    let mut site = 0;
+    c.bench_function("misc/staged_restore/admit", |bench| {
+        bench.iter(|| {
+            now += 1_000;
+            site = (site + 1) % 2;
+            black_box(s.admit(black_box(now), site, &mut rng))
+        })
+    });
+}
+
+fn failover(c: &mut Criterion) {
+    let mut rng = Pcg64Mcg::seed_from_u64(3);
+    let mut f = Failover::new(&FailoverConfig::default()).unwrap();
+    let rates = RegionRates {
+        primary_demand: 10_000.0,
+        primary_capacity: 8_000.0,
+        secondary_capacity: 5_000.0,
+        secondary_base_load: 2_000.0,
+    };
+    f.observe(0, rates);
+    c.bench_function("misc/failover/route", |bench| {
+        bench.iter(|| black_box(f.route(black_box(SECOND), &mut rng)))
+    });
+    let mut now = 0;
+    c.bench_function("misc/failover/observe", |bench| {
+        bench.iter(|| {
+            now += SECOND / 10;
+            black_box(f.observe(black_box(now), black_box(rates)))
+        })
+    });
+}
+
+criterion_group!(benches, breaker, ramp, staged_restore, failover);
+criterion_main!(benches);

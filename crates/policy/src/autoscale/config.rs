@@ -1,0 +1,859 @@
+//! The HPA's spec (`autoscaling/v2` `HorizontalPodAutoscalerSpec`) and the
+//! controller-manager flags it depends on, with the published defaults.
+//!
+//! Field names follow the crate's snake_case convention; enum tags keep the
+//! Kubernetes spelling (`Resource`, `Utilization`, `Percent`, `Max`, …) so a
+//! manifest translates line by line. `periodSeconds` and
+//! `stabilizationWindowSeconds` become duration strings (`"60s"`).
+
+use crate::Nanos;
+use crate::time::{MINUTE, SECOND, secs};
+use serde::Deserialize;
+use std::fmt;
+
+/// Why an [`HpaConfig`] was rejected: the field and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    field: String,
+    message: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The offending field, as a path such as `metrics[1].target.average_utilization`.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A container resource the resource metrics API (metrics-server) reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceName {
+    /// CPU; the only resource whose samples are set aside while a pod initialises.
+    Cpu,
+    /// Memory.
+    Memory,
+}
+
+/// What a metric is compared with (`MetricTarget` in `autoscaling/v2`).
+///
+/// Which kinds a source accepts is the API's rule: `Resource` and
+/// `ContainerResource` take `Utilization` or `AverageValue`, `Pods` takes
+/// `AverageValue`, `Object` takes `Value` or `AverageValue`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum MetricTarget {
+    /// Mean usage as a whole percentage of the pods' requests (e.g. `60`).
+    Utilization {
+        /// Target utilisation in percent of request, ≥ 1.
+        average_utilization: u32,
+    },
+    /// Mean value per pod, in the caller's unit (cores, in-flight/limit, …).
+    AverageValue {
+        /// Target per-pod value, > 0.
+        average_value: f64,
+    },
+    /// One total value (Object metrics only).
+    Value {
+        /// Target value, > 0.
+        value: f64,
+    },
+}
+
+/// One entry of `spec.metrics`: where the signal comes from and its target.
+///
+/// A metric is identified at run time by its position in [`HpaConfig::metrics`]
+/// (a [`MetricId`](super::MetricId)); names are for people and error messages.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum MetricSpec {
+    /// Pod-level resource: the sum over *all* containers of a pod, so a hot
+    /// small container hides behind a cold large one.
+    Resource {
+        /// The resource.
+        name: ResourceName,
+        /// `Utilization` or `AverageValue`.
+        target: MetricTarget,
+    },
+    /// One named container's resource only; the others are invisible to it.
+    ContainerResource {
+        /// The resource.
+        name: ResourceName,
+        /// Container name; must appear in [`HpaConfig::pod_containers`].
+        container: String,
+        /// `Utilization` or `AverageValue`.
+        target: MetricTarget,
+    },
+    /// A per-pod custom metric (`custom.metrics.k8s.io`), averaged over pods.
+    Pods {
+        /// Metric name, e.g. `sidecar_saturation`.
+        metric: String,
+        /// `AverageValue` only.
+        target: MetricTarget,
+    },
+    /// One value describing another object (an Ingress's request rate, a queue's depth).
+    Object {
+        /// Metric name.
+        metric: String,
+        /// `Value`, or `AverageValue` (the value divided by the current replica count).
+        target: MetricTarget,
+    },
+}
+
+impl MetricSpec {
+    /// CPU utilisation at `percent` of request over the whole pod (`kubectl autoscale --cpu`).
+    pub fn cpu_utilization(percent: u32) -> Self {
+        MetricSpec::Resource {
+            name: ResourceName::Cpu,
+            target: MetricTarget::Utilization {
+                average_utilization: percent,
+            },
+        }
+    }
+}
+
+/// How a scaling policy's `value` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum PolicyKind {
+    /// An absolute number of pods per period.
+    Pods,
+    /// A percentage of the replicas at the start of the period.
+    Percent,
+}
+
+/// One `HPAScalingPolicy`: at most `value` pods (or percent) per `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingPolicy {
+    /// `Pods` or `Percent`.
+    #[serde(rename = "type")]
+    pub kind: PolicyKind,
+    /// Pods or percent, ≥ 1.
+    pub value: u32,
+    /// Look-back over which the policy must hold, in (0, 30 min].
+    #[serde(with = "crate::units::duration")]
+    pub period: Nanos,
+}
+
+impl ScalingPolicy {
+    /// `value` pods per `period`.
+    pub const fn pods(value: u32, period: Nanos) -> Self {
+        ScalingPolicy {
+            kind: PolicyKind::Pods,
+            value,
+            period,
+        }
+    }
+
+    /// `value` percent per `period`.
+    pub const fn percent(value: u32, period: Nanos) -> Self {
+        ScalingPolicy {
+            kind: PolicyKind::Percent,
+            value,
+            period,
+        }
+    }
+}
+
+/// Which policy wins when several are listed (`selectPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum SelectPolicy {
+    /// The policy allowing the largest change (default).
+    #[default]
+    Max,
+    /// The policy allowing the smallest change.
+    Min,
+    /// No scaling in this direction at all.
+    Disabled,
+}
+
+/// `HPAScalingRules` for one direction. `None` fields take that direction's
+/// default when the autoscaler is built, as the API server's defaulting does.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingRules {
+    /// Look-back over past recommendations (0 s up, 300 s down), ≤ 1 h.
+    #[serde(default, with = "crate::units::opt_duration")]
+    pub stabilization_window: Option<Nanos>,
+    /// Policy selection (default `Max`).
+    #[serde(default)]
+    pub select_policy: Option<SelectPolicy>,
+    /// Rate limits (up: 100 % and 4 pods per 15 s; down: 100 % per 15 s).
+    #[serde(default)]
+    pub policies: Option<Vec<ScalingPolicy>>,
+    /// Dead band in this direction (default: [`HpaConfig::tolerance`]).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+}
+
+impl ScalingRules {
+    /// The published scale-up defaults, spelt out.
+    pub fn scale_up_default() -> Self {
+        ScalingRules {
+            stabilization_window: Some(0),
+            select_policy: Some(SelectPolicy::Max),
+            policies: Some(default_scale_up_policies().to_vec()),
+            tolerance: None,
+        }
+    }
+
+    /// The published scale-down defaults, spelt out.
+    pub fn scale_down_default() -> Self {
+        ScalingRules {
+            stabilization_window: Some(DEFAULT_DOWNSCALE_STABILIZATION),
+            select_policy: Some(SelectPolicy::Max),
+            policies: Some(default_scale_down_policies().to_vec()),
+            tolerance: None,
+        }
+    }
+}
+
+/// `spec.behavior`: separate rules for each direction.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behavior {
+    /// Rules when the recommendation is above the current replicas.
+    #[serde(default)]
+    pub scale_up: ScalingRules,
+    /// Rules when the recommendation is below the current replicas.
+    #[serde(default)]
+    pub scale_down: ScalingRules,
+}
+
+impl Default for Behavior {
+    fn default() -> Self {
+        Behavior {
+            scale_up: ScalingRules::scale_up_default(),
+            scale_down: ScalingRules::scale_down_default(),
+        }
+    }
+}
+
+/// `--horizontal-pod-autoscaler-downscale-stabilization`: 5 minutes.
+pub const DEFAULT_DOWNSCALE_STABILIZATION: Nanos = 5 * MINUTE;
+
+/// Scale-up default policies: 100 % and 4 pods, each per 15 s (the larger wins).
+pub const fn default_scale_up_policies() -> [ScalingPolicy; 2] {
+    [
+        ScalingPolicy::percent(100, secs(15)),
+        ScalingPolicy::pods(4, secs(15)),
+    ]
+}
+
+/// Scale-down default policy: 100 % per 15 s, i.e. straight to the recommendation.
+pub const fn default_scale_down_policies() -> [ScalingPolicy; 1] {
+    [ScalingPolicy::percent(100, secs(15))]
+}
+
+/// A HorizontalPodAutoscaler: its `autoscaling/v2` spec plus the
+/// kube-controller-manager flags that shape it.
+///
+/// Defaults (Kubernetes'): `sync_period` 15 s, `tolerance` 0.1,
+/// `cpu_initialization_period` 5 min, `initial_readiness_delay` 30 s,
+/// `min_replicas` 1, `metrics` = CPU `Utilization` 80 %, [`Behavior::default`].
+/// `max_replicas` has no default in Kubernetes (it is required); `Default`
+/// uses 10 and a config file must state it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HpaConfig {
+    /// Lower bound on replicas (default 1; 0 only with an `Object` metric, as
+    /// with the `HPAScaleToZero` feature gate).
+    #[serde(default = "default_min_replicas")]
+    pub min_replicas: u32,
+    /// Upper bound on replicas; required.
+    pub max_replicas: u32,
+    /// Metric sources; the largest recommendation wins (default CPU 80 %).
+    #[serde(default = "default_metrics")]
+    pub metrics: Vec<MetricSpec>,
+    /// Container names of the pod template in the index order the metrics
+    /// view uses; `ContainerResource` names are looked up here once.
+    #[serde(default)]
+    pub pod_containers: Vec<String>,
+    /// Scaling behaviour per direction.
+    #[serde(default)]
+    pub behavior: Behavior,
+    /// `--horizontal-pod-autoscaler-sync-period` (15 s).
+    #[serde(default = "default_sync_period", with = "crate::units::duration")]
+    pub sync_period: Nanos,
+    /// `--horizontal-pod-autoscaler-tolerance` (0.1): no action while
+    /// |ratio − 1| ≤ tolerance, unless a direction sets its own.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// `--horizontal-pod-autoscaler-cpu-initialization-period` (5 min).
+    #[serde(
+        default = "default_cpu_initialization_period",
+        with = "crate::units::duration"
+    )]
+    pub cpu_initialization_period: Nanos,
+    /// `--horizontal-pod-autoscaler-initial-readiness-delay` (30 s).
+    #[serde(
+        default = "default_initial_readiness_delay",
+        with = "crate::units::duration"
+    )]
+    pub initial_readiness_delay: Nanos,
+}
+
+fn default_min_replicas() -> u32 {
+    1
+}
+fn default_metrics() -> Vec<MetricSpec> {
+    vec![MetricSpec::cpu_utilization(80)]
+}
+fn default_sync_period() -> Nanos {
+    secs(15)
+}
+fn default_tolerance() -> f64 {
+    0.1
+}
+fn default_cpu_initialization_period() -> Nanos {
+    5 * MINUTE
+}
+fn default_initial_readiness_delay() -> Nanos {
+    secs(30)
+}
+
+impl Default for HpaConfig {
+    fn default() -> Self {
+        HpaConfig {
+            min_replicas: default_min_replicas(),
+            max_replicas: 10,
+            metrics: default_metrics(),
+            pod_containers: Vec::new(),
+            behavior: Behavior::default(),
+            sync_period: default_sync_period(),
+            tolerance: default_tolerance(),
+            cpu_initialization_period: default_cpu_initialization_period(),
+            initial_readiness_delay: default_initial_readiness_delay(),
+        }
+    }
+}
+
+/// Kubernetes' ceiling on `periodSeconds`.
+const MAX_POLICY_PERIOD: Nanos = 30 * MINUTE;
+/// Kubernetes' ceiling on `stabilizationWindowSeconds`.
+const MAX_STABILIZATION_WINDOW: Nanos = 3600 * SECOND;
+
+impl HpaConfig {
+    /// Checks every rule the API server and the controller would enforce.
+    ///
+    /// ```
+    /// use stormbreak_policy::autoscale::HpaConfig;
+    /// let bad = HpaConfig { min_replicas: 5, max_replicas: 3, ..HpaConfig::default() };
+    /// assert_eq!(
+    ///     bad.validate().unwrap_err().to_string(),
+    ///     "max_replicas must be ≥ min_replicas (5), got 3"
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.sync_period == 0 {
+            return Err(ConfigError::new("sync_period", "must be > 0, got 0"));
+        }
+        check_tolerance("tolerance", self.tolerance)?;
+        let has_object = self
+            .metrics
+            .iter()
+            .any(|m| matches!(m, MetricSpec::Object { .. }));
+        if self.min_replicas == 0 && !has_object {
+            return Err(ConfigError::new(
+                "min_replicas",
+                "must be ≥ 1 unless an Object metric is configured (scale to zero), got 0",
+            ));
+        }
+        if self.max_replicas == 0 {
+            return Err(ConfigError::new("max_replicas", "must be ≥ 1, got 0"));
+        }
+        if self.max_replicas < self.min_replicas {
+            return Err(ConfigError::new(
+                "max_replicas",
+                format!(
+                    "must be ≥ min_replicas ({}), got {}",
+                    self.min_replicas, self.max_replicas
+                ),
+            ));
+        }
+        if self.max_replicas > i32::MAX as u32 {
+            return Err(ConfigError::new(
+                "max_replicas",
+                format!("must be ≤ {} (int32), got {}", i32::MAX, self.max_replicas),
+            ));
+        }
+        if self.metrics.is_empty() {
+            return Err(ConfigError::new(
+                "metrics",
+                "must list at least one metric source (omit the field for CPU Utilization 80), got []",
+            ));
+        }
+        for (i, metric) in self.metrics.iter().enumerate() {
+            self.check_metric(i, metric)?;
+        }
+        check_rules("behavior.scale_up", &self.behavior.scale_up)?;
+        check_rules("behavior.scale_down", &self.behavior.scale_down)?;
+        Ok(())
+    }
+
+    /// Index of a container name in [`pod_containers`](Self::pod_containers).
+    pub fn container_index(&self, name: &str) -> Option<usize> {
+        self.pod_containers.iter().position(|c| c == name)
+    }
+
+    fn check_metric(&self, i: usize, metric: &MetricSpec) -> Result<(), ConfigError> {
+        let at = |field: &str| format!("metrics[{i}].{field}");
+        let (source, target) = match metric {
+            MetricSpec::Resource { target, .. } => ("Resource", target),
+            MetricSpec::ContainerResource {
+                container, target, ..
+            } => {
+                if self.container_index(container).is_none() {
+                    return Err(ConfigError::new(
+                        at("container"),
+                        format!(
+                            "must name one of pod_containers {:?}, got {container:?}",
+                            self.pod_containers
+                        ),
+                    ));
+                }
+                ("ContainerResource", target)
+            }
+            MetricSpec::Pods { metric, target } | MetricSpec::Object { metric, target } => {
+                if metric.is_empty() {
+                    return Err(ConfigError::new(
+                        at("metric"),
+                        "must be a non-empty name, got \"\"",
+                    ));
+                }
+                let source = if matches!(self.metrics[i], MetricSpec::Pods { .. }) {
+                    "Pods"
+                } else {
+                    "Object"
+                };
+                (source, target)
+            }
+        };
+        let allowed = matches!(
+            (metric, target),
+            (
+                MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. },
+                MetricTarget::Utilization { .. } | MetricTarget::AverageValue { .. },
+            ) | (MetricSpec::Pods { .. }, MetricTarget::AverageValue { .. })
+                | (
+                    MetricSpec::Object { .. },
+                    MetricTarget::Value { .. } | MetricTarget::AverageValue { .. },
+                )
+        );
+        if !allowed {
+            let expected = match metric {
+                MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. } => {
+                    "Utilization or AverageValue"
+                }
+                MetricSpec::Pods { .. } => "AverageValue",
+                MetricSpec::Object { .. } => "Value or AverageValue",
+            };
+            return Err(ConfigError::new(
+                at("target.type"),
+                format!(
+                    "must be {expected} for {source} metrics, got {}",
+                    target_kind(target)
+                ),
+            ));
+        }
+        match *target {
+            MetricTarget::Utilization {
+                average_utilization: 0,
+            } => Err(ConfigError::new(
+                at("target.average_utilization"),
+                "must be ≥ 1, got 0",
+            )),
+            MetricTarget::AverageValue { average_value } if !positive(average_value) => {
+                Err(ConfigError::new(
+                    at("target.average_value"),
+                    format!("must be a finite number > 0, got {average_value}"),
+                ))
+            }
+            MetricTarget::Value { value } if !positive(value) => Err(ConfigError::new(
+                at("target.value"),
+                format!("must be a finite number > 0, got {value}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn target_kind(target: &MetricTarget) -> &'static str {
+    match target {
+        MetricTarget::Utilization { .. } => "Utilization",
+        MetricTarget::AverageValue { .. } => "AverageValue",
+        MetricTarget::Value { .. } => "Value",
+    }
+}
+
+fn positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+fn check_tolerance(field: &str, t: f64) -> Result<(), ConfigError> {
+    if t.is_finite() && t >= 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("must be a finite number ≥ 0, got {t}"),
+        ))
+    }
+}
+
+fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), ConfigError> {
+    if let Some(w) = rules.stabilization_window
+        && w > MAX_STABILIZATION_WINDOW
+    {
+        return Err(ConfigError::new(
+            format!("{path}.stabilization_window"),
+            format!("must be ≤ 1h, got {}", crate::units::format_duration(w)),
+        ));
+    }
+    if let Some(t) = rules.tolerance {
+        check_tolerance(&format!("{path}.tolerance"), t)?;
+    }
+    if let Some(policies) = &rules.policies {
+        if policies.is_empty() {
+            return Err(ConfigError::new(
+                format!("{path}.policies"),
+                "must list at least one policy when given (omit it for the defaults), got []",
+            ));
+        }
+        for (i, p) in policies.iter().enumerate() {
+            if p.value == 0 {
+                return Err(ConfigError::new(
+                    format!("{path}.policies[{i}].value"),
+                    "must be ≥ 1, got 0",
+                ));
+            }
+            if p.period == 0 || p.period > MAX_POLICY_PERIOD {
+                return Err(ConfigError::new(
+                    format!("{path}.policies[{i}].period"),
+                    format!(
+                        "must be in (0s, 30m], got {}",
+                        crate::units::format_duration(p.period)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<HpaConfig, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    fn error_of(config: HpaConfig) -> String {
+        config.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_the_published_ones() {
+        let c = HpaConfig::default();
+        assert_eq!(c.sync_period, secs(15));
+        assert_eq!(c.tolerance, 0.1);
+        assert_eq!(c.min_replicas, 1);
+        assert_eq!(c.cpu_initialization_period, 5 * MINUTE);
+        assert_eq!(c.initial_readiness_delay, secs(30));
+        assert_eq!(c.metrics, vec![MetricSpec::cpu_utilization(80)]);
+        let up = &c.behavior.scale_up;
+        assert_eq!(up.stabilization_window, Some(0));
+        assert_eq!(
+            up.policies.as_deref(),
+            Some(
+                &[
+                    ScalingPolicy::percent(100, secs(15)),
+                    ScalingPolicy::pods(4, secs(15))
+                ][..]
+            )
+        );
+        let down = &c.behavior.scale_down;
+        assert_eq!(down.stabilization_window, Some(secs(300)));
+        assert_eq!(
+            down.policies.as_deref(),
+            Some(&[ScalingPolicy::percent(100, secs(15))][..])
+        );
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_manifest_translates_field_by_field() {
+        let c = parse(
+            r#"{
+                "min_replicas": 2,
+                "max_replicas": 40,
+                "pod_containers": ["app", "istio-proxy"],
+                "metrics": [
+                    {"type": "ContainerResource", "name": "cpu", "container": "app",
+                     "target": {"type": "Utilization", "average_utilization": 60}},
+                    {"type": "Pods", "metric": "sidecar_saturation",
+                     "target": {"type": "AverageValue", "average_value": 0.8}},
+                    {"type": "Object", "metric": "queue_depth",
+                     "target": {"type": "Value", "value": 100}}
+                ],
+                "behavior": {
+                    "scale_down": {
+                        "stabilization_window": "60s",
+                        "select_policy": "Min",
+                        "policies": [
+                            {"type": "Percent", "value": 10, "period": "60s"},
+                            {"type": "Pods", "value": 5, "period": "1m"}
+                        ]
+                    }
+                }
+            }"#,
+        )
+        .unwrap();
+        assert_eq!(c.min_replicas, 2);
+        assert_eq!(
+            c.metrics[0],
+            MetricSpec::ContainerResource {
+                name: ResourceName::Cpu,
+                container: "app".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: 60
+                },
+            }
+        );
+        assert_eq!(
+            c.metrics[1],
+            MetricSpec::Pods {
+                metric: "sidecar_saturation".into(),
+                target: MetricTarget::AverageValue { average_value: 0.8 },
+            }
+        );
+        assert_eq!(c.behavior.scale_down.stabilization_window, Some(secs(60)));
+        assert_eq!(c.behavior.scale_down.select_policy, Some(SelectPolicy::Min));
+        assert_eq!(
+            c.behavior.scale_down.policies.as_deref(),
+            Some(
+                &[
+                    ScalingPolicy::percent(10, secs(60)),
+                    ScalingPolicy::pods(5, secs(60))
+                ][..]
+            )
+        );
+        // An omitted direction is left to the defaults, field by field.
+        assert_eq!(c.behavior.scale_up, ScalingRules::default());
+        assert_eq!(c.sync_period, secs(15));
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn omitted_metrics_default_to_cpu_80() {
+        let c = parse(r#"{"max_replicas": 5}"#).unwrap();
+        assert_eq!(c.metrics, vec![MetricSpec::cpu_utilization(80)]);
+        assert_eq!(c.min_replicas, 1);
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_at_every_level() {
+        assert!(parse(r#"{"max_replicas": 5, "maxReplicas": 5}"#).is_err());
+        assert!(parse(
+            r#"{"max_replicas": 5, "metrics": [{"type": "Resource", "name": "cpu", "container": "app",
+               "target": {"type": "Utilization", "average_utilization": 60}}]}"#
+        )
+        .is_err());
+        assert!(parse(
+            r#"{"max_replicas": 5, "behavior": {"scale_up": {"stabilization_window_seconds": 0}}}"#
+        )
+        .is_err());
+        assert!(
+            parse(
+                r#"{"max_replicas": 5, "metrics": [{"type": "External", "metric": "x",
+               "target": {"type": "Value", "value": 1}}]}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn max_replicas_is_required_in_files() {
+        let err = parse(r#"{"min_replicas": 1}"#).unwrap_err().to_string();
+        assert!(err.contains("max_replicas"), "{err}");
+    }
+
+    #[test]
+    fn replica_bounds_are_checked() {
+        let c = |min, max| HpaConfig {
+            min_replicas: min,
+            max_replicas: max,
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(c(0, 5)),
+            "min_replicas must be ≥ 1 unless an Object metric is configured (scale to zero), got 0"
+        );
+        assert_eq!(
+            error_of(c(5, 3)),
+            "max_replicas must be ≥ min_replicas (5), got 3"
+        );
+        let zero_with_object = HpaConfig {
+            min_replicas: 0,
+            metrics: vec![MetricSpec::Object {
+                metric: "queue".into(),
+                target: MetricTarget::Value { value: 10.0 },
+            }],
+            ..HpaConfig::default()
+        };
+        assert_eq!(zero_with_object.validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_source_accepts_only_its_target_types() {
+        let with = |m: MetricSpec| HpaConfig {
+            metrics: vec![m],
+            pod_containers: vec!["app".into()],
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(with(MetricSpec::Pods {
+                metric: "rps".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: 50
+                },
+            })),
+            "metrics[0].target.type must be AverageValue for Pods metrics, got Utilization"
+        );
+        assert_eq!(
+            error_of(with(MetricSpec::Resource {
+                name: ResourceName::Cpu,
+                target: MetricTarget::Value { value: 1.0 },
+            })),
+            "metrics[0].target.type must be Utilization or AverageValue for Resource metrics, got Value"
+        );
+        assert_eq!(
+            error_of(with(MetricSpec::Object {
+                metric: "q".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: 50
+                },
+            })),
+            "metrics[0].target.type must be Value or AverageValue for Object metrics, got Utilization"
+        );
+        assert_eq!(
+            error_of(with(MetricSpec::cpu_utilization(0))),
+            "metrics[0].target.average_utilization must be ≥ 1, got 0"
+        );
+        assert_eq!(
+            error_of(with(MetricSpec::Pods {
+                metric: "rps".into(),
+                target: MetricTarget::AverageValue {
+                    average_value: -1.0
+                },
+            })),
+            "metrics[0].target.average_value must be a finite number > 0, got -1"
+        );
+    }
+
+    #[test]
+    fn container_names_must_resolve() {
+        let c = HpaConfig {
+            pod_containers: vec!["app".into()],
+            metrics: vec![MetricSpec::ContainerResource {
+                name: ResourceName::Cpu,
+                container: "istio-proxy".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: 60,
+                },
+            }],
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(c),
+            "metrics[0].container must name one of pod_containers [\"app\"], got \"istio-proxy\""
+        );
+    }
+
+    #[test]
+    fn behavior_limits_match_the_api() {
+        let with_down = |rules: ScalingRules| HpaConfig {
+            behavior: Behavior {
+                scale_up: ScalingRules::default(),
+                scale_down: rules,
+            },
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(with_down(ScalingRules {
+                policies: Some(vec![]),
+                ..ScalingRules::default()
+            })),
+            "behavior.scale_down.policies must list at least one policy when given (omit it for the defaults), got []"
+        );
+        assert_eq!(
+            error_of(with_down(ScalingRules {
+                policies: Some(vec![ScalingPolicy::pods(4, 31 * MINUTE)]),
+                ..ScalingRules::default()
+            })),
+            "behavior.scale_down.policies[0].period must be in (0s, 30m], got 31m"
+        );
+        assert_eq!(
+            error_of(with_down(ScalingRules {
+                policies: Some(vec![ScalingPolicy::percent(0, secs(15))]),
+                ..ScalingRules::default()
+            })),
+            "behavior.scale_down.policies[0].value must be ≥ 1, got 0"
+        );
+        assert_eq!(
+            error_of(with_down(ScalingRules {
+                stabilization_window: Some(secs(3601)),
+                ..ScalingRules::default()
+            })),
+            "behavior.scale_down.stabilization_window must be ≤ 1h, got 1h1s"
+        );
+        assert_eq!(
+            error_of(with_down(ScalingRules {
+                tolerance: Some(-0.1),
+                ..ScalingRules::default()
+            })),
+            "behavior.scale_down.tolerance must be a finite number ≥ 0, got -0.1"
+        );
+    }
+
+    #[test]
+    fn controller_flags_are_checked() {
+        let c = HpaConfig {
+            sync_period: 0,
+            ..HpaConfig::default()
+        };
+        assert_eq!(error_of(c), "sync_period must be > 0, got 0");
+        let c = HpaConfig {
+            tolerance: f64::NAN,
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(c),
+            "tolerance must be a finite number ≥ 0, got NaN"
+        );
+        let c = HpaConfig {
+            metrics: vec![],
+            ..HpaConfig::default()
+        };
+        assert_eq!(
+            error_of(c),
+            "metrics must list at least one metric source (omit the field for CPU Utilization 80), got []"
+        );
+    }
+}

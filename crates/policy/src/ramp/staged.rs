@@ -1,0 +1,301 @@
+//! Several sites restored one after another.
+
+use super::{ConfigError, Ramp, RampConfig, admit_with};
+use crate::Nanos;
+use rand::Rng;
+use serde::Deserialize;
+
+/// Largest accepted number of sites.
+pub const MAX_SITES: usize = 10_000;
+
+/// Parameters of a multi-site restore.
+///
+/// Missing fields in a config file take the [`Default`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StagedRestoreConfig {
+    /// The ramp every site follows.
+    pub ramp: RampConfig,
+    /// A site starts its ramp when the previous site first enters a step at or
+    /// above this fraction. Default 1.0: strictly one site at a time, as
+    /// GitHub's operators did, so at most one site is ever half-restored and
+    /// the guard's errors can be blamed on it.
+    pub next_site_at_fraction: f64,
+}
+
+impl Default for StagedRestoreConfig {
+    fn default() -> Self {
+        StagedRestoreConfig {
+            ramp: RampConfig::default(),
+            next_site_at_fraction: 1.0,
+        }
+    }
+}
+
+impl StagedRestoreConfig {
+    /// Checks every field; the error names the field and what was expected.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.ramp.validate()?;
+        let f = self.next_site_at_fraction;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(ConfigError::new(
+                "next_site_at_fraction",
+                "in (0, 1]",
+                f.to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Sites restored in order, each with its own [`Ramp`] and error guard.
+///
+/// Site `i + 1` starts at the instant site `i` first entered the step whose
+/// fraction is at least `next_site_at_fraction` (an exact, catch-up time, not
+/// the time of the call that noticed it), so the schedule is the same however
+/// often the coordinator is called. Sites not yet started admit nothing: during
+/// a restore, traffic not admitted is shed. Per call, only the frontier site and
+/// the queried site are advanced, so a decision is O(1) in the number of sites
+/// (plus one pass per site start) and never allocates.
+///
+/// Defaults: those of [`RampConfig`], one site at a time.
+///
+/// ```
+/// use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
+/// use stormbreak_policy::time::MINUTE;
+///
+/// let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
+/// restore.start(0);
+/// assert_eq!(restore.fraction(19 * MINUTE, 1), 0.0); // site 0 not at 1.0 yet
+/// assert_eq!(restore.fraction(20 * MINUTE, 1), 0.05); // site 0 full at 20 min
+/// assert_eq!(restore.fraction(40 * MINUTE, 1), 1.0);
+/// assert!(restore.is_complete());
+/// ```
+#[derive(Clone, Debug)]
+pub struct StagedRestore {
+    sites: Box<[Ramp]>,
+    /// Highest started site.
+    frontier: usize,
+    /// Step index whose entry starts the next site.
+    trigger_step: usize,
+}
+
+impl StagedRestore {
+    /// `sites` idle ramps (1 ..= 10 000); the whole table is allocated here.
+    pub fn new(config: &StagedRestoreConfig, sites: usize) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if !(1..=MAX_SITES).contains(&sites) {
+            return Err(ConfigError::new(
+                "sites",
+                "between 1 and 10000",
+                sites.to_string(),
+            ));
+        }
+        let ramp = Ramp::new(&config.ramp)?;
+        let trigger_step = config
+            .ramp
+            .steps
+            .iter()
+            .position(|&f| f >= config.next_site_at_fraction)
+            .unwrap_or(config.ramp.steps.len() - 1);
+        Ok(StagedRestore {
+            sites: vec![ramp; sites].into_boxed_slice(),
+            frontier: 0,
+            trigger_step,
+        })
+    }
+
+    /// Starts (or restarts) the restore with site 0 at `now`; other sites go idle.
+    pub fn start(&mut self, now: Nanos) {
+        for (i, site) in self.sites.iter_mut().enumerate() {
+            if i == 0 {
+                site.start(now);
+            } else {
+                site.stop();
+            }
+        }
+        self.frontier = 0;
+    }
+
+    /// Admits one request to `site` with its current fraction. An out-of-range
+    /// site admits nothing.
+    pub fn admit<R: Rng + ?Sized>(&mut self, now: Nanos, site: usize, rng: &mut R) -> bool {
+        let f = self.fraction(now, site);
+        admit_with(f, rng)
+    }
+
+    /// `site`'s admitted fraction now (0 if not started or out of range).
+    pub fn fraction(&mut self, now: Nanos, site: usize) -> f64 {
+        self.advance(now);
+        match self.sites.get_mut(site) {
+            Some(ramp) => ramp.fraction(now),
+            None => 0.0,
+        }
+    }
+
+    /// Reports one outcome at `site` to its guard.
+    pub fn observe(&mut self, now: Nanos, site: usize, ok: bool) {
+        self.observe_counts(now, site, u64::from(ok), u64::from(!ok));
+    }
+
+    /// Reports a batch of outcomes at `site` to its guard.
+    pub fn observe_counts(&mut self, now: Nanos, site: usize, ok: u64, errors: u64) {
+        if let Some(ramp) = self.sites.get_mut(site) {
+            ramp.observe_counts(now, ok, errors);
+        }
+        self.advance(now);
+    }
+
+    /// Starts every site whose predecessor has reached the trigger step by `now`.
+    pub fn advance(&mut self, now: Nanos) {
+        while self.frontier + 1 < self.sites.len() {
+            let current = &mut self.sites[self.frontier];
+            current.advance(now);
+            match current.entered_step_at(self.trigger_step) {
+                Some(at) => {
+                    self.frontier += 1;
+                    self.sites[self.frontier].start(at);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// One site's ramp, for metrics.
+    pub fn site(&self, site: usize) -> Option<&Ramp> {
+        self.sites.get(site)
+    }
+
+    /// Number of sites.
+    pub fn site_count(&self) -> usize {
+        self.sites.len()
+    }
+
+    /// Number of sites whose ramp has started.
+    pub fn started_sites(&self) -> usize {
+        self.sites.iter().take_while(|s| s.is_started()).count()
+    }
+
+    /// Whether every site is at its last step with its guard clear (as of the last call).
+    pub fn is_complete(&self) -> bool {
+        self.sites
+            .iter()
+            .all(|s| s.phase() == super::RampPhase::Complete)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{MINUTE as M, SECOND};
+
+    #[test]
+    fn sites_restore_one_after_another_on_the_hand_computed_schedule() {
+        // Default ramp: 20 min per site (4 holds of 5 min). Three sites from t = 1 min:
+        // site 0 full at 21, site 1 starts 21 and is full at 41, site 2 full at 61.
+        let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 3).unwrap();
+        r.start(M);
+        assert_eq!(r.started_sites(), 1);
+        assert_eq!(r.fraction(21 * M - 1, 1), 0.0);
+        assert_eq!(r.fraction(21 * M, 1), 0.05);
+        assert_eq!(r.fraction(21 * M, 2), 0.0);
+        // One late call catches every site up on exact times.
+        assert_eq!(r.fraction(90 * M, 2), 1.0);
+        let start = |i: usize| r.site(i).unwrap().entered_step_at(0);
+        assert_eq!(
+            [start(0), start(1), start(2)],
+            [Some(M), Some(21 * M), Some(41 * M)]
+        );
+        assert_eq!(r.site(2).unwrap().entered_step_at(4), Some(61 * M));
+        assert!(r.is_complete());
+    }
+
+    #[test]
+    fn next_site_can_start_at_a_partial_fraction() {
+        // Trigger 0.25 = step 2, entered 10 min after a site starts.
+        let config = StagedRestoreConfig {
+            next_site_at_fraction: 0.25,
+            ..StagedRestoreConfig::default()
+        };
+        let mut r = StagedRestore::new(&config, 3).unwrap();
+        r.start(0);
+        assert_eq!(r.fraction(10 * M, 1), 0.05);
+        assert_eq!(r.fraction(20 * M, 2), 0.05);
+        assert_eq!(r.fraction(20 * M, 0), 1.0);
+    }
+
+    #[test]
+    fn a_breach_at_one_site_delays_the_next_site() {
+        let config = StagedRestoreConfig {
+            ramp: RampConfig {
+                step_back_after: 0,
+                ..RampConfig::default()
+            },
+            ..StagedRestoreConfig::default()
+        };
+        let mut r = StagedRestore::new(&config, 2).unwrap();
+        r.start(0);
+        // Site 0 at 0.5 from 15 min; 20% errors every 10 s from 16:00 to 24:50.
+        let mut t = 16 * M;
+        while t < 25 * M {
+            r.observe_counts(t, 0, 80, 20);
+            t += 10 * SECOND;
+        }
+        assert_eq!(r.fraction(25 * M, 0), 0.5);
+        assert_eq!(r.fraction(25 * M, 1), 0.0);
+        // Last bad slot 149 (1490 s) leaves the window at slot 155 = 1550 s:
+        // site 0 clears at 1550 s, full at 1850 s, and only then site 1 starts.
+        assert_eq!(r.fraction(1550 * SECOND, 0), 0.5);
+        assert_eq!(r.fraction(1850 * SECOND - 1, 1), 0.0);
+        assert_eq!(r.fraction(1850 * SECOND, 1), 0.05);
+    }
+
+    #[test]
+    fn errors_at_one_site_do_not_hold_another() {
+        let config = StagedRestoreConfig {
+            next_site_at_fraction: 0.05,
+            ..StagedRestoreConfig::default()
+        };
+        let mut r = StagedRestore::new(&config, 2).unwrap();
+        r.start(0);
+        let mut t = 0;
+        while t < 5 * M {
+            r.observe_counts(t, 0, 0, 100);
+            t += 10 * SECOND;
+        }
+        assert_eq!(r.fraction(5 * M, 1), 0.1);
+        assert_eq!(r.fraction(5 * M, 0), 0.05);
+    }
+
+    #[test]
+    fn out_of_range_sites_and_bad_counts_are_rejected_gracefully() {
+        let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 1).unwrap();
+        r.start(0);
+        assert_eq!(r.fraction(0, 5), 0.0);
+        r.observe(0, 5, false);
+        assert_eq!(
+            StagedRestore::new(&StagedRestoreConfig::default(), 0)
+                .unwrap_err()
+                .field,
+            "sites"
+        );
+        let bad = StagedRestoreConfig {
+            next_site_at_fraction: 0.0,
+            ..StagedRestoreConfig::default()
+        };
+        assert_eq!(
+            StagedRestore::new(&bad, 2).unwrap_err().to_string(),
+            "ramp: next_site_at_fraction must be in (0, 1], got 0"
+        );
+    }
+
+    #[test]
+    fn restart_idles_later_sites() {
+        let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
+        r.start(0);
+        assert_eq!(r.fraction(25 * M, 1), 0.1);
+        r.start(30 * M);
+        assert_eq!(r.fraction(30 * M, 1), 0.0);
+        assert_eq!(r.fraction(30 * M, 0), 0.05);
+    }
+}

@@ -1,0 +1,261 @@
+//! Per-request retry and budget decisions must not allocate: a simulator runs
+//! millions of them, and the guard runs them on every proxied request.
+//!
+//! A counting global allocator records allocations made by the current thread
+//! while counting is switched on, so tests running in parallel do not see each
+//! other's allocations.
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use stormbreak_policy::budget::{
+    AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig, RatioBudget,
+    RatioBudgetConfig, RetryBudget, RetryCause, Unlimited,
+};
+use stormbreak_policy::retry::{
+    AttemptOutcome, BackoffConfig, Jitter, Pushback, RetryConfig, RetryPolicy, RetryState,
+    retry_after_from_delta_seconds, retry_after_from_header, retry_after_from_http_date,
+    retry_after_from_reset_epoch,
+};
+use stormbreak_policy::time::{MILLISECOND, SECOND};
+
+struct CountingAllocator;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note_allocation() {
+    // try_with: the allocator can be called while thread-locals are torn down.
+    let _ = COUNTING.try_with(|on| {
+        if on.get() {
+            ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Allocations made by this thread while `f` runs.
+fn allocations_during(f: impl FnOnce()) -> usize {
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|on| on.set(true));
+    f();
+    COUNTING.with(|on| on.set(false));
+    ALLOCATIONS.with(|n| n.get())
+}
+
+const DECISIONS: u64 = 10_000;
+
+fn policy(jitter: Jitter) -> RetryPolicy {
+    RetryPolicy::new(&RetryConfig {
+        per_try_timeout: Some(250 * MILLISECOND),
+        backoff: BackoffConfig {
+            jitter,
+            ..BackoffConfig::default()
+        },
+        ..RetryConfig::default()
+    })
+    .unwrap()
+}
+
+/// One logical request: a 503, a timeout, then a 200.
+fn one_request<B: RetryBudget + ?Sized>(
+    policy: &RetryPolicy,
+    now: u64,
+    budget: &mut B,
+    rng: &mut Pcg64Mcg,
+) {
+    let mut state = RetryState::begin(policy, now, budget);
+    black_box(state.attempt_deadline(policy));
+    let d = state.on_outcome_budgeted(
+        policy,
+        now + MILLISECOND,
+        AttemptOutcome::status(503),
+        budget,
+        rng,
+    );
+    let next = d.retry_at().unwrap_or(now + MILLISECOND);
+    let d = state.on_outcome_budgeted(
+        policy,
+        next + 250 * MILLISECOND,
+        AttemptOutcome::Timeout,
+        budget,
+        rng,
+    );
+    let next = d.retry_at().unwrap_or(next);
+    black_box(state.on_outcome_budgeted(
+        policy,
+        next + MILLISECOND,
+        AttemptOutcome::status(200),
+        budget,
+        rng,
+    ));
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    // Without this the zero-allocation assertions below could never fail.
+    assert!(
+        allocations_during(|| {
+            black_box(vec![1u8; 16]);
+        }) >= 1
+    );
+}
+
+#[test]
+fn retry_state_decisions_do_not_allocate() {
+    for jitter in [
+        Jitter::None,
+        Jitter::Full,
+        Jitter::Equal,
+        Jitter::Decorrelated,
+        Jitter::Proportional,
+    ] {
+        let policy = policy(jitter);
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let throttled = AttemptOutcome::Response {
+            status: 429,
+            retry_after: Some(2 * SECOND),
+            pushback: Pushback::None,
+        };
+        let pushed = AttemptOutcome::Response {
+            status: 503,
+            retry_after: None,
+            pushback: Pushback::RetryAfter(300 * MILLISECOND),
+        };
+        let n = allocations_during(|| {
+            for i in 0..DECISIONS {
+                let now = i * SECOND;
+                let mut state = RetryState::new(&policy, now);
+                black_box(state.on_outcome(&policy, now + 1, throttled, &mut rng));
+                black_box(state.on_outcome(&policy, now + 3 * SECOND, pushed, &mut rng));
+                black_box(state.on_outcome(
+                    &policy,
+                    now + 4 * SECOND,
+                    AttemptOutcome::Reset,
+                    &mut rng,
+                ));
+                black_box(policy.classifier().classify(&AttemptOutcome::status(403)));
+            }
+        });
+        assert_eq!(n, 0, "{jitter:?}");
+    }
+}
+
+#[test]
+fn header_parsing_does_not_allocate() {
+    let n = allocations_during(|| {
+        for i in 0..DECISIONS {
+            black_box(retry_after_from_delta_seconds(black_box("120")));
+            black_box(retry_after_from_http_date(
+                black_box("Sun, 06 Nov 1994 08:49:37 GMT"),
+                784_111_000 + i,
+            ));
+            black_box(retry_after_from_header(
+                black_box("Sun Nov  6 08:49:37 1994"),
+                i,
+            ));
+            black_box(retry_after_from_header(
+                black_box("Sunday, 06-Nov-94 08:49:37 GMT"),
+                i,
+            ));
+            black_box(retry_after_from_reset_epoch(black_box("1786973400"), i));
+            black_box(Pushback::from_grpc_header(black_box("250")));
+        }
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn ratio_budget_decisions_do_not_allocate() {
+    let policy = policy(Jitter::Full);
+    let mut budget = RatioBudget::new(&RatioBudgetConfig::default()).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(2);
+    let n = allocations_during(|| {
+        for i in 0..DECISIONS {
+            // 10 ms apart: the ring rotates through every bucket many times.
+            let now = i * 10 * MILLISECOND;
+            budget.on_request(now);
+            black_box(budget.try_withdraw(now, RetryCause::Error));
+            black_box(budget.balance(now));
+            one_request(&policy, now, &mut budget, &mut rng);
+        }
+        // A jump far ahead clears the whole ring.
+        black_box(budget.try_withdraw(DECISIONS * SECOND * 100, RetryCause::Timeout));
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn grpc_throttle_decisions_do_not_allocate() {
+    let policy = policy(Jitter::Full);
+    let mut budget = GrpcThrottle::new(&GrpcThrottleConfig::default()).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(3);
+    let n = allocations_during(|| {
+        for i in 0..DECISIONS {
+            budget.on_failure(i);
+            black_box(budget.try_withdraw(i, RetryCause::Error));
+            budget.on_success(i, None);
+            one_request(&policy, i * SECOND, &mut budget, &mut rng);
+        }
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn aws_quota_decisions_do_not_allocate() {
+    let policy = policy(Jitter::Full);
+    let mut budget = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(4);
+    let n = allocations_during(|| {
+        for i in 0..DECISIONS {
+            black_box(budget.try_withdraw(i, RetryCause::Timeout));
+            budget.on_success(i, Some(RetryCause::Timeout));
+            one_request(&policy, i * SECOND, &mut budget, &mut rng);
+        }
+    });
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn unlimited_and_dyn_budgets_do_not_allocate() {
+    let policy = policy(Jitter::Decorrelated);
+    let mut unlimited = Unlimited;
+    let mut quota = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(5);
+    let n = allocations_during(|| {
+        for i in 0..DECISIONS {
+            one_request(&policy, i * SECOND, &mut unlimited, &mut rng);
+            let dynamic: &mut dyn RetryBudget = &mut quota;
+            one_request(&policy, i * SECOND, dynamic, &mut rng);
+        }
+    });
+    assert_eq!(n, 0);
+}
