@@ -669,7 +669,7 @@ impl Engine {
         let pop = &mut self.pops[r.pop as usize];
         match res {
             Res::Ok => {
-                pop.caller.on_success(now);
+                pop.caller.on_success(&mut r.call, now, &mut pop.rng);
                 self.requests.remove(req);
             }
             Res::Err(cause) if pop.fanout > 0 => {
@@ -864,7 +864,7 @@ impl Engine {
                         self.complete(p, Res::Err(Cause::DependencyFailed))
                     }
                     (_, Res::Ok) => {
-                        gw.caller.on_success(self.now);
+                        gw.caller.on_success(&mut pa.call, self.now, &mut gw.rng);
                         self.complete(p, Res::Ok)
                     }
                     (_, Res::Err(cause)) => {

@@ -1,84 +1,260 @@
-//! TEMPORARY: stand-in until the policy crate's retry/budget/HPA land.
+//! Where the simulator meets `stormbreak-policy`: retry decisions, retry
+//! budgets and the HPA are the policy crate's own state machines, fed
+//! virtual time and a per-entity RNG. Nothing here decides anything itself;
+//! it translates simulator facts (a [`Cause`], pod gauges) into the policy
+//! crate's inputs.
+
 use rand::Rng;
 use serde::Deserialize;
 use stormbreak_policy::Nanos;
+use stormbreak_policy::autoscale::{
+    ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
+    ResourceName,
+};
+use stormbreak_policy::budget::{
+    AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig, RatioBudget,
+    RatioBudgetConfig, RetryBudget, Unlimited,
+};
+use stormbreak_policy::retry::{
+    AttemptOutcome, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+};
 
 use crate::record::Cause;
-use crate::scenario::AutoscalerSpec;
+use crate::scenario::{AutoscalerSpec, ScaleMetric};
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetrySpec {
-    pub max_attempts: u32,
+/// A scenario's `retry = { … }` table: the policy crate's [`RetryConfig`]
+/// as written (see `docs/scenarios.md` and the `retry` module docs).
+pub type RetrySpec = RetryConfig;
+
+/// A scenario's `budget = { kind = …, … }` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BudgetSpec {
+    /// Finagle/Linkerd ratio budget.
+    Ratio(RatioBudgetConfig),
+    /// gRPC retry throttling (gRFC A6).
+    Grpc(GrpcThrottleConfig),
+    /// AWS SDK standard retry quota.
+    Aws(AwsRetryQuotaConfig),
 }
-impl RetrySpec {
-    pub fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetSpec {
-    pub ratio: f64,
-}
+
 impl BudgetSpec {
+    /// What is wrong with the parameters, if anything.
     pub fn check(&self) -> Result<(), String> {
-        Ok(())
+        match self {
+            BudgetSpec::Ratio(c) => c.validate(),
+            BudgetSpec::Grpc(c) => c.validate(),
+            BudgetSpec::Aws(c) => c.validate(),
+        }
+        .map_err(|e| e.to_string())
     }
 }
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallState {
-    tries: u32,
+
+/// Checks a retry table the way the policy crate will build it.
+pub fn check_retry(spec: &RetrySpec) -> Result<(), String> {
+    RetryPolicy::new(spec)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
-pub enum Next {
-    RetryAt(Nanos),
-    GiveUp,
-}
+
 #[derive(Debug)]
-pub struct Caller {
-    max: u32,
+enum AnyBudget {
+    Unlimited(Unlimited),
+    Ratio(RatioBudget),
+    Grpc(GrpcThrottle),
+    Aws(AwsRetryQuota),
 }
-impl Caller {
-    pub fn new(r: Option<&RetrySpec>, _b: Option<&BudgetSpec>) -> Self {
-        Caller {
-            max: r.map_or(1, |r| r.max_attempts),
+
+impl AnyBudget {
+    fn get(&mut self) -> &mut dyn RetryBudget {
+        match self {
+            AnyBudget::Unlimited(b) => b,
+            AnyBudget::Ratio(b) => b,
+            AnyBudget::Grpc(b) => b,
+            AnyBudget::Aws(b) => b,
         }
     }
-    pub fn start(&mut self, _now: Nanos) -> CallState {
-        CallState { tries: 1 }
+}
+
+/// The retry state of one logical call; `None` when the caller never retries.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallState(Option<RetryState>);
+
+/// What a caller does after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Send another attempt at this time.
+    RetryAt(Nanos),
+    /// Report the failure.
+    GiveUp,
+}
+
+/// A caller's retry policy and its shared budget: one per client population
+/// or gateway.
+#[derive(Debug)]
+pub struct Caller {
+    policy: Option<RetryPolicy>,
+    budget: AnyBudget,
+}
+
+/// How a caller sees a simulated failure.
+pub fn outcome_of(cause: Cause) -> AttemptOutcome {
+    match cause {
+        Cause::FlowsExhausted => AttemptOutcome::ConnectFailed,
+        Cause::Timeout => AttemptOutcome::Timeout,
+        Cause::Reset => AttemptOutcome::Reset,
+        c => AttemptOutcome::status(c.status().unwrap_or(503)),
     }
-    pub fn on_success(&mut self, _now: Nanos) {}
-    pub fn on_failure(&mut self, _now: Nanos, _c: Cause) {}
+}
+
+impl Caller {
+    /// Builds the caller; the specs were validated with the scenario.
+    pub fn new(retry: Option<&RetrySpec>, budget: Option<&BudgetSpec>) -> Self {
+        let budget = match budget {
+            None => AnyBudget::Unlimited(Unlimited),
+            Some(BudgetSpec::Ratio(c)) => AnyBudget::Ratio(RatioBudget::new(c).expect("validated")),
+            Some(BudgetSpec::Grpc(c)) => AnyBudget::Grpc(GrpcThrottle::new(c).expect("validated")),
+            Some(BudgetSpec::Aws(c)) => AnyBudget::Aws(AwsRetryQuota::new(c).expect("validated")),
+        };
+        Caller {
+            policy: retry.map(|r| RetryPolicy::new(r).expect("validated")),
+            budget,
+        }
+    }
+
+    /// A new logical call starts now (the budget earns its deposit).
+    pub fn start(&mut self, now: Nanos) -> CallState {
+        let budget = self.budget.get();
+        match &self.policy {
+            Some(p) => CallState(Some(RetryState::begin(p, now, budget))),
+            None => {
+                budget.on_request(now);
+                CallState(None)
+            }
+        }
+    }
+
+    /// The call's latest attempt succeeded.
+    pub fn on_success<R: Rng + ?Sized>(&mut self, st: &mut CallState, now: Nanos, rng: &mut R) {
+        match (&self.policy, &mut st.0) {
+            (Some(p), Some(s)) => {
+                s.on_outcome_budgeted(p, now, AttemptOutcome::status(200), self.budget.get(), rng);
+            }
+            _ => self.budget.get().on_success(now, None),
+        }
+    }
+
+    /// A failure that the caller does not route through its retry policy
+    /// (the fan-out bug): the budget still hears of it.
+    pub fn on_failure(&mut self, now: Nanos, cause: Cause) {
+        match cause {
+            Cause::Timeout => self.budget.get().on_timeout(now),
+            _ => self.budget.get().on_failure(now),
+        }
+    }
+
+    /// The call's latest attempt failed: retry when, or give up.
     pub fn after_failure<R: Rng + ?Sized>(
         &mut self,
         st: &mut CallState,
         now: Nanos,
-        _c: Cause,
-        _rng: &mut R,
+        cause: Cause,
+        rng: &mut R,
     ) -> Next {
-        if st.tries < self.max {
-            st.tries += 1;
-            Next::RetryAt(now)
-        } else {
-            Next::GiveUp
+        let (Some(p), Some(s)) = (&self.policy, &mut st.0) else {
+            self.on_failure(now, cause);
+            return Next::GiveUp;
+        };
+        match s.on_outcome_budgeted(p, now, outcome_of(cause), self.budget.get(), rng) {
+            RetryDecision::RetryAt(t) => Next::RetryAt(t.max(now)),
+            RetryDecision::GiveUp(_) | RetryDecision::Success => Next::GiveUp,
         }
     }
 }
+
+/// What the simulator measured on one pod since the last sync.
+#[derive(Debug, Clone, Copy)]
 pub struct PodSample {
+    /// Ready to serve.
     pub ready: bool,
+    /// Time-averaged busy workers / workers.
     pub app_utilisation: f64,
+    /// Time-averaged sidecar in-flight / sidecar limit.
     pub sidecar_saturation: f64,
 }
+
+/// A service's HPA: the policy crate's [`Hpa`] fed from simulated pods.
+///
+/// Containers: `app` (CPU request = its worker count, usage = busy workers)
+/// and `sidecar` (see [`SIDECAR_CPU_SHARE`]).
 #[derive(Debug)]
-pub struct Autoscaler;
+pub struct Autoscaler {
+    hpa: Hpa,
+    table: PodTable,
+    period: Nanos,
+}
+
+/// Assumption: a sidecar's CPU request is this share of the app's, and its
+/// usage is proportional to its in-flight share of that. It only matters
+/// for the pod-level `Resource` metric, where the app dominates the sum.
+pub const SIDECAR_CPU_SHARE: f64 = 0.1;
+
 impl Autoscaler {
-    pub fn new(_s: &AutoscalerSpec) -> Self {
-        Autoscaler
+    /// Builds the HPA for a validated spec.
+    pub fn new(spec: &AutoscalerSpec) -> Self {
+        let pct = (spec.target * 100.0).round() as u32;
+        let metric = match spec.metric {
+            ScaleMetric::AppCpu => MetricSpec::ContainerResource {
+                name: ResourceName::Cpu,
+                container: "app".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: pct,
+                },
+            },
+            ScaleMetric::PodCpu => MetricSpec::cpu_utilization(pct),
+            ScaleMetric::SidecarSaturation => MetricSpec::Pods {
+                metric: "sidecar_saturation".into(),
+                target: MetricTarget::AverageValue {
+                    average_value: spec.target,
+                },
+            },
+        };
+        let config = HpaConfig {
+            min_replicas: spec.min,
+            max_replicas: spec.max,
+            metrics: vec![metric],
+            pod_containers: vec!["app".into(), "sidecar".into()],
+            ..HpaConfig::default()
+        };
+        let period = config.sync_period;
+        Autoscaler {
+            hpa: Hpa::new(config).expect("validated autoscaler"),
+            table: PodTable::with_capacity(spec.max as usize * 2 + 8, 2, 1),
+            period,
+        }
     }
+
+    /// The HPA sync period.
     pub fn period(&self) -> Nanos {
-        15_000_000_000
+        self.period
     }
-    pub fn sync(&mut self, _now: Nanos, current: u32, _s: impl Iterator<Item = PodSample>) -> u32 {
-        current
+
+    /// One HPA sync: returns the desired replica count.
+    pub fn sync(&mut self, now: Nanos, current: u32, pods: impl Iterator<Item = PodSample>) -> u32 {
+        self.table.clear(current);
+        for p in pods {
+            let status = if p.ready {
+                PodStatus::ready(0, now)
+            } else {
+                PodStatus::ready(0, now).deleting()
+            };
+            let app = ContainerSample::cpu(p.app_utilisation, 1.0);
+            let sidecar =
+                ContainerSample::cpu(p.sidecar_saturation * SIDECAR_CPU_SHARE, SIDECAR_CPU_SHARE);
+            let i = self.table.push_pod(status, &[app, sidecar]);
+            self.table
+                .set_pod_metric(i, MetricId(0), p.sidecar_saturation);
+        }
+        self.hpa.sync(now, &self.table).desired
     }
 }

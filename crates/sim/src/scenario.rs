@@ -591,7 +591,7 @@ fn check_retry(
     budget: Option<&BudgetSpec>,
 ) -> Result<(), ScenarioError> {
     if let Some(r) = retry {
-        r.check()
+        crate::glue::check_retry(r)
             .map_err(|e| ck.at(owner.span(), format!("{:?}: retry: {e}", owner.get_ref())))?;
     }
     if let Some(b) = budget {

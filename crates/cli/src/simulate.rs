@@ -1,0 +1,97 @@
+//! `stormbreak simulate FILE`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sim::{Recording, Scenario, output};
+
+/// Flags of `stormbreak simulate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scenario file (TOML); see docs/scenarios.md.
+    pub file: PathBuf,
+    /// Output directory [default: ./stormbreak-out/<scenario name>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// RNG seed; overrides the scenario's `seed`.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulate this fraction of the traffic, with capacities scaled alike (0 < F ≤ 1000).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+    /// Print the summary as JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `--scale` must be a positive, finite factor.
+pub fn parse_scale(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("expected a number such as 0.1, got {s:?}"))?;
+    if v.is_finite() && v > 0.0 && v <= 1000.0 {
+        Ok(v)
+    } else {
+        Err(format!("expected 0 < F ≤ 1000, got {v}"))
+    }
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| format!("{}: cannot read: {e}", args.file.display()))?;
+    let scenario =
+        Scenario::parse(&args.file.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let opts = RunOptions {
+        seed: args.seed,
+        scale: args.scale,
+    };
+    let rec = simulate_with_progress(&scenario, opts, args.quiet || args.json);
+    let out = args
+        .out
+        .unwrap_or_else(|| crate::default_out(&scenario.scenario.name));
+    output::write_outputs(&out, &rec, None)
+        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&output::summary_json(&rec, None)).expect("json")
+        );
+    } else {
+        print!("{}", crate::table::route_table(&rec));
+        println!("outputs: {}", out.display());
+    }
+    Ok(())
+}
+
+/// Runs the engine in slices so a progress bar with an ETA can be drawn;
+/// the bar only appears once a run has taken more than a second.
+pub fn simulate_with_progress(scenario: &Scenario, opts: RunOptions, quiet: bool) -> Recording {
+    let mut engine = Engine::new(scenario, opts);
+    let end = engine.end();
+    let slices = 200u64;
+    let started = Instant::now();
+    let bar = ProgressBar::with_draw_target(Some(slices), ProgressDrawTarget::hidden());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} simulating {msg} [{bar:30}] {percent}% ETA {eta}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(scenario.scenario.name.clone());
+    let mut shown = false;
+    for i in 1..=slices {
+        engine.run_until(end / slices * i);
+        if !quiet && !shown && started.elapsed() > Duration::from_secs(1) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            shown = true;
+        }
+        bar.set_position(i);
+    }
+    engine.run_until(end);
+    bar.finish_and_clear();
+    engine.finish()
+}
