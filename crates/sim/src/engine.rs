@@ -386,7 +386,7 @@ impl Engine {
         let mut comp_series = |name: &str, kind: &'static str| {
             comps.push(ComponentSeries {
                 name: name.to_owned(),
-                kind,
+                kind: kind.to_owned(),
                 ..Default::default()
             });
             comps.len() - 1

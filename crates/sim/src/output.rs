@@ -154,6 +154,17 @@ pub fn timeseries_csv(rec: &Recording) -> String {
     out
 }
 
+/// Reads back a `recording.json` written by [`write_outputs`].
+pub fn read_recording(path: &Path) -> io::Result<Recording> {
+    let bytes = fs::read(path)?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a stormbreak recording: {e}", path.display()),
+        )
+    })
+}
+
 /// Writes `contents` to `path` atomically (temporary file, then rename).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -169,9 +180,12 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     })
 }
 
-/// Writes `summary.json` and `timeseries.csv` into `dir`.
+/// Writes `summary.json`, `timeseries.csv` and `recording.json` (the full
+/// recording, which `stormbreak report DIR` re-renders from) into `dir`.
 pub fn write_outputs(dir: &Path, rec: &Recording, extra: Option<Value>) -> io::Result<()> {
     let summary = serde_json::to_vec_pretty(&summary_json(rec, extra)).map_err(io::Error::other)?;
     write_atomic(&dir.join("summary.json"), &summary)?;
+    let full = serde_json::to_vec(rec).map_err(io::Error::other)?;
+    write_atomic(&dir.join("recording.json"), &full)?;
     write_atomic(&dir.join("timeseries.csv"), timeseries_csv(rec).as_bytes())
 }

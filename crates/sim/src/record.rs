@@ -6,11 +6,11 @@
 //! histogram per route that is reset every interval.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stormbreak_policy::Nanos;
 
 /// Why an attempt failed, as its caller saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// A sidecar, gateway or app queue was full: refused at once (503).
@@ -96,7 +96,7 @@ impl RouteAcc {
 }
 
 /// One route's time series, one value per interval.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RouteSeries {
     /// Route name.
     pub name: String,
@@ -122,12 +122,12 @@ impl RouteSeries {
 }
 
 /// Gauges sampled and counters accumulated for one component per interval.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ComponentSeries {
     /// Component name.
     pub name: String,
     /// `lb`, `gateway` or `service`.
-    pub kind: &'static str,
+    pub kind: String,
     /// Attempts that arrived at the component.
     pub arrivals: Vec<u64>,
     /// Attempts it refused (limit, flows, queue timeout, unavailable).
@@ -148,7 +148,7 @@ pub struct ComponentSeries {
 }
 
 /// Whole-run figures of one component for checking Little's law, L = λW.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct LittleTotals {
     /// L: time-averaged number of attempts present (queued, in service, or
     /// holding a resource while downstream works).
@@ -160,7 +160,7 @@ pub struct LittleTotals {
 }
 
 /// A timeline action as it was applied.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppliedAction {
     /// Simulated time.
     pub at: Nanos,
@@ -169,7 +169,7 @@ pub struct AppliedAction {
 }
 
 /// Everything a run recorded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recording {
     /// Scenario name.
     pub scenario: String,
