@@ -35,6 +35,8 @@ use crate::record::{
     AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
 };
 use crate::scenario::{ActionKind, ComponentRef, Scenario, parse_clock};
+use stormbreak_policy::ramp::StagedRestore;
+use stormbreak_policy::shed::{Criticality, Decision, ShedRule, ShedRules};
 use crate::slab::{Key, Slab};
 
 /// Options that change a run without changing its scenario.
@@ -57,7 +59,7 @@ impl Default for RunOptions {
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    Arrive { pop: u16 },
+    Arrive { pop: u16, generation: u32 },
     Done { att: Key },
     Timeout { att: Key },
     QueueTimeout { att: Key },
@@ -108,11 +110,15 @@ struct Attempt {
     /// Gateway-only: retry state of the forwarded call.
     call: CallState,
     abandoned: bool,
+    /// Site of the client population behind the attempt (0 when none).
+    site: u8,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Request {
     pop: u16,
+    /// The route this logical request uses (primary or failover).
+    route: u16,
     call: CallState,
     /// Attempts of this request still attached (more than one with fan-out).
     live: u32,
@@ -134,10 +140,23 @@ struct Node {
 
 #[derive(Debug)]
 struct Lb {
+    /// Operator shed rules (policy crate), keyed by route index.
+    rules: ShedRules,
+    /// Staged restores in progress.
+    ramps: Vec<LbRamp>,
     nodes: Vec<Node>,
     flows_per_node: u32,
     next: usize,
     comp: usize,
+}
+
+#[derive(Debug)]
+struct LbRamp {
+    route: u16,
+    restore: StagedRestore,
+    /// Scenario site index → the ramp's site number (None: not ramped).
+    site_map: Vec<Option<usize>>,
+    status: u16,
 }
 
 #[derive(Debug)]
@@ -236,6 +255,14 @@ struct Population {
     schedule: RateSchedule,
     timeout_lane: Lane,
     caller: Caller,
+    honour_retry_after: bool,
+    /// Index into the scenario's site labels.
+    site: u8,
+    failover_route: Option<u16>,
+    /// Share of new requests sent to `failover_route`.
+    spill: f64,
+    /// Bumped when the rate changes, so the arrival drawn at the old rate is dropped.
+    arrival_generation: u32,
     fanout: u32,
     fanout_cap: u32,
     fanout_delay: Nanos,
@@ -333,8 +360,14 @@ impl Little {
 pub enum Res {
     /// Answered successfully.
     Ok,
-    /// Failed.
-    Err(Cause),
+    /// Failed; a shed response may advertise `Retry-After`.
+    Err(Cause, Option<Nanos>),
+}
+
+impl Res {
+    fn fail(cause: Cause) -> Res {
+        Res::Err(cause, None)
+    }
 }
 
 /// The simulator for one scenario run.
@@ -354,7 +387,12 @@ pub struct Engine {
     comp_arrivals: Vec<u64>,
     comp_rejected: Vec<u64>,
     little: Vec<Little>,
+    /// Randomness for LB decisions (ramp admission).
+    lb_rng: Pcg64Mcg,
     actions: Vec<(Nanos, ActionKind)>,
+    sites: Vec<String>,
+    client_names: Vec<String>,
+    scale: f64,
     applied: Vec<AppliedAction>,
     events: u64,
     attempts_total: u64,
@@ -395,6 +433,8 @@ impl Engine {
             .lbs
             .iter()
             .map(|l| Lb {
+                rules: ShedRules::with_capacity(64).expect("static capacity"),
+                ramps: Vec::new(),
                 nodes: (0..l.nodes)
                     .map(|_| Node {
                         flows: 0,
@@ -467,6 +507,14 @@ impl Engine {
                 },
             })
             .collect();
+        let mut sites: Vec<String> = Vec::new();
+        for c in &sc.clients {
+            if let Some(s) = &c.site {
+                if !sites.contains(s) {
+                    sites.push(s.clone());
+                }
+            }
+        }
         let pops: Vec<Population> = sc
             .clients
             .iter()
@@ -482,6 +530,19 @@ impl Engine {
                     schedule: RateSchedule::new(c.rate * scale, &steps),
                     timeout_lane: queue.lane(c.timeout),
                     caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
+                    honour_retry_after: c.honour_retry_after,
+                    site: c
+                        .site
+                        .as_deref()
+                        .and_then(|s| sites.iter().position(|x| x == s))
+                        .map_or(0, |i| i as u8),
+                    failover_route: c
+                        .failover_route
+                        .as_ref()
+                        .and_then(|f| sc.route_index(f.get_ref()))
+                        .map(|r| r as u16),
+                    spill: 0.0,
+                    arrival_generation: 0,
                     fanout: c.fanout,
                     fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
                     fanout_delay: c.fanout_delay,
@@ -506,8 +567,12 @@ impl Engine {
             comps,
             comp_arrivals: vec![0; n],
             little: vec![Little::default(); n],
+            lb_rng: entity_rng(seed, 3_000),
             comp_rejected: vec![0; n],
             actions: sc.actions.iter().map(|a| (a.at, a.kind.clone())).collect(),
+            sites,
+            client_names: sc.clients.iter().map(|c| c.name.get_ref().clone()).collect(),
+            scale,
             applied: Vec::new(),
             events: 0,
             attempts_total: 0,
@@ -526,7 +591,13 @@ impl Engine {
         for p in 0..e.pops.len() {
             let pop = &mut e.pops[p];
             if let Some(t) = pop.schedule.next_after(0, &mut pop.rng) {
-                e.queue.schedule(t, Ev::Arrive { pop: p as u16 });
+                e.queue.schedule(
+                    t,
+                    Ev::Arrive {
+                        pop: p as u16,
+                        generation: 0,
+                    },
+                );
             }
         }
         e.queue.schedule(e.interval, Ev::Tick);
@@ -609,7 +680,11 @@ impl Engine {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Arrive { pop } => self.on_arrival(pop as usize),
+            Ev::Arrive { pop, generation } => {
+                if self.pops[pop as usize].arrival_generation == generation {
+                    self.on_arrival(pop as usize)
+                }
+            }
             Ev::Done { att } => self.on_service_done(att),
             Ev::Timeout { att } => self.on_timeout(att),
             Ev::QueueTimeout { att } => self.on_queue_timeout(att),
@@ -628,14 +703,25 @@ impl Engine {
         let now = self.now;
         let pop = &mut self.pops[p];
         if let Some(t) = pop.schedule.next_after(now, &mut pop.rng) {
-            self.queue.schedule(t, Ev::Arrive { pop: p as u16 });
+            let generation = pop.arrival_generation;
+            self.queue.schedule(
+                t,
+                Ev::Arrive {
+                    pop: p as u16,
+                    generation,
+                },
+            );
         }
         let call = pop.caller.start(now);
         let deadline = now.saturating_add(pop.give_up_after);
-        let route = pop.route;
+        let route = match pop.failover_route {
+            Some(f) if pop.spill > 0.0 && pop.rng.random::<f64>() < pop.spill => f,
+            _ => pop.route,
+        };
         self.routes[route as usize].acc.first_attempts += 1;
         let req = self.requests.insert(Request {
             pop: p as u16,
+            route,
             call,
             live: 1,
             deadline,
@@ -646,8 +732,9 @@ impl Engine {
     fn client_send(&mut self, req: Key) {
         let r = self.requests.get(req).expect("live request");
         let pop = &self.pops[r.pop as usize];
-        let (route, lane) = (pop.route, pop.timeout_lane);
+        let (route, lane, site) = (r.route, pop.timeout_lane, pop.site);
         let att = self.new_attempt(route, 0, Parent::Client(req));
+        self.attempts.get_mut(att).expect("new").site = site;
         self.queue
             .schedule_in_lane(lane, self.now, Ev::Timeout { att });
         self.enter(att);
@@ -672,7 +759,7 @@ impl Engine {
                 pop.caller.on_success(&mut r.call, now, &mut pop.rng);
                 self.requests.remove(req);
             }
-            Res::Err(cause) if pop.fanout > 0 => {
+            Res::Err(cause, _) if pop.fanout > 0 => {
                 // The fan-out bug: a failed operation spawns `fanout` new
                 // attempts (up to the client's in-flight cap per operation),
                 // again on each of their failures, until it gives up.
@@ -689,10 +776,13 @@ impl Engine {
                     self.requests.remove(req);
                 }
             }
-            Res::Err(cause) => match pop
-                .caller
-                .after_failure(&mut r.call, now, cause, &mut pop.rng)
-            {
+            Res::Err(cause, retry_after) => match pop.caller.after_failure(
+                &mut r.call,
+                now,
+                cause,
+                retry_after.filter(|_| pop.honour_retry_after),
+                &mut pop.rng,
+            ) {
                 Next::RetryAt(t) => {
                     r.live += 1;
                     self.queue.schedule(t, Ev::ClientRetry { req });
@@ -723,6 +813,7 @@ impl Engine {
             child: None,
             call: CallState::default(),
             abandoned: false,
+            site: 0,
         });
         self.peak = self.peak.max(self.attempts.len());
         k
@@ -744,7 +835,25 @@ impl Engine {
         self.little[ci].step(self.now, true);
         match a.comp {
             Comp::Lb(l) => {
+                let now = self.now;
                 let lb = &mut self.lbs[l as usize];
+                if let Some(Decision::Reject {
+                    status,
+                    retry_after,
+                }) = lb.rules.lookup(a.route as u32, Criticality::Critical)
+                {
+                    self.comp_rejected[ci] += 1;
+                    return self.complete(att, Res::Err(Cause::shed(status), retry_after));
+                }
+                if let Some(ramp) = lb.ramps.iter_mut().find(|r| r.route == a.route) {
+                    if let Some(site) = ramp.site_map[a.site as usize] {
+                        if !ramp.restore.admit(now, site, &mut self.lb_rng) {
+                            let status = ramp.status;
+                            self.comp_rejected[ci] += 1;
+                            return self.complete(att, Res::Err(Cause::shed(status), None));
+                        }
+                    }
+                }
                 let n = lb.nodes.len();
                 let mut pick = None;
                 for i in 0..n {
@@ -795,7 +904,9 @@ impl Engine {
         let a = self.attempts.get_mut(att).expect("live");
         a.phase = Phase::Forwarded;
         let (route, hop) = (a.route, a.hop + 1);
+        let site = self.attempts.get(att).expect("live").site;
         let child = self.new_attempt(route, hop, Parent::Attempt(att));
+        self.attempts.get_mut(child).expect("new").site = site;
         self.attempts.get_mut(att).expect("live").child = Some(child);
         if let Some(lane) = timeout {
             self.queue
@@ -806,7 +917,7 @@ impl Engine {
 
     fn reject(&mut self, att: Key, ci: usize, cause: Cause) {
         self.comp_rejected[ci] += 1;
-        self.complete(att, Res::Err(cause));
+        self.complete(att, Res::fail(cause));
     }
 
     /// The attempt is answered: release what its hop holds, tell the caller.
@@ -819,8 +930,15 @@ impl Engine {
         little.departures += 1;
         if let Comp::Lb(l) = a.comp {
             if a.slot != u32::MAX {
-                let node = &mut self.lbs[l as usize].nodes[a.slot as usize];
+                let lb = &mut self.lbs[l as usize];
+                let node = &mut lb.nodes[a.slot as usize];
                 node.flows = node.flows.saturating_sub(1);
+                // The ramp's error guard watches what it admitted.
+                if let Some(ramp) = lb.ramps.iter_mut().find(|r| r.route == a.route) {
+                    if let Some(site) = ramp.site_map[a.site as usize] {
+                        ramp.restore.observe(self.now, site, res == Res::Ok);
+                    }
+                }
             }
         }
         self.deliver(a, res);
@@ -834,7 +952,7 @@ impl Engine {
                     acc.successes += 1;
                     acc.record_latency(self.now - a.started);
                 }
-                Res::Err(c) => acc.errors[c as usize] += 1,
+                Res::Err(c, _) => acc.errors[c as usize] += 1,
             }
         }
         match a.parent {
@@ -860,18 +978,21 @@ impl Engine {
                         let lane = gw.timeout_lane;
                         self.forward(p, Some(lane));
                     }
-                    (Phase::DependencyWait, Res::Err(_)) => {
-                        self.complete(p, Res::Err(Cause::DependencyFailed))
+                    (Phase::DependencyWait, Res::Err(..)) => {
+                        self.complete(p, Res::fail(Cause::DependencyFailed))
                     }
                     (_, Res::Ok) => {
                         gw.caller.on_success(&mut pa.call, self.now, &mut gw.rng);
                         self.complete(p, Res::Ok)
                     }
-                    (_, Res::Err(cause)) => {
-                        match gw
-                            .caller
-                            .after_failure(&mut pa.call, self.now, cause, &mut gw.rng)
-                        {
+                    (_, Res::Err(cause, retry_after)) => {
+                        match gw.caller.after_failure(
+                            &mut pa.call,
+                            self.now,
+                            cause,
+                            retry_after,
+                            &mut gw.rng,
+                        ) {
                             Next::RetryAt(t) => {
                                 pa.phase = Phase::Backoff;
                                 self.queue.schedule(t, Ev::GatewayRetry { att: p });
@@ -914,7 +1035,7 @@ impl Engine {
                 pa.child = None;
             }
         }
-        self.deliver(snapshot, Res::Err(Cause::Timeout));
+        self.deliver(snapshot, Res::fail(Cause::Timeout));
     }
 
     // ---- services ------------------------------------------------------
@@ -1151,8 +1272,119 @@ impl Engine {
                 }
                 format!("restart nodes of {}", lb.get_ref())
             }
+            ActionKind::SetRetry { target, retry } => {
+                let name = target.get_ref();
+                if let Some(p) = self.client_index(name) {
+                    self.pops[p].caller.set_retry(retry.as_ref());
+                } else if let Some(g) = self.gateways.iter().position(|g| self.comps[g.comp].name == *name) {
+                    self.gateways[g].caller.set_retry(retry.as_ref());
+                }
+                match retry {
+                    Some(r) => format!("{name}: retries set to {} attempt(s)", r.max_attempts),
+                    None => format!("{name}: retries off"),
+                }
+            }
+            ActionKind::Shed {
+                lb,
+                route,
+                status,
+                retry_after,
+            } => {
+                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                let rule = ShedRule {
+                    route: r as u32,
+                    class: None,
+                    status: *status,
+                    retry_after: *retry_after,
+                };
+                self.lbs[l].rules.add_rule(rule).expect("validated; 64 rules");
+                format!("shed {} with {status} at {}", route.get_ref(), lb.get_ref())
+            }
+            ActionKind::Unshed { lb, route } => {
+                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                self.lbs[l].rules.remove_rule(r as u32, None);
+                format!("stop shedding {} at {}", route.get_ref(), lb.get_ref())
+            }
+            ActionKind::Ramp {
+                lb,
+                route,
+                sites,
+                restore,
+                status,
+            } => {
+                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                self.lbs[l].rules.remove_rule(r as u32, None);
+                let site_map = self
+                    .sites
+                    .iter()
+                    .map(|s| sites.iter().position(|x| x.get_ref() == s))
+                    .collect();
+                let mut staged = StagedRestore::new(restore, sites.len()).expect("validated");
+                staged.start(self.now);
+                let lb_ramps = &mut self.lbs[l].ramps;
+                lb_ramps.retain(|x| x.route != r as u16);
+                lb_ramps.push(LbRamp {
+                    route: r as u16,
+                    restore: staged,
+                    site_map,
+                    status: *status,
+                });
+                format!(
+                    "staged restore of {} at {} over {} site(s)",
+                    route.get_ref(),
+                    lb.get_ref(),
+                    sites.len()
+                )
+            }
+            ActionKind::ShiftTraffic { clients, fraction } => {
+                for c in clients {
+                    let p = self.client_index(c.get_ref()).expect("validated");
+                    self.pops[p].spill = *fraction;
+                }
+                format!(
+                    "shift {:.0}% of {} to failover",
+                    fraction * 100.0,
+                    clients.iter().map(|c| c.get_ref().as_str()).collect::<Vec<_>>().join(", ")
+                )
+            }
+            ActionKind::SetRate { client, rate } => {
+                let p = self.client_index(client.get_ref()).expect("validated");
+                let now = self.now;
+                let pop = &mut self.pops[p];
+                pop.schedule = RateSchedule::new(0.0, &[(now, rate * self.scale, 0)]);
+                pop.arrival_generation += 1;
+                if let Some(t) = pop.schedule.next_after(now, &mut pop.rng) {
+                    let generation = pop.arrival_generation;
+                    self.queue.schedule(
+                        t,
+                        Ev::Arrive {
+                            pop: p as u16,
+                            generation,
+                        },
+                    );
+                }
+                format!("{}: rate set to {rate}/s", client.get_ref())
+            }
         };
         self.applied.push(AppliedAction { at, what });
+    }
+
+    fn client_index(&self, name: &str) -> Option<usize> {
+        self.client_names.iter().position(|n| n == name)
+    }
+
+    fn lb_index(&self, name: &str) -> usize {
+        self.lbs
+            .iter()
+            .position(|x| self.comps[x.comp].name == name)
+            .expect("validated lb name")
+    }
+
+    fn route_idx(&self, name: &str) -> usize {
+        self.routes
+            .iter()
+            .position(|r| r.series.name == name)
+            .expect("validated route name")
     }
 
     /// Paused nodes drop their flows: each attempt holding one is answered
@@ -1176,7 +1408,7 @@ impl Engine {
                     ca.abandoned = true;
                 }
             }
-            self.complete(k, Res::Err(Cause::Reset));
+            self.complete(k, Res::fail(Cause::Reset));
         }
     }
 
@@ -1184,6 +1416,31 @@ impl Engine {
 
     fn on_tick(&mut self) {
         let now = self.now;
+        for l in 0..self.lbs.len() {
+            let lb = &mut self.lbs[l];
+            let before = lb.ramps.len();
+            for r in &mut lb.ramps {
+                r.restore.advance(now);
+            }
+            let mut done = Vec::new();
+            lb.ramps.retain(|r| {
+                let complete = r.restore.is_complete();
+                if complete {
+                    done.push(r.route);
+                }
+                !complete
+            });
+            if lb.ramps.len() != before {
+                let lb_name = self.comps[lb.comp].name.clone();
+                for r in done {
+                    let what = format!(
+                        "staged restore of {} at {lb_name} complete",
+                        self.routes[r as usize].series.name
+                    );
+                    self.applied.push(AppliedAction { at: now, what });
+                }
+            }
+        }
         if now < self.end {
             self.queue.schedule(now + self.interval, Ev::Tick);
         }

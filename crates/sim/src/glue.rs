@@ -16,7 +16,7 @@ use stormbreak_policy::budget::{
     RatioBudgetConfig, RetryBudget, Unlimited,
 };
 use stormbreak_policy::retry::{
-    AttemptOutcome, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
 
 use crate::record::Cause;
@@ -97,13 +97,18 @@ pub struct Caller {
     budget: AnyBudget,
 }
 
-/// How a caller sees a simulated failure.
-pub fn outcome_of(cause: Cause) -> AttemptOutcome {
+/// How a caller sees a simulated failure. `retry_after` is what the
+/// response advertised, already dropped by callers that ignore it.
+pub fn outcome_of(cause: Cause, retry_after: Option<Nanos>) -> AttemptOutcome {
     match cause {
         Cause::FlowsExhausted => AttemptOutcome::ConnectFailed,
         Cause::Timeout => AttemptOutcome::Timeout,
         Cause::Reset => AttemptOutcome::Reset,
-        c => AttemptOutcome::status(c.status().unwrap_or(503)),
+        c => AttemptOutcome::Response {
+            status: c.status().unwrap_or(503),
+            retry_after,
+            pushback: Pushback::None,
+        },
     }
 }
 
@@ -120,6 +125,14 @@ impl Caller {
             policy: retry.map(|r| RetryPolicy::new(r).expect("validated")),
             budget,
         }
+    }
+
+    /// Replaces the retry policy (a timeline action); the budget is kept.
+    /// Calls already under way keep their attempt count and deadline and
+    /// are judged by the new policy from their next outcome on; a call that
+    /// started without a policy stays without retries.
+    pub fn set_retry(&mut self, retry: Option<&RetrySpec>) {
+        self.policy = retry.map(|r| RetryPolicy::new(r).expect("validated"));
     }
 
     /// A new logical call starts now (the budget earns its deposit).
@@ -159,13 +172,15 @@ impl Caller {
         st: &mut CallState,
         now: Nanos,
         cause: Cause,
+        retry_after: Option<Nanos>,
         rng: &mut R,
     ) -> Next {
         let (Some(p), Some(s)) = (&self.policy, &mut st.0) else {
             self.on_failure(now, cause);
             return Next::GiveUp;
         };
-        match s.on_outcome_budgeted(p, now, outcome_of(cause), self.budget.get(), rng) {
+        let outcome = outcome_of(cause, retry_after);
+        match s.on_outcome_budgeted(p, now, outcome, self.budget.get(), rng) {
             RetryDecision::RetryAt(t) => Next::RetryAt(t.max(now)),
             RetryDecision::GiveUp(_) | RetryDecision::Success => Next::GiveUp,
         }

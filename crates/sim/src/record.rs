@@ -27,11 +27,17 @@ pub enum Cause {
     Unavailable,
     /// The LB node holding the flow was paused: the connection was reset.
     Reset,
+    /// Shed by an operator rule or a staged-restore ramp with 403.
+    Shed403,
+    /// Shed with 429.
+    Shed429,
+    /// Shed with 503.
+    Shed503,
 }
 
 impl Cause {
     /// Every cause, in the order of the recording's columns.
-    pub const ALL: [Cause; 7] = [
+    pub const ALL: [Cause; 10] = [
         Cause::LimitRejected,
         Cause::FlowsExhausted,
         Cause::QueueTimeout,
@@ -39,7 +45,19 @@ impl Cause {
         Cause::DependencyFailed,
         Cause::Unavailable,
         Cause::Reset,
+        Cause::Shed403,
+        Cause::Shed429,
+        Cause::Shed503,
     ];
+
+    /// The shed cause for an HTTP status (403, 429, anything else is 503).
+    pub fn shed(status: u16) -> Cause {
+        match status {
+            403 => Cause::Shed403,
+            429 => Cause::Shed429,
+            _ => Cause::Shed503,
+        }
+    }
 
     /// Stable column name.
     pub fn name(self) -> &'static str {
@@ -51,13 +69,20 @@ impl Cause {
             Cause::DependencyFailed => "dependency_failed",
             Cause::Unavailable => "unavailable",
             Cause::Reset => "reset",
+            Cause::Shed403 => "shed_403",
+            Cause::Shed429 => "shed_429",
+            Cause::Shed503 => "shed_503",
         }
     }
 
     /// The HTTP status a caller sees, `None` for transport-level failures.
     pub fn status(self) -> Option<u16> {
         match self {
-            Cause::LimitRejected | Cause::QueueTimeout | Cause::Unavailable => Some(503),
+            Cause::LimitRejected | Cause::QueueTimeout | Cause::Unavailable | Cause::Shed503 => {
+                Some(503)
+            }
+            Cause::Shed403 => Some(403),
+            Cause::Shed429 => Some(429),
             Cause::DependencyFailed => Some(502),
             Cause::FlowsExhausted | Cause::Timeout | Cause::Reset => None,
         }

@@ -17,6 +17,7 @@ use toml::Spanned;
 
 use crate::dist::ServiceTimeSpec;
 use crate::glue::{BudgetSpec, RetrySpec};
+use stormbreak_policy::ramp::StagedRestoreConfig;
 
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +74,9 @@ fn default_interval() -> Nanos {
 }
 fn default_seed() -> u64 {
     1
+}
+fn yes() -> bool {
+    true
 }
 fn default_fanout_delay() -> Nanos {
     50 * stormbreak_policy::time::MILLISECOND
@@ -211,6 +215,13 @@ pub struct ClientSpec {
     /// Logical requests per second at time zero (Poisson arrivals).
     #[serde(with = "units::rate")]
     pub rate: f64,
+    /// Site label (for staged restores that ramp traffic site by site).
+    #[serde(default)]
+    pub site: Option<String>,
+    /// Route to send the spilled share to after a `shift_traffic` action
+    /// (typically the same user path in another region).
+    #[serde(default)]
+    pub failover_route: Option<Spanned<String>>,
     /// Later changes of the rate.
     #[serde(default, rename = "step")]
     pub steps: Vec<RateStep>,
@@ -223,6 +234,10 @@ pub struct ClientSpec {
     /// Retry budget shared by the population.
     #[serde(default)]
     pub budget: Option<BudgetSpec>,
+    /// Wait at least the `Retry-After` a response advertises before
+    /// retrying (default true; a scraper or a buggy client sets false).
+    #[serde(default = "yes")]
+    pub honour_retry_after: bool,
     /// The fan-out bug: every failed attempt spawns this many new attempts
     /// at once instead of one retry (0 = off).
     #[serde(default)]
@@ -283,6 +298,72 @@ pub enum ActionKind {
         /// LB pool name.
         lb: Spanned<String>,
     },
+    /// Replace a client population's or gateway's retry policy (absent
+    /// `retry` means no retries).
+    SetRetry {
+        /// Client or gateway name.
+        target: Spanned<String>,
+        /// The new policy.
+        #[serde(default)]
+        retry: Option<RetrySpec>,
+    },
+    /// Add a shed rule at an LB: the route's requests are answered at once
+    /// with `status` (403, 429 or 503) and an optional `Retry-After`.
+    Shed {
+        /// LB pool name.
+        lb: Spanned<String>,
+        /// Route name.
+        route: Spanned<String>,
+        /// HTTP status.
+        status: u16,
+        /// `Retry-After` to advertise (not with 403).
+        #[serde(with = "units::opt_duration", default)]
+        retry_after: Option<Nanos>,
+    },
+    /// Remove the route's shed rule at an LB.
+    Unshed {
+        /// LB pool name.
+        lb: Spanned<String>,
+        /// Route name.
+        route: Spanned<String>,
+    },
+    /// Staged restore of a route at an LB, site by site: replaces its shed
+    /// rule with a ramp (`stormbreak_policy::ramp::StagedRestore`) that
+    /// admits a rising fraction per site and holds while errors are high.
+    Ramp {
+        /// LB pool name.
+        lb: Spanned<String>,
+        /// Route name.
+        route: Spanned<String>,
+        /// Sites in restore order (client `site` labels).
+        sites: Vec<Spanned<String>>,
+        /// Ramp steps, hold and error guard.
+        #[serde(default)]
+        restore: StagedRestoreConfig,
+        /// Status answered to requests not yet admitted (default 403).
+        #[serde(default = "default_ramp_status")]
+        status: u16,
+    },
+    /// Send `fraction` of the named client populations' new requests to
+    /// their `failover_route`.
+    ShiftTraffic {
+        /// Client population names.
+        clients: Vec<Spanned<String>>,
+        /// Share in [0, 1].
+        fraction: f64,
+    },
+    /// Change a client population's rate from now on.
+    SetRate {
+        /// Client population name.
+        client: Spanned<String>,
+        /// The new rate.
+        #[serde(with = "units::rate")]
+        rate: f64,
+    },
+}
+
+fn default_ramp_status() -> u16 {
+    403
 }
 
 /// A scenario error with its location.
@@ -529,6 +610,11 @@ impl Scenario {
             check_retry(ck, &g.name, g.retry.as_ref(), g.budget.as_ref())?;
         }
         for c in &self.clients {
+            if let Some(f) = &c.failover_route {
+                if self.route_index(f.get_ref()).is_none() {
+                    return Err(ck.at(f.span(), format!("unknown route {:?}: expected one of {}", f.get_ref(), route_list())));
+                }
+            }
             if self.route_index(c.route.get_ref()).is_none() {
                 return Err(ck.at(
                     c.route.span(),
@@ -560,8 +646,87 @@ impl Scenario {
             }
             check_retry(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
         }
+        let clients_named = |n: &Spanned<String>| {
+            self.clients
+                .iter()
+                .position(|c| c.name.get_ref() == n.get_ref())
+                .ok_or_else(|| ck.at(n.span(), format!("unknown client {:?}", n.get_ref())))
+        };
+        let lb_named = |n: &Spanned<String>| match comps.get(n.get_ref().as_str()) {
+            Some(ComponentRef::Lb(i)) => Ok(*i),
+            _ => Err(ck.at(n.span(), format!("{:?} is not an lb", n.get_ref()))),
+        };
+        let route_named = |n: &Spanned<String>| {
+            self.route_index(n.get_ref()).ok_or_else(|| {
+                ck.at(n.span(), format!("unknown route {:?}: expected one of {}", n.get_ref(), route_list()))
+            })
+        };
+        let sites: Vec<&str> = self.clients.iter().filter_map(|c| c.site.as_deref()).collect();
         for a in &self.actions {
+            if a.at > m.duration {
+                return Err(ck.whole(format!(
+                    "an action at {} is after the end of the run ({})",
+                    units::format_duration(a.at),
+                    units::format_duration(m.duration)
+                )));
+            }
             match &a.kind {
+                ActionKind::SetRetry { target, retry } => {
+                    let known = self.clients.iter().any(|c| c.name.get_ref() == target.get_ref())
+                        || self.gateways.iter().any(|g| g.name.get_ref() == target.get_ref());
+                    if !known {
+                        return Err(ck.at(target.span(), format!("set_retry: {:?} is neither a client nor a gateway", target.get_ref())));
+                    }
+                    check_retry(ck, target, retry.as_ref(), None)?;
+                }
+                ActionKind::Shed { lb, route, status, retry_after } => {
+                    lb_named(lb)?;
+                    let r = route_named(route)?;
+                    let rule = stormbreak_policy::shed::ShedRule {
+                        route: r as u32,
+                        class: None,
+                        status: *status,
+                        retry_after: *retry_after,
+                    };
+                    rule.validate().map_err(|e| ck.at(route.span(), format!("shed: {e}")))?;
+                }
+                ActionKind::Unshed { lb, route } => {
+                    lb_named(lb)?;
+                    route_named(route)?;
+                }
+                ActionKind::Ramp { lb, route, sites: ramp_sites, restore, status } => {
+                    lb_named(lb)?;
+                    route_named(route)?;
+                    restore.validate().map_err(|e| ck.at(route.span(), format!("ramp: {e}")))?;
+                    if ![403, 429, 503].contains(status) {
+                        return Err(ck.at(route.span(), format!("ramp: status must be 403, 429 or 503, got {status}")));
+                    }
+                    if ramp_sites.is_empty() {
+                        return Err(ck.at(route.span(), "ramp: sites must name at least one client site"));
+                    }
+                    for site in ramp_sites {
+                        if !sites.contains(&site.get_ref().as_str()) {
+                            return Err(ck.at(site.span(), format!("ramp: no client has site {:?}", site.get_ref())));
+                        }
+                    }
+                }
+                ActionKind::ShiftTraffic { clients, fraction } => {
+                    if !(0.0..=1.0).contains(fraction) {
+                        return Err(ck.whole(format!("shift_traffic: fraction must be in [0, 1], got {fraction}")));
+                    }
+                    for c in clients {
+                        let i = clients_named(c)?;
+                        if self.clients[i].failover_route.is_none() {
+                            return Err(ck.at(c.span(), format!("shift_traffic: client {:?} has no failover_route", c.get_ref())));
+                        }
+                    }
+                }
+                ActionKind::SetRate { client, rate } => {
+                    clients_named(client)?;
+                    if !rate.is_finite() {
+                        return Err(ck.at(client.span(), "set_rate: rate must be finite"));
+                    }
+                }
                 ActionKind::PauseNodes { lb, nodes } => {
                     let Some(ComponentRef::Lb(i)) = comps.get(lb.get_ref().as_str()) else {
                         return Err(ck.at(lb.span(), format!("{:?} is not an lb", lb.get_ref())));
