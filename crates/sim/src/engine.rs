@@ -35,9 +35,9 @@ use crate::record::{
     AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
 };
 use crate::scenario::{ActionKind, ComponentRef, Scenario, parse_clock};
+use crate::slab::{Key, Slab};
 use stormbreak_policy::ramp::StagedRestore;
 use stormbreak_policy::shed::{Criticality, Decision, ShedRule, ShedRules};
-use crate::slab::{Key, Slab};
 
 /// Options that change a run without changing its scenario.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -412,6 +412,41 @@ fn scaled(n: u32, scale: f64) -> u32 {
     ((n as f64 * scale).round() as u32).max(1)
 }
 
+/// How `--scale F` shrinks a service: a fleet of identical pods keeps its
+/// per-pod behaviour (queueing, limits) and loses pods, so F × 400 pods run
+/// as 4 pods of the same shape. Only when fewer than one pod would remain do
+/// the pod's own capacities (workers, sidecar limit, queues) shrink instead.
+#[derive(Debug, Clone, Copy)]
+struct FleetScale {
+    pod_factor: f64,
+    capacity_factor: f64,
+}
+
+impl FleetScale {
+    fn new(replicas: u32, scale: f64) -> Self {
+        let pods = replicas.max(1) as f64 * scale;
+        if pods >= 1.0 || scale >= 1.0 {
+            FleetScale {
+                pod_factor: scale,
+                capacity_factor: 1.0,
+            }
+        } else {
+            FleetScale {
+                pod_factor: 1.0 / replicas.max(1) as f64,
+                capacity_factor: pods,
+            }
+        }
+    }
+
+    fn pods(&self, n: u32) -> u32 {
+        scaled(n, self.pod_factor)
+    }
+
+    fn per_pod(&self, n: u32) -> u32 {
+        scaled(n, self.capacity_factor)
+    }
+}
+
 impl Engine {
     /// Builds the runtime topology. The scenario must have been validated by
     /// [`Scenario::parse`].
@@ -466,28 +501,39 @@ impl Engine {
             .services
             .iter()
             .enumerate()
-            .map(|(i, s)| Service {
-                pods: (0..s.replicas).map(|_| Pod::new(true, 0)).collect(),
-                starting: 0,
-                sidecar: s.sidecar.as_ref().map(|sc| {
-                    (
-                        scaled(sc.limit, scale),
-                        if sc.queue == 0 {
-                            0
-                        } else {
-                            scaled(sc.queue, scale)
-                        },
-                        sc.queue_timeout.map(|t| queue.lane(t)),
-                    )
-                }),
-                workers: scaled(s.app.workers, scale),
-                app_queue_cap: s.app.queue.map_or(u32::MAX, |q| scaled(q, scale)),
-                drop_expired: s.app.drop_expired,
-                service_time: s.app.service_time.sampler(),
-                autoscaler: s.autoscaler.as_ref().map(Autoscaler::new),
-                pod_start: s.autoscaler.as_ref().map_or(0, |a| a.pod_start),
-                rng: entity_rng(seed, 2_000 + i as u64),
-                comp: comp_series(s.name.get_ref(), "service"),
+            .map(|(i, s)| {
+                let fleet = FleetScale::new(s.replicas, scale);
+                let autoscaler = s.autoscaler.as_ref().map(|a| {
+                    let mut a = a.clone();
+                    a.min = fleet.pods(a.min);
+                    a.max = fleet.pods(a.max).max(a.min);
+                    Autoscaler::new(&a)
+                });
+                Service {
+                    pods: (0..fleet.pods(s.replicas))
+                        .map(|_| Pod::new(true, 0))
+                        .collect(),
+                    starting: 0,
+                    sidecar: s.sidecar.as_ref().map(|sc| {
+                        (
+                            fleet.per_pod(sc.limit),
+                            if sc.queue == 0 {
+                                0
+                            } else {
+                                fleet.per_pod(sc.queue)
+                            },
+                            sc.queue_timeout.map(|t| queue.lane(t)),
+                        )
+                    }),
+                    workers: fleet.per_pod(s.app.workers),
+                    app_queue_cap: s.app.queue.map_or(u32::MAX, |q| fleet.per_pod(q)),
+                    drop_expired: s.app.drop_expired,
+                    service_time: s.app.service_time.sampler(),
+                    autoscaler,
+                    pod_start: s.autoscaler.as_ref().map_or(0, |a| a.pod_start),
+                    rng: entity_rng(seed, 2_000 + i as u64),
+                    comp: comp_series(s.name.get_ref(), "service"),
+                }
             })
             .collect::<Vec<_>>();
         let comp = |name: &str| match names[name] {
@@ -569,9 +615,17 @@ impl Engine {
             little: vec![Little::default(); n],
             lb_rng: entity_rng(seed, 3_000),
             comp_rejected: vec![0; n],
-            actions: sc.actions.iter().map(|a| (a.at, a.kind.clone())).collect(),
+            actions: sc
+                .actions
+                .iter()
+                .map(|a| (a.get_ref().at, a.get_ref().kind.clone()))
+                .collect(),
             sites,
-            client_names: sc.clients.iter().map(|c| c.name.get_ref().clone()).collect(),
+            client_names: sc
+                .clients
+                .iter()
+                .map(|c| c.name.get_ref().clone())
+                .collect(),
             scale,
             applied: Vec::new(),
             events: 0,
@@ -1253,30 +1307,34 @@ impl Engine {
                 let l = self
                     .lbs
                     .iter()
-                    .position(|x| self.comps[x.comp].name == *lb.get_ref())
+                    .position(|x| self.comps[x.comp].name == *lb)
                     .expect("validated");
                 for node in self.lbs[l].nodes.iter_mut().take(*nodes as usize) {
                     node.paused = true;
                 }
                 self.reset_flows(l);
-                format!("pause {nodes} node(s) of {}", lb.get_ref())
+                format!("pause {nodes} node(s) of {}", lb.as_str())
             }
             ActionKind::RestartNodes { lb } => {
                 let l = self
                     .lbs
                     .iter()
-                    .position(|x| self.comps[x.comp].name == *lb.get_ref())
+                    .position(|x| self.comps[x.comp].name == *lb)
                     .expect("validated");
                 for node in &mut self.lbs[l].nodes {
                     node.paused = false;
                 }
-                format!("restart nodes of {}", lb.get_ref())
+                format!("restart nodes of {}", lb.as_str())
             }
             ActionKind::SetRetry { target, retry } => {
-                let name = target.get_ref();
+                let name = target.as_str();
                 if let Some(p) = self.client_index(name) {
                     self.pops[p].caller.set_retry(retry.as_ref());
-                } else if let Some(g) = self.gateways.iter().position(|g| self.comps[g.comp].name == *name) {
+                } else if let Some(g) = self
+                    .gateways
+                    .iter()
+                    .position(|g| self.comps[g.comp].name == *name)
+                {
                     self.gateways[g].caller.set_retry(retry.as_ref());
                 }
                 match retry {
@@ -1290,20 +1348,23 @@ impl Engine {
                 status,
                 retry_after,
             } => {
-                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                let (l, r) = (self.lb_index(lb.as_str()), self.route_idx(route.as_str()));
                 let rule = ShedRule {
                     route: r as u32,
                     class: None,
                     status: *status,
                     retry_after: *retry_after,
                 };
-                self.lbs[l].rules.add_rule(rule).expect("validated; 64 rules");
-                format!("shed {} with {status} at {}", route.get_ref(), lb.get_ref())
+                self.lbs[l]
+                    .rules
+                    .add_rule(rule)
+                    .expect("validated; 64 rules");
+                format!("shed {} with {status} at {}", route.as_str(), lb.as_str())
             }
             ActionKind::Unshed { lb, route } => {
-                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                let (l, r) = (self.lb_index(lb.as_str()), self.route_idx(route.as_str()));
                 self.lbs[l].rules.remove_rule(r as u32, None);
-                format!("stop shedding {} at {}", route.get_ref(), lb.get_ref())
+                format!("stop shedding {} at {}", route.as_str(), lb.as_str())
             }
             ActionKind::Ramp {
                 lb,
@@ -1312,12 +1373,12 @@ impl Engine {
                 restore,
                 status,
             } => {
-                let (l, r) = (self.lb_index(lb.get_ref()), self.route_idx(route.get_ref()));
+                let (l, r) = (self.lb_index(lb.as_str()), self.route_idx(route.as_str()));
                 self.lbs[l].rules.remove_rule(r as u32, None);
                 let site_map = self
                     .sites
                     .iter()
-                    .map(|s| sites.iter().position(|x| x.get_ref() == s))
+                    .map(|s| sites.iter().position(|x| x.as_str() == s))
                     .collect();
                 let mut staged = StagedRestore::new(restore, sites.len()).expect("validated");
                 staged.start(self.now);
@@ -1331,24 +1392,28 @@ impl Engine {
                 });
                 format!(
                     "staged restore of {} at {} over {} site(s)",
-                    route.get_ref(),
-                    lb.get_ref(),
+                    route.as_str(),
+                    lb.as_str(),
                     sites.len()
                 )
             }
             ActionKind::ShiftTraffic { clients, fraction } => {
                 for c in clients {
-                    let p = self.client_index(c.get_ref()).expect("validated");
+                    let p = self.client_index(c.as_str()).expect("validated");
                     self.pops[p].spill = *fraction;
                 }
                 format!(
                     "shift {:.0}% of {} to failover",
                     fraction * 100.0,
-                    clients.iter().map(|c| c.get_ref().as_str()).collect::<Vec<_>>().join(", ")
+                    clients
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             }
             ActionKind::SetRate { client, rate } => {
-                let p = self.client_index(client.get_ref()).expect("validated");
+                let p = self.client_index(client.as_str()).expect("validated");
                 let now = self.now;
                 let pop = &mut self.pops[p];
                 pop.schedule = RateSchedule::new(0.0, &[(now, rate * self.scale, 0)]);
@@ -1363,7 +1428,7 @@ impl Engine {
                         },
                     );
                 }
-                format!("{}: rate set to {rate}/s", client.get_ref())
+                format!("{}: rate set to {rate}/s", client.as_str())
             }
         };
         self.applied.push(AppliedAction { at, what });

@@ -42,7 +42,7 @@ pub struct Scenario {
     pub clients: Vec<ClientSpec>,
     /// Timeline actions.
     #[serde(default, rename = "action")]
-    pub actions: Vec<ActionSpec>,
+    pub actions: Vec<Spanned<ActionSpec>>,
 }
 
 /// The `[scenario]` table.
@@ -269,9 +269,9 @@ pub struct RateStep {
     pub ramp: Nanos,
 }
 
-/// An `[[action]]` on the timeline.
+/// An `[[action]]` on the timeline. (Unknown fields are still rejected:
+/// `kind` is flattened and denies them.)
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ActionSpec {
     /// When it applies.
     #[serde(with = "units::duration")]
@@ -289,20 +289,20 @@ pub enum ActionKind {
     /// they admit nothing until restarted.
     PauseNodes {
         /// LB pool name.
-        lb: Spanned<String>,
+        lb: String,
         /// How many nodes, counting from the first.
         nodes: u32,
     },
     /// Restart paused nodes.
     RestartNodes {
         /// LB pool name.
-        lb: Spanned<String>,
+        lb: String,
     },
     /// Replace a client population's or gateway's retry policy (absent
     /// `retry` means no retries).
     SetRetry {
         /// Client or gateway name.
-        target: Spanned<String>,
+        target: String,
         /// The new policy.
         #[serde(default)]
         retry: Option<RetrySpec>,
@@ -311,9 +311,9 @@ pub enum ActionKind {
     /// with `status` (403, 429 or 503) and an optional `Retry-After`.
     Shed {
         /// LB pool name.
-        lb: Spanned<String>,
+        lb: String,
         /// Route name.
-        route: Spanned<String>,
+        route: String,
         /// HTTP status.
         status: u16,
         /// `Retry-After` to advertise (not with 403).
@@ -323,20 +323,20 @@ pub enum ActionKind {
     /// Remove the route's shed rule at an LB.
     Unshed {
         /// LB pool name.
-        lb: Spanned<String>,
+        lb: String,
         /// Route name.
-        route: Spanned<String>,
+        route: String,
     },
     /// Staged restore of a route at an LB, site by site: replaces its shed
     /// rule with a ramp (`stormbreak_policy::ramp::StagedRestore`) that
     /// admits a rising fraction per site and holds while errors are high.
     Ramp {
         /// LB pool name.
-        lb: Spanned<String>,
+        lb: String,
         /// Route name.
-        route: Spanned<String>,
+        route: String,
         /// Sites in restore order (client `site` labels).
-        sites: Vec<Spanned<String>>,
+        sites: Vec<String>,
         /// Ramp steps, hold and error guard.
         #[serde(default)]
         restore: StagedRestoreConfig,
@@ -348,14 +348,14 @@ pub enum ActionKind {
     /// their `failover_route`.
     ShiftTraffic {
         /// Client population names.
-        clients: Vec<Spanned<String>>,
+        clients: Vec<String>,
         /// Share in [0, 1].
         fraction: f64,
     },
     /// Change a client population's rate from now on.
     SetRate {
         /// Client population name.
-        client: Spanned<String>,
+        client: String,
         /// The new rate.
         #[serde(with = "units::rate")]
         rate: f64,
@@ -612,7 +612,14 @@ impl Scenario {
         for c in &self.clients {
             if let Some(f) = &c.failover_route {
                 if self.route_index(f.get_ref()).is_none() {
-                    return Err(ck.at(f.span(), format!("unknown route {:?}: expected one of {}", f.get_ref(), route_list())));
+                    return Err(ck.at(
+                        f.span(),
+                        format!(
+                            "unknown route {:?}: expected one of {}",
+                            f.get_ref(),
+                            route_list()
+                        ),
+                    ));
                 }
             }
             if self.route_index(c.route.get_ref()).is_none() {
@@ -646,101 +653,129 @@ impl Scenario {
             }
             check_retry(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
         }
-        let clients_named = |n: &Spanned<String>| {
-            self.clients
-                .iter()
-                .position(|c| c.name.get_ref() == n.get_ref())
-                .ok_or_else(|| ck.at(n.span(), format!("unknown client {:?}", n.get_ref())))
-        };
-        let lb_named = |n: &Spanned<String>| match comps.get(n.get_ref().as_str()) {
-            Some(ComponentRef::Lb(i)) => Ok(*i),
-            _ => Err(ck.at(n.span(), format!("{:?} is not an lb", n.get_ref()))),
-        };
-        let route_named = |n: &Spanned<String>| {
-            self.route_index(n.get_ref()).ok_or_else(|| {
-                ck.at(n.span(), format!("unknown route {:?}: expected one of {}", n.get_ref(), route_list()))
-            })
-        };
-        let sites: Vec<&str> = self.clients.iter().filter_map(|c| c.site.as_deref()).collect();
-        for a in &self.actions {
+        let sites: Vec<&str> = self
+            .clients
+            .iter()
+            .filter_map(|c| c.site.as_deref())
+            .collect();
+        for spanned in &self.actions {
+            let a = spanned.get_ref();
+            let here = |msg: String| ck.at(spanned.span(), format!("action: {msg}"));
+            let client = |n: &str| {
+                self.clients
+                    .iter()
+                    .position(|c| c.name.get_ref() == n)
+                    .ok_or_else(|| here(format!("unknown client {n:?}")))
+            };
+            let lb = |n: &str| match comps.get(n) {
+                Some(ComponentRef::Lb(i)) => Ok(*i),
+                _ => Err(here(format!("{n:?} is not an lb"))),
+            };
+            let route = |n: &str| {
+                self.route_index(n).ok_or_else(|| {
+                    here(format!(
+                        "unknown route {n:?}: expected one of {}",
+                        route_list()
+                    ))
+                })
+            };
             if a.at > m.duration {
-                return Err(ck.whole(format!(
-                    "an action at {} is after the end of the run ({})",
+                return Err(here(format!(
+                    "at {} is after the end of the run ({})",
                     units::format_duration(a.at),
                     units::format_duration(m.duration)
                 )));
             }
             match &a.kind {
-                ActionKind::SetRetry { target, retry } => {
-                    let known = self.clients.iter().any(|c| c.name.get_ref() == target.get_ref())
-                        || self.gateways.iter().any(|g| g.name.get_ref() == target.get_ref());
-                    if !known {
-                        return Err(ck.at(target.span(), format!("set_retry: {:?} is neither a client nor a gateway", target.get_ref())));
+                ActionKind::PauseNodes { lb: name, nodes } => {
+                    let i = lb(name)?;
+                    if *nodes == 0 || *nodes > self.lbs[i].nodes {
+                        return Err(here(format!(
+                            "pause_nodes: nodes must be in 1..={}",
+                            self.lbs[i].nodes
+                        )));
                     }
-                    check_retry(ck, target, retry.as_ref(), None)?;
                 }
-                ActionKind::Shed { lb, route, status, retry_after } => {
-                    lb_named(lb)?;
-                    let r = route_named(route)?;
+                ActionKind::RestartNodes { lb: name } => {
+                    lb(name)?;
+                }
+                ActionKind::SetRetry { target, retry } => {
+                    let known = self.clients.iter().any(|c| c.name.get_ref() == target)
+                        || self.gateways.iter().any(|g| g.name.get_ref() == target);
+                    if !known {
+                        return Err(here(format!(
+                            "set_retry: {target:?} is neither a client nor a gateway"
+                        )));
+                    }
+                    if let Some(r) = retry {
+                        crate::glue::check_retry(r).map_err(|e| here(format!("set_retry: {e}")))?;
+                    }
+                }
+                ActionKind::Shed {
+                    lb: l,
+                    route: r,
+                    status,
+                    retry_after,
+                } => {
+                    lb(l)?;
+                    let ri = route(r)?;
                     let rule = stormbreak_policy::shed::ShedRule {
-                        route: r as u32,
+                        route: ri as u32,
                         class: None,
                         status: *status,
                         retry_after: *retry_after,
                     };
-                    rule.validate().map_err(|e| ck.at(route.span(), format!("shed: {e}")))?;
+                    rule.validate().map_err(|e| here(format!("shed: {e}")))?;
                 }
-                ActionKind::Unshed { lb, route } => {
-                    lb_named(lb)?;
-                    route_named(route)?;
+                ActionKind::Unshed { lb: l, route: r } => {
+                    lb(l)?;
+                    route(r)?;
                 }
-                ActionKind::Ramp { lb, route, sites: ramp_sites, restore, status } => {
-                    lb_named(lb)?;
-                    route_named(route)?;
-                    restore.validate().map_err(|e| ck.at(route.span(), format!("ramp: {e}")))?;
+                ActionKind::Ramp {
+                    lb: l,
+                    route: r,
+                    sites: ramp_sites,
+                    restore,
+                    status,
+                } => {
+                    lb(l)?;
+                    route(r)?;
+                    restore.validate().map_err(|e| here(format!("ramp: {e}")))?;
                     if ![403, 429, 503].contains(status) {
-                        return Err(ck.at(route.span(), format!("ramp: status must be 403, 429 or 503, got {status}")));
+                        return Err(here(format!(
+                            "ramp: status must be 403, 429 or 503, got {status}"
+                        )));
                     }
                     if ramp_sites.is_empty() {
-                        return Err(ck.at(route.span(), "ramp: sites must name at least one client site"));
+                        return Err(here(
+                            "ramp: sites must name at least one client site".into(),
+                        ));
                     }
                     for site in ramp_sites {
-                        if !sites.contains(&site.get_ref().as_str()) {
-                            return Err(ck.at(site.span(), format!("ramp: no client has site {:?}", site.get_ref())));
+                        if !sites.contains(&site.as_str()) {
+                            return Err(here(format!("ramp: no client has site {site:?}")));
                         }
                     }
                 }
                 ActionKind::ShiftTraffic { clients, fraction } => {
                     if !(0.0..=1.0).contains(fraction) {
-                        return Err(ck.whole(format!("shift_traffic: fraction must be in [0, 1], got {fraction}")));
+                        return Err(here(format!(
+                            "shift_traffic: fraction must be in [0, 1], got {fraction}"
+                        )));
                     }
                     for c in clients {
-                        let i = clients_named(c)?;
+                        let i = client(c)?;
                         if self.clients[i].failover_route.is_none() {
-                            return Err(ck.at(c.span(), format!("shift_traffic: client {:?} has no failover_route", c.get_ref())));
+                            return Err(here(format!(
+                                "shift_traffic: client {c:?} has no failover_route"
+                            )));
                         }
                     }
                 }
-                ActionKind::SetRate { client, rate } => {
-                    clients_named(client)?;
+                ActionKind::SetRate { client: c, rate } => {
+                    client(c)?;
                     if !rate.is_finite() {
-                        return Err(ck.at(client.span(), "set_rate: rate must be finite"));
-                    }
-                }
-                ActionKind::PauseNodes { lb, nodes } => {
-                    let Some(ComponentRef::Lb(i)) = comps.get(lb.get_ref().as_str()) else {
-                        return Err(ck.at(lb.span(), format!("{:?} is not an lb", lb.get_ref())));
-                    };
-                    if *nodes == 0 || *nodes > self.lbs[*i].nodes {
-                        return Err(ck.at(
-                            lb.span(),
-                            format!("pause_nodes: nodes must be in 1..={}", self.lbs[*i].nodes),
-                        ));
-                    }
-                }
-                ActionKind::RestartNodes { lb } => {
-                    if !matches!(comps.get(lb.get_ref().as_str()), Some(ComponentRef::Lb(_))) {
-                        return Err(ck.at(lb.span(), format!("{:?} is not an lb", lb.get_ref())));
+                        return Err(here("set_rate: rate must be finite".into()));
                     }
                 }
             }
