@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod report_cmd;
 mod simulate;
 mod table;
 
@@ -20,12 +21,15 @@ struct Cli {
 enum Command {
     /// Run a scenario file in the discrete-event simulator.
     Simulate(simulate::Args),
+    /// Re-render report.html from saved runs (overlaid when several).
+    Report(report_cmd::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
+        Command::Report(args) => report_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

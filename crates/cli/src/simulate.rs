@@ -56,6 +56,12 @@ pub fn run(args: Args) -> Result<(), String> {
         .unwrap_or_else(|| crate::default_out(&scenario.scenario.name));
     output::write_outputs(&out, &rec, None)
         .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
+    let html = stormbreak_report::render(
+        &[(scenario.scenario.name.as_str(), &rec)],
+        &Default::default(),
+    );
+    stormbreak_report::write_report(&out, &html)
+        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
     if args.json {
         println!(
             "{}",

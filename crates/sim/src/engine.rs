@@ -93,6 +93,7 @@ enum Phase {
     InService,
     Forwarded,
     DependencyWait,
+    DependencyBackoff,
     Backoff,
 }
 
@@ -809,16 +810,24 @@ impl Engine {
         r.live -= 1;
         let pop = &mut self.pops[r.pop as usize];
         match res {
+            Res::Ok if pop.fanout > 0 => {
+                // The bug's branches are independent loops: a success ends
+                // its own branch, not its siblings.
+                pop.caller.on_success(&mut r.call, now, &mut pop.rng);
+                if r.live == 0 {
+                    self.requests.remove(req);
+                }
+            }
             Res::Ok => {
                 pop.caller.on_success(&mut r.call, now, &mut pop.rng);
                 self.requests.remove(req);
             }
-            Res::Err(cause, _) if pop.fanout > 0 => {
+            Res::Err(cause, retry_after) if pop.fanout > 0 => {
                 // The fan-out bug: a failed operation spawns `fanout` new
                 // attempts (up to the client's in-flight cap per operation),
                 // again on each of their failures, until it gives up.
                 pop.caller.on_failure(now, cause);
-                if now < r.deadline {
+                if now < r.deadline && pop.caller.is_retryable(cause, retry_after) {
                     let n = pop.fanout.min(pop.fanout_cap.saturating_sub(r.live));
                     r.live += n;
                     let at = now + pop.fanout_delay;
@@ -929,28 +938,39 @@ impl Engine {
                 a.slot = j as u32;
                 self.forward(att, None);
             }
-            Comp::Gateway(g) => match self.gateways[g as usize].dependency {
-                Some(dep) => {
-                    let child = self.new_attempt(dep, 0, Parent::Attempt(att));
-                    self.routes[dep as usize].acc.first_attempts += 1;
-                    let a = self.attempts.get_mut(att).expect("live");
-                    a.phase = Phase::DependencyWait;
-                    a.child = Some(child);
-                    let lane = self.gateways[g as usize].timeout_lane;
-                    self.queue
-                        .schedule_in_lane(lane, self.now, Ev::Timeout { att: child });
-                    self.enter(child);
+            Comp::Gateway(g) => {
+                // One retry policy covers the whole call: the dependency
+                // check and the forwarded request ("optimistic retries").
+                let gw = &mut self.gateways[g as usize];
+                let call = gw.caller.start(self.now);
+                self.attempts.get_mut(att).expect("live").call = call;
+                match gw.dependency {
+                    Some(dep) => {
+                        self.routes[dep as usize].acc.first_attempts += 1;
+                        self.call_dependency(att, g as usize, dep);
+                    }
+                    None => {
+                        let lane = gw.timeout_lane;
+                        self.forward(att, Some(lane));
+                    }
                 }
-                None => {
-                    let gw = &mut self.gateways[g as usize];
-                    let call = gw.caller.start(self.now);
-                    self.attempts.get_mut(att).expect("live").call = call;
-                    let lane = gw.timeout_lane;
-                    self.forward(att, Some(lane));
-                }
-            },
+            }
             Comp::Service(s) => self.service_admit(att, s as usize, ci),
         }
+    }
+
+    /// The gateway calls its dependency route (e.g. auth) for `att`.
+    fn call_dependency(&mut self, att: Key, g: usize, dep: u16) {
+        let site = self.attempts.get(att).expect("live").site;
+        let child = self.new_attempt(dep, 0, Parent::Attempt(att));
+        self.attempts.get_mut(child).expect("new").site = site;
+        let a = self.attempts.get_mut(att).expect("live");
+        a.phase = Phase::DependencyWait;
+        a.child = Some(child);
+        let lane = self.gateways[g].timeout_lane;
+        self.queue
+            .schedule_in_lane(lane, self.now, Ev::Timeout { att: child });
+        self.enter(child);
     }
 
     /// Creates the child attempt at the next hop and sends it.
@@ -1028,12 +1048,23 @@ impl Engine {
                 let gw = &mut self.gateways[g as usize];
                 match (pa.phase, res) {
                     (Phase::DependencyWait, Res::Ok) => {
-                        pa.call = gw.caller.start(self.now);
                         let lane = gw.timeout_lane;
                         self.forward(p, Some(lane));
                     }
-                    (Phase::DependencyWait, Res::Err(..)) => {
-                        self.complete(p, Res::fail(Cause::DependencyFailed))
+                    (Phase::DependencyWait, Res::Err(cause, retry_after)) => {
+                        match gw.caller.after_failure(
+                            &mut pa.call,
+                            self.now,
+                            cause,
+                            retry_after,
+                            &mut gw.rng,
+                        ) {
+                            Next::RetryAt(t) => {
+                                pa.phase = Phase::DependencyBackoff;
+                                self.queue.schedule(t, Ev::GatewayRetry { att: p });
+                            }
+                            Next::GiveUp => self.complete(p, Res::fail(Cause::DependencyFailed)),
+                        }
                     }
                     (_, Res::Ok) => {
                         gw.caller.on_success(&mut pa.call, self.now, &mut gw.rng);
@@ -1064,9 +1095,18 @@ impl Engine {
         let Some(a) = self.attempts.get(att) else {
             return;
         };
-        if let (Phase::Backoff, Comp::Gateway(g)) = (a.phase, a.comp) {
-            let lane = self.gateways[g as usize].timeout_lane;
-            self.forward(att, Some(lane));
+        match (a.phase, a.comp) {
+            (Phase::Backoff, Comp::Gateway(g)) => {
+                let lane = self.gateways[g as usize].timeout_lane;
+                self.forward(att, Some(lane));
+            }
+            (Phase::DependencyBackoff, Comp::Gateway(g)) => {
+                let dep = self.gateways[g as usize]
+                    .dependency
+                    .expect("has a dependency");
+                self.call_dependency(att, g as usize, dep);
+            }
+            _ => {}
         }
     }
 

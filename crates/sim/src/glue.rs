@@ -94,6 +94,9 @@ pub enum Next {
 #[derive(Debug)]
 pub struct Caller {
     policy: Option<RetryPolicy>,
+    /// Classifies outcomes for callers that act on failures outside a retry
+    /// policy (the fan-out bug): the configured policy's, else the default.
+    classify: RetryPolicy,
     budget: AnyBudget,
 }
 
@@ -121,8 +124,13 @@ impl Caller {
             Some(BudgetSpec::Grpc(c)) => AnyBudget::Grpc(GrpcThrottle::new(c).expect("validated")),
             Some(BudgetSpec::Aws(c)) => AnyBudget::Aws(AwsRetryQuota::new(c).expect("validated")),
         };
+        let policy = retry.map(|r| RetryPolicy::new(r).expect("validated"));
+        let classify = policy
+            .clone()
+            .unwrap_or_else(|| RetryPolicy::new(&RetryConfig::default()).expect("defaults"));
         Caller {
-            policy: retry.map(|r| RetryPolicy::new(r).expect("validated")),
+            policy,
+            classify,
             budget,
         }
     }
@@ -155,6 +163,13 @@ impl Caller {
             }
             _ => self.budget.get().on_success(now, None),
         }
+    }
+
+    /// Whether this failure is one the caller's classifier retries (a 403
+    /// is not: a shed with 403 stops even the fan-out bug).
+    pub fn is_retryable(&self, cause: Cause, retry_after: Option<Nanos>) -> bool {
+        let c = self.classify.classifier();
+        c.is_retried(c.classify(&outcome_of(cause, retry_after)))
     }
 
     /// A failure that the caller does not route through its retry policy

@@ -1,0 +1,198 @@
+//! Self-contained HTML reports of stormbreak runs.
+//!
+//! [`render`] turns one or more [`Recording`]s into a single HTML page that
+//! needs nothing but a browser: inline CSS, hand-written SVG charts, a few
+//! lines of inline script for legend highlighting, no network access (a
+//! Content-Security-Policy forbids it). The page shows the storm over time —
+//! offered load against goodput, error rate and amplification per route,
+//! latency, saturation per component, replicas — with the timeline's actions
+//! as numbered vertical markers, then tables. With several runs (a replay and
+//! its fixes, later sim and lab) every chart overlays them on the same axes:
+//! colour names the route or component, the line style names the run.
+//!
+//! ```
+//! use stormbreak_report::{ReportExtras, Table, render};
+//! # let rec: stormbreak_sim::Recording = serde_json::from_str(r#"{"scenario":"s","seed":1,"scale":1.0,
+//! #   "interval":1000000000,"duration":2000000000,"clock_origin_s":0,"routes":[],"components":[],
+//! #   "actions":[],"events":0,"attempts":0,"peak_in_flight":0}"#).unwrap();
+//! let extras = ReportExtras {
+//!     tables: vec![Table {
+//!         title: "Assumptions".into(),
+//!         columns: vec!["assumption".into(), "value".into()],
+//!         rows: vec![vec!["sidecar limit".into(), "1024".into()]],
+//!         note: None,
+//!     }],
+//!     ..ReportExtras::default()
+//! };
+//! let html = render(&[("as happened", &rec)], &extras);
+//! assert!(html.starts_with("<!DOCTYPE html>"));
+//! assert!(html.contains("Assumptions"));
+//! ```
+//!
+//! The files a run directory holds, and this page, are described in
+//! `docs/outputs.md`.
+
+#![warn(missing_docs)]
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use stormbreak_sim::Recording;
+
+mod charts;
+mod page;
+mod svg;
+
+/// File name of the report inside a run directory.
+pub const REPORT_FILE: &str = "report.html";
+
+/// File name of the saved [`ReportExtras`] inside a run directory, read back
+/// by `stormbreak report DIR` so a re-rendered report keeps its tables.
+pub const EXTRAS_FILE: &str = "report-extras.json";
+
+/// A route counts as degraded in an interval when its error rate
+/// (failed / answered attempts) is at least this; the headline table's
+/// "degraded" and "recovered at" columns use it.
+pub const DEGRADED_ERROR_RATE: f64 = 0.05;
+
+/// A table of text cells shown in the report as given (cells are escaped).
+///
+/// Cells that look like numbers are right-aligned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// Heading above the table.
+    pub title: String,
+    /// Column headers.
+    pub columns: Vec<String>,
+    /// Rows of cells; a row shorter than `columns` is padded with blanks.
+    pub rows: Vec<Vec<String>>,
+    /// Optional sentence shown under the table (source, caveat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What a report shows besides the recordings' own charts and tables:
+/// headline rows, per-path recovery, ablation, the scenario's stated
+/// assumptions — any number of generic [`Table`]s, shown in order after the
+/// built-in headline table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportExtras {
+    /// Page title; defaults to the first run's scenario name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A paragraph under the title (e.g. the scenario's description).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Extra tables.
+    #[serde(default)]
+    pub tables: Vec<Table>,
+}
+
+/// Renders the report of `runs` — `(label, recording)` pairs, overlaid on
+/// the same axes when there are several — as one self-contained HTML page.
+///
+/// The time axis is labelled with the first run's clock
+/// (`clock_origin_s` + t); other runs are aligned on their start. The
+/// output depends only on the inputs (no timestamps), so it can be diffed.
+pub fn render(runs: &[(&str, &Recording)], extras: &ReportExtras) -> String {
+    page::render(runs, extras)
+}
+
+/// Writes `html` to `dir/report.html` atomically (a temporary file in the
+/// same directory, then a rename), creating `dir` if needed.
+pub fn write_report(dir: &Path, html: &str) -> io::Result<()> {
+    write_report_file(&dir.join(REPORT_FILE), html)
+}
+
+/// Writes `html` to `path` atomically, creating its directory if needed.
+pub fn write_report_file(path: &Path, html: &str) -> io::Result<()> {
+    write_atomic(path, html.as_bytes())
+}
+
+/// Saves `extras` as `dir/report-extras.json`, so that `stormbreak report
+/// DIR` re-renders the same tables later.
+pub fn write_extras(dir: &Path, extras: &ReportExtras) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(extras).map_err(io::Error::other)?;
+    write_atomic(&dir.join(EXTRAS_FILE), &json)
+}
+
+/// Reads `dir/report-extras.json`; `Ok(None)` when the run saved none.
+pub fn read_extras(dir: &Path) -> io::Result<Option<ReportExtras>> {
+    let path = dir.join(EXTRAS_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a report extras file: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".to_owned());
+    let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    fs::write(&tmp, contents)?;
+    fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_report_is_atomic_and_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("stormbreak-report-w-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        write_report(&dir, "<p>one</p>").unwrap();
+        write_report(&dir, "<p>two</p>").unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join(REPORT_FILE)).unwrap(),
+            "<p>two</p>"
+        );
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec![REPORT_FILE.to_owned()]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn extras_round_trip_and_absent_is_none() {
+        let dir = std::env::temp_dir().join(format!("stormbreak-report-x-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        assert_eq!(read_extras(&dir).unwrap(), None);
+        let extras = ReportExtras {
+            title: Some("t".into()),
+            description: None,
+            tables: vec![Table {
+                title: "Ablation".into(),
+                columns: vec!["fix".into(), "peak error".into()],
+                rows: vec![vec!["budgets".into(), "3%".into()]],
+                note: Some("n".into()),
+            }],
+        };
+        write_extras(&dir, &extras).unwrap();
+        assert_eq!(read_extras(&dir).unwrap(), Some(extras));
+        fs::write(dir.join(EXTRAS_FILE), "nope").unwrap();
+        let err = read_extras(&dir).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,1084 @@
+//! The HTML page: header, key figures, timeline, figures, tables, CSS and
+//! the legend-highlighting script.
+
+use std::fmt::Write as _;
+
+use stormbreak_sim::Recording;
+use stormbreak_sim::output::route_totals;
+
+use crate::charts::{
+    self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Run, Size, amplification, at_f, at_u,
+    entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
+};
+use crate::svg::{Line, ScaleKind, Unit, escape, fmt_clock, fmt_value};
+use crate::{DEGRADED_ERROR_RATE, ReportExtras, Table};
+
+const CSS: &str = r#"
+:root{--bg:#fff;--fg:#1d1f23;--muted:#5b6068;--line:#dfe2e6;--card:#f4f6f8;--grid:#e8eaed;--mark:#444;color-scheme:light dark}
+@media (prefers-color-scheme:dark){:root{--bg:#15171b;--fg:#e6e8eb;--muted:#a3a9b2;--line:#30343a;--card:#1e2126;--grid:#2a2e34;--mark:#8a9099}}
+*{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%}
+body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+main{max-width:1200px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:22px;margin:0 0 2px;font-weight:650}
+h2{font-size:17px;margin:30px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line);font-weight:650}
+h3{font-size:14px;margin:0;font-weight:600}
+p.desc{margin:4px 0 8px;max-width:75ch}
+.meta{color:var(--muted);font-size:13px;margin:2px 0}
+.meta b{color:var(--fg);font-weight:600}
+nav{margin:10px 0 0;font-size:13px}
+nav a{color:inherit;margin-right:14px;text-decoration:none;border-bottom:1px dotted var(--muted)}
+.runs{display:flex;flex-wrap:wrap;gap:4px 16px;margin:6px 0 0;padding:0;list-style:none;font-size:13px}
+.runs li{display:flex;align-items:center;gap:6px}
+.runrow{margin:8px 0 4px;font-weight:600;font-size:13px;display:flex;align-items:center;gap:6px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(230px,1fr));gap:10px}
+.card{background:var(--card);border-radius:8px;padding:9px 12px;min-width:0}
+.card .k{color:var(--muted);font-size:11.5px;text-transform:uppercase;letter-spacing:.04em}
+.card .v{font-size:22px;font-weight:650;font-variant-numeric:tabular-nums;line-height:1.2}
+.card .s{color:var(--muted);font-size:12.5px;overflow-wrap:anywhere}
+.card.bad .v{color:#c0392b}
+@media (prefers-color-scheme:dark){.card.bad .v{color:#ff7b6b}}
+ol.timeline{list-style:none;padding:0;margin:0;columns:2 420px;column-gap:28px;font-size:13px}
+ol.timeline li{display:flex;gap:8px;align-items:baseline;padding:2px 0;break-inside:avoid}
+ol.timeline time{font-variant-numeric:tabular-nums;color:var(--muted);min-width:5.2em}
+.n{display:inline-block;min-width:20px;padding:0 5px;border-radius:9px;background:var(--mark);color:#fff;font-size:11px;line-height:16px;text-align:center;font-variant-numeric:tabular-nums}
+.fig{margin:0 0 14px;border:1px solid var(--line);border-radius:8px;padding:10px 12px 8px;break-inside:avoid;min-width:0}
+.fig figcaption p{margin:2px 0 4px;color:var(--muted);font-size:12.5px}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(440px,1fr));gap:0 14px}
+svg.chart{display:block;width:100%;height:auto;overflow:visible}
+svg.chart text{fill:var(--muted)}
+svg.chart .grid line{stroke:var(--grid)}
+svg.chart .grid line.v{stroke-dasharray:2 4}
+svg.chart .markers line{stroke:var(--mark)}
+svg.chart .badge rect{fill:var(--mark)}
+svg.chart .badge text{fill:#fff}
+svg.chart .badge{cursor:help}
+.legend{list-style:none;display:flex;flex-wrap:wrap;gap:3px 14px;margin:6px 0 0;padding:0;font-size:12.5px}
+.legend li{display:flex;align-items:center;gap:5px}
+.legend li[data-k]{cursor:pointer}
+.legend li.run{color:var(--muted)}
+.fig.focus path.series{opacity:.13}
+.fig.focus path.series.hl{opacity:1;stroke-width:2.8}
+.tablewrap{overflow-x:auto;margin:0 0 6px}
+table{border-collapse:collapse;min-width:min(100%,640px);font-size:13px;font-variant-numeric:tabular-nums}
+caption{text-align:left;font-weight:600;font-size:14px;padding:12px 0 6px}
+th,td{padding:4px 9px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{font-weight:600;background:var(--card);white-space:nowrap}
+td.num,th.num{text-align:right;white-space:nowrap}
+tbody tr:hover{background:var(--card)}
+p.note{color:var(--muted);font-size:12.5px;margin:4px 0 12px}
+.nodata{color:var(--muted);font-size:13px}
+footer{color:var(--muted);font-size:12px;margin-top:34px;border-top:1px solid var(--line);padding-top:8px}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.92em}
+@media print{
+ @page{size:A4 landscape;margin:10mm}
+ :root{--bg:#fff;--fg:#000;--muted:#444;--line:#ccc;--card:#f2f2f2;--grid:#e4e4e4;--mark:#444}
+ body{font-size:11px;-webkit-print-color-adjust:exact;print-color-adjust:exact}
+ main{max-width:none;padding:0}
+ nav{display:none}
+ h2{break-after:avoid}
+ .fig,tr,.card{break-inside:avoid}
+ .tablewrap{overflow:visible}
+}
+"#;
+
+const SCRIPT: &str = r#"
+document.querySelectorAll('figure.fig').forEach(function (f) {
+  f.querySelectorAll('.legend li[data-k]').forEach(function (li) {
+    li.addEventListener('mouseenter', function () {
+      f.classList.add('focus');
+      f.querySelectorAll('path.series[data-k="' + li.dataset.k + '"]').forEach(function (p) { p.classList.add('hl'); });
+    });
+    li.addEventListener('mouseleave', function () {
+      f.classList.remove('focus');
+      f.querySelectorAll('path.series.hl').forEach(function (p) { p.classList.remove('hl'); });
+    });
+  });
+});
+"#;
+
+/// Renders the whole page.
+pub fn render(input: &[(&str, &Recording)], extras: &ReportExtras) -> String {
+    let runs: Vec<Run> = input.iter().map(|(l, r)| Run::new(l, r)).collect();
+    let title = extras
+        .title
+        .clone()
+        .or_else(|| runs.first().map(|r| r.rec.scenario.clone()))
+        .unwrap_or_else(|| "no run".to_owned());
+
+    let mut h = String::with_capacity(256 * 1024);
+    let _ = write!(
+        h,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta name="generator" content="stormbreak-report {}">
+<link rel="icon" href="data:,">
+<title>{} · Stormbreak report</title>
+<style>{CSS}</style></head>
+<body><main>
+"#,
+        env!("CARGO_PKG_VERSION"),
+        escape(&title)
+    );
+
+    header(&mut h, &runs, &title, extras);
+    if runs.is_empty() || runs.iter().all(|r| r.rec.intervals() == 0) {
+        h.push_str(r#"<p class="nodata">Nothing was recorded: no interval to chart.</p>"#);
+        tables(&mut h, &runs, extras);
+        footer(&mut h);
+        return h;
+    }
+
+    let origin = runs[0].rec.clock_origin_s;
+    let end = runs.iter().map(Run::duration_s).fold(0.0, f64::max);
+    let actions = charts::actions(&runs);
+    let markers = charts::markers(&actions, &runs, origin);
+    let frame = Frame {
+        x_domain: (0.0, end),
+        clock_origin_s: origin,
+        markers: &markers,
+    };
+
+    key_figures(&mut h, &runs);
+    timeline(&mut h, &runs, &actions, origin);
+    let mut empty: Vec<String> = Vec::new();
+
+    h.push_str(r#"<h2 id="storm">The storm</h2>"#);
+    for f in [
+        load_figure(&runs, &frame),
+        error_rate_figure(&runs, &frame),
+        amplification_figure(&runs, &frame),
+    ] {
+        emit(&mut h, &f, &runs, &mut empty);
+    }
+
+    h.push_str(r#"<h2 id="routes">Per route: demand, offered load and goodput</h2>"#);
+    let _ = write!(
+        h,
+        r#"<p class="note">First attempts are the clients' demand; all attempts add every retry (their ratio is the amplification); goodput is the successful attempts. Per second.</p>{}"#,
+        charts::legend_html(
+            &[
+                (0, DEMAND, "demand (first attempts/s)".into()),
+                (1, OFFERED, "offered (all attempts/s)".into()),
+                (2, GOODPUT, "goodput (successes/s)".into()),
+            ],
+            &runs
+        )
+    );
+    h.push_str(r#"<div class="grid2">"#);
+    for f in route_panels(&runs, &frame) {
+        emit(&mut h, &f, &runs, &mut empty);
+    }
+    h.push_str("</div>");
+
+    h.push_str(r#"<h2 id="latency">Latency of successful attempts</h2><div class="grid2">"#);
+    for (q, name) in [(2, "p99"), (0, "p50")] {
+        emit(
+            &mut h,
+            &latency_figure(&runs, &frame, q, name),
+            &runs,
+            &mut empty,
+        );
+    }
+    h.push_str("</div>");
+
+    h.push_str(r#"<h2 id="saturation">Saturation and capacity</h2>"#);
+    for f in [
+        saturation_figure(&runs, &frame),
+        utilisation_figure(&runs, &frame),
+        replicas_figure(&runs, &frame),
+    ] {
+        emit(&mut h, &f, &runs, &mut empty);
+    }
+    if !empty.is_empty() {
+        let _ = write!(
+            h,
+            r#"<p class="nodata">No data to chart for: {}.</p>"#,
+            escape(&empty.join("; "))
+        );
+    }
+
+    tables(&mut h, &runs, extras);
+    footer(&mut h);
+    h
+}
+
+/// A figure, or its title in the "no data" list when nothing can be drawn.
+fn emit(h: &mut String, f: &Figure, runs: &[Run], empty: &mut Vec<String>) {
+    if f.chart.has_data() {
+        h.push_str(&f.to_html(runs));
+    } else {
+        empty.push(f.title.clone());
+    }
+}
+
+fn footer(h: &mut String) {
+    let _ = write!(
+        h,
+        r#"<footer>Generated by stormbreak-report {}. Times are the end of each recording interval, as in <code>timeseries.csv</code>; the files of a run directory are described in <code>docs/outputs.md</code>.</footer>
+</main><script>{SCRIPT}</script></body></html>
+"#,
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+fn header(h: &mut String, runs: &[Run], title: &str, extras: &ReportExtras) {
+    let _ = write!(h, "<header><h1>{}</h1>", escape(title));
+    if let Some(d) = &extras.description {
+        let _ = write!(h, r#"<p class="desc">{}</p>"#, escape(d));
+    }
+    if let Some(first) = runs.first() {
+        let rec = first.rec;
+        let start = rec.clock_origin_s as f64;
+        let end = runs.iter().map(Run::duration_s).fold(0.0, f64::max);
+        let seconds = start % 60.0 != 0.0 || end % 60.0 != 0.0;
+        let _ = write!(
+            h,
+            r#"<p class="meta">Clock <b>{} → {}</b> · duration <b>{}</b> · interval <b>{}</b></p>"#,
+            fmt_clock(start, seconds),
+            fmt_clock(start + end, seconds),
+            human_duration(end),
+            human_duration(first.dt),
+        );
+        h.push_str(r#"<ul class="runs">"#);
+        for (i, r) in runs.iter().enumerate() {
+            let style = if runs.len() > 1 {
+                charts::swatch("currentColor", charts::dash(i))
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                h,
+                r#"<li>{style}<span><b>{}</b> — scenario <code>{}</code>, seed {}, scale {}, {} attempts simulated</span></li>"#,
+                escape(r.label),
+                escape(&r.rec.scenario),
+                r.rec.seed,
+                r.rec.scale,
+                fmt_int(r.rec.attempts),
+            );
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str(
+        r##"<nav><a href="#storm">Storm</a><a href="#routes">Routes</a><a href="#latency">Latency</a><a href="#saturation">Saturation</a><a href="#tables">Tables</a></nav></header>"##,
+    );
+}
+
+fn human_duration(s: f64) -> String {
+    if s >= 3600.0 {
+        let m = (s / 60.0).round() as u64;
+        if m % 60 == 0 {
+            format!("{} h", m / 60)
+        } else {
+            format!("{} h {} min", m / 60, m % 60)
+        }
+    } else if s >= 60.0 {
+        format!("{} min", crate::svg::trim_num(s / 60.0, 1))
+    } else {
+        format!("{} s", crate::svg::trim_num(s, 3))
+    }
+}
+
+/// `12 345 678`, grouped with narrow no-break spaces.
+fn fmt_int(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push('\u{202F}');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The highest finite value of `f` over entities and intervals, with where
+/// and when.
+fn peak<'a, T>(
+    entities: impl Iterator<Item = (&'a str, T)>,
+    len: impl Fn(&T) -> usize,
+    f: impl Fn(&T, usize) -> f64,
+) -> Option<(f64, &'a str, usize)> {
+    let mut best: Option<(f64, &str, usize)> = None;
+    for (name, e) in entities {
+        for i in 0..len(&e) {
+            let v = f(&e, i);
+            if v.is_finite() && best.is_none_or(|b| v > b.0) {
+                best = Some((v, name, i));
+            }
+        }
+    }
+    best
+}
+
+fn key_figures(h: &mut String, runs: &[Run]) {
+    h.push_str(r#"<h2 id="key">Key figures</h2>"#);
+    for (ri, run) in runs.iter().enumerate() {
+        let rec = run.rec;
+        let origin = rec.clock_origin_s;
+        if runs.len() > 1 {
+            let _ = write!(
+                h,
+                r#"<div class="runrow">{}{}</div>"#,
+                charts::swatch("currentColor", charts::dash(ri)),
+                escape(run.label)
+            );
+        }
+        h.push_str(r#"<div class="cards">"#);
+        let routes = || rec.routes.iter().map(|r| (r.name.as_str(), r));
+        let when = |i: usize| charts::clock(origin, run.t(i), run.dt);
+        let card = |h: &mut String, k: &str, v: String, s: String, bad: bool| {
+            let _ = write!(
+                h,
+                r#"<div class="card{}"><div class="k">{}</div><div class="v">{}</div><div class="s">{}</div></div>"#,
+                if bad { " bad" } else { "" },
+                escape(k),
+                escape(&v),
+                escape(&s)
+            );
+        };
+        match peak(routes(), |r| route_len(r), |r, i| error_rate(r, i)) {
+            Some((0.0, _, _)) => card(
+                h,
+                "Peak error rate",
+                "0%".into(),
+                "no attempt failed".into(),
+                false,
+            ),
+            Some((v, name, i)) => card(
+                h,
+                "Peak error rate",
+                fmt_value(v, Unit::Fraction),
+                format!("{name} at {}", when(i)),
+                v >= DEGRADED_ERROR_RATE,
+            ),
+            None => card(
+                h,
+                "Peak error rate",
+                "–".into(),
+                "nothing answered".into(),
+                false,
+            ),
+        }
+        match peak(routes(), |r| route_len(r), |r, i| amplification(r, i)) {
+            Some((v, name, i)) => card(
+                h,
+                "Peak amplification",
+                fmt_value(v, Unit::Factor),
+                format!("attempts per request, {name} at {}", when(i)),
+                v >= 2.0,
+            ),
+            None => card(
+                h,
+                "Peak amplification",
+                "–".into(),
+                "no requests".into(),
+                false,
+            ),
+        }
+        let comps = || {
+            rec.components
+                .iter()
+                .filter(|c| has_limit(c))
+                .map(|c| (c.name.as_str(), c))
+        };
+        match peak(comps(), |c| c.limit.len(), |c, i| saturation(c, i)) {
+            Some((v, name, i)) => card(
+                h,
+                "Peak saturation",
+                fmt_value(v, Unit::Fraction),
+                format!("in-flight / limit, {name} at {}", when(i)),
+                v >= 0.999,
+            ),
+            None => card(
+                h,
+                "Peak saturation",
+                "–".into(),
+                "no limits recorded".into(),
+                false,
+            ),
+        }
+        let still: Vec<&str> = rec
+            .routes
+            .iter()
+            .filter(|r| {
+                let n = route_len(r);
+                n > 0 && error_rate(r, n - 1) >= DEGRADED_ERROR_RATE
+            })
+            .map(|r| r.name.as_str())
+            .collect();
+        card(
+            h,
+            "Degraded at the end",
+            format!("{} of {}", still.len(), rec.routes.len()),
+            if still.is_empty() {
+                format!(
+                    "no route above {} errors in the last interval",
+                    fmt_value(DEGRADED_ERROR_RATE, Unit::Fraction)
+                )
+            } else {
+                format!("routes: {}", still.join(", "))
+            },
+            !still.is_empty(),
+        );
+        h.push_str("</div>");
+    }
+}
+
+fn timeline(h: &mut String, runs: &[Run], actions: &[Action], origin: u64) {
+    h.push_str(r#"<h2 id="timeline">Timeline</h2>"#);
+    if actions.is_empty() {
+        h.push_str(r#"<p class="nodata">No timeline actions were applied.</p>"#);
+        return;
+    }
+    h.push_str(r#"<ol class="timeline">"#);
+    for (i, a) in actions.iter().enumerate() {
+        let which = if runs.len() > 1 && a.runs.len() < runs.len() {
+            let labels: Vec<&str> = a.runs.iter().map(|&r| runs[r].label).collect();
+            format!(
+                r#" <span class="meta">({})</span>"#,
+                escape(&labels.join(", "))
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            h,
+            r#"<li><span class="n">{}</span><time>{}</time><span>{}{which}</span></li>"#,
+            i + 1,
+            fmt_clock(origin as f64 + a.at_s, true),
+            escape(&a.what)
+        );
+    }
+    h.push_str("</ol>");
+}
+
+fn sum_routes(
+    run: &Run,
+    n: usize,
+    f: impl Fn(&stormbreak_sim::record::RouteSeries, usize) -> f64,
+) -> Vec<(f64, f64)> {
+    run.series(n, |i| {
+        run.rec
+            .routes
+            .iter()
+            .map(|r| f(r, i))
+            .filter(|v| v.is_finite())
+            .sum::<f64>()
+            / run.dt
+    })
+}
+
+fn load_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Rate,
+        "Offered load against goodput, all routes",
+    );
+    for (ri, run) in runs.iter().enumerate() {
+        let n = run.rec.intervals();
+        let suffix = if runs.len() > 1 {
+            format!(" — {}", run.label)
+        } else {
+            String::new()
+        };
+        for (k, colour, name, points) in [
+            (
+                0,
+                DEMAND,
+                "demand (first attempts/s)",
+                sum_routes(run, n, |r, i| at_u(&r.first_attempts, i)),
+            ),
+            (
+                1,
+                OFFERED,
+                "offered (all attempts/s)",
+                sum_routes(run, n, |r, i| at_u(&r.attempts, i)),
+            ),
+            (
+                2,
+                GOODPUT,
+                "goodput (successes/s)",
+                sum_routes(run, n, |r, i| at_u(&r.successes, i)),
+            ),
+        ] {
+            chart.lines.push(Line {
+                key: k,
+                colour,
+                dash: charts::dash(ri),
+                title: format!("{name}{suffix}"),
+                points,
+            });
+        }
+    }
+    Figure {
+        id: "fig-load".into(),
+        title: "Offered load against goodput".into(),
+        caption: "Summed over all routes (a gateway's dependency calls, such as auth, count on their own route). A storm shows as offered load far above demand while goodput falls.".into(),
+        chart,
+        legend: vec![
+            (0, DEMAND, "demand (first attempts/s)".into()),
+            (1, OFFERED, "offered (all attempts/s)".into()),
+            (2, GOODPUT, "goodput (successes/s)".into()),
+        ],
+    }
+}
+
+fn route_names(runs: &[Run]) -> Vec<String> {
+    charts::union_names(runs, |rec| {
+        rec.routes.iter().map(|r| r.name.as_str()).collect()
+    })
+}
+
+fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let names = route_names(runs);
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Fraction,
+        "Error rate per route",
+    );
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &names,
+        |run, name| {
+            let r = run.rec.route(name)?;
+            Some(run.series(route_len(r), |i| error_rate(r, i)))
+        },
+        Unit::Fraction,
+    );
+    Figure {
+        id: "fig-errors".into(),
+        title: "Error rate per route".into(),
+        caption: "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding.".into(),
+        chart,
+        legend: entity_legend(&names, &names),
+    }
+}
+
+fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let names = route_names(runs);
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Factor,
+        "Amplification per route",
+    );
+    chart.reference = Some(1.0);
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &names,
+        |run, name| {
+            let r = run.rec.route(name)?;
+            Some(run.series(route_len(r), |i| amplification(r, i)))
+        },
+        Unit::Factor,
+    );
+    Figure {
+        id: "fig-amplification".into(),
+        title: "Amplification per route".into(),
+        caption: "All attempts over first attempts in each interval: 1× means no retries; the dotted line marks 1×.".into(),
+        chart,
+        legend: entity_legend(&names, &names),
+    }
+}
+
+fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
+    let totals: Vec<_> = runs.iter().map(|r| route_totals(r.rec)).collect();
+    let names = route_names(runs);
+    // A lone panel spans the page: draw it at full width, not stretched.
+    let size = if names.len() == 1 {
+        Size::Wide
+    } else {
+        Size::Half
+    };
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let mut chart = frame.chart(
+                size,
+                ScaleKind::Linear,
+                Unit::Rate,
+                &format!("Route {name}: demand, offered load and goodput"),
+            );
+            let mut caption = Vec::new();
+            for (ri, run) in runs.iter().enumerate() {
+                let Some(r) = run.rec.route(&name) else {
+                    continue;
+                };
+                let n = route_len(r);
+                let suffix = if runs.len() > 1 {
+                    format!(" — {}", run.label)
+                } else {
+                    String::new()
+                };
+                for (key, colour, what, v) in [
+                    (0, DEMAND, "demand", &r.first_attempts),
+                    (1, OFFERED, "offered", &r.attempts),
+                    (2, GOODPUT, "goodput", &r.successes),
+                ] {
+                    chart.lines.push(Line {
+                        key,
+                        colour,
+                        dash: charts::dash(ri),
+                        title: format!("{name} {what}{suffix}"),
+                        points: run.series(n, |i| at_u(v, i) / run.dt),
+                    });
+                }
+                if let Some(t) = totals[ri].iter().find(|t| t.name == name) {
+                    let who = if runs.len() > 1 {
+                        format!("{}: ", run.label)
+                    } else {
+                        String::new()
+                    };
+                    caption.push(format!(
+                        "{who}amplification {} over the run, peak error rate {}",
+                        fmt_value(t.amplification, Unit::Factor),
+                        fmt_value(t.peak_error_rate, Unit::Fraction)
+                    ));
+                }
+            }
+            Figure {
+                id: format!("fig-route-{k}"),
+                title: name.clone(),
+                caption: caption.join(" · "),
+                chart,
+                legend: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+fn latency_figure(runs: &[Run], frame: &Frame, q: usize, label: &str) -> Figure {
+    let names = route_names(runs);
+    let mut chart = frame.chart(
+        Size::Half,
+        ScaleKind::Log,
+        Unit::Millis,
+        &format!("Latency {label} per route"),
+    );
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &names,
+        |run, name| {
+            let r = run.rec.route(name)?;
+            Some(run.series(route_len(r), |i| latency(r, i, q)))
+        },
+        Unit::Millis,
+    );
+    Figure {
+        id: format!("fig-latency-{label}"),
+        title: format!("Latency {label}"),
+        caption: "Successful attempts only, log scale; gaps are intervals without a success."
+            .into(),
+        chart,
+        legend: entity_legend(&names, &names),
+    }
+}
+
+fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let names = charts::union_names(runs, |rec| {
+        rec.components
+            .iter()
+            .filter(|c| has_limit(c))
+            .map(|c| c.name.as_str())
+            .collect()
+    });
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Fraction,
+        "Saturation per component",
+    );
+    chart.reference = Some(1.0);
+    chart.y_cap = None;
+    let order = component_order(runs);
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &order,
+        |run, name| {
+            let c = run.rec.component(name)?;
+            Some(run.series(c.limit.len(), |i| saturation(c, i)))
+        },
+        Unit::Fraction,
+    );
+    let legend = names
+        .iter()
+        .map(|n| {
+            let k = charts::index_in(&order, n);
+            let kind = runs
+                .iter()
+                .find_map(|r| r.rec.component(n))
+                .map_or("", |c| match c.kind.as_str() {
+                    "lb" => " (LB flows)",
+                    "service" => " (sidecar or workers)",
+                    _ => "",
+                });
+            (k, charts::colour(k), format!("{n}{kind}"))
+        })
+        .collect();
+    Figure {
+        id: "fig-saturation".into(),
+        title: "Saturation: in-flight over limit".into(),
+        caption: "Load balancers: flows held over the running nodes' flow limit. Services: sidecar in-flight over the sidecar concurrency limit (app workers when there is no sidecar). The dotted line is 100 %. A sidecar pinned at 100 % while app utilisation stays low is the autoscaler's blind spot.".into(),
+        chart,
+        legend,
+    }
+}
+
+/// Components that can be charted (gateways record no gauges), in order of
+/// first appearance: their colours, the same on every chart.
+fn component_order(runs: &[Run]) -> Vec<String> {
+    charts::union_names(runs, |rec| {
+        rec.components
+            .iter()
+            .filter(|c| c.kind != "gateway")
+            .map(|c| c.name.as_str())
+            .collect()
+    })
+}
+
+fn service_names(runs: &[Run]) -> Vec<String> {
+    charts::union_names(runs, |rec| {
+        rec.components
+            .iter()
+            .filter(|c| c.kind == "service")
+            .map(|c| c.name.as_str())
+            .collect()
+    })
+}
+
+fn utilisation_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let names = service_names(runs);
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Fraction,
+        "App utilisation per service",
+    );
+    let order = component_order(runs);
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &order,
+        |run, name| {
+            let c = run.rec.component(name)?;
+            Some(run.series(c.app_utilisation.len(), |i| at_f(&c.app_utilisation, i)))
+        },
+        Unit::Fraction,
+    );
+    Figure {
+        id: "fig-utilisation".into(),
+        title: "App utilisation".into(),
+        caption: "Busy workers over workers of the app containers, averaged over each interval: what a CPU-based autoscaler sees.".into(),
+        chart,
+        legend: entity_legend(&names, &order),
+    }
+}
+
+fn replicas_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let varies = |c: &stormbreak_sim::record::ComponentSeries| {
+        c.kind != "gateway"
+            && c.replicas
+                .first()
+                .is_some_and(|f| c.replicas.iter().any(|r| r != f))
+    };
+    let mut names = charts::union_names(runs, |rec| {
+        rec.components
+            .iter()
+            .filter(|c| varies(c))
+            .map(|c| c.name.as_str())
+            .collect()
+    });
+    let caption = if names.is_empty() {
+        names = service_names(runs);
+        "No replica count changed during the run; every service is shown."
+    } else {
+        "Ready pods of services and running nodes of load balancers, for those whose count changed (autoscaled services, paused nodes)."
+    };
+    let mut chart = frame.chart(Size::Wide, ScaleKind::Linear, Unit::Count, "Replicas");
+    let order = component_order(runs);
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &order,
+        |run, name| {
+            let c = run.rec.component(name)?;
+            Some(run.series(c.replicas.len(), |i| at_f(&c.replicas, i)))
+        },
+        Unit::Count,
+    );
+    Figure {
+        id: "fig-replicas".into(),
+        title: "Replicas".into(),
+        caption: caption.into(),
+        chart,
+        legend: entity_legend(&names, &order),
+    }
+}
+
+// ---- tables ---------------------------------------------------------------
+
+fn is_numeric(cell: &str) -> bool {
+    let mut c = cell
+        .trim_start_matches(['+', '-', '−', '≈', '~', '<', '>', '≤', '≥', ' '])
+        .chars();
+    c.next().is_some_and(|c| c.is_ascii_digit())
+}
+
+/// A table as HTML; numeric-looking cells are right-aligned.
+pub fn table_html(t: &Table) -> String {
+    let mut s = String::from(r#"<div class="tablewrap"><table>"#);
+    let _ = write!(s, "<caption>{}</caption><thead><tr>", escape(&t.title));
+    let width = t
+        .rows
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(t.columns.len());
+    let numeric_col: Vec<bool> = (0..width)
+        .map(|j| {
+            let cells: Vec<&str> = t
+                .rows
+                .iter()
+                .filter_map(|r| r.get(j).map(String::as_str))
+                .filter(|c| !c.is_empty() && *c != "–" && *c != "-")
+                .collect();
+            !cells.is_empty() && cells.iter().all(|c| is_numeric(c))
+        })
+        .collect();
+    let class = |numeric: bool| if numeric { r#" class="num""# } else { "" };
+    for (j, &numeric) in numeric_col.iter().enumerate() {
+        let name = t.columns.get(j).map_or("", String::as_str);
+        let _ = write!(s, "<th{}>{}</th>", class(numeric), escape(name));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for row in &t.rows {
+        s.push_str("<tr>");
+        for (j, &numeric) in numeric_col.iter().enumerate() {
+            let cell = row.get(j).map_or("", String::as_str);
+            let _ = write!(s, "<td{}>{}</td>", class(numeric), escape(cell));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table></div>");
+    if let Some(n) = &t.note {
+        let _ = write!(s, r#"<p class="note">{}</p>"#, escape(n));
+    }
+    s
+}
+
+fn tables(h: &mut String, runs: &[Run], extras: &ReportExtras) {
+    h.push_str(r#"<h2 id="tables">Tables</h2>"#);
+    if !runs.is_empty() {
+        h.push_str(&table_html(&headline_table(runs)));
+    }
+    for t in &extras.tables {
+        h.push_str(&table_html(t));
+    }
+    if !runs.is_empty() {
+        h.push_str(&table_html(&component_table(runs)));
+    }
+}
+
+/// Whole-run figures per route and run, with when each route was degraded.
+pub fn headline_table(runs: &[Run]) -> Table {
+    let multi = runs.len() > 1;
+    let mut columns: Vec<String> = vec!["route".into()];
+    if multi {
+        columns.push("run".into());
+    }
+    columns.extend(
+        [
+            "requests",
+            "attempts",
+            "amplification",
+            "successes",
+            "failed",
+            "peak error rate",
+            "degraded from",
+            "recovered at",
+        ]
+        .map(String::from),
+    );
+    let mut rows = Vec::new();
+    for name in route_names(runs) {
+        for run in runs {
+            let Some(r) = run.rec.route(&name) else {
+                continue;
+            };
+            let Some(t) = route_totals(run.rec).into_iter().find(|t| t.name == name) else {
+                continue;
+            };
+            let n = route_len(r);
+            let degraded: Vec<usize> = (0..n)
+                .filter(|&i| error_rate(r, i) >= DEGRADED_ERROR_RATE)
+                .collect();
+            let when = |i: usize| charts::clock(run.rec.clock_origin_s, run.t(i), run.dt);
+            let (from, to) = match (degraded.first(), degraded.last()) {
+                (Some(&a), Some(&b)) if b + 1 < n => (when(a), when(b + 1)),
+                (Some(&a), Some(_)) => (when(a), "not by the end".into()),
+                _ => ("–".into(), "–".into()),
+            };
+            let mut row = vec![name.clone()];
+            if multi {
+                row.push(run.label.to_owned());
+            }
+            row.extend([
+                fmt_int(t.first_attempts),
+                fmt_int(t.attempts),
+                fmt_value(t.amplification, Unit::Factor),
+                fmt_int(t.successes),
+                fmt_int(t.failed),
+                fmt_value(t.peak_error_rate, Unit::Fraction),
+                from,
+                to,
+            ]);
+            rows.push(row);
+        }
+    }
+    Table {
+        title: "Routes: headline figures".into(),
+        columns,
+        rows,
+        note: Some(format!(
+            "Requests are first attempts; amplification is attempts over requests. A route is degraded in an interval when its error rate is at least {}; \"degraded from\" is the end of the first such interval, \"recovered at\" the end of the first interval after the last one.",
+            fmt_value(DEGRADED_ERROR_RATE, Unit::Fraction)
+        )),
+    }
+}
+
+/// Peaks per component and run.
+pub fn component_table(runs: &[Run]) -> Table {
+    let multi = runs.len() > 1;
+    let mut columns: Vec<String> = vec!["component".into(), "kind".into()];
+    if multi {
+        columns.push("run".into());
+    }
+    columns.extend(
+        [
+            "peak in-flight / limit",
+            "peak app utilisation",
+            "peak queue",
+            "replicas (min–max)",
+            "arrivals",
+            "rejected",
+        ]
+        .map(String::from),
+    );
+    let names = charts::union_names(runs, |rec| {
+        rec.components.iter().map(|c| c.name.as_str()).collect()
+    });
+    let mut rows = Vec::new();
+    for name in names {
+        for run in runs {
+            let Some(c) = run.rec.component(&name) else {
+                continue;
+            };
+            let max = |v: &[f64]| {
+                v.iter()
+                    .copied()
+                    .filter(|x| x.is_finite())
+                    .fold(f64::NAN, f64::max)
+            };
+            let min = |v: &[f64]| {
+                v.iter()
+                    .copied()
+                    .filter(|x| x.is_finite())
+                    .fold(f64::NAN, f64::min)
+            };
+            let sat = (0..c.limit.len())
+                .map(|i| saturation(c, i))
+                .filter(|x| x.is_finite())
+                .fold(f64::NAN, f64::max);
+            let service = c.kind == "service";
+            let mut row = vec![name.clone(), c.kind.clone()];
+            if multi {
+                row.push(run.label.to_owned());
+            }
+            row.extend([
+                fmt_value(sat, Unit::Fraction),
+                if service {
+                    fmt_value(max(&c.app_utilisation), Unit::Fraction)
+                } else {
+                    "–".into()
+                },
+                if c.kind == "gateway" {
+                    "–".into()
+                } else {
+                    fmt_value(max(&c.queue), Unit::Count)
+                },
+                if c.kind == "gateway" || c.replicas.is_empty() {
+                    "–".into()
+                } else {
+                    format!("{}–{}", min(&c.replicas), max(&c.replicas))
+                },
+                fmt_int(c.arrivals.iter().sum()),
+                fmt_int(c.rejected.iter().sum()),
+            ]);
+            rows.push(row);
+        }
+    }
+    Table {
+        title: "Components: peaks and totals".into(),
+        columns,
+        rows,
+        note: Some("Replicas are ready pods for services and running nodes for load balancers; rejected counts refusals (limits, flows, queue timeouts, nothing to send to).".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_and_detected() {
+        assert_eq!(fmt_int(0), "0");
+        assert_eq!(fmt_int(1234), "1\u{202F}234");
+        assert_eq!(fmt_int(12_345_678), "12\u{202F}345\u{202F}678");
+        assert!(is_numeric("20.1%"));
+        assert!(is_numeric("-3"));
+        assert!(is_numeric("≈ 20%"));
+        assert!(is_numeric("~18:03"));
+        assert!(!is_numeric("web"));
+        assert!(!is_numeric(""));
+    }
+
+    #[test]
+    fn tables_escape_pad_and_align() {
+        let t = Table {
+            title: "A & B".into(),
+            columns: vec!["name".into(), "value".into(), "extra".into()],
+            rows: vec![
+                vec!["<x>".into(), "12%".into()],
+                vec!["y".into(), "3.5×".into(), "z".into()],
+            ],
+            note: Some("n < m".into()),
+        };
+        let html = table_html(&t);
+        assert!(html.contains("<caption>A &amp; B</caption>"));
+        assert!(html.contains("<td>&lt;x&gt;</td>"));
+        assert!(html.contains(r#"<td class="num">12%</td>"#));
+        assert!(html.contains(r#"<th class="num">value</th>"#));
+        assert_eq!(html.matches("<tr>").count(), 3);
+        assert_eq!(html.matches("<td").count(), 6, "short rows are padded");
+        assert!(html.contains(r#"<p class="note">n &lt; m</p>"#));
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(10.0), "10 s");
+        assert_eq!(human_duration(90.0), "1.5 min");
+        assert_eq!(human_duration(7.0 * 3600.0 + 47.0 * 60.0), "7 h 47 min");
+        assert_eq!(human_duration(3600.0), "1 h");
+    }
+}

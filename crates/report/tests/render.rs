@@ -1,0 +1,271 @@
+//! The report's HTML without a browser: self-contained, markers and
+//! overlays where they belong, bounded size, deterministic; a real
+//! simulator run re-rendered from its `recording.json`; and
+//! `docs/outputs.md` covering every column the outputs write.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use stormbreak_report::{REPORT_FILE, ReportExtras, render, write_report};
+use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sim::output::{self, SUMMARY_SCHEMA};
+use stormbreak_sim::{Recording, Scenario};
+
+/// `<svg class="chart"…>…</svg>` elements.
+fn charts(html: &str) -> Vec<&str> {
+    html.split(r#"<svg class="chart""#)
+        .skip(1)
+        .map(|s| &s[..s.find("</svg>").unwrap()])
+        .collect()
+}
+
+fn two_runs() -> (Recording, Recording) {
+    (common::storm(false, 10), common::storm(true, 10))
+}
+
+#[test]
+fn the_page_is_self_contained() {
+    let (a, b) = two_runs();
+    let html = render(&[("as happened", &a), ("fixed", &b)], &common::extras());
+    // The only URL is the SVG namespace; nothing is fetched.
+    let without_ns = html.replace("http://www.w3.org/2000/svg", "");
+    for needle in [
+        "http://",
+        "https://",
+        "src=",
+        "@import",
+        "url(",
+        "<link rel=\"stylesheet\"",
+    ] {
+        assert!(!without_ns.contains(needle), "found {needle:?}");
+    }
+    assert!(html.contains("Content-Security-Policy"));
+    assert!(html.contains("<style>") && html.contains("@media print"));
+    assert!(html.trim_end().ends_with("</html>"));
+}
+
+#[test]
+fn every_chart_has_data_and_every_action_is_a_marker() {
+    let (a, _) = two_runs();
+    let html = render(&[("as happened", &a)], &ReportExtras::default());
+    let charts = charts(&html);
+    // load, errors, amplification, 6 route panels, p99, p50, saturation,
+    // utilisation, replicas.
+    assert_eq!(charts.len(), 14);
+    for c in &charts {
+        assert!(c.contains(r#"class="series""#), "chart without data");
+        assert_eq!(c.matches(r#"class="badge""#).count(), a.actions.len());
+    }
+    // Actions are numbered in the timeline list too, with their clock time.
+    assert!(html.contains("16:36:00"));
+    assert!(html.contains("pause 4 node(s) of haproxy-cus"));
+    // Clock axis, not seconds since start.
+    assert!(html.contains(">13:00<") && html.contains(">21:00<"));
+}
+
+#[test]
+fn two_runs_overlay_on_the_same_axes_with_one_style_per_run() {
+    let (a, b) = two_runs();
+    let html = render(
+        &[("as happened", &a), ("with follow-ups", &b)],
+        &ReportExtras::default(),
+    );
+    for c in charts(&html) {
+        let solid = c.matches(r#"class="series""#).count();
+        let dashed = c.matches(r#"stroke-dasharray="7 4""#).count();
+        assert!(
+            dashed > 0 && dashed < solid,
+            "second run missing on a chart"
+        );
+    }
+    assert!(html.contains("with follow-ups"));
+    // Headline table: one row per route and run.
+    assert_eq!(html.matches("<td>web</td>").count(), 2);
+}
+
+#[test]
+fn long_runs_stay_small_and_lines_bounded() {
+    // 1 s intervals over 8.5 h: 30 600 points per line before downsampling.
+    let a = common::storm(false, 1);
+    let html = render(&[("as happened", &a)], &ReportExtras::default());
+    assert!(html.len() < 1_500_000, "report is {} bytes", html.len());
+    for c in charts(&html) {
+        for d in c
+            .split(r#" d=""#)
+            .skip(1)
+            .map(|s| &s[..s.find('"').unwrap()])
+        {
+            // Every point is one command pair; count numbers / 2.
+            let numbers = d
+                .split(|ch: char| ch.is_ascii_alphabetic() || ch == ' ' || ch == '-')
+                .filter(|t| !t.is_empty())
+                .count();
+            assert!(numbers / 2 <= 1500, "{} points on a line", numbers / 2);
+        }
+    }
+}
+
+#[test]
+fn rendering_is_deterministic_and_escapes_names() {
+    let (a, b) = two_runs();
+    let extras = common::extras();
+    let one = render(&[("a <b>", &a), ("fixed", &b)], &extras);
+    let two = render(&[("a <b>", &a), ("fixed", &b)], &extras);
+    assert_eq!(one, two);
+    assert!(one.contains("api &lt;v3&gt;"));
+    assert!(one.contains("a &lt;b&gt;"));
+    assert!(!one.contains("<script>alert"));
+    assert!(!one.contains("<v3>"));
+}
+
+#[test]
+fn an_empty_recording_renders_a_page_without_charts() {
+    let rec = Recording {
+        scenario: "empty".into(),
+        seed: 1,
+        scale: 1.0,
+        interval: 1_000_000_000,
+        duration: 0,
+        clock_origin_s: 0,
+        routes: Vec::new(),
+        components: Vec::new(),
+        actions: Vec::new(),
+        events: 0,
+        attempts: 0,
+        peak_in_flight: 0,
+    };
+    let html = render(&[("empty", &rec)], &ReportExtras::default());
+    assert!(html.contains("Nothing was recorded"));
+    assert!(charts(&html).is_empty());
+    let html = render(&[], &ReportExtras::default());
+    assert!(html.contains("</html>"));
+}
+
+const SCENARIO: &str = r#"
+[scenario]
+name = "one-server"
+duration = "20s"
+interval = "1s"
+clock_origin = "13:28"
+[[service]]
+name = "backend"
+replicas = 1
+app = { workers = 1, service_time = { dist = "exponential", mean = "1ms" } }
+[[route]]
+name = "r"
+path = ["backend"]
+[[client]]
+name = "users"
+route = "r"
+rate = "500/s"
+timeout = "1s"
+"#;
+
+fn simulate() -> Recording {
+    let sc = Scenario::parse("one-server.toml", SCENARIO).expect("valid scenario");
+    Engine::new(&sc, RunOptions::default()).run()
+}
+
+#[test]
+fn a_simulated_run_is_re_rendered_from_its_directory() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-rerender");
+    let _ = std::fs::remove_dir_all(&dir);
+    let rec = simulate();
+    output::write_outputs(&dir, &rec, None).unwrap();
+    let html = render(&[("run", &rec)], &ReportExtras::default());
+    write_report(&dir, &html).unwrap();
+
+    let back = output::read_recording(&dir.join("recording.json")).unwrap();
+    let again = render(&[("run", &back)], &ReportExtras::default());
+    assert_eq!(html, again, "recording.json loses nothing the report shows");
+    assert!(dir.join(REPORT_FILE).is_file() && dir.join("summary.json").is_file());
+    assert!(html.contains(">13:28:"), "clock origin from the scenario");
+    for c in charts(&html) {
+        assert!(c.contains(r#"class="series""#));
+    }
+}
+
+/// Every metric the CSV writes, every key of summary.json and the schema
+/// tag appear in docs/outputs.md.
+#[test]
+fn docs_outputs_md_covers_every_column_and_key() {
+    let docs_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/outputs.md");
+    let docs = std::fs::read_to_string(&docs_path).expect("docs/outputs.md");
+    let rec = simulate();
+
+    assert!(docs.contains(SUMMARY_SCHEMA), "schema tag {SUMMARY_SCHEMA}");
+    let csv = output::timeseries_csv(&rec);
+    let mut lines = csv.lines();
+    for column in lines.next().unwrap().split(',') {
+        assert!(docs.contains(&format!("`{column}`")), "csv column {column}");
+    }
+    let metrics: BTreeSet<&str> = lines.filter_map(|l| l.split(',').nth(3)).collect();
+    for m in metrics {
+        assert!(docs.contains(&format!("`{m}`")), "csv metric {m}");
+    }
+    for c in stormbreak_sim::record::Cause::ALL {
+        assert!(
+            docs.contains(&format!("`{}`", c.name())),
+            "cause {}",
+            c.name()
+        );
+    }
+
+    let summary = output::summary_json(&rec, None);
+    let mut keys = Vec::new();
+    fn walk(prefix: &str, v: &serde_json::Value, keys: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    if prefix.ends_with("errors") {
+                        continue; // cause names, checked above
+                    }
+                    keys.push(path.clone());
+                    walk(&path, v, keys);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                if let Some(first) = a.first() {
+                    walk(&format!("{prefix}[]"), first, keys);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk("", &summary, &mut keys);
+    assert!(keys.len() > 10, "{keys:?}");
+    for k in keys {
+        assert!(docs.contains(&format!("`{k}`")), "summary.json key {k}");
+    }
+}
+
+/// A route or component keeps its colour on every chart, so the sidecar
+/// pinned at 100 % and its idle app read as the same thing.
+#[test]
+fn an_entity_has_one_colour_across_charts() {
+    let (a, _) = two_runs();
+    let html = render(&[("as happened", &a)], &ReportExtras::default());
+    for name in ["auth-svc", "token-svc", "web", "token"] {
+        let colours: BTreeSet<&str> = charts(&html)
+            .iter()
+            .flat_map(|c| c.split("<path ").skip(1))
+            .filter(|p| p.contains(&format!("<title>{name} (peak")))
+            .map(|p| {
+                p.split(r#"stroke=""#)
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(colours.len(), 1, "{name}: {colours:?}");
+    }
+}
