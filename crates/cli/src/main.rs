@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod replay;
 mod report_cmd;
 mod simulate;
 mod table;
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Replay GitHub's 2026-08-17 incident from its mechanisms (built in).
+    Replay(replay::Args),
     /// Run a scenario file in the discrete-event simulator.
     Simulate(simulate::Args),
     /// Re-render report.html from saved runs (overlaid when several).
@@ -28,6 +31,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Replay(args) => replay::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Report(args) => report_cmd::run(args),
     };

@@ -36,6 +36,7 @@ use crate::record::{
 };
 use crate::scenario::{ActionKind, ComponentRef, Scenario, parse_clock};
 use crate::slab::{Key, Slab};
+use stormbreak_policy::failover::{Failover, RegionRates};
 use stormbreak_policy::ramp::StagedRestore;
 use stormbreak_policy::shed::{Criticality, Decision, ShedRule, ShedRules};
 
@@ -160,6 +161,16 @@ struct LbRamp {
     status: u16,
 }
 
+/// Capacity-aware failover: a policy-crate `Failover` fed every interval
+/// with rates measured at two LB pools.
+#[derive(Debug)]
+struct FailoverCtl {
+    pops: Vec<usize>,
+    primary: usize,
+    secondary: usize,
+    policy: Failover,
+}
+
 #[derive(Debug)]
 struct Gateway {
     dependency: Option<u16>,
@@ -264,6 +275,10 @@ struct Population {
     spill: f64,
     /// Bumped when the rate changes, so the arrival drawn at the old rate is dropped.
     arrival_generation: u32,
+    /// Attempts sent on `failover_route` in the current interval.
+    spilled: u64,
+    /// Logical requests started in the current interval.
+    started: u64,
     fanout: u32,
     fanout_cap: u32,
     fanout_delay: Nanos,
@@ -392,6 +407,7 @@ pub struct Engine {
     lb_rng: Pcg64Mcg,
     actions: Vec<(Nanos, ActionKind)>,
     sites: Vec<String>,
+    failovers: Vec<FailoverCtl>,
     client_names: Vec<String>,
     scale: f64,
     applied: Vec<AppliedAction>,
@@ -590,6 +606,8 @@ impl Engine {
                         .map(|r| r as u16),
                     spill: 0.0,
                     arrival_generation: 0,
+                    spilled: 0,
+                    started: 0,
                     fanout: c.fanout,
                     fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
                     fanout_delay: c.fanout_delay,
@@ -622,6 +640,33 @@ impl Engine {
                 .map(|a| (a.get_ref().at, a.get_ref().kind.clone()))
                 .collect(),
             sites,
+            failovers: sc
+                .failovers
+                .iter()
+                .map(|f| {
+                    let lb = |n: &str| {
+                        sc.lbs
+                            .iter()
+                            .position(|l| l.name.get_ref() == n)
+                            .expect("validated")
+                    };
+                    FailoverCtl {
+                        pops: f
+                            .clients
+                            .iter()
+                            .map(|c| {
+                                sc.clients
+                                    .iter()
+                                    .position(|x| x.name.get_ref() == c.get_ref())
+                                    .expect("validated")
+                            })
+                            .collect(),
+                        primary: lb(f.primary.get_ref()),
+                        secondary: lb(f.secondary.get_ref()),
+                        policy: Failover::new(&f.policy).expect("validated"),
+                    }
+                })
+                .collect(),
             client_names: sc
                 .clients
                 .iter()
@@ -767,6 +812,7 @@ impl Engine {
                 },
             );
         }
+        pop.started += 1;
         let call = pop.caller.start(now);
         let deadline = now.saturating_add(pop.give_up_after);
         let route = match pop.failover_route {
@@ -788,6 +834,9 @@ impl Engine {
         let r = self.requests.get(req).expect("live request");
         let pop = &self.pops[r.pop as usize];
         let (route, lane, site) = (r.route, pop.timeout_lane, pop.site);
+        if route != pop.route {
+            self.pops[r.pop as usize].spilled += 1;
+        }
         let att = self.new_attempt(route, 0, Parent::Client(req));
         self.attempts.get_mut(att).expect("new").site = site;
         self.queue
@@ -1474,6 +1523,61 @@ impl Engine {
         self.applied.push(AppliedAction { at, what });
     }
 
+    /// Re-plans every failover from this interval's measurements. An LB's
+    /// capacity is estimated by Little's law from its flows: admitted rate ×
+    /// flow limit / flows in use (at saturation, simply what it admits).
+    fn plan_failovers(&mut self) {
+        let secs = self.interval as f64 / 1e9;
+        let now = self.now;
+        for f in &mut self.failovers {
+            let lb_rates = |l: usize| {
+                let lb = &self.lbs[l];
+                let ci = lb.comp;
+                let arrivals = self.comp_arrivals[ci] as f64 / secs;
+                let admitted = arrivals - self.comp_rejected[ci] as f64 / secs;
+                let in_use: u32 = lb.nodes.iter().map(|n| n.flows).sum();
+                let running = lb.nodes.iter().filter(|n| !n.paused).count() as f64;
+                let limit = running * lb.flows_per_node as f64;
+                let capacity = if in_use == 0 {
+                    f64::INFINITY
+                } else {
+                    admitted * limit / in_use as f64
+                };
+                (arrivals, admitted, capacity)
+            };
+            let spilled: f64 = f
+                .pops
+                .iter()
+                .map(|&p| self.pops[p].spilled as f64)
+                .sum::<f64>()
+                / secs;
+            let started: f64 = f
+                .pops
+                .iter()
+                .map(|&p| self.pops[p].started as f64)
+                .sum::<f64>()
+                / secs;
+            let (p_arrivals, _, p_capacity) = lb_rates(f.primary);
+            let (_, s_admitted, s_capacity) = lb_rates(f.secondary);
+            let rates = RegionRates {
+                primary_demand: p_arrivals + spilled,
+                primary_capacity: p_capacity,
+                secondary_capacity: s_capacity,
+                secondary_base_load: (s_admitted - spilled).max(0.0),
+            };
+            let fraction_of_primary = f.policy.observe(now, rates);
+            let spill_rate = fraction_of_primary * rates.primary_demand;
+            let share = if started > 0.0 {
+                (spill_rate / started).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            for &p in &f.pops {
+                self.pops[p].spill = share;
+            }
+        }
+    }
+
     fn client_index(&self, name: &str) -> Option<usize> {
         self.client_names.iter().position(|n| n == name)
     }
@@ -1579,6 +1683,11 @@ impl Engine {
             acc.successes = 0;
             acc.errors = [0; Cause::ALL.len()];
             acc.latency_us.reset();
+        }
+        self.plan_failovers();
+        for p in &mut self.pops {
+            p.spilled = 0;
+            p.started = 0;
         }
         for (ci, c) in self.comps.iter_mut().enumerate() {
             c.arrivals.push(std::mem::take(&mut self.comp_arrivals[ci]));

@@ -41,6 +41,7 @@ pub mod glue;
 pub mod output;
 pub mod queue;
 pub mod record;
+pub mod replay;
 pub mod scenario;
 pub mod slab;
 

@@ -17,6 +17,7 @@ use toml::Spanned;
 
 use crate::dist::ServiceTimeSpec;
 use crate::glue::{BudgetSpec, RetrySpec};
+use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
 
 /// A parsed, validated scenario.
@@ -40,6 +41,9 @@ pub struct Scenario {
     /// Open-loop client populations.
     #[serde(rename = "client")]
     pub clients: Vec<ClientSpec>,
+    /// Capacity-aware failover controllers.
+    #[serde(default, rename = "failover")]
+    pub failovers: Vec<FailoverSpec>,
     /// Timeline actions.
     #[serde(default, rename = "action")]
     pub actions: Vec<Spanned<ActionSpec>>,
@@ -192,6 +196,23 @@ pub enum ScaleMetric {
     PodCpu,
     /// A `Pods` metric: sidecar in-flight / limit.
     SidecarSaturation,
+}
+
+/// A `[[failover]]`: LB capacity monitoring that spills client populations
+/// to their `failover_route` with `stormbreak_policy::failover::Failover`,
+/// re-planned every recording interval.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailoverSpec {
+    /// Client populations that may be spilled (each needs a `failover_route`).
+    pub clients: Vec<Spanned<String>>,
+    /// The LB pool whose capacity is watched.
+    pub primary: Spanned<String>,
+    /// The receiving region's LB pool, whose headroom bounds the spill.
+    pub secondary: Spanned<String>,
+    /// Spill law, smoothing and hysteresis.
+    #[serde(default)]
+    pub policy: FailoverConfig,
 }
 
 /// A `[[route]]`: the components an attempt traverses, in order.

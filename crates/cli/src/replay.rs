@@ -1,0 +1,514 @@
+//! `stormbreak replay`: the 2026-08-17 incident from its mechanisms, and
+//! the five follow-ups that prevent it.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use stormbreak_report::{ReportExtras, Table};
+use stormbreak_sim::engine::RunOptions;
+use stormbreak_sim::replay::{self, Fix, ReplaySummary};
+use stormbreak_sim::{Recording, output};
+
+use crate::simulate::{parse_scale, simulate_with_progress};
+
+/// Flags of `stormbreak replay`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Apply all five follow-ups and no operator actions.
+    #[arg(long, conflicts_with_all = ["fix", "ablation"])]
+    pub fixed: bool,
+    /// Apply these follow-ups (comma-separated: autoscaling, limits, retries,
+    /// single-flight, failover) and no operator actions.
+    #[arg(long, value_name = "LIST", value_parser = Fix::parse_list)]
+    pub fix: Option<Vec<Fix>>,
+    /// Run each follow-up alone and all-but-one, and rank them.
+    #[arg(long)]
+    pub ablation: bool,
+    /// Run as it happened and with the follow-ups (all five, or --fix), side by side.
+    #[arg(long, conflicts_with = "ablation")]
+    pub compare: bool,
+    /// Fraction of the published traffic to simulate (capacities scaled alike).
+    #[arg(long, default_value_t = replay::DEFAULT_SCALE, value_parser = parse_scale)]
+    pub scale: f64,
+    /// RNG seed [default: the scenario's].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output directory [default: ./stormbreak-out/github-2026-08-17/<variant>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the replay summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+struct Run {
+    label: String,
+    rec: Recording,
+    summary: ReplaySummary,
+}
+
+fn run_variant(fixes: &[Fix], opts: RunOptions, quiet: bool) -> Result<Run, String> {
+    let mut sc = replay::scenario().map_err(|e| e.to_string())?;
+    replay::apply(&mut sc, fixes);
+    let rec = simulate_with_progress(&sc, opts, quiet);
+    let summary = replay::summarize(&rec, fixes);
+    let label = if fixes.is_empty() {
+        "as it happened".to_owned()
+    } else if fixes.len() == Fix::ALL.len() {
+        "with the five follow-ups".to_owned()
+    } else {
+        format!(
+            "with {}",
+            fixes
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        )
+    };
+    Ok(Run {
+        label,
+        rec,
+        summary,
+    })
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let opts = RunOptions {
+        seed: args.seed,
+        scale: args.scale,
+    };
+    let quiet = args.quiet || args.json;
+    let chosen: Vec<Fix> = match (&args.fix, args.fixed) {
+        (Some(list), _) => list.clone(),
+        (None, true) => Fix::ALL.to_vec(),
+        (None, false) if args.compare => Fix::ALL.to_vec(),
+        _ => Vec::new(),
+    };
+    if args.ablation {
+        return ablation(&args, opts, quiet);
+    }
+    let base = crate::default_out(replay::scenario_name());
+    let mut runs = Vec::new();
+    if args.compare || chosen.is_empty() {
+        runs.push(run_variant(&[], opts, quiet)?);
+    }
+    if !chosen.is_empty() {
+        runs.push(run_variant(&chosen, opts, quiet)?);
+    }
+    let variant = if args.compare {
+        "compare".to_owned()
+    } else if chosen.is_empty() {
+        "as-happened".to_owned()
+    } else if chosen.len() == Fix::ALL.len() {
+        "fixed".to_owned()
+    } else {
+        format!(
+            "fix-{}",
+            chosen
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join("+")
+        )
+    };
+    let out = args.out.clone().unwrap_or_else(|| base.join(&variant));
+    // Outputs: the last run's files, every run's summary under `replay`.
+    let main = runs.last().expect("at least one run");
+    let replay_json = serde_json::json!({
+        "runs": runs.iter().map(|r| serde_json::json!({
+            "label": r.label,
+            "fixes": r.summary.fixes,
+            "headline": r.summary.headline,
+            "paths": r.summary.paths,
+        })).collect::<Vec<_>>(),
+    });
+    output::write_outputs(&out, &main.rec, Some(replay_json.clone()))
+        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
+    let extras = report_extras(&runs);
+    let labelled: Vec<(&str, &Recording)> =
+        runs.iter().map(|r| (r.label.as_str(), &r.rec)).collect();
+    let html = stormbreak_report::render(&labelled, &extras);
+    stormbreak_report::write_extras(&out, &extras)
+        .and_then(|_| stormbreak_report::write_report(&out, &html))
+        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&replay_json).expect("json")
+        );
+        return Ok(());
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "GitHub 2026-08-17, replayed from its mechanisms (scale {}, seed {})\n",
+        main.rec.scale, main.rec.seed
+    );
+    for r in &runs {
+        s.push_str(&timeline(r));
+    }
+    s.push_str(&headline_table(&runs));
+    for r in &runs {
+        s.push_str(&path_table(r));
+    }
+    let _ = writeln!(s, "outputs: {}", out.display());
+    print!("{s}");
+    Ok(())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn rate(x: f64) -> String {
+    if x >= 1000.0 {
+        format!("{:.1}k/s", x / 1000.0)
+    } else {
+        format!("{x:.0}/s")
+    }
+}
+
+fn timeline(r: &Run) -> String {
+    let mut s = format!("Timeline — {}\n", r.label);
+    let mut events: Vec<(f64, String)> = r
+        .rec
+        .actions
+        .iter()
+        .map(|a| (a.at as f64 / 1e9, format!("action: {}", a.what)))
+        .collect();
+    for p in &r.summary.paths {
+        if let Some(t) = p.degraded_at_s {
+            events.push((t, format!("{} degraded", p.path)));
+        }
+        if let Some(t) = p.recovered_at_s {
+            events.push((t, format!("{} recovered", p.path)));
+        }
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (t, what) in events {
+        let _ = writeln!(s, "  {}  {what}", replay::clock(&r.rec, t));
+    }
+    s.push('\n');
+    s
+}
+
+fn headline_rows(r: &Run) -> Vec<(&'static str, String, &'static str)> {
+    let h = &r.summary.headline;
+    vec![
+        (
+            "web/API peak error rate (5 min)",
+            pct(h.web_api_peak_error_rate),
+            "≈ 20%",
+        ),
+        (
+            "archive/raw peak error rate (5 min)",
+            pct(h.archive_peak_error_rate),
+            "≈ 50%",
+        ),
+        (
+            "token arrivals before 13:28",
+            rate(h.token_arrivals_before_per_s),
+            "7–9k/s",
+        ),
+        (
+            "token arrivals, peak 1-min avg",
+            rate(h.token_arrivals_peak_per_s),
+            "70–100k/s",
+        ),
+        (
+            "token first-attempt demand, peak 1-min",
+            rate(h.token_demand_peak_per_s),
+            "flat",
+        ),
+        (
+            "web/API error 30 min after the peak passed",
+            pct(h.web_api_error_rate_30m_after_trigger),
+            "degraded",
+        ),
+        (
+            "metastable",
+            if h.metastable { "yes" } else { "no" }.into(),
+            "yes",
+        ),
+    ]
+}
+
+fn headline_table(runs: &[Run]) -> String {
+    let mut s = String::from("Headline figures (token rates read at scale 1)\n");
+    let _ = write!(s, "  {:<44}", "figure");
+    for r in runs {
+        let _ = write!(s, " {:>26}", r.label);
+    }
+    let _ = writeln!(s, " {:>12}", "published");
+    let rows: Vec<_> = runs.iter().map(headline_rows).collect();
+    for i in 0..rows[0].len() {
+        let _ = write!(s, "  {:<44}", rows[0][i].0);
+        for r in &rows {
+            let _ = write!(s, " {:>26}", r[i].1);
+        }
+        let _ = writeln!(s, " {:>12}", rows[0][i].2);
+    }
+    s.push('\n');
+    s
+}
+
+fn when(r: &Run, t: Option<f64>) -> String {
+    t.map_or_else(|| "—".into(), |t| replay::clock(&r.rec, t))
+}
+
+fn path_table(r: &Run) -> String {
+    let mut s = format!(
+        "Per-path recovery — {} (SLO: error rate ≤ {} over 5 min)\n",
+        r.label,
+        pct(replay::SLO_ERROR_RATE)
+    );
+    let _ = writeln!(
+        s,
+        "  {:<38} {:>9} {:>10} {:>10}",
+        "user path", "degraded", "recovered", "worst"
+    );
+    for p in &r.summary.paths {
+        let recovered = match (p.degraded_at_s, p.recovered_at_s) {
+            (None, _) => "—".to_owned(),
+            (Some(_), None) => "not yet".to_owned(),
+            (Some(_), t) => when(r, t),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<38} {:>9} {:>10} {:>10}",
+            p.path,
+            when(r, p.degraded_at_s),
+            recovered,
+            pct(p.worst_error_rate)
+        );
+    }
+    s.push('\n');
+    s
+}
+
+fn report_extras(runs: &[Run]) -> ReportExtras {
+    let mut columns = vec!["figure".to_owned()];
+    columns.extend(runs.iter().map(|r| r.label.clone()));
+    columns.push("published".into());
+    let rows_per_run: Vec<_> = runs.iter().map(headline_rows).collect();
+    let headline = Table {
+        title: "Headline figures".into(),
+        columns,
+        rows: (0..rows_per_run[0].len())
+            .map(|i| {
+                let mut row = vec![rows_per_run[0][i].0.to_owned()];
+                row.extend(rows_per_run.iter().map(|r| r[i].1.clone()));
+                row.push(rows_per_run[0][i].2.to_owned());
+                row
+            })
+            .collect(),
+        note: Some("Token rates are read at scale 1 (divided by --scale).".into()),
+    };
+    let mut tables = vec![headline];
+    for r in runs {
+        tables.push(Table {
+            title: format!("Per-path recovery — {}", r.label),
+            columns: vec![
+                "user path".into(),
+                "degraded".into(),
+                "recovered".into(),
+                "worst 5-min error rate".into(),
+            ],
+            rows: r
+                .summary
+                .paths
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.path.clone(),
+                        when(r, p.degraded_at_s),
+                        match (p.degraded_at_s, p.recovered_at_s) {
+                            (None, _) => "—".into(),
+                            (Some(_), None) => "not yet".into(),
+                            (Some(_), t) => when(r, t),
+                        },
+                        pct(p.worst_error_rate),
+                    ]
+                })
+                .collect(),
+            note: None,
+        });
+    }
+    tables.push(Table {
+        title: "Assumptions".into(),
+        columns: vec!["where".into(), "assumption".into()],
+        rows: assumptions(),
+        note: Some(
+            "Every number the reports do not give, from the scenario file's comments.".into(),
+        ),
+    });
+    ReportExtras {
+        title: Some("GitHub 2026-08-17, replayed from its mechanisms".into()),
+        description: Some(
+            "A traffic peak fills the auth service's sidecars, which the app-CPU autoscaler \
+             cannot see; the gateway holds HAProxy flows while it waits; retries and the \
+             editor client's fan-out keep the flows exhausted after the peak has passed."
+                .into(),
+        ),
+        tables,
+    }
+}
+
+/// The scenario's ASSUMPTION comments, with the section they belong to.
+fn assumptions() -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut section = String::from("scenario");
+    let mut current: Option<String> = None;
+    for line in replay::SCENARIO_TOML.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("name = ") {
+            section = name.trim_matches('"').to_owned();
+        }
+        match t.strip_prefix('#').map(str::trim) {
+            Some(c) if c.starts_with("ASSUMPTION") => {
+                if let Some(done) = current.take() {
+                    rows.push(vec![section.clone(), done]);
+                }
+                current = Some(
+                    c.trim_start_matches("ASSUMPTION")
+                        .trim_start_matches(':')
+                        .trim()
+                        .to_owned(),
+                );
+            }
+            Some(c) if current.is_some() && !c.is_empty() => {
+                let cur = current.as_mut().expect("checked");
+                cur.push(' ');
+                cur.push_str(c);
+            }
+            _ => {
+                if let Some(done) = current.take() {
+                    rows.push(vec![section.clone(), done]);
+                }
+            }
+        }
+    }
+    rows
+}
+
+fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
+    let mut variants: Vec<Vec<Fix>> = Vec::new();
+    for f in Fix::ALL {
+        variants.push(vec![f]);
+    }
+    for f in Fix::ALL {
+        variants.push(Fix::ALL.into_iter().filter(|x| *x != f).collect());
+    }
+    variants.push(Fix::ALL.to_vec());
+    let mut runs = Vec::new();
+    for v in &variants {
+        runs.push(run_variant(v, opts, quiet)?);
+    }
+    let mut s =
+        String::from("Ablation: each follow-up alone, and all but one (no operator actions)\n");
+    let _ = writeln!(
+        s,
+        "  {:<58} {:>10} {:>10} {:>12} {:>11}",
+        "variant", "web/API", "archive", "token peak", "metastable"
+    );
+    let mut rows = Vec::new();
+    for r in &runs {
+        let h = &r.summary.headline;
+        let _ = writeln!(
+            s,
+            "  {:<58} {:>10} {:>10} {:>12} {:>11}",
+            r.label,
+            pct(h.web_api_peak_error_rate),
+            pct(h.archive_peak_error_rate),
+            rate(h.token_arrivals_peak_per_s),
+            if h.metastable { "yes" } else { "no" }
+        );
+        rows.push(vec![
+            r.label.clone(),
+            pct(h.web_api_peak_error_rate),
+            pct(h.archive_peak_error_rate),
+            rate(h.token_arrivals_peak_per_s),
+            if h.metastable { "yes" } else { "no" }.to_owned(),
+        ]);
+    }
+    // A follow-up matters as much as removing it from the full set hurts.
+    let all = &runs.last().expect("all five").summary.headline;
+    let mut impact: Vec<(Fix, f64, bool)> = Fix::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let without = &runs[Fix::ALL.len() + i].summary.headline;
+            let alone = &runs[i].summary.headline;
+            (
+                *f,
+                without.web_api_peak_error_rate - all.web_api_peak_error_rate,
+                !alone.metastable,
+            )
+        })
+        .collect();
+    impact.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let _ = writeln!(
+        s,
+        "\nWhich follow-ups matter most (peak web/API error added by leaving one out):"
+    );
+    for (f, d, alone_enough) in &impact {
+        let _ = writeln!(
+            s,
+            "  {:<14} +{:>6}   {}{}",
+            f.name(),
+            pct(d.max(0.0)),
+            f.description(),
+            if *alone_enough {
+                " — prevents the metastable state on its own"
+            } else {
+                ""
+            }
+        );
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::default_out(replay::scenario_name()).join("ablation"));
+    let json = serde_json::json!({
+        "ablation": runs.iter().map(|r| serde_json::json!({
+            "label": r.label, "fixes": r.summary.fixes, "headline": r.summary.headline,
+        })).collect::<Vec<_>>(),
+        "impact": impact.iter().map(|(f, d, alone)| serde_json::json!({
+            "fix": f, "peak_web_api_error_added_when_left_out": d, "prevents_metastability_alone": alone,
+        })).collect::<Vec<_>>(),
+    });
+    let main = runs.last().expect("all five");
+    output::write_outputs(&out, &main.rec, Some(json.clone()))
+        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
+    let extras = ReportExtras {
+        title: Some("GitHub 2026-08-17: which follow-ups matter".into()),
+        description: None,
+        tables: vec![Table {
+            title: "Ablation".into(),
+            columns: vec![
+                "variant".into(),
+                "web/API peak".into(),
+                "archive peak".into(),
+                "token peak".into(),
+                "metastable".into(),
+            ],
+            rows,
+            note: Some("No operator actions in any variant.".into()),
+        }],
+    };
+    let html = stormbreak_report::render(&[(main.label.as_str(), &main.rec)], &extras);
+    stormbreak_report::write_extras(&out, &extras)
+        .and_then(|_| stormbreak_report::write_report(&out, &html))
+        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json).expect("json"));
+    } else {
+        let _ = writeln!(s, "\noutputs: {}", out.display());
+        print!("{s}");
+    }
+    Ok(())
+}

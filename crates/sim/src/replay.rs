@@ -1,0 +1,477 @@
+//! The built-in replay of GitHub's 2026-08-17 incident, the five follow-ups
+//! that should have prevented it, and the figures a replay is judged by.
+//!
+//! The scenario (`scenarios/github-2026-08-17.toml`) is embedded in the
+//! binary. A *fix* is a transformation of that scenario — the change an SRE
+//! would make to the configuration — never a change of an outcome. With any
+//! fix applied the operators' timeline actions are dropped: the question is
+//! whether the system recovers on its own.
+
+use std::fmt;
+
+use serde::Serialize;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::budget::RatioBudgetConfig;
+use stormbreak_policy::failover::FailoverConfig;
+use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
+use stormbreak_policy::time::{MINUTE, SECOND};
+use toml::Spanned;
+
+use crate::glue::BudgetSpec;
+use crate::record::Recording;
+use crate::scenario::{FailoverSpec, ScaleMetric, Scenario, ScenarioError};
+
+/// The incident scenario, as shipped.
+pub const SCENARIO_TOML: &str = include_str!("../../../scenarios/github-2026-08-17.toml");
+/// Where it lives in the repository (for error messages).
+pub const SCENARIO_FILE: &str = "<builtin>/scenarios/github-2026-08-17.toml";
+/// Default `--scale` of `stormbreak replay`: 1% of the published traffic.
+pub const DEFAULT_SCALE: f64 = 0.01;
+
+/// The trigger (a traffic peak at the Central US edge) starts at 13:28 …
+pub const TRIGGER_START: Nanos = 28 * MINUTE;
+/// … and has passed by 13:58 (the scenario's peak ramps down by then).
+pub const TRIGGER_END: Nanos = 58 * MINUTE;
+
+/// The scenario's name (its default output directory).
+pub fn scenario_name() -> &'static str {
+    "github-2026-08-17"
+}
+
+/// The built-in scenario, parsed.
+pub fn scenario() -> Result<Scenario, ScenarioError> {
+    Scenario::parse(SCENARIO_FILE, SCENARIO_TOML)
+}
+
+/// One of GitHub's five promised follow-ups, as a configuration change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fix {
+    /// 1. Autoscale on sidecar saturation, not app CPU.
+    Autoscaling,
+    /// 2. Audit sidecar limits: no sidecar admits fewer requests than its app has workers.
+    Limits,
+    /// 3. Retry budgets, exponential backoff and jitter in the gateway and clients.
+    Retries,
+    /// 4. Fix the editor client: single-flight token refresh with backoff.
+    SingleFlight,
+    /// 5. LB capacity monitoring with capacity-aware failover to Northern Virginia.
+    Failover,
+}
+
+impl Fix {
+    /// All five, in GitHub's order.
+    pub const ALL: [Fix; 5] = [
+        Fix::Autoscaling,
+        Fix::Limits,
+        Fix::Retries,
+        Fix::SingleFlight,
+        Fix::Failover,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fix::Autoscaling => "autoscaling",
+            Fix::Limits => "limits",
+            Fix::Retries => "retries",
+            Fix::SingleFlight => "single-flight",
+            Fix::Failover => "failover",
+        }
+    }
+
+    /// What the follow-up says.
+    pub fn description(self) -> &'static str {
+        match self {
+            Fix::Autoscaling => "autoscaling that accounts for sidecar concurrency",
+            Fix::Limits => "audited Istio request and concurrency limits",
+            Fix::Retries => "retry budgets, backoff and jitter in gateway and clients",
+            Fix::SingleFlight => "editor client fixed: single-flight token refresh",
+            Fix::Failover => "LB capacity monitoring with capacity-aware failover",
+        }
+    }
+
+    /// Parses a comma-separated list such as `retries,single-flight`.
+    pub fn parse_list(s: &str) -> Result<Vec<Fix>, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let fix = Fix::ALL
+                .into_iter()
+                .find(|f| f.name() == part)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown fix {part:?}: expected a comma-separated list of {}",
+                        Fix::ALL.map(Fix::name).join(", ")
+                    )
+                })?;
+            if !out.contains(&fix) {
+                out.push(fix);
+            }
+        }
+        if out.is_empty() {
+            return Err("expected at least one fix".into());
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Fix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Applies `fixes` to the incident scenario and drops the operators'
+/// actions (when `fixes` is non-empty): the system must recover by itself.
+pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
+    if fixes.is_empty() {
+        return;
+    }
+    sc.actions.clear();
+    for fix in fixes {
+        match fix {
+            Fix::Autoscaling => {
+                for s in &mut sc.services {
+                    if let (Some(a), Some(_)) = (&mut s.autoscaler, &s.sidecar) {
+                        a.metric = ScaleMetric::SidecarSaturation;
+                        a.target = 0.7;
+                        a.pod_start = a.pod_start.min(60 * SECOND);
+                    }
+                }
+            }
+            Fix::Limits => {
+                for s in &mut sc.services {
+                    if let Some(side) = &mut s.sidecar {
+                        side.limit = side.limit.max(s.app.workers);
+                    }
+                }
+            }
+            Fix::Retries => {
+                let budget = || {
+                    Some(BudgetSpec::Ratio(RatioBudgetConfig {
+                        retry_ratio: 0.1,
+                        ..RatioBudgetConfig::default()
+                    }))
+                };
+                for g in &mut sc.gateways {
+                    if let Some(r) = &mut g.retry {
+                        r.max_attempts = r.max_attempts.min(2);
+                        r.backoff = jittered(50 * stormbreak_policy::time::MILLISECOND);
+                    }
+                    g.budget = budget();
+                }
+                for c in &mut sc.clients {
+                    if let Some(r) = &mut c.retry {
+                        r.backoff.base = r
+                            .backoff
+                            .base
+                            .max(100 * stormbreak_policy::time::MILLISECOND);
+                        r.backoff.kind = BackoffKind::Exponential;
+                        r.backoff.jitter = Jitter::Full;
+                        c.budget = budget();
+                    }
+                    c.honour_retry_after = true;
+                }
+            }
+            Fix::SingleFlight => {
+                for c in &mut sc.clients {
+                    if c.fanout > 0 {
+                        c.fanout = 0;
+                        c.fanout_max_in_flight = None;
+                        c.give_up_after = None;
+                        c.retry = Some(RetryConfig {
+                            max_attempts: 3,
+                            backoff: jittered(SECOND),
+                            ..RetryConfig::default()
+                        });
+                    }
+                }
+            }
+            Fix::Failover => {
+                let clients: Vec<Spanned<String>> = sc
+                    .clients
+                    .iter()
+                    .filter(|c| c.failover_route.is_some())
+                    .map(|c| c.name.clone())
+                    .collect();
+                let lb = |n: &str| {
+                    sc.lbs
+                        .iter()
+                        .find(|l| l.name.get_ref() == n)
+                        .map(|l| l.name.clone())
+                };
+                if let (Some(primary), Some(secondary)) = (lb("haproxy-cus"), lb("haproxy-nva")) {
+                    if !clients.is_empty() {
+                        sc.failovers.push(FailoverSpec {
+                            clients,
+                            primary,
+                            secondary,
+                            policy: FailoverConfig::default(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn jittered(base: Nanos) -> BackoffConfig {
+    BackoffConfig {
+        kind: BackoffKind::Exponential,
+        base,
+        jitter: Jitter::Full,
+        ..BackoffConfig::default()
+    }
+}
+
+/// A user path the reports say must be verified on its own.
+#[derive(Debug, Clone, Copy)]
+pub struct UserPath {
+    /// As the reports name it.
+    pub name: &'static str,
+    /// Its routes in the scenario (Central US first, then failover routes).
+    pub routes: &'static [&'static str],
+}
+
+/// The paths of the per-path recovery table.
+pub const PATHS: [UserPath; 9] = [
+    UserPath {
+        name: "repository read",
+        routes: &["web", "web-nva"],
+    },
+    UserPath {
+        name: "API request",
+        routes: &["api", "api-nva"],
+    },
+    UserPath {
+        name: "git operations",
+        routes: &["git"],
+    },
+    UserPath {
+        name: "archive / raw download",
+        routes: &["archive"],
+    },
+    UserPath {
+        name: "SSO sign-in",
+        routes: &["sso"],
+    },
+    UserPath {
+        name: "team sync",
+        routes: &["scim"],
+    },
+    UserPath {
+        name: "public workflow definition download",
+        routes: &["workflow-defs"],
+    },
+    UserPath {
+        name: "runner start",
+        routes: &["runner-start"],
+    },
+    UserPath {
+        name: "Copilot token issue",
+        routes: &["copilot-token"],
+    },
+];
+
+/// A path is degraded while its error rate is above this (5-minute windows).
+pub const SLO_ERROR_RATE: f64 = 0.01;
+
+/// Per-interval (failed, answered) attempts at the edge over several routes.
+fn path_counts(rec: &Recording, routes: &[&str]) -> Vec<(u64, u64)> {
+    let n = rec.intervals();
+    let mut out = vec![(0, 0); n];
+    for r in routes.iter().filter_map(|name| rec.route(name)) {
+        for (i, slot) in out.iter_mut().enumerate() {
+            let f = r.failed(i);
+            slot.0 += f;
+            slot.1 += f + r.successes[i];
+        }
+    }
+    out
+}
+
+/// Error rate over trailing windows of `w` intervals, one value per interval.
+fn trailing_error_rate(counts: &[(u64, u64)], w: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(counts.len());
+    let (mut f, mut t) = (0u64, 0u64);
+    for i in 0..counts.len() {
+        f += counts[i].0;
+        t += counts[i].1;
+        if i >= w {
+            f -= counts[i - w].0;
+            t -= counts[i - w].1;
+        }
+        out.push(if t == 0 { 0.0 } else { f as f64 / t as f64 });
+    }
+    out
+}
+
+/// Recovery of one user path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathRecovery {
+    /// Path name.
+    pub path: String,
+    /// Seconds after the scenario's start when its 5-minute error rate first
+    /// exceeded the SLO.
+    pub degraded_at_s: Option<f64>,
+    /// Start of the final stretch in which the 5-minute error rate stayed
+    /// under the SLO (`None` if degraded at the end of the run).
+    pub recovered_at_s: Option<f64>,
+    /// Worst 5-minute error rate.
+    pub worst_error_rate: f64,
+}
+
+/// The figures a replay is judged by, under stable keys (docs/replay.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Headline {
+    /// Worst 5-minute error rate of web and API requests (both regions).
+    pub web_api_peak_error_rate: f64,
+    /// Worst 5-minute error rate of archive/raw downloads.
+    pub archive_peak_error_rate: f64,
+    /// Token-route attempts per second at the edge before the trigger, read at scale 1.
+    pub token_arrivals_before_per_s: f64,
+    /// Highest 1-minute average of token-route attempts per second, at scale 1.
+    pub token_arrivals_peak_per_s: f64,
+    /// Token first attempts (logical requests) per second over the run, at scale 1.
+    pub token_demand_per_s: f64,
+    /// Highest 1-minute average of token first attempts per second, at scale 1.
+    pub token_demand_peak_per_s: f64,
+    /// Web/API 5-minute error rate 30 minutes after the trigger has passed.
+    pub web_api_error_rate_30m_after_trigger: f64,
+    /// Degraded long after the trigger passed (the error rate above is over the SLO).
+    pub metastable: bool,
+}
+
+/// Everything `replay` reports about one run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReplaySummary {
+    /// Fixes applied (empty: as it happened).
+    pub fixes: Vec<Fix>,
+    /// Headline figures.
+    pub headline: Headline,
+    /// Per-path recovery.
+    pub paths: Vec<PathRecovery>,
+}
+
+/// Computes the replay's figures from a recording of the incident scenario.
+pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
+    let iv = rec.interval.max(1);
+    let five = (5 * MINUTE / iv).max(1) as usize;
+    let one = (MINUTE / iv).max(1) as usize;
+    let secs = |i: usize| ((i + 1) as u64 * iv) as f64 / 1e9;
+    let web_api = path_counts(rec, &["web", "web-nva", "api", "api-nva"]);
+    let web_api_5m = trailing_error_rate(&web_api, five);
+    let archive_5m = trailing_error_rate(&path_counts(rec, &["archive"]), five);
+    let peak = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let scale = rec.scale;
+    let per_s =
+        |count: u64, intervals: usize| count as f64 / (intervals as f64 * iv as f64 / 1e9) / scale;
+    let token = rec.route("copilot-token");
+    let (mut before, mut peak_arrivals, mut demand, mut peak_demand) = (0.0, 0.0, 0.0, 0.0);
+    if let Some(t) = token {
+        let trig = ((TRIGGER_START / iv) as usize).min(t.attempts.len());
+        if trig > 0 {
+            before = per_s(t.attempts[..trig].iter().sum(), trig);
+        }
+        for w in t.attempts.windows(one) {
+            peak_arrivals = f64::max(peak_arrivals, per_s(w.iter().sum(), one));
+        }
+        for w in t.first_attempts.windows(one) {
+            peak_demand = f64::max(peak_demand, per_s(w.iter().sum(), one));
+        }
+        demand = per_s(t.first_attempts.iter().sum(), t.first_attempts.len().max(1));
+    }
+    let after =
+        (((TRIGGER_END + 30 * MINUTE) / iv) as usize).min(web_api_5m.len().saturating_sub(1));
+    let after_rate = web_api_5m.get(after).copied().unwrap_or(0.0);
+    let headline = Headline {
+        web_api_peak_error_rate: peak(&web_api_5m),
+        archive_peak_error_rate: peak(&archive_5m),
+        token_arrivals_before_per_s: before,
+        token_arrivals_peak_per_s: peak_arrivals,
+        token_demand_per_s: demand,
+        token_demand_peak_per_s: peak_demand,
+        web_api_error_rate_30m_after_trigger: after_rate,
+        metastable: after_rate > SLO_ERROR_RATE,
+    };
+    let paths = PATHS
+        .iter()
+        .map(|p| {
+            let e = trailing_error_rate(&path_counts(rec, p.routes), five);
+            let first_bad = e.iter().position(|&x| x > SLO_ERROR_RATE);
+            let last_bad = e.iter().rposition(|&x| x > SLO_ERROR_RATE);
+            PathRecovery {
+                path: p.name.to_owned(),
+                degraded_at_s: first_bad.map(secs),
+                recovered_at_s: match last_bad {
+                    None => None,
+                    Some(i) if i + 1 >= e.len() => None,
+                    // The first window under the SLO after the last bad one
+                    // covers the 5 minutes before it: recovery began then.
+                    Some(i) => Some(secs(i + 1) - (five as u64 * iv) as f64 / 1e9),
+                },
+                worst_error_rate: peak(&e),
+            }
+        })
+        .collect();
+    ReplaySummary {
+        fixes: fixes.to_vec(),
+        headline,
+        paths,
+    }
+}
+
+/// `HH:MM` of `secs` after the run's clock origin.
+pub fn clock(rec: &Recording, secs: f64) -> String {
+    let t = rec.clock_origin_s as f64 + secs;
+    let m = (t / 60.0).round() as u64;
+    format!("{:02}:{:02}", (m / 60) % 24, m % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_scenario_parses() {
+        scenario().unwrap();
+    }
+
+    #[test]
+    fn fix_lists_parse_and_reject_unknown_names() {
+        assert_eq!(
+            Fix::parse_list("retries, single-flight,retries").unwrap(),
+            vec![Fix::Retries, Fix::SingleFlight]
+        );
+        let e = Fix::parse_list("retries,magic").unwrap_err();
+        assert!(e.contains("\"magic\"") && e.contains("autoscaling"), "{e}");
+        assert!(Fix::parse_list("").is_err());
+    }
+
+    #[test]
+    fn fixes_change_configuration_and_drop_operator_actions() {
+        let mut sc = scenario().unwrap();
+        assert!(!sc.actions.is_empty());
+        apply(&mut sc, &Fix::ALL);
+        assert!(sc.actions.is_empty());
+        let auth = sc
+            .services
+            .iter()
+            .find(|s| s.name.get_ref() == "auth-cus")
+            .unwrap();
+        assert_eq!(
+            auth.autoscaler.as_ref().unwrap().metric,
+            ScaleMetric::SidecarSaturation
+        );
+        assert!(auth.sidecar.as_ref().unwrap().limit >= auth.app.workers);
+        assert!(sc.clients.iter().all(|c| c.fanout == 0));
+        assert!(sc.gateways.iter().all(|g| g.budget.is_some()));
+        assert_eq!(sc.failovers.len(), 1);
+    }
+
+    #[test]
+    fn trailing_windows() {
+        let counts = [(1, 2), (0, 2), (2, 2), (0, 0)];
+        assert_eq!(trailing_error_rate(&counts, 2), vec![0.5, 0.25, 0.5, 1.0]);
+    }
+}
