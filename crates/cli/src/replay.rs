@@ -243,7 +243,7 @@ fn headline_table(runs: &[Run]) -> String {
     for r in runs {
         let _ = write!(s, " {:>26}", r.label);
     }
-    let _ = writeln!(s, " {:>12}", "published");
+    let _ = writeln!(s, " {:>12}", "incident");
     let rows: Vec<_> = runs.iter().map(headline_rows).collect();
     for i in 0..rows[0].len() {
         let _ = write!(s, "  {:<44}", rows[0][i].0);

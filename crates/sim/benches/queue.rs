@@ -186,7 +186,12 @@ fn hold_timers(c: &mut Criterion) {
     let mut g = c.benchmark_group("queue/hold_timers_1e6");
     g.throughput(Throughput::Elements(1));
     bench_hold(&mut g, "eventqueue_lanes", Lanes::new(), 0);
-    bench_hold(&mut g, "eventqueue_heap_only", HeapOnly(EventQueue::new()), 0);
+    bench_hold(
+        &mut g,
+        "eventqueue_heap_only",
+        HeapOnly(EventQueue::new()),
+        0,
+    );
     bench_hold(&mut g, "std_binaryheap", StdHeap::default(), 0);
     g.finish();
 }

@@ -1,0 +1,157 @@
+//! The binary as a user meets it: errors name file:line:column and exit
+//! non-zero without a panic; a run writes every output.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn stormbreak() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stormbreak"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stormbreak-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const SMALL: &str = r#"[scenario]
+name = "small"
+duration = "30s"
+
+[[service]]
+name = "svc"
+replicas = 2
+app = { workers = 4, service_time = { dist = "exponential", mean = "2ms" } }
+
+[[route]]
+name = "r"
+path = ["svc"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "500/s"
+timeout = "1s"
+"#;
+
+#[test]
+fn a_broken_scenario_is_reported_with_its_location() {
+    let dir = temp_dir("broken");
+    let file = dir.join("broken.toml");
+    std::fs::write(&file, SMALL.replace("workers = 4", "workers = \"four\"")).unwrap();
+    let out = stormbreak().arg("simulate").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.toml:8:19: invalid type"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn a_missing_file_is_reported() {
+    let out = stormbreak()
+        .args(["simulate", "/nonexistent/x.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/x.toml: cannot read"), "{err}");
+}
+
+#[test]
+fn a_bad_scale_is_rejected_by_the_parser() {
+    let out = stormbreak()
+        .args(["replay", "--scale", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected 0 < F"), "{err}");
+    let out = stormbreak()
+        .args(["replay", "--fix", "magic"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown fix"));
+}
+
+#[test]
+fn simulate_writes_every_output_and_report_rerenders() {
+    let dir = temp_dir("ok");
+    let file = dir.join("small.toml");
+    std::fs::write(&file, SMALL).unwrap();
+    let out_dir = dir.join("out");
+    let out = stormbreak()
+        .arg("simulate")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("route") && table.lines().any(|l| l.starts_with("r ")),
+        "{table}"
+    );
+    for f in [
+        "summary.json",
+        "timeseries.csv",
+        "recording.json",
+        "report.html",
+    ] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left behind");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["schema"], "stormbreak.summary/1");
+    std::fs::remove_file(out_dir.join("report.html")).unwrap();
+    let again = stormbreak().arg("report").arg(&out_dir).output().unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(out_dir.join("report.html").is_file());
+}
+
+#[test]
+fn every_subcommand_documents_its_flags() {
+    for (cmd, flags) in [
+        (
+            "simulate",
+            &["--out", "--seed", "--scale", "--json", "--quiet"][..],
+        ),
+        (
+            "replay",
+            &[
+                "--fixed",
+                "--fix",
+                "--ablation",
+                "--compare",
+                "--scale",
+                "--seed",
+                "--out",
+                "--json",
+            ][..],
+        ),
+    ] {
+        let out = stormbreak().args([cmd, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        for f in flags {
+            assert!(help.contains(f), "{cmd} --help lacks {f}");
+        }
+    }
+}
