@@ -281,7 +281,8 @@ struct Population {
     started: u64,
     fanout: u32,
     fanout_cap: u32,
-    fanout_delay: Nanos,
+    /// Spawned attempts wait a fixed delay (`fanout_delay`): a FIFO lane.
+    fanout_lane: Lane,
     give_up_after: Nanos,
     rng: Pcg64Mcg,
 }
@@ -610,7 +611,7 @@ impl Engine {
                     started: 0,
                     fanout: c.fanout,
                     fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
-                    fanout_delay: c.fanout_delay,
+                    fanout_lane: queue.lane(c.fanout_delay),
                     give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
                     rng: entity_rng(seed, i as u64),
                 }
@@ -727,11 +728,7 @@ impl Engine {
     /// the run is over. Call repeatedly to drive a progress bar.
     pub fn run_until(&mut self, until: Nanos) -> bool {
         let until = until.min(self.end);
-        while let Some(t) = self.queue.peek_time() {
-            if t > until {
-                break;
-            }
-            let (t, ev) = self.queue.pop().expect("peeked");
+        while let Some((t, ev)) = self.queue.pop_until(until) {
             self.now = t;
             self.events += 1;
             self.handle(ev);
@@ -879,9 +876,9 @@ impl Engine {
                 if now < r.deadline && pop.caller.is_retryable(cause, retry_after) {
                     let n = pop.fanout.min(pop.fanout_cap.saturating_sub(r.live));
                     r.live += n;
-                    let at = now + pop.fanout_delay;
                     for _ in 0..n {
-                        self.queue.schedule(at, Ev::ClientRetry { req });
+                        self.queue
+                            .schedule_in_lane(pop.fanout_lane, now, Ev::ClientRetry { req });
                     }
                 }
                 if r.live == 0 {
