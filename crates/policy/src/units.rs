@@ -204,7 +204,7 @@ pub mod opt_duration {
     use super::*;
     use serde::{Deserializer, Serializer};
 
-    /// Deserializes a present value with [`duration`](super::duration).
+    /// Deserializes a present value with [`duration`].
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
         super::duration::deserialize(d).map(Some)
     }
