@@ -19,8 +19,8 @@ pub struct Args {
     pub fixed: bool,
     /// Apply these follow-ups (comma-separated: autoscaling, limits, retries,
     /// single-flight, failover) and no operator actions.
-    #[arg(long, value_name = "LIST", value_parser = Fix::parse_list)]
-    pub fix: Option<Vec<Fix>>,
+    #[arg(long, value_name = "LIST", value_parser = parse_fixes)]
+    pub fix: Option<FixList>,
     /// Run each follow-up alone and all-but-one, and rank them.
     #[arg(long)]
     pub ablation: bool,
@@ -42,6 +42,14 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// A parsed `--fix` list (a newtype, so clap takes it as one value).
+#[derive(Debug, Clone)]
+pub struct FixList(Vec<Fix>);
+
+fn parse_fixes(s: &str) -> Result<FixList, String> {
+    Fix::parse_list(s).map(FixList)
 }
 
 struct Run {
@@ -83,7 +91,7 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let quiet = args.quiet || args.json;
     let chosen: Vec<Fix> = match (&args.fix, args.fixed) {
-        (Some(list), _) => list.clone(),
+        (Some(list), _) => list.0.clone(),
         (None, true) => Fix::ALL.to_vec(),
         (None, false) if args.compare => Fix::ALL.to_vec(),
         _ => Vec::new(),

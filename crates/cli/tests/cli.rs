@@ -128,6 +128,39 @@ fn simulate_writes_every_output_and_report_rerenders() {
 }
 
 #[test]
+fn replay_with_a_fix_list_runs_and_writes_its_summary() {
+    let dir = temp_dir("replay");
+    let out = stormbreak()
+        .args([
+            "replay",
+            "--fix",
+            "retries,single-flight",
+            "--scale",
+            "0.002",
+            "--quiet",
+            "--json",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["runs"][0]["fixes"],
+        serde_json::json!(["retries", "single-flight"])
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert!(summary["replay"]["runs"][0]["headline"]["web_api_peak_error_rate"].is_number());
+    assert!(dir.join("report.html").is_file());
+}
+
+#[test]
 fn every_subcommand_documents_its_flags() {
     for (cmd, flags) in [
         (
