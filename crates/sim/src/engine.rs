@@ -34,7 +34,7 @@ use crate::queue::{EventQueue, Lane};
 use crate::record::{
     AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
 };
-use crate::scenario::{ActionKind, ComponentRef, Scenario, parse_clock};
+use crate::scenario::{ActionKind, ComponentRef, DiurnalSpec, Scenario, parse_clock};
 use crate::slab::{Key, Slab};
 use stormbreak_policy::failover::{Failover, RegionRates};
 use stormbreak_policy::ramp::StagedRestore;
@@ -293,9 +293,27 @@ struct Population {
 struct RateSchedule {
     /// (start, end, rate at start, rate at end), per second; the last piece is open-ended.
     pieces: Vec<(Nanos, Nanos, f64, f64)>,
+    /// Daily cycle multiplying the pieces: (amplitude, period, time of peak).
+    diurnal: Option<(f64, Nanos, Nanos)>,
 }
 
 impl RateSchedule {
+    fn with_diurnal(mut self, d: Option<&DiurnalSpec>) -> Self {
+        self.diurnal = d.map(|d| (d.amplitude, d.period, d.peak_at));
+        self
+    }
+
+    /// The diurnal multiplier at `t`: 1 + a·cos(2π(t − peak)/period).
+    fn cycle(&self, t: Nanos) -> f64 {
+        match self.diurnal {
+            None => 1.0,
+            Some((a, period, peak)) => {
+                let phase = (t as f64 - peak as f64) / period as f64;
+                1.0 + a * (std::f64::consts::TAU * phase).cos()
+            }
+        }
+    }
+
     fn new(initial: f64, steps: &[(Nanos, f64, Nanos)]) -> Self {
         let mut pieces = Vec::new();
         let (mut t, mut r) = (0, initial);
@@ -310,7 +328,10 @@ impl RateSchedule {
             r = rate;
         }
         pieces.push((t, Nanos::MAX, r, r));
-        RateSchedule { pieces }
+        RateSchedule {
+            pieces,
+            diurnal: None,
+        }
     }
 
     /// The next arrival strictly after `now`, or `None` if the rate stays 0.
@@ -318,7 +339,8 @@ impl RateSchedule {
         let mut i = self.pieces.iter().position(|p| now < p.1)?;
         loop {
             let (start, end, r0, r1) = self.pieces[i];
-            let max = r0.max(r1);
+            let amp = self.diurnal.map_or(0.0, |d| d.0);
+            let max = r0.max(r1) * (1.0 + amp);
             if max <= 0.0 {
                 if end == Nanos::MAX {
                     return None;
@@ -335,11 +357,11 @@ impl RateSchedule {
                 i += 1;
                 continue;
             }
-            if r0 == r1 {
+            if r0 == r1 && self.diurnal.is_none() {
                 return Some(cand);
             }
             let frac = (cand - start) as f64 / (end - start) as f64;
-            let rate = r0 + (r1 - r0) * frac;
+            let rate = (r0 + (r1 - r0) * frac) * self.cycle(cand);
             if rng.random::<f64>() * max < rate {
                 return Some(cand);
             }
@@ -591,7 +613,8 @@ impl Engine {
                     .collect();
                 Population {
                     route: sc.route_index(c.route.get_ref()).expect("validated") as u16,
-                    schedule: RateSchedule::new(c.rate * scale, &steps),
+                    schedule: RateSchedule::new(c.rate * scale, &steps)
+                        .with_diurnal(c.diurnal.as_ref()),
                     timeout_lane: queue.lane(c.timeout),
                     caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
                     honour_retry_after: c.honour_retry_after,
@@ -717,6 +740,11 @@ impl Engine {
     /// Simulated time now.
     pub fn now(&self) -> Nanos {
         self.now
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     /// Simulated end time.
@@ -1502,7 +1530,9 @@ impl Engine {
                 let p = self.client_index(client.as_str()).expect("validated");
                 let now = self.now;
                 let pop = &mut self.pops[p];
+                let diurnal = pop.schedule.diurnal;
                 pop.schedule = RateSchedule::new(0.0, &[(now, rate * self.scale, 0)]);
+                pop.schedule.diurnal = diurnal;
                 pop.arrival_generation += 1;
                 if let Some(t) = pop.schedule.next_after(now, &mut pop.rng) {
                     let generation = pop.arrival_generation;

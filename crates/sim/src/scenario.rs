@@ -246,6 +246,9 @@ pub struct ClientSpec {
     /// Later changes of the rate.
     #[serde(default, rename = "step")]
     pub steps: Vec<RateStep>,
+    /// A daily cycle multiplying the rate (and its steps).
+    #[serde(default)]
+    pub diurnal: Option<DiurnalSpec>,
     /// Per-attempt timeout: the client abandons an attempt after this.
     #[serde(with = "units::duration")]
     pub timeout: Nanos,
@@ -273,6 +276,25 @@ pub struct ClientSpec {
     /// With `fanout`: how long a logical operation keeps spawning attempts.
     #[serde(with = "units::opt_duration", default)]
     pub give_up_after: Option<Nanos>,
+}
+
+/// `diurnal = { amplitude = 0.3, period = "24h", peak_at = "15h" }`: the
+/// rate is multiplied by 1 + amplitude·cos(2π(t − peak_at)/period).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiurnalSpec {
+    /// Relative swing, in [0, 1).
+    pub amplitude: f64,
+    /// Cycle length (default 24 h).
+    #[serde(with = "units::duration", default = "one_day")]
+    pub period: Nanos,
+    /// Simulated time of the daily peak.
+    #[serde(with = "units::duration", default)]
+    pub peak_at: Nanos,
+}
+
+fn one_day() -> Nanos {
+    24 * 60 * stormbreak_policy::time::MINUTE
 }
 
 /// A `[[client.step]]`: from `at`, the rate becomes `rate` (linearly over `ramp`).
@@ -662,6 +684,18 @@ impl Scenario {
                     return Err(ck.at(c.name.span(), "client steps must be in time order"));
                 }
                 last = s.at + s.ramp;
+            }
+            if let Some(d) = &c.diurnal {
+                if !(0.0..1.0).contains(&d.amplitude) || d.period == 0 {
+                    return Err(ck.at(
+                        c.name.span(),
+                        format!(
+                            "diurnal: expected 0 ≤ amplitude < 1 and period > 0, got {} and {}",
+                            d.amplitude,
+                            units::format_duration(d.period)
+                        ),
+                    ));
+                }
             }
             if c.fanout > 0 && c.fanout_delay == 0 {
                 return Err(ck.at(c.name.span(), "fanout_delay must be > 0"));
