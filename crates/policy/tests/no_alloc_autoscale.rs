@@ -1,55 +1,14 @@
 //! An HPA sync — refilling the pod table and deciding — allocates nothing
 //! after construction.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use stormbreak_policy::autoscale::{
     ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
     ResourceName, ScalingPolicy, ScalingRules,
 };
 use stormbreak_policy::time::{MINUTE, secs};
 
-struct CountingAllocator;
-
-thread_local! {
-    // Per thread, so tests running in parallel do not count each other.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count_one() {
-    if COUNTING.with(Cell::get) {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-    }
-}
-
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_one();
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_one();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.with(Cell::get) - before
-}
+mod common;
+use common::allocations_during;
 
 const PODS: usize = 100;
 const SYNCS: u64 = 10_000;

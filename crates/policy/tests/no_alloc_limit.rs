@@ -6,8 +6,6 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use stormbreak_policy::limit::{
     Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Fixed, FixedConfig, Gradient2,
     Gradient2Config, LimitAlgorithm, LimitConfig, Limiter, Outcome, Vegas, VegasConfig, Windowed,
@@ -15,51 +13,8 @@ use stormbreak_policy::limit::{
 };
 use stormbreak_policy::time::{MICROSECOND, ms, secs};
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    if COUNTING.with(Cell::get) {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-    }
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by `f` on this thread.
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.with(Cell::get) - before
-}
+mod common;
+use common::allocations_during;
 
 const DECISIONS: u64 = 10_000;
 

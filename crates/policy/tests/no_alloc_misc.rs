@@ -3,68 +3,19 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use stormbreak_policy::breaker::{Breaker, BreakerConfig};
 use stormbreak_policy::failover::{Failover, FailoverConfig, RegionRates};
 use stormbreak_policy::ramp::{Ramp, RampConfig, StagedRestore, StagedRestoreConfig};
 use stormbreak_policy::time::{MILLISECOND, SECOND};
 
-/// Counts allocations made by the current thread while counting is on, so
-/// tests running in parallel and the harness itself do not interfere.
-struct CountingAllocator;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-        }
-    });
-}
-
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
-
-/// Allocations made by `f` on this thread.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    ALLOCATIONS.with(|n| n.set(0));
-    COUNTING.with(|on| on.set(true));
-    f();
-    COUNTING.with(|on| on.set(false));
-    ALLOCATIONS.with(|n| n.get())
-}
+mod common;
+use common::allocations_during;
 
 const DECISIONS: u64 = 10_000;
 
 #[test]
 fn the_counter_sees_allocations() {
-    let n = allocations_in(|| drop(std::hint::black_box(vec![1u8; 64])));
+    let n = allocations_during(|| drop(std::hint::black_box(vec![1u8; 64])));
     assert_eq!(n, 1);
 }
 
@@ -78,7 +29,7 @@ fn breaker_decisions_do_not_allocate() {
         ..BreakerConfig::default()
     };
     let mut breaker = Breaker::new(&config).unwrap();
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         // Failure bursts walk it through closed → open → half-open → closed/open.
         for i in 0..DECISIONS {
             let now = i * MILLISECOND;
@@ -100,7 +51,7 @@ fn ramp_decisions_do_not_allocate() {
     let mut ramp = Ramp::new(&RampConfig::default()).unwrap();
     ramp.start(0);
     let mut rng = Pcg64Mcg::seed_from_u64(3);
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         for i in 0..DECISIONS {
             let now = i * 300 * MILLISECOND; // 50 min in total
             if ramp.admit(now, &mut rng) {
@@ -116,7 +67,7 @@ fn staged_restore_decisions_do_not_allocate() {
     let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 4).unwrap();
     restore.start(0);
     let mut rng = Pcg64Mcg::seed_from_u64(4);
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         for i in 0..DECISIONS {
             let now = i * SECOND; // ≈ 2.8 h: every site starts and completes
             let site = (i % 4) as usize;
@@ -133,7 +84,7 @@ fn staged_restore_decisions_do_not_allocate() {
 fn failover_decisions_do_not_allocate() {
     let mut failover = Failover::new(&FailoverConfig::default()).unwrap();
     let mut rng = Pcg64Mcg::seed_from_u64(5);
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         let mut spilled = 0u64;
         for i in 0..DECISIONS {
             let now = i * MILLISECOND;

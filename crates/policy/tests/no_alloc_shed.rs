@@ -7,8 +7,6 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use stormbreak_policy::ratelimit::{KeyedRateLimiter, RateLimitConfig};
 use stormbreak_policy::shed::{
     AdaptiveThrottle, Criticality, SaturationConfig, SaturationShedder, ShedConfig, ShedRule,
@@ -16,63 +14,22 @@ use stormbreak_policy::shed::{
 };
 use stormbreak_policy::time::{MICROSECOND, SECOND};
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.with(Cell::get) - before
-}
+mod common;
+use common::allocations_during;
 
 const N: u64 = 10_000;
 
 #[test]
 fn the_counter_sees_allocations() {
     // Guards against a counter that can never fire.
-    assert!(allocations_in(|| drop(std::hint::black_box(vec![1u8; 64]))) >= 1);
+    assert!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 64]))) >= 1);
 }
 
 #[test]
 fn saturation_shedder_decide_does_not_allocate() {
     let shedder = SaturationShedder::new(&SaturationConfig::default()).unwrap();
     let mut rejected = 0;
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         for i in 0..N {
             let class = Criticality::ALL[(i % 4) as usize];
             rejected += u32::from(!shedder.decide(class, (i % 150) as f64 / 100.0).is_admit());
@@ -95,7 +52,7 @@ fn shedder_decide_and_rule_lookup_do_not_allocate() {
         shedder.add_rule(rule).unwrap();
     }
     let mut rejected = 0;
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         for i in 0..N {
             let class = Criticality::ALL[(i % 4) as usize];
             let route = (i % 80) as u32;
@@ -112,7 +69,7 @@ fn adaptive_throttle_does_not_allocate() {
     let mut throttle = AdaptiveThrottle::new(&ThrottleConfig::default()).unwrap();
     let mut rng = Pcg64Mcg::seed_from_u64(1);
     let mut sent = 0;
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         // 10 000 requests over 10 minutes, a backend accepting one in three:
         // the ring wraps several times.
         for i in 0..N {
@@ -136,7 +93,7 @@ fn keyed_rate_limiter_does_not_allocate_even_under_a_flood_of_unique_keys() {
     };
     let mut limiter = KeyedRateLimiter::new(&cfg).unwrap();
     let mut admitted = 0u64;
-    let n = allocations_in(|| {
+    let n = allocations_during(|| {
         // A hot key and a small working set.
         for i in 0..N {
             admitted += u64::from(limiter.check(i * MICROSECOND, i % 50).is_ok());
