@@ -225,17 +225,17 @@ fn fill_drain_all(c: &mut Criterion) {
     g.throughput(Throughput::Elements(PENDING));
     g.sample_size(10);
     g.bench_function("eventqueue_lanes", |b| {
-        b.iter_batched_ref(Lanes::new, |q| fill_drain(q), BatchSize::LargeInput)
+        b.iter_batched_ref(Lanes::new, fill_drain, BatchSize::LargeInput)
     });
     g.bench_function("eventqueue_heap_only", |b| {
         b.iter_batched_ref(
             || HeapOnly(EventQueue::new()),
-            |q| fill_drain(q),
+            fill_drain,
             BatchSize::LargeInput,
         )
     });
     g.bench_function("std_binaryheap", |b| {
-        b.iter_batched_ref(StdHeap::default, |q| fill_drain(q), BatchSize::LargeInput)
+        b.iter_batched_ref(StdHeap::default, fill_drain, BatchSize::LargeInput)
     });
     g.finish();
 }
