@@ -61,6 +61,15 @@ struct Run {
 fn run_variant(fixes: &[Fix], opts: RunOptions, quiet: bool) -> Result<Run, String> {
     let mut sc = replay::scenario().map_err(|e| e.to_string())?;
     replay::apply(&mut sc, fixes);
+    run_scenario(sc, fixes, opts, quiet)
+}
+
+fn run_scenario(
+    sc: stormbreak_sim::Scenario,
+    fixes: &[Fix],
+    opts: RunOptions,
+    quiet: bool,
+) -> Result<Run, String> {
     let rec = simulate_with_progress(&sc, opts, quiet);
     let summary = replay::summarize(&rec, fixes);
     let label = if fixes.is_empty() {
@@ -412,6 +421,11 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
         variants.push(Fix::ALL.into_iter().filter(|x| *x != f).collect());
     }
     variants.push(Fix::ALL.to_vec());
+    // The yardstick: no follow-up and no operator action either.
+    let mut bare = replay::scenario().map_err(|e| e.to_string())?;
+    bare.actions.clear();
+    let mut baseline = run_scenario(bare, &[], opts, quiet)?;
+    baseline.label = "no follow-ups, no operator actions".into();
     let mut runs = Vec::new();
     for v in &variants {
         runs.push(run_variant(v, opts, quiet)?);
@@ -424,7 +438,7 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
         "variant", "web/API", "archive", "token peak", "metastable"
     );
     let mut rows = Vec::new();
-    for r in &runs {
+    for r in std::iter::once(&baseline).chain(&runs) {
         let h = &r.summary.headline;
         let _ = writeln!(
             s,
@@ -443,35 +457,40 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
             if h.metastable { "yes" } else { "no" }.to_owned(),
         ]);
     }
-    // A follow-up matters as much as removing it from the full set hurts.
+    // Rank by what a follow-up does on its own (the peak web/API error it
+    // removes from the bare run), then by what leaving it out of the full
+    // set costs: redundant fixes cost nothing when left out.
+    let base = &baseline.summary.headline;
     let all = &runs.last().expect("all five").summary.headline;
-    let mut impact: Vec<(Fix, f64, bool)> = Fix::ALL
+    let mut impact: Vec<(Fix, f64, f64, bool)> = Fix::ALL
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let without = &runs[Fix::ALL.len() + i].summary.headline;
             let alone = &runs[i].summary.headline;
+            let without = &runs[Fix::ALL.len() + i].summary.headline;
             (
                 *f,
+                base.web_api_peak_error_rate - alone.web_api_peak_error_rate,
                 without.web_api_peak_error_rate - all.web_api_peak_error_rate,
                 !alone.metastable,
             )
         })
         .collect();
-    impact.sort_by(|a, b| b.1.total_cmp(&a.1));
+    impact.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
     let _ = writeln!(
         s,
-        "\nWhich follow-ups matter most (peak web/API error added by leaving one out):"
+        "\nWhich follow-ups matter most (peak web/API error removed alone; added when left out):"
     );
-    for (f, d, alone_enough) in &impact {
+    for (f, alone, left_out, ends_storm) in &impact {
         let _ = writeln!(
             s,
-            "  {:<14} +{:>6}   {}{}",
+            "  {:<14} −{:>6}  +{:>6}   {}{}",
             f.name(),
-            pct(d.max(0.0)),
+            pct(alone.max(0.0)),
+            pct(left_out.max(0.0)),
             f.description(),
-            if *alone_enough {
-                " — prevents the metastable state on its own"
+            if *ends_storm {
+                " — no metastable state even alone"
             } else {
                 ""
             }
@@ -485,8 +504,12 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
         "ablation": runs.iter().map(|r| serde_json::json!({
             "label": r.label, "fixes": r.summary.fixes, "headline": r.summary.headline,
         })).collect::<Vec<_>>(),
-        "impact": impact.iter().map(|(f, d, alone)| serde_json::json!({
-            "fix": f, "peak_web_api_error_added_when_left_out": d, "prevents_metastability_alone": alone,
+        "baseline": serde_json::json!({"label": baseline.label, "headline": baseline.summary.headline}),
+        "impact": impact.iter().map(|(f, alone, left_out, ends)| serde_json::json!({
+            "fix": f,
+            "peak_web_api_error_removed_alone": alone,
+            "peak_web_api_error_added_when_left_out": left_out,
+            "prevents_metastability_alone": ends,
         })).collect::<Vec<_>>(),
     });
     let main = runs.last().expect("all five");

@@ -113,7 +113,7 @@ pub fn timeseries_csv(rec: &Recording) -> String {
         let t = dt * (i + 1) as f64;
         for r in &rec.routes {
             let mut row = |metric: &str, v: f64| {
-                let _ = writeln!(out, "{t},route,{},{metric},{v}", r.name);
+                let _ = writeln!(out, "{t},route,{},{metric},{v}", csv_field(&r.name));
             };
             row("first_attempts", r.first_attempts[i] as f64);
             row("attempts", r.attempts[i] as f64);
@@ -132,7 +132,7 @@ pub fn timeseries_csv(rec: &Recording) -> String {
         }
         for c in &rec.components {
             let mut row = |metric: &str, v: f64| {
-                let _ = writeln!(out, "{t},{},{},{metric},{v}", c.kind, c.name);
+                let _ = writeln!(out, "{t},{},{},{metric},{v}", c.kind, csv_field(&c.name));
             };
             row("arrivals", c.arrivals[i] as f64);
             row("rejected", c.rejected[i] as f64);
@@ -148,7 +148,7 @@ pub fn timeseries_csv(rec: &Recording) -> String {
             out,
             "{},action,timeline,{},1",
             to_secs_f64(a.at),
-            a.what.replace(',', ";")
+            csv_field(&a.what)
         );
     }
     out
@@ -163,6 +163,15 @@ pub fn read_recording(path: &Path) -> io::Result<Recording> {
             format!("{}: not a stormbreak recording: {e}", path.display()),
         )
     })
+}
+
+/// A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
 }
 
 /// Writes `contents` to `path` atomically (temporary file, then rename).
@@ -188,4 +197,19 @@ pub fn write_outputs(dir: &Path, rec: &Recording, extra: Option<Value>) -> io::R
     let full = serde_json::to_vec(rec).map_err(io::Error::other)?;
     write_atomic(&dir.join("recording.json"), &full)?;
     write_atomic(&dir.join("timeseries.csv"), timeseries_csv(rec).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_field;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("web-nva"), "web-nva");
+        assert_eq!(
+            csv_field("pause 4 node(s), then"),
+            "\"pause 4 node(s), then\""
+        );
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
 }
