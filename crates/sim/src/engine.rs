@@ -415,6 +415,7 @@ pub struct Engine {
     end: Nanos,
     interval: Nanos,
     queue: EventQueue<Ev>,
+    now_lane: Lane,
     attempts: Slab<Attempt>,
     requests: Slab<Request>,
     routes: Vec<Route>,
@@ -641,7 +642,9 @@ impl Engine {
             })
             .collect();
         let n = comps.len();
+        let now_lane = queue.lane(0);
         let mut e = Engine {
+            now_lane,
             now: 0,
             end: sc.scenario.duration,
             interval: sc.scenario.interval,
@@ -864,9 +867,11 @@ impl Engine {
         }
         let att = self.new_attempt(route, 0, Parent::Client(req));
         self.attempts.get_mut(att).expect("new").site = site;
-        self.queue
-            .schedule_in_lane(lane, self.now, Ev::Timeout { att });
         self.enter(att);
+        if self.attempts.get(att).is_some() {
+            self.queue
+                .schedule_in_lane(lane, self.now, Ev::Timeout { att });
+        }
     }
 
     fn on_client_retry(&mut self, req: Key) {
@@ -922,7 +927,12 @@ impl Engine {
             ) {
                 Next::RetryAt(t) => {
                     r.live += 1;
-                    self.queue.schedule(t, Ev::ClientRetry { req });
+                    if t == now {
+                        self.queue
+                            .schedule_in_lane(self.now_lane, now, Ev::ClientRetry { req });
+                    } else {
+                        self.queue.schedule(t, Ev::ClientRetry { req });
+                    }
                 }
                 Next::GiveUp => {
                     self.requests.remove(req);
