@@ -146,6 +146,8 @@ struct Lb {
     rules: ShedRules,
     /// Staged restores in progress.
     ramps: Vec<LbRamp>,
+    /// Manual admission gates: (route, site or every site, fraction, status).
+    gates: Vec<(u16, Option<u8>, f64, u16)>,
     nodes: Vec<Node>,
     flows_per_node: u32,
     next: usize,
@@ -511,6 +513,7 @@ impl Engine {
             .map(|l| Lb {
                 rules: ShedRules::with_capacity(64).expect("static capacity"),
                 ramps: Vec::new(),
+                gates: Vec::new(),
                 nodes: (0..l.nodes)
                     .map(|_| Node {
                         flows: 0,
@@ -991,6 +994,17 @@ impl Engine {
                 {
                     self.comp_rejected[ci] += 1;
                     return self.complete(att, Res::Err(Cause::shed(status), retry_after));
+                }
+                let gate = lb
+                    .gates
+                    .iter()
+                    .find(|g| g.0 == a.route && g.1 == Some(a.site))
+                    .or_else(|| lb.gates.iter().find(|g| g.0 == a.route && g.1.is_none()));
+                if let Some(&(_, _, fraction, status)) = gate {
+                    if self.lb_rng.random::<f64>() >= fraction {
+                        self.comp_rejected[ci] += 1;
+                        return self.complete(att, Res::Err(Cause::shed(status), None));
+                    }
                 }
                 if let Some(ramp) = lb.ramps.iter_mut().find(|r| r.route == a.route) {
                     if let Some(site) = ramp.site_map[a.site as usize] {
@@ -1519,6 +1533,29 @@ impl Engine {
                     route.as_str(),
                     lb.as_str(),
                     sites.len()
+                )
+            }
+            ActionKind::Admit {
+                lb,
+                route,
+                site,
+                fraction,
+                status,
+            } => {
+                let (l, r) = (self.lb_index(lb), self.route_idx(route));
+                let site_idx = site
+                    .as_ref()
+                    .map(|s| self.sites.iter().position(|x| x == s).expect("validated") as u8);
+                let gates = &mut self.lbs[l].gates;
+                gates.retain(|g| !(g.0 == r as u16 && g.1 == site_idx));
+                if *fraction < 1.0 {
+                    gates.push((r as u16, site_idx, *fraction, *status));
+                }
+                format!(
+                    "admit {:.0}% of {route}{} at {lb}",
+                    fraction * 100.0,
+                    site.as_ref()
+                        .map_or(String::new(), |s| format!(" from {s}"))
                 )
             }
             ActionKind::ShiftTraffic { clients, fraction } => {

@@ -387,6 +387,23 @@ pub enum ActionKind {
         #[serde(default = "default_ramp_status")]
         status: u16,
     },
+    /// Set the admitted fraction of a route at an LB, for one site or all:
+    /// a manual staged restore (1.0 removes the gate). Requests not admitted
+    /// are answered with `status`.
+    Admit {
+        /// LB pool name.
+        lb: String,
+        /// Route name.
+        route: String,
+        /// A client `site` label; absent means every site.
+        #[serde(default)]
+        site: Option<String>,
+        /// Share admitted, in [0, 1].
+        fraction: f64,
+        /// Status answered to requests not admitted (default 403).
+        #[serde(default = "default_ramp_status")]
+        status: u16,
+    },
     /// Send `fraction` of the named client populations' new requests to
     /// their `failover_route`.
     ShiftTraffic {
@@ -809,6 +826,31 @@ impl Scenario {
                     for site in ramp_sites {
                         if !sites.contains(&site.as_str()) {
                             return Err(here(format!("ramp: no client has site {site:?}")));
+                        }
+                    }
+                }
+                ActionKind::Admit {
+                    lb: l,
+                    route: r,
+                    site,
+                    fraction,
+                    status,
+                } => {
+                    lb(l)?;
+                    route(r)?;
+                    if !(0.0..=1.0).contains(fraction) {
+                        return Err(here(format!(
+                            "admit: fraction must be in [0, 1], got {fraction}"
+                        )));
+                    }
+                    if ![403, 429, 503].contains(status) {
+                        return Err(here(format!(
+                            "admit: status must be 403, 429 or 503, got {status}"
+                        )));
+                    }
+                    if let Some(site) = site {
+                        if !sites.contains(&site.as_str()) {
+                            return Err(here(format!("admit: no client has site {site:?}")));
                         }
                     }
                 }

@@ -96,3 +96,63 @@ rate = "3k/s"
     within_poisson(v[5..10].iter().sum(), 150_000.0, "after");
     assert_eq!(rec.actions.len(), 1);
 }
+
+#[test]
+fn an_admit_action_gates_a_sites_share_at_the_lb() {
+    let text = r#"
+[scenario]
+name = "admit"
+duration = "90s"
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 10000
+[[service]]
+name = "svc"
+replicas = 1
+app = { workers = 1000, service_time = { dist = "constant", value = "1ms" } }
+[[route]]
+name = "r"
+path = ["edge", "svc"]
+[[client]]
+name = "a"
+site = "site-a"
+route = "r"
+rate = "1k/s"
+timeout = "1s"
+[[client]]
+name = "b"
+site = "site-b"
+route = "r"
+rate = "1k/s"
+timeout = "1s"
+[[action]]
+at = "30s"
+do = "admit"
+lb = "edge"
+route = "r"
+site = "site-a"
+fraction = 0.25
+[[action]]
+at = "60s"
+do = "admit"
+lb = "edge"
+route = "r"
+site = "site-a"
+fraction = 1.0
+"#;
+    let sc = Scenario::parse("admit.toml", text).unwrap();
+    let rec = Engine::new(&sc, RunOptions::default()).run();
+    let r = rec.route("r").unwrap();
+    let shed = |from: usize, to: usize| -> u64 {
+        (from..to)
+            .map(|i| r.errors[i][stormbreak_sim::record::Cause::Shed403 as usize])
+            .sum()
+    };
+    assert_eq!(shed(0, 3), 0);
+    // Site a sends ~30 000 requests in [30 s, 60 s) and 75% are turned away;
+    // site b is untouched.
+    within_poisson(shed(3, 6), 22_500.0, "shed from site a");
+    assert_eq!(shed(6, 9), 0, "the gate is lifted at 60 s");
+    assert_eq!(rec.actions.len(), 2);
+}
