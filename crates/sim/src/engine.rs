@@ -1149,26 +1149,18 @@ impl Engine {
                         let lane = gw.timeout_lane;
                         self.forward(p, Some(lane));
                     }
-                    (Phase::DependencyWait, Res::Err(cause, retry_after)) => {
-                        match gw.caller.after_failure(
-                            &mut pa.call,
-                            self.now,
-                            cause,
-                            retry_after,
-                            &mut gw.rng,
-                        ) {
-                            Next::RetryAt(t) => {
-                                pa.phase = Phase::DependencyBackoff;
-                                self.queue.schedule(t, Ev::GatewayRetry { att: p });
-                            }
-                            Next::GiveUp => self.complete(p, Res::fail(Cause::DependencyFailed)),
-                        }
-                    }
                     (_, Res::Ok) => {
                         gw.caller.on_success(&mut pa.call, self.now, &mut gw.rng);
                         self.complete(p, Res::Ok)
                     }
-                    (_, Res::Err(cause, retry_after)) => {
+                    (phase, Res::Err(cause, retry_after)) => {
+                        // A failed dependency check is retried as a whole
+                        // check; giving up on it fails the request.
+                        let (backoff, failed) = if phase == Phase::DependencyWait {
+                            (Phase::DependencyBackoff, Res::fail(Cause::DependencyFailed))
+                        } else {
+                            (Phase::Backoff, res)
+                        };
                         match gw.caller.after_failure(
                             &mut pa.call,
                             self.now,
@@ -1177,10 +1169,10 @@ impl Engine {
                             &mut gw.rng,
                         ) {
                             Next::RetryAt(t) => {
-                                pa.phase = Phase::Backoff;
+                                pa.phase = backoff;
                                 self.queue.schedule(t, Ev::GatewayRetry { att: p });
                             }
-                            Next::GiveUp => self.complete(p, res),
+                            Next::GiveUp => self.complete(p, failed),
                         }
                     }
                 }
