@@ -277,6 +277,15 @@ fn when(r: &Run, t: Option<f64>) -> String {
     t.map_or_else(|| "—".into(), |t| replay::clock(&r.rec, t))
 }
 
+/// "—" when never degraded, "not yet" when still degraded at the end.
+fn recovered(r: &Run, p: &replay::PathRecovery) -> String {
+    match (p.degraded_at_s, p.recovered_at_s) {
+        (None, _) => "—".to_owned(),
+        (Some(_), None) => "not yet".to_owned(),
+        (Some(_), t) => when(r, t),
+    }
+}
+
 fn path_table(r: &Run) -> String {
     let mut s = format!(
         "Per-path recovery — {} (SLO: error rate ≤ {} over 5 min)\n",
@@ -289,17 +298,12 @@ fn path_table(r: &Run) -> String {
         "user path", "degraded", "recovered", "worst"
     );
     for p in &r.summary.paths {
-        let recovered = match (p.degraded_at_s, p.recovered_at_s) {
-            (None, _) => "—".to_owned(),
-            (Some(_), None) => "not yet".to_owned(),
-            (Some(_), t) => when(r, t),
-        };
         let _ = writeln!(
             s,
             "  {:<38} {:>9} {:>10} {:>10}",
             p.path,
             when(r, p.degraded_at_s),
-            recovered,
+            recovered(r, p),
             pct(p.worst_error_rate)
         );
     }
@@ -343,11 +347,7 @@ fn report_extras(runs: &[Run]) -> ReportExtras {
                     vec![
                         p.path.clone(),
                         when(r, p.degraded_at_s),
-                        match (p.degraded_at_s, p.recovered_at_s) {
-                            (None, _) => "—".into(),
-                            (Some(_), None) => "not yet".into(),
-                            (Some(_), t) => when(r, t),
-                        },
+                        recovered(r, p),
                         pct(p.worst_error_rate),
                     ]
                 })
