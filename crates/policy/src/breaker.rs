@@ -64,7 +64,6 @@
 use crate::Nanos;
 use crate::time::SECOND;
 use serde::Deserialize;
-use std::fmt;
 
 /// Largest accepted `sliding_window_size`; the ring is allocated up front, so
 /// a typo such as `1e9` must not turn into a gigabyte.
@@ -126,14 +125,14 @@ impl BreakerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let t = self.failure_rate_threshold;
         if !(t > 0.0 && t <= 1.0) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "failure_rate_threshold",
                 "in (0, 1]",
                 t.to_string(),
             ));
         }
         if self.sliding_window_size > MAX_WINDOW {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "sliding_window_size",
                 "at most 1048576",
                 self.sliding_window_size.to_string(),
@@ -142,28 +141,28 @@ impl BreakerConfig {
         if self.sliding_window_size > 0
             && !(1..=self.sliding_window_size).contains(&self.minimum_number_of_calls)
         {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "minimum_number_of_calls",
                 "between 1 and sliding_window_size",
                 self.minimum_number_of_calls.to_string(),
             ));
         }
         if self.sliding_window_size == 0 && self.consecutive_failures == 0 {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "sliding_window_size",
                 "≥ 1 when consecutive_failures is 0 (otherwise nothing can trip the breaker)",
                 "0".to_owned(),
             ));
         }
         if self.wait_duration_in_open_state == 0 {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "wait_duration_in_open_state",
                 "> 0",
                 "0".to_owned(),
             ));
         }
         if self.permitted_number_of_calls_in_half_open_state == 0 {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "permitted_number_of_calls_in_half_open_state",
                 "≥ 1",
                 "0".to_owned(),
@@ -174,37 +173,11 @@ impl BreakerConfig {
 }
 
 /// A rejected breaker configuration: which field, what was expected, what was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The offending field, as spelled in config files.
-    pub field: &'static str,
-    /// What the field must be.
-    pub expected: &'static str,
-    /// The value that was given.
-    pub got: String,
-}
+pub type ConfigError = crate::FieldError;
 
-impl ConfigError {
-    fn new(field: &'static str, expected: &'static str, got: String) -> Self {
-        ConfigError {
-            field,
-            expected,
-            got,
-        }
-    }
+fn config_error(field: &'static str, expected: &'static str, got: String) -> ConfigError {
+    crate::FieldError::new("breaker", field, expected, got)
 }
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "breaker: {} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The breaker's state, as exported to metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -66,7 +66,6 @@ use crate::Nanos;
 use crate::time::SECOND;
 use rand::Rng;
 use serde::Deserialize;
-use std::fmt;
 
 /// Rates above this (per second) are clamped: larger values are measurement
 /// garbage, and keeping sums finite keeps every plan free of NaN.
@@ -220,13 +219,13 @@ impl SpillLaw {
         match *self {
             SpillLaw::CapacityAware {
                 target_utilisation: t,
-            } if !(t > 0.0 && t <= 1.0) => Err(ConfigError::new(
+            } if !(t > 0.0 && t <= 1.0) => Err(config_error(
                 "law.target_utilisation",
                 "in (0, 1]",
                 t.to_string(),
             )),
             SpillLaw::FixedFraction { fraction: f } if !(f > 0.0 && f <= 1.0) => {
-                Err(ConfigError::new("law.fraction", "in (0, 1]", f.to_string()))
+                Err(config_error("law.fraction", "in (0, 1]", f.to_string()))
             }
             _ => Ok(()),
         }
@@ -268,7 +267,7 @@ impl FailoverConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.law.validate()?;
         if !(self.deadband >= 0.0 && self.deadband < 1.0) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "deadband",
                 "in [0, 1)",
                 self.deadband.to_string(),
@@ -279,37 +278,11 @@ impl FailoverConfig {
 }
 
 /// A rejected failover configuration: which field, what was expected, what was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The offending field, as spelled in config files.
-    pub field: &'static str,
-    /// What the field must be.
-    pub expected: &'static str,
-    /// The value that was given.
-    pub got: String,
-}
+pub type ConfigError = crate::FieldError;
 
-impl ConfigError {
-    fn new(field: &'static str, expected: &'static str, got: String) -> Self {
-        ConfigError {
-            field,
-            expected,
-            got,
-        }
-    }
+fn config_error(field: &'static str, expected: &'static str, got: String) -> ConfigError {
+    crate::FieldError::new("failover", field, expected, got)
 }
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "failover: {} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Where one request goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -33,6 +33,9 @@
 
 pub mod units;
 
+mod field_error;
+pub use field_error::FieldError;
+
 pub mod autoscale;
 pub mod breaker;
 pub mod budget;

@@ -65,7 +65,6 @@ use crate::time::MINUTE;
 use guard::ErrorGuard;
 use rand::Rng;
 use serde::Deserialize;
-use std::fmt;
 
 /// Largest accepted number of steps.
 pub const MAX_STEPS: usize = 1000;
@@ -106,7 +105,7 @@ impl RampConfig {
     /// Checks every field; the error names the field and what was expected.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.steps.is_empty() || self.steps.len() > MAX_STEPS {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "steps",
                 "a list of 1 to 1000 fractions",
                 format!("{} entries", self.steps.len()),
@@ -114,14 +113,14 @@ impl RampConfig {
         }
         for (i, &f) in self.steps.iter().enumerate() {
             if !(f > 0.0 && f <= 1.0) {
-                return Err(ConfigError::new(
+                return Err(config_error(
                     "steps",
                     "fractions in (0, 1]",
                     format!("steps[{i}] = {f}"),
                 ));
             }
             if i > 0 && f <= self.steps[i - 1] {
-                return Err(ConfigError::new(
+                return Err(config_error(
                     "steps",
                     "strictly increasing",
                     format!("steps[{i}] = {f} after {}", self.steps[i - 1]),
@@ -129,46 +128,42 @@ impl RampConfig {
             }
         }
         if self.steps.last() != Some(&1.0) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "steps",
                 "to end at 1.0 (a restore ends with all traffic admitted)",
                 format!("{:?}", self.steps.last()),
             ));
         }
         if self.hold == 0 {
-            return Err(ConfigError::new("hold", "> 0", "0".to_owned()));
+            return Err(config_error("hold", "> 0", "0".to_owned()));
         }
         let g = &self.guard;
         if !(1..=MAX_BUCKETS).contains(&g.buckets) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "guard.buckets",
                 "between 1 and 3600",
                 g.buckets.to_string(),
             ));
         }
         if g.window < u64::from(g.buckets) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "guard.window",
                 "at least 1 ns per bucket",
                 crate::units::format_duration(g.window),
             ));
         }
         if !(g.error_rate_threshold >= 0.0 && g.error_rate_threshold < 1.0) {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "guard.error_rate_threshold",
                 "in [0, 1)",
                 g.error_rate_threshold.to_string(),
             ));
         }
         if g.min_requests == 0 {
-            return Err(ConfigError::new(
-                "guard.min_requests",
-                "≥ 1",
-                "0".to_owned(),
-            ));
+            return Err(config_error("guard.min_requests", "≥ 1", "0".to_owned()));
         }
         if self.step_back_after != 0 && self.step_back_after < g.window {
-            return Err(ConfigError::new(
+            return Err(config_error(
                 "step_back_after",
                 "0 (never) or at least guard.window",
                 crate::units::format_duration(self.step_back_after),
@@ -179,37 +174,15 @@ impl RampConfig {
 }
 
 /// A rejected ramp configuration: which field, what was expected, what was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The offending field, as spelled in config files.
-    pub field: &'static str,
-    /// What the field must be.
-    pub expected: &'static str,
-    /// The value that was given.
-    pub got: String,
-}
+pub type ConfigError = crate::FieldError;
 
-impl ConfigError {
-    pub(crate) fn new(field: &'static str, expected: &'static str, got: String) -> Self {
-        ConfigError {
-            field,
-            expected,
-            got,
-        }
-    }
+pub(crate) fn config_error(
+    field: &'static str,
+    expected: &'static str,
+    got: String,
+) -> ConfigError {
+    crate::FieldError::new("ramp", field, expected, got)
 }
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ramp: {} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Where a ramp is, for metrics and operator dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -38,7 +38,7 @@ impl StagedRestoreConfig {
         self.ramp.validate()?;
         let f = self.next_site_at_fraction;
         if !(f > 0.0 && f <= 1.0) {
-            return Err(ConfigError::new(
+            return Err(super::config_error(
                 "next_site_at_fraction",
                 "in (0, 1]",
                 f.to_string(),
@@ -85,7 +85,7 @@ impl StagedRestore {
     pub fn new(config: &StagedRestoreConfig, sites: usize) -> Result<Self, ConfigError> {
         config.validate()?;
         if !(1..=MAX_SITES).contains(&sites) {
-            return Err(ConfigError::new(
+            return Err(super::config_error(
                 "sites",
                 "between 1 and 10000",
                 sites.to_string(),
