@@ -1,0 +1,163 @@
+//! How a response or an error reads to the retry policy.
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use stormbreak_policy::retry::{AttemptOutcome, Pushback, retry_after_from_header};
+
+use crate::BoxError;
+
+/// Turns what one attempt produced into the policy crate's
+/// [`AttemptOutcome`], which decides success, retry or give-up.
+///
+/// Timeouts the layer enforces itself never reach the classifier; they are
+/// [`AttemptOutcome::Timeout`].
+pub trait Classify<Res> {
+    /// The outcome of an attempt that produced a response.
+    fn response(&self, response: &Res) -> AttemptOutcome;
+
+    /// The outcome of an attempt that failed with an error: a refused
+    /// connection is [`ConnectFailed`](AttemptOutcome::ConnectFailed), a
+    /// timeout from an inner layer (`tokio::time::error::Elapsed`) is
+    /// [`Timeout`](AttemptOutcome::Timeout), anything else a
+    /// [`Reset`](AttemptOutcome::Reset).
+    fn error(&self, error: &BoxError) -> AttemptOutcome {
+        error_outcome(error.as_ref())
+    }
+}
+
+/// The default classification of transport errors (see [`Classify::error`]).
+pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.is::<tokio::time::error::Elapsed>() {
+            return AttemptOutcome::Timeout;
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            match io.kind() {
+                io::ErrorKind::ConnectionRefused => return AttemptOutcome::ConnectFailed,
+                io::ErrorKind::TimedOut => return AttemptOutcome::Timeout,
+                _ => {}
+            }
+        }
+        cause = e.source();
+    }
+    AttemptOutcome::Reset
+}
+
+/// Classifies `http::Response`s by status, `Retry-After` and gRPC's
+/// `grpc-retry-pushback-ms`.
+///
+/// `Retry-After` (delta-seconds or an HTTP date) becomes the minimum pause
+/// before the next attempt unless [`ignoring_retry_after`](Self::ignoring_retry_after)
+/// is set, which is what the scrapers of the incident did.
+///
+/// ```
+/// use stormbreak_client::{Classify, HttpClassifier};
+/// use stormbreak_policy::retry::AttemptOutcome;
+///
+/// let shed = http::Response::builder()
+///     .status(429)
+///     .header("retry-after", "2")
+///     .body(())
+///     .unwrap();
+/// let outcome = HttpClassifier::default().response(&shed);
+/// assert_eq!(outcome.retry_after(), Some(2_000_000_000));
+/// assert!(matches!(outcome, AttemptOutcome::Response { status: 429, .. }));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct HttpClassifier {
+    honour_retry_after: bool,
+}
+
+impl Default for HttpClassifier {
+    fn default() -> Self {
+        HttpClassifier {
+            honour_retry_after: true,
+        }
+    }
+}
+
+impl HttpClassifier {
+    /// A classifier that drops `Retry-After`: retries follow the backoff only.
+    pub fn ignoring_retry_after() -> Self {
+        HttpClassifier {
+            honour_retry_after: false,
+        }
+    }
+}
+
+impl<B> Classify<http::Response<B>> for HttpClassifier {
+    fn response(&self, response: &http::Response<B>) -> AttemptOutcome {
+        let headers = response.headers();
+        let retry_after = if self.honour_retry_after {
+            headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_after_from_header(v, unix_now_secs()))
+        } else {
+            None
+        };
+        let pushback = headers
+            .get("grpc-retry-pushback-ms")
+            .and_then(|v| v.to_str().ok())
+            .map_or(Pushback::None, Pushback::from_grpc_header);
+        AttemptOutcome::Response {
+            status: response.status().as_u16(),
+            retry_after,
+            pushback,
+        }
+    }
+}
+
+fn unix_now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_connections_and_timeouts_are_told_apart_through_the_source_chain() {
+        #[derive(Debug)]
+        struct Wrapper(io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error")
+            }
+        }
+        impl StdError for Wrapper {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let refused: BoxError = Box::new(Wrapper(io::ErrorKind::ConnectionRefused.into()));
+        assert_eq!(
+            error_outcome(refused.as_ref()),
+            AttemptOutcome::ConnectFailed
+        );
+        let timed_out: BoxError = Box::new(io::Error::from(io::ErrorKind::TimedOut));
+        assert_eq!(error_outcome(timed_out.as_ref()), AttemptOutcome::Timeout);
+        let other: BoxError = "broken pipe".into();
+        assert_eq!(error_outcome(other.as_ref()), AttemptOutcome::Reset);
+    }
+
+    #[test]
+    fn retry_after_can_be_ignored_and_pushback_is_read() {
+        let r = http::Response::builder()
+            .status(503)
+            .header("retry-after", "5")
+            .header("grpc-retry-pushback-ms", "-1")
+            .body(())
+            .unwrap();
+        let honoured = HttpClassifier::default().response(&r);
+        assert_eq!(honoured.retry_after(), Some(5_000_000_000));
+        assert_eq!(honoured.pushback(), Pushback::DoNotRetry);
+        let ignored = HttpClassifier::ignoring_retry_after().response(&r);
+        assert_eq!(ignored.retry_after(), None);
+    }
+}

@@ -1,0 +1,291 @@
+//! The retry layer against scripted backends, on tokio's paused clock: the
+//! pauses are virtual, so the tests assert exact timings without sleeping.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stormbreak_client::{AttemptTimedOut, BoxError, RetryLayer};
+use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, Unlimited};
+use stormbreak_policy::retry::{BackoffConfig, BackoffKind, GiveUpReason, Jitter, RetryConfig};
+use stormbreak_policy::time::{ms, secs};
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+type Req = http::Request<()>;
+type Resp = http::Response<()>;
+
+/// What the backend does on its n-th call (0-based).
+#[derive(Clone, Copy)]
+enum Answer {
+    Status(u16),
+    StatusRetryAfter(u16, &'static str),
+    Hang,
+    Refused,
+}
+
+/// A backend that follows `script` (the last entry repeats) and records
+/// when each call arrived.
+fn backend(
+    script: Vec<Answer>,
+) -> (
+    impl Service<Req, Response = Resp, Error = BoxError, Future: Send> + Clone + Send + 'static,
+    Arc<Mutex<Vec<Instant>>>,
+) {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let svc = service_fn(move |_req: Req| {
+        let n = {
+            let mut c = seen.lock().unwrap();
+            c.push(Instant::now());
+            c.len() - 1
+        };
+        let answer = script[n.min(script.len() - 1)];
+        async move {
+            match answer {
+                Answer::Status(s) => Ok(http::Response::builder().status(s).body(()).unwrap()),
+                Answer::StatusRetryAfter(s, after) => Ok(http::Response::builder()
+                    .status(s)
+                    .header("retry-after", after)
+                    .body(())
+                    .unwrap()),
+                Answer::Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok(http::Response::new(()))
+                }
+                Answer::Refused => {
+                    Err(Box::new(io::Error::from(io::ErrorKind::ConnectionRefused)) as BoxError)
+                }
+            }
+        }
+    });
+    (svc, calls)
+}
+
+/// Three attempts, constant 100 ms pauses without jitter: easy to time.
+fn config() -> RetryConfig {
+    RetryConfig {
+        max_attempts: 3,
+        overall_timeout: Some(secs(30)),
+        backoff: BackoffConfig {
+            kind: BackoffKind::Constant,
+            base: ms(100),
+            jitter: Jitter::None,
+            ..BackoffConfig::default()
+        },
+        ..RetryConfig::default()
+    }
+}
+
+fn gaps(calls: &[Instant]) -> Vec<Duration> {
+    calls.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_is_retried_after_the_backoff_until_it_succeeds() {
+    let (svc, calls) = backend(vec![
+        Answer::Status(503),
+        Answer::Status(503),
+        Answer::Status(200),
+    ]);
+    let client = RetryLayer::builder(&config())
+        .unwrap()
+        .seed(1)
+        .build()
+        .layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(gaps(&calls), vec![Duration::from_millis(100); 2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_403_shed_is_final() {
+    let (svc, calls) = backend(vec![Answer::Status(403), Answer::Status(200)]);
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_the_last_attempt_the_last_response_is_returned() {
+    let (svc, calls) = backend(vec![Answer::Status(503)]);
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(calls.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_holds_the_next_attempt_back() {
+    let (svc, calls) = backend(vec![
+        Answer::StatusRetryAfter(429, "2"),
+        Answer::Status(200),
+    ]);
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(gaps(&calls.lock().unwrap()), vec![Duration::from_secs(2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_retried() {
+    let (svc, calls) = backend(vec![Answer::Refused, Answer::Status(200)]);
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_attempt_is_abandoned_at_the_per_try_timeout() {
+    let (svc, calls) = backend(vec![Answer::Hang, Answer::Status(200)]);
+    let cfg = RetryConfig {
+        per_try_timeout: Some(ms(500)),
+        ..config()
+    };
+    let client = RetryLayer::new(&cfg).unwrap().layer(svc);
+    let start = Instant::now();
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        gaps(&calls.lock().unwrap()),
+        vec![Duration::from_millis(600)]
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(600));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_overall_deadline_ends_a_hung_request_with_a_timeout_error() {
+    let (svc, calls) = backend(vec![Answer::Hang]);
+    let cfg = RetryConfig {
+        per_try_timeout: None,
+        overall_timeout: Some(secs(2)),
+        ..config()
+    };
+    let client = RetryLayer::new(&cfg).unwrap().layer(svc);
+    let start = Instant::now();
+    let error = client.oneshot(http::Request::new(())).await.unwrap_err();
+    let timed_out = error.downcast_ref::<AttemptTimedOut>().expect("a timeout");
+    assert_eq!(timed_out.reason, GiveUpReason::Deadline);
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+/// Sends `n` requests, one every `every`, to a backend that always fails,
+/// and returns the calls it received.
+async fn total_failure(layer: RetryLayer, n: u32, every: Duration) -> usize {
+    let (svc, calls) = backend(vec![Answer::Status(503)]);
+    let client = layer.layer(svc);
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        tasks.push(tokio::spawn(client.clone().oneshot(http::Request::new(()))));
+        tokio::time::sleep(every).await;
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap().status(), 503);
+    }
+    calls.lock().unwrap().len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_total_failure_the_budget_bounds_amplification_and_no_budget_does_not() {
+    // 1 000 requests over 100 s, 5 attempts each allowed.
+    let cfg = RetryConfig {
+        max_attempts: 5,
+        ..config()
+    };
+    let (n, every) = (1_000u32, Duration::from_millis(100));
+    let unlimited = RetryLayer::builder(&cfg).unwrap().budget(Unlimited).build();
+    assert_eq!(total_failure(unlimited, n, every).await, 5 * n as usize);
+
+    // Finagle's law: retries ≤ ratio × requests + min_retries_per_sec × (duration + ttl).
+    let budget = RatioBudgetConfig {
+        retry_ratio: 0.1,
+        min_retries_per_sec: 1.0,
+        ttl: secs(10),
+        buckets: 10,
+    };
+    let budgeted = RetryLayer::builder(&cfg)
+        .unwrap()
+        .budget(RatioBudget::new(&budget).unwrap())
+        .build();
+    let calls = total_failure(budgeted, n, every).await;
+    eprintln!("budgeted: {calls} calls for {n} requests");
+    let bound = n as f64 * (1.0 + 0.1) + 1.0 * (100.0 + 10.0);
+    assert!(
+        calls as f64 <= bound,
+        "{calls} calls for {n} requests, bound {bound}"
+    );
+    assert!(calls > n as usize, "the budget still allows some retries");
+}
+
+#[tokio::test(start_paused = true)]
+async fn services_of_one_layer_share_its_budget() {
+    // A budget with no reserve and no deposits allows no retry at all: once
+    // one clone has spent nothing is left for the other.
+    let cfg = RetryConfig {
+        max_attempts: 5,
+        ..config()
+    };
+    let empty = RatioBudgetConfig {
+        retry_ratio: 0.0,
+        min_retries_per_sec: 0.0,
+        ttl: secs(10),
+        buckets: 10,
+    };
+    let layer = RetryLayer::builder(&cfg)
+        .unwrap()
+        .budget(RatioBudget::new(&empty).unwrap())
+        .build();
+    let (a, calls_a) = backend(vec![Answer::Status(503)]);
+    let (b, calls_b) = backend(vec![Answer::Status(503)]);
+    let (a, b) = (layer.layer(a), layer.layer(b));
+    assert_eq!(
+        a.oneshot(http::Request::new(())).await.unwrap().status(),
+        503
+    );
+    assert_eq!(
+        b.oneshot(http::Request::new(())).await.unwrap().status(),
+        503
+    );
+    assert_eq!(calls_a.lock().unwrap().len(), 1);
+    assert_eq!(calls_b.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_gives_the_same_jittered_pauses() {
+    let cfg = RetryConfig {
+        max_attempts: 5,
+        backoff: BackoffConfig {
+            kind: BackoffKind::Exponential,
+            base: ms(100),
+            jitter: Jitter::Full,
+            ..BackoffConfig::default()
+        },
+        ..config()
+    };
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let (svc, calls) = backend(vec![Answer::Status(503)]);
+        let layer = RetryLayer::builder(&cfg)
+            .unwrap()
+            .budget(Unlimited)
+            .seed(9)
+            .build();
+        layer
+            .layer(svc)
+            .oneshot(http::Request::new(()))
+            .await
+            .unwrap();
+        let gaps = gaps(&calls.lock().unwrap());
+        // Full jitter: each pause is within [0, base × 2^n].
+        for (n, g) in gaps.iter().enumerate() {
+            assert!(*g <= Duration::from_millis(100 << n), "pause {n}: {g:?}");
+        }
+        runs.push(gaps);
+    }
+    assert_eq!(runs[0], runs[1]);
+}
