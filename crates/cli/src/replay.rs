@@ -286,25 +286,39 @@ fn recovered(r: &Run, p: &replay::PathRecovery) -> String {
     }
 }
 
+/// A path's longest job wait, "—" for paths without a job queue.
+fn job_wait(p: &replay::PathRecovery) -> String {
+    match p.worst_job_wait_s {
+        None => "—".to_owned(),
+        Some(s) if s < 60.0 => format!("{s:.0} s"),
+        Some(s) => {
+            let m = (s / 60.0).round() as u64;
+            format!("{}h{:02}m", m / 60, m % 60)
+        }
+    }
+}
+
 fn path_table(r: &Run) -> String {
     let mut s = format!(
-        "Per-path recovery — {} (SLO: error rate ≤ {} over 5 min)\n",
+        "Per-path recovery — {} (SLO: error rate ≤ {} over 5 min; queued jobs start within {:.0} min)\n",
         r.label,
-        pct(replay::SLO_ERROR_RATE)
+        pct(replay::SLO_ERROR_RATE),
+        replay::SLO_JOB_WAIT_S / 60.0
     );
     let _ = writeln!(
         s,
-        "  {:<38} {:>9} {:>10} {:>10}",
-        "user path", "degraded", "recovered", "worst"
+        "  {:<38} {:>9} {:>10} {:>10} {:>10}",
+        "user path", "degraded", "recovered", "worst", "job wait"
     );
     for p in &r.summary.paths {
         let _ = writeln!(
             s,
-            "  {:<38} {:>9} {:>10} {:>10}",
+            "  {:<38} {:>9} {:>10} {:>10} {:>10}",
             p.path,
             when(r, p.degraded_at_s),
             recovered(r, p),
-            pct(p.worst_error_rate)
+            pct(p.worst_error_rate),
+            job_wait(p)
         );
     }
     s.push('\n');
@@ -338,6 +352,7 @@ fn report_extras(runs: &[Run]) -> ReportExtras {
                 "degraded".into(),
                 "recovered".into(),
                 "worst 5-min error rate".into(),
+                "longest job wait".into(),
             ],
             rows: r
                 .summary
@@ -349,6 +364,7 @@ fn report_extras(runs: &[Run]) -> ReportExtras {
                         when(r, p.degraded_at_s),
                         recovered(r, p),
                         pct(p.worst_error_rate),
+                        job_wait(p),
                     ]
                 })
                 .collect(),

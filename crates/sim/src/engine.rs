@@ -286,6 +286,14 @@ struct Population {
     /// Spawned attempts wait a fixed delay (`fanout_delay`): a FIFO lane.
     fanout_lane: Lane,
     give_up_after: Nanos,
+    /// Job-queue worker pool: logical requests allowed in flight (`MAX`
+    /// without a queue) and in flight now.
+    workers: u32,
+    busy: u32,
+    /// Arrival times of jobs waiting for a worker, oldest first.
+    backlog: VecDeque<Nanos>,
+    /// Longest wait of a job dispatched in the current interval.
+    wait_max: Nanos,
     rng: Pcg64Mcg,
 }
 
@@ -640,6 +648,10 @@ impl Engine {
                     fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
                     fanout_lane: queue.lane(c.fanout_delay),
                     give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
+                    workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
+                    busy: 0,
+                    backlog: VecDeque::new(),
+                    wait_max: 0,
                     rng: entity_rng(seed, i as u64),
                 }
             })
@@ -843,6 +855,17 @@ impl Engine {
                 },
             );
         }
+        if pop.busy >= pop.workers {
+            pop.backlog.push_back(now);
+            return;
+        }
+        self.start_request(p);
+    }
+
+    fn start_request(&mut self, p: usize) {
+        let now = self.now;
+        let pop = &mut self.pops[p];
+        pop.busy += 1;
         pop.started += 1;
         let call = pop.caller.start(now);
         let deadline = now.saturating_add(pop.give_up_after);
@@ -859,6 +882,20 @@ impl Engine {
             deadline,
         });
         self.client_send(req);
+    }
+
+    /// A logical request is over: its worker takes the oldest waiting job.
+    fn finish_request(&mut self, req: Key) {
+        let Some(r) = self.requests.remove(req) else {
+            return;
+        };
+        let p = r.pop as usize;
+        let pop = &mut self.pops[p];
+        pop.busy -= 1;
+        if let Some(arrived) = pop.backlog.pop_front() {
+            pop.wait_max = pop.wait_max.max(self.now - arrived);
+            self.start_request(p);
+        }
     }
 
     fn client_send(&mut self, req: Key) {
@@ -897,12 +934,12 @@ impl Engine {
                 // its own branch, not its siblings.
                 pop.caller.on_success(&mut r.call, now, &mut pop.rng);
                 if r.live == 0 {
-                    self.requests.remove(req);
+                    self.finish_request(req);
                 }
             }
             Res::Ok => {
                 pop.caller.on_success(&mut r.call, now, &mut pop.rng);
-                self.requests.remove(req);
+                self.finish_request(req);
             }
             Res::Err(cause, retry_after) if pop.fanout > 0 => {
                 // The fan-out bug: a failed operation spawns `fanout` new
@@ -918,7 +955,7 @@ impl Engine {
                     }
                 }
                 if r.live == 0 {
-                    self.requests.remove(req);
+                    self.finish_request(req);
                 }
             }
             Res::Err(cause, retry_after) => match pop.caller.after_failure(
@@ -938,7 +975,7 @@ impl Engine {
                     }
                 }
                 Next::GiveUp => {
-                    self.requests.remove(req);
+                    self.finish_request(req);
                 }
             },
         }
@@ -1718,6 +1755,17 @@ impl Engine {
         }
         if now < self.end {
             self.queue.schedule(now + self.interval, Ev::Tick);
+        }
+        for pop in self.pops.iter_mut().filter(|p| p.workers != u32::MAX) {
+            let oldest = pop.backlog.front().map_or(0, |&t| now - t);
+            let wait = pop.wait_max.max(oldest) as f64 / 1e9;
+            pop.wait_max = 0;
+            let series = &mut self.routes[pop.route as usize].series;
+            let i = series.attempts.len();
+            if series.job_wait_s.len() <= i {
+                series.job_wait_s.resize(i + 1, 0.0);
+            }
+            series.job_wait_s[i] = series.job_wait_s[i].max(wait);
         }
         for r in &mut self.routes {
             let acc = &mut r.acc;

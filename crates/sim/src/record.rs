@@ -137,6 +137,12 @@ pub struct RouteSeries {
     pub latency_ms: Vec<[f64; 4]>,
     /// Mean latency of successful attempts, milliseconds.
     pub latency_mean_ms: Vec<f64>,
+    /// Job queues (`workers`) of populations on this route: the longest
+    /// any job had waited for a worker, seconds — the oldest job still
+    /// waiting at the end of the interval, or the longest wait of a job
+    /// dispatched during it. Empty when no population has a job queue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_wait_s: Vec<f64>,
 }
 
 impl RouteSeries {

@@ -276,6 +276,37 @@ pub const PATHS: [UserPath; 9] = [
 /// A path is degraded while its error rate is above this (5-minute windows).
 pub const SLO_ERROR_RATE: f64 = 0.01;
 
+/// A path whose requests wait in a job queue (runner start) is also
+/// degraded while a job has waited longer than this for a worker, in the
+/// last 5 minutes: queued jobs are delayed, not failed.
+pub const SLO_JOB_WAIT_S: f64 = 300.0;
+
+/// Per-interval longest job wait over several routes (empty: no job queue).
+fn path_job_wait(rec: &Recording, routes: &[&str]) -> Vec<f64> {
+    let mut out: Vec<f64> = Vec::new();
+    for r in routes.iter().filter_map(|name| rec.route(name)) {
+        if out.len() < r.job_wait_s.len() {
+            out.resize(r.job_wait_s.len(), 0.0);
+        }
+        for (o, &w) in out.iter_mut().zip(&r.job_wait_s) {
+            *o = o.max(w);
+        }
+    }
+    out
+}
+
+/// Maximum over trailing windows of `w` intervals, one value per interval.
+fn trailing_max(v: &[f64], w: usize) -> Vec<f64> {
+    (0..v.len())
+        .map(|i| {
+            v[i.saturating_sub(w - 1)..=i]
+                .iter()
+                .copied()
+                .fold(0.0, f64::max)
+        })
+        .collect()
+}
+
 /// Per-interval (failed, answered) attempts at the edge over several routes.
 fn path_counts(rec: &Recording, routes: &[&str]) -> Vec<(u64, u64)> {
     let n = rec.intervals();
@@ -319,6 +350,10 @@ pub struct PathRecovery {
     pub recovered_at_s: Option<f64>,
     /// Worst 5-minute error rate.
     pub worst_error_rate: f64,
+    /// Longest wait of a job for a worker, seconds, for paths behind a job
+    /// queue (`workers`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_job_wait_s: Option<f64>,
 }
 
 /// The figures a replay is judged by, under stable keys (docs/replay.md).
@@ -398,8 +433,13 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         .iter()
         .map(|p| {
             let e = trailing_error_rate(&path_counts(rec, p.routes), five);
-            let first_bad = e.iter().position(|&x| x > SLO_ERROR_RATE);
-            let last_bad = e.iter().rposition(|&x| x > SLO_ERROR_RATE);
+            let waits = path_job_wait(rec, p.routes);
+            let w = trailing_max(&waits, five);
+            let bad: Vec<bool> = (0..e.len())
+                .map(|i| e[i] > SLO_ERROR_RATE || w.get(i).is_some_and(|&x| x > SLO_JOB_WAIT_S))
+                .collect();
+            let first_bad = bad.iter().position(|&b| b);
+            let last_bad = bad.iter().rposition(|&b| b);
             PathRecovery {
                 path: p.name.to_owned(),
                 degraded_at_s: first_bad.map(secs),
@@ -411,6 +451,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
                     Some(i) => Some(secs(i + 1) - (five as u64 * iv) as f64 / 1e9),
                 },
                 worst_error_rate: peak(&e),
+                worst_job_wait_s: (!waits.is_empty()).then(|| peak(&waits)),
             }
         })
         .collect();

@@ -276,6 +276,13 @@ pub struct ClientSpec {
     /// With `fanout`: how long a logical operation keeps spawning attempts.
     #[serde(with = "units::opt_duration", default)]
     pub give_up_after: Option<Nanos>,
+    /// A job queue: at most this many logical requests in flight (a
+    /// dispatcher's worker pool, scaled with `--scale`); later arrivals
+    /// wait in FIFO order and none is dropped. A worker is held for the
+    /// whole request, retries and pauses included, so slow or failing
+    /// attempts cut the pool's throughput (Little's law).
+    #[serde(default)]
+    pub workers: Option<u32>,
 }
 
 /// `diurnal = { amplitude = 0.3, period = "24h", peak_at = "15h" }`: the
@@ -721,6 +728,15 @@ impl Scenario {
                 return Err(ck.at(
                     c.name.span(),
                     "fanout needs give_up_after (how long an operation keeps spawning attempts)",
+                ));
+            }
+            if c.workers == Some(0) {
+                return Err(ck.at(c.name.span(), "workers must be ≥ 1"));
+            }
+            if c.workers.is_some() && c.fanout > 0 {
+                return Err(ck.at(
+                    c.name.span(),
+                    "workers (a job queue) cannot be combined with fanout",
                 ));
             }
             check_retry(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;

@@ -54,7 +54,11 @@ fn the_shed_without_the_pause_ends_the_storm() {
             )
         });
     });
-    for path in ["repository read", "archive / raw download", "runner start"] {
+    for path in [
+        "repository read",
+        "archive / raw download",
+        "git operations",
+    ] {
         let t = recovered_h(&r, path);
         assert!(
             (PAUSE_H - 0.1..=PAUSE_H + 0.15).contains(&t),

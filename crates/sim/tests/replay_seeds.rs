@@ -95,6 +95,14 @@ fn as_it_happened_every_headline_figure_is_in_its_band_on_every_seed() {
                 "seed {seed}: {p} back at {t:.2} h"
             );
         }
+        // … Actions later, once the runner-start job queue has drained
+        // (published ~18:03 = 5.05 h) …
+        let actions = back("runner start");
+        assert!(
+            (4.75..=5.4).contains(&actions),
+            "seed {seed}: runner start back at {actions:.2} h"
+        );
+        assert!(actions > back("repository read") + 1.0);
         // … and the token path last, after the site-by-site restore (~21:02).
         let token = back("Copilot token issue");
         assert!(

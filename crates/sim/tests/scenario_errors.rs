@@ -146,3 +146,15 @@ fn garbage_never_panics() {
         assert!(e.starts_with("broken.toml"), "{e}");
     }
 }
+
+#[test]
+fn a_job_queue_needs_a_worker_and_no_fan_out() {
+    let e = err(&GOOD.replace(r#"timeout = "1s""#, "timeout = \"1s\"\nworkers = 0"));
+    assert!(e.starts_with("broken.toml:"), "{e}");
+    assert!(e.contains("workers must be ≥ 1"), "{e}");
+    let e = err(&GOOD.replace(
+        r#"timeout = "1s""#,
+        "timeout = \"1s\"\nworkers = 4\nfanout = 2\ngive_up_after = \"5s\"",
+    ));
+    assert!(e.contains("cannot be combined with fanout"), "{e}");
+}
