@@ -289,7 +289,11 @@ where
                         return result.expect("only an answered attempt succeeds");
                     }
                     RetryDecision::RetryAt(at) => {
-                        tokio::time::sleep_until(shared.instant(at)).await;
+                        // tokio's timer ticks in milliseconds: a zero pause
+                        // through it would still cost up to a millisecond.
+                        if at > shared.now() {
+                            tokio::time::sleep_until(shared.instant(at)).await;
+                        }
                     }
                     RetryDecision::GiveUp(reason) => {
                         return result.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason })));
