@@ -290,7 +290,7 @@ fn recovered(r: &Run, p: &replay::PathRecovery) -> String {
 fn job_wait(p: &replay::PathRecovery) -> String {
     match p.worst_job_wait_s {
         None => "—".to_owned(),
-        Some(s) if s < 60.0 => format!("{s:.0} s"),
+        Some(s) if s.round() < 60.0 => format!("{s:.0} s"),
         Some(s) => {
             let m = (s / 60.0).round() as u64;
             format!("{}h{:02}m", m / 60, m % 60)

@@ -19,7 +19,7 @@ pub trait Classify<Res> {
 
     /// The outcome of an attempt that failed with an error: a refused
     /// connection is [`ConnectFailed`](AttemptOutcome::ConnectFailed), a
-    /// timeout from an inner layer (`tokio::time::error::Elapsed`) is
+    /// timeout from an inner layer (tokio's or tower's `Elapsed`) is
     /// [`Timeout`](AttemptOutcome::Timeout), anything else a
     /// [`Reset`](AttemptOutcome::Reset).
     fn error(&self, error: &BoxError) -> AttemptOutcome {
@@ -31,7 +31,7 @@ pub trait Classify<Res> {
 pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
     let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = cause {
-        if e.is::<tokio::time::error::Elapsed>() {
+        if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
             return AttemptOutcome::Timeout;
         }
         if let Some(io) = e.downcast_ref::<io::Error>() {
@@ -142,6 +142,11 @@ mod tests {
         );
         let timed_out: BoxError = Box::new(io::Error::from(io::ErrorKind::TimedOut));
         assert_eq!(error_outcome(timed_out.as_ref()), AttemptOutcome::Timeout);
+        let tower_timeout: BoxError = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(
+            error_outcome(tower_timeout.as_ref()),
+            AttemptOutcome::Timeout
+        );
         let other: BoxError = "broken pipe".into();
         assert_eq!(error_outcome(other.as_ref()), AttemptOutcome::Reset);
     }

@@ -11,7 +11,8 @@
 //!   attempts, per-try and overall timeouts, which failures are retried,
 //!   exponential backoff with jitter;
 //! * a retry budget shared by every service of one layer (default: a 20%
-//!   ratio budget), so the client as a whole cannot multiply its load;
+//!   ratio budget plus 10 retries/s), so the client as a whole cannot
+//!   multiply its load;
 //! * `Retry-After` and gRPC pushback honoured; a 403 shed is final.
 //!
 //! ```

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stormbreak_client::{AttemptTimedOut, BoxError, RetryLayer};
-use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, Unlimited};
+use stormbreak_policy::budget::{
+    AwsRetryQuota, AwsRetryQuotaConfig, RatioBudget, RatioBudgetConfig, Unlimited,
+};
 use stormbreak_policy::retry::{BackoffConfig, BackoffKind, GiveUpReason, Jitter, RetryConfig};
 use stormbreak_policy::time::{ms, secs};
 use tokio::time::Instant;
@@ -20,6 +22,7 @@ type Resp = http::Response<()>;
 enum Answer {
     Status(u16),
     StatusRetryAfter(u16, &'static str),
+    StatusPushback(u16, &'static str),
     Hang,
     Refused,
 }
@@ -47,6 +50,11 @@ fn backend(
                 Answer::StatusRetryAfter(s, after) => Ok(http::Response::builder()
                     .status(s)
                     .header("retry-after", after)
+                    .body(())
+                    .unwrap()),
+                Answer::StatusPushback(s, ms) => Ok(http::Response::builder()
+                    .status(s)
+                    .header("grpc-retry-pushback-ms", ms)
                     .body(())
                     .unwrap()),
                 Answer::Hang => {
@@ -224,21 +232,20 @@ async fn under_total_failure_the_budget_bounds_amplification_and_no_budget_does_
 
 #[tokio::test(start_paused = true)]
 async fn services_of_one_layer_share_its_budget() {
-    // A budget with no reserve and no deposits allows no retry at all: once
-    // one clone has spent nothing is left for the other.
+    // An AWS-style quota with tokens for exactly one retry: the first
+    // service spends it, the second finds none left. (With a budget each,
+    // both would retry.)
     let cfg = RetryConfig {
         max_attempts: 5,
         ..config()
     };
-    let empty = RatioBudgetConfig {
-        retry_ratio: 0.0,
-        min_retries_per_sec: 0.0,
-        ttl: secs(10),
-        buckets: 10,
+    let one_retry = AwsRetryQuotaConfig {
+        initial_tokens: 5,
+        ..AwsRetryQuotaConfig::default()
     };
     let layer = RetryLayer::builder(&cfg)
         .unwrap()
-        .budget(RatioBudget::new(&empty).unwrap())
+        .budget(AwsRetryQuota::new(&one_retry).unwrap())
         .build();
     let (a, calls_a) = backend(vec![Answer::Status(503)]);
     let (b, calls_b) = backend(vec![Answer::Status(503)]);
@@ -251,8 +258,84 @@ async fn services_of_one_layer_share_its_budget() {
         b.oneshot(http::Request::new(())).await.unwrap().status(),
         503
     );
-    assert_eq!(calls_a.lock().unwrap().len(), 1);
+    assert_eq!(calls_a.lock().unwrap().len(), 2);
     assert_eq!(calls_b.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_pushback_stops_retries() {
+    let (svc, calls) = backend(vec![Answer::StatusPushback(503, "-1"), Answer::Status(200)]);
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+/// A service that is never ready, like an exhausted connection pool.
+#[derive(Clone)]
+struct NeverReady;
+
+impl Service<Req> for NeverReady {
+    type Response = Resp;
+    type Error = BoxError;
+    type Future = std::future::Ready<Result<Resp, BoxError>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Pending
+    }
+
+    fn call(&mut self, _: Req) -> Self::Future {
+        unreachable!("never ready")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_holds_while_the_inner_service_is_not_ready() {
+    let cfg = RetryConfig {
+        overall_timeout: Some(secs(2)),
+        ..config()
+    };
+    let mut client = RetryLayer::new(&cfg).unwrap().layer(NeverReady);
+    let start = Instant::now();
+    // The layer's own readiness is the inner one's; a caller that does not
+    // wait for it (or a pool that became exhausted after) still hits the
+    // deadline inside the call.
+    let error = client.call(http::Request::new(())).await.unwrap_err();
+    let timed_out = error.downcast_ref::<AttemptTimedOut>().expect("a timeout");
+    assert_eq!(timed_out.reason, GiveUpReason::Deadline);
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+}
+
+/// A response body that notes when it was dropped.
+struct Probe(Arc<Mutex<Vec<Instant>>>);
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(Instant::now());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_answer_is_released_before_the_pause() {
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let n = Arc::new(Mutex::new(0));
+    let (d, count) = (dropped.clone(), n.clone());
+    let svc = service_fn(move |_req: Req| {
+        let mut c = count.lock().unwrap();
+        *c += 1;
+        let status = if *c == 1 { 503 } else { 200 };
+        let body = Probe(d.clone());
+        async move { Ok::<_, BoxError>(http::Response::builder().status(status).body(body).unwrap()) }
+    });
+    let client = RetryLayer::new(&config()).unwrap().layer(svc);
+    let start = Instant::now();
+    let response = client.oneshot(http::Request::new(())).await.unwrap();
+    assert_eq!(response.status(), 200);
+    // The 503's body went at once, not after the 100 ms pause.
+    assert_eq!(dropped.lock().unwrap().clone(), vec![start]);
 }
 
 #[tokio::test(start_paused = true)]

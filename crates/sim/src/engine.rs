@@ -60,16 +60,39 @@ impl Default for RunOptions {
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    Arrive { pop: u16, generation: u32 },
-    Done { att: Key },
-    Timeout { att: Key },
-    QueueTimeout { att: Key },
-    ClientRetry { req: Key },
-    GatewayRetry { att: Key },
+    Arrive {
+        pop: u16,
+        generation: u32,
+    },
+    /// A job-queue worker freed: start the oldest waiting job.
+    Dispatch {
+        pop: u16,
+    },
+    Done {
+        att: Key,
+    },
+    Timeout {
+        att: Key,
+    },
+    QueueTimeout {
+        att: Key,
+    },
+    ClientRetry {
+        req: Key,
+    },
+    GatewayRetry {
+        att: Key,
+    },
     Tick,
-    Autoscale { svc: u16 },
-    PodReady { svc: u16 },
-    Action { idx: u16 },
+    Autoscale {
+        svc: u16,
+    },
+    PodReady {
+        svc: u16,
+    },
+    Action {
+        idx: u16,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -834,6 +857,7 @@ impl Engine {
             Ev::ClientRetry { req } => self.on_client_retry(req),
             Ev::GatewayRetry { att } => self.on_gateway_retry(att),
             Ev::Tick => self.on_tick(),
+            Ev::Dispatch { pop } => self.on_dispatch(pop as usize),
             Ev::Autoscale { svc } => self.on_autoscale(svc as usize),
             Ev::PodReady { svc } => self.on_pod_ready(svc as usize),
             Ev::Action { idx } => self.on_action(idx as usize),
@@ -855,7 +879,9 @@ impl Engine {
                 },
             );
         }
-        if pop.busy >= pop.workers {
+        // Behind the backlog even if a worker has just freed: its
+        // `Dispatch` event takes the oldest job first.
+        if pop.busy >= pop.workers || !pop.backlog.is_empty() {
             pop.backlog.push_back(now);
             return;
         }
@@ -889,9 +915,22 @@ impl Engine {
         let Some(r) = self.requests.remove(req) else {
             return;
         };
-        let p = r.pop as usize;
-        let pop = &mut self.pops[p];
+        let pop = &mut self.pops[r.pop as usize];
         pop.busy -= 1;
+        if !pop.backlog.is_empty() {
+            // Through the queue, not a direct call: a job that fails on the
+            // spot would otherwise start the next one inside this call, and
+            // a long backlog would recurse as deep as it is long.
+            self.queue
+                .schedule_in_lane(self.now_lane, self.now, Ev::Dispatch { pop: r.pop });
+        }
+    }
+
+    fn on_dispatch(&mut self, p: usize) {
+        let pop = &mut self.pops[p];
+        if pop.busy >= pop.workers {
+            return;
+        }
         if let Some(arrived) = pop.backlog.pop_front() {
             pop.wait_max = pop.wait_max.max(self.now - arrived);
             self.start_request(p);
