@@ -128,6 +128,38 @@ fn simulate_writes_every_output_and_report_rerenders() {
 }
 
 #[test]
+fn a_job_queue_shows_its_longest_wait() {
+    // One worker, 2 ms jobs at 1 000/s: the queue grows for the whole run.
+    let dir = temp_dir("jobs");
+    let file = dir.join("jobs.toml");
+    let text = SMALL.replace(r#"timeout = "1s""#, "timeout = \"1s\"\nworkers = 1");
+    std::fs::write(&file, text.replace("500/s", "1000/s")).unwrap();
+    let out_dir = dir.join("out");
+    let out = stormbreak()
+        .arg("simulate")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.lines().next().unwrap().ends_with("job wait"),
+        "{table}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap();
+    let wait = summary["routes"][0]["longest_job_wait_s"].as_f64().unwrap();
+    assert!(wait > 5.0, "longest wait {wait} s");
+}
+
+#[test]
 fn replay_with_a_fix_list_runs_and_writes_its_summary() {
     let dir = temp_dir("replay");
     let out = stormbreak()

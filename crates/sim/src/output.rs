@@ -37,6 +37,10 @@ pub struct RouteTotals {
     pub peak_error_rate: f64,
     /// Failures by cause.
     pub errors: std::collections::BTreeMap<&'static str, u64>,
+    /// Behind a job queue (`workers`): the longest any job waited for a
+    /// worker, seconds. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest_job_wait_s: Option<f64>,
 }
 
 /// Whole-run totals per route.
@@ -76,6 +80,8 @@ pub fn route_totals(rec: &Recording) -> Vec<RouteTotals> {
                 },
                 peak_error_rate,
                 errors,
+                longest_job_wait_s: (!r.job_wait_s.is_empty())
+                    .then(|| r.job_wait_s.iter().copied().fold(0.0, f64::max)),
             }
         })
         .collect()
