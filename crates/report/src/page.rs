@@ -184,6 +184,12 @@ pub fn render(input: &[(&str, &Recording)], extras: &ReportExtras) -> String {
     }
     h.push_str("</div>");
 
+    let queued = job_wait_figure(&runs, &frame);
+    if queued.chart.has_data() {
+        h.push_str(r#"<h2 id="jobs">Job queues</h2>"#);
+        h.push_str(&queued.to_html(&runs));
+    }
+
     h.push_str(r#"<h2 id="saturation">Saturation and capacity</h2>"#);
     for f in [
         saturation_figure(&runs, &frame),
@@ -678,6 +684,41 @@ fn latency_figure(runs: &[Run], frame: &Frame, q: usize, label: &str) -> Figure 
         title: format!("Latency {label}"),
         caption: "Successful attempts only, log scale; gaps are intervals without a success."
             .into(),
+        chart,
+        legend: entity_legend(&names, &names),
+    }
+}
+
+/// Routes whose clients queue jobs (`workers`): how long the oldest job
+/// had waited. Absent from the page when no route has a job queue.
+fn job_wait_figure(runs: &[Run], frame: &Frame) -> Figure {
+    let names = charts::union_names(runs, |rec| {
+        rec.routes
+            .iter()
+            .filter(|r| !r.job_wait_s.is_empty())
+            .map(|r| r.name.as_str())
+            .collect()
+    });
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Millis,
+        "Longest job wait per route",
+    );
+    chart.lines = entity_lines(
+        runs,
+        &names,
+        &names,
+        |run, name| {
+            let r = run.rec.route(name).filter(|r| !r.job_wait_s.is_empty())?;
+            Some(run.series(r.job_wait_s.len(), |i| r.job_wait_s[i] * 1000.0))
+        },
+        Unit::Millis,
+    );
+    Figure {
+        id: "fig-job-wait".into(),
+        title: "Longest job wait".into(),
+        caption: "The oldest job still waiting for a worker, or the longest wait of a job dispatched, per interval: a backlog delays jobs without failing them.".into(),
         chart,
         legend: entity_legend(&names, &names),
     }

@@ -66,6 +66,35 @@ fn every_chart_has_data_and_every_action_is_a_marker() {
 }
 
 #[test]
+fn a_job_queue_gets_its_chart_and_other_runs_do_not() {
+    let (mut a, _) = two_runs();
+    let plain = render(&[("as happened", &a)], &ReportExtras::default());
+    assert!(!plain.contains(r#"id="jobs""#));
+    // A backlog that builds for three hours and drains in one and a half.
+    let n = a.routes[0].attempts.len();
+    a.routes[0].job_wait_s = (0..n)
+        .map(|i| {
+            let t = i as f64 * 10.0;
+            if t < 1800.0 {
+                0.0
+            } else if t < 12_960.0 {
+                t - 1800.0
+            } else {
+                (11_160.0 - 2.0 * (t - 12_960.0)).max(0.0)
+            }
+        })
+        .collect();
+    let html = render(&[("as happened", &a)], &ReportExtras::default());
+    assert!(html.contains(r#"id="jobs""#));
+    assert_eq!(charts(&html).len(), charts(&plain).len() + 1);
+    let job_chart = html
+        .split(r#"id="fig-job-wait""#)
+        .nth(1)
+        .expect("the figure");
+    assert!(job_chart.contains(r#"class="series""#));
+}
+
+#[test]
 fn two_runs_overlay_on_the_same_axes_with_one_style_per_run() {
     let (a, b) = two_runs();
     let html = render(
