@@ -116,9 +116,57 @@ pub fn nice_step(span: f64, target: usize) -> f64 {
     nice * mag
 }
 
+/// A tick step for an axis in milliseconds: below a second the decimal
+/// steps of [`nice_step`]; above, steps a clock reader expects (1, 2, 5,
+/// 10, 15, 30 s; 1, 2, 5, 10, 15, 30 min; 1, 2, 3, 6, 12, 24 h), so a
+/// three-hour backlog is not ticked every 41.7 minutes.
+pub fn nice_millis_step(span: f64, target: usize) -> f64 {
+    const SECOND: f64 = 1000.0;
+    const MINUTE: f64 = 60.0 * SECOND;
+    const HOUR: f64 = 60.0 * MINUTE;
+    const STEPS: [f64; 18] = [
+        SECOND,
+        2.0 * SECOND,
+        5.0 * SECOND,
+        10.0 * SECOND,
+        15.0 * SECOND,
+        30.0 * SECOND,
+        MINUTE,
+        2.0 * MINUTE,
+        5.0 * MINUTE,
+        10.0 * MINUTE,
+        15.0 * MINUTE,
+        30.0 * MINUTE,
+        HOUR,
+        2.0 * HOUR,
+        3.0 * HOUR,
+        6.0 * HOUR,
+        12.0 * HOUR,
+        24.0 * HOUR,
+    ];
+    let raw = span / target.max(1) as f64;
+    if !(raw.is_finite() && raw >= SECOND) {
+        return nice_step(span, target);
+    }
+    STEPS
+        .into_iter()
+        .find(|&s| s >= raw)
+        .unwrap_or_else(|| (raw / (24.0 * HOUR)).ceil() * 24.0 * HOUR)
+}
+
 /// Linear axis covering `[min, max]`: zero-based when the data are not
 /// negative, ends rounded out to whole steps. Returns the domain and ticks.
 pub fn linear_ticks(min: f64, max: f64, target: usize) -> ((f64, f64), Vec<f64>) {
+    linear_ticks_by(min, max, target, nice_step)
+}
+
+/// [`linear_ticks`] with another choice of step (e.g. [`nice_millis_step`]).
+pub fn linear_ticks_by(
+    min: f64,
+    max: f64,
+    target: usize,
+    nice: fn(f64, usize) -> f64,
+) -> ((f64, f64), Vec<f64>) {
     let (min, max) = if min.is_finite() && max.is_finite() && min <= max {
         (min, max)
     } else {
@@ -127,7 +175,7 @@ pub fn linear_ticks(min: f64, max: f64, target: usize) -> ((f64, f64), Vec<f64>)
     let lo0 = min.min(0.0);
     // All zero (or one value): a unit span, so the axis still has ticks.
     let max = if max > lo0 { max } else { lo0 + 1.0 };
-    let step = nice_step(max - lo0, target);
+    let step = nice(max - lo0, target);
     let lo = (lo0 / step).floor() * step;
     let mut hi = (max / step - 1e-9).ceil() * step;
     if hi <= lo {
@@ -637,7 +685,11 @@ impl Chart {
                     hi = hi.max(r);
                 }
                 let target = ((y_bot - y_top) / 40.0).clamp(2.0, 8.0) as usize;
-                let ((d0, mut d1), mut ticks) = linear_ticks(lo, hi, target);
+                let ((d0, mut d1), mut ticks) = if self.unit == Unit::Millis {
+                    linear_ticks_by(lo, hi, target, nice_millis_step)
+                } else {
+                    linear_ticks(lo, hi, target)
+                };
                 if let Some(cap) = self.y_cap {
                     if d1 > cap && hi <= cap {
                         d1 = cap;
@@ -889,6 +941,24 @@ mod tests {
         assert!((s.map(100.0).unwrap() - 100.0).abs() < 1e-9);
         assert_eq!(s.map(0.0), None);
         assert_eq!(s.map(-3.0), None);
+    }
+
+    #[test]
+    fn time_axes_step_in_seconds_minutes_and_hours() {
+        let min = 60_000.0;
+        // 208 minutes over 5 ticks: hourly, not every 41.7 minutes.
+        assert_eq!(nice_millis_step(208.0 * min, 5), 60.0 * min);
+        assert_eq!(nice_millis_step(50.0 * min, 5), 10.0 * min);
+        assert_eq!(nice_millis_step(40_000.0, 4), 10_000.0);
+        assert_eq!(
+            nice_millis_step(3.0 * 24.0 * 60.0 * min, 2),
+            2.0 * 24.0 * 60.0 * min
+        );
+        // Below a second the decimal steps stay.
+        assert_eq!(nice_millis_step(900.0, 4), nice_step(900.0, 4));
+        let ((_, hi), ticks) = linear_ticks_by(0.0, 178.0 * min, 5, nice_millis_step);
+        assert_eq!(hi, 180.0 * min);
+        assert_eq!(ticks.len(), 4);
     }
 
     #[test]
