@@ -76,11 +76,12 @@ fn a_bad_scale_is_rejected_by_the_parser() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown fix"));
 }
 
-#[test]
-fn simulate_writes_every_output_and_report_rerenders() {
-    let dir = temp_dir("ok");
-    let file = dir.join("small.toml");
-    std::fs::write(&file, SMALL).unwrap();
+/// Runs `simulate` on `scenario` written to a fresh directory; returns the
+/// output directory and the terminal table, failing on a non-zero exit.
+fn simulate(name: &str, scenario: &str) -> (PathBuf, String) {
+    let dir = temp_dir(name);
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, scenario).unwrap();
     let out_dir = dir.join("out");
     let out = stormbreak()
         .arg("simulate")
@@ -95,7 +96,12 @@ fn simulate_writes_every_output_and_report_rerenders() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let table = String::from_utf8_lossy(&out.stdout);
+    (out_dir, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn simulate_writes_every_output_and_report_rerenders() {
+    let (out_dir, table) = simulate("ok", SMALL);
     assert!(
         table.contains("route") && table.lines().any(|l| l.starts_with("r ")),
         "{table}"
@@ -130,25 +136,8 @@ fn simulate_writes_every_output_and_report_rerenders() {
 #[test]
 fn a_job_queue_shows_its_longest_wait() {
     // One worker, 2 ms jobs at 1 000/s: the queue grows for the whole run.
-    let dir = temp_dir("jobs");
-    let file = dir.join("jobs.toml");
     let text = SMALL.replace(r#"timeout = "1s""#, "timeout = \"1s\"\nworkers = 1");
-    std::fs::write(&file, text.replace("500/s", "1000/s")).unwrap();
-    let out_dir = dir.join("out");
-    let out = stormbreak()
-        .arg("simulate")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out_dir)
-        .arg("--quiet")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8_lossy(&out.stdout);
+    let (out_dir, table) = simulate("jobs", &text.replace("500/s", "1000/s"));
     assert!(
         table.lines().next().unwrap().ends_with("job wait"),
         "{table}"
