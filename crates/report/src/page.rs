@@ -539,59 +539,79 @@ fn route_names(runs: &[Run]) -> Vec<String> {
     })
 }
 
+/// A figure of one line per entity (route or component) and run, coloured
+/// by the entity's place in `order`, with the entity legend: what most
+/// figures on the page are.
+struct EntityFigure<'a> {
+    id: String,
+    title: String,
+    caption: &'a str,
+    /// The chart's own label (its accessible name).
+    label: String,
+    size: Size,
+    kind: ScaleKind,
+    unit: Unit,
+    names: &'a [String],
+    order: &'a [String],
+}
+
+impl EntityFigure<'_> {
+    fn build(
+        self,
+        runs: &[Run],
+        frame: &Frame,
+        values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
+    ) -> Figure {
+        let mut chart = frame.chart(self.size, self.kind, self.unit, &self.label);
+        chart.lines = entity_lines(runs, self.names, self.order, values, self.unit);
+        Figure {
+            id: self.id,
+            title: self.title,
+            caption: self.caption.to_owned(),
+            chart,
+            legend: entity_legend(self.names, self.order),
+        }
+    }
+}
+
 fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = route_names(runs);
-    let mut chart = frame.chart(
-        Size::Wide,
-        ScaleKind::Linear,
-        Unit::Fraction,
-        "Error rate per route",
-    );
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &names,
-        |run, name| {
-            let r = run.rec.route(name)?;
-            Some(run.series(route_len(r), |i| error_rate(r, i)))
-        },
-        Unit::Fraction,
-    );
-    Figure {
+    EntityFigure {
         id: "fig-errors".into(),
         title: "Error rate per route".into(),
-        caption: "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding.".into(),
-        chart,
-        legend: entity_legend(&names, &names),
+        caption: "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding.",
+        label: "Error rate per route".into(),
+        size: Size::Wide,
+        kind: ScaleKind::Linear,
+        unit: Unit::Fraction,
+        names: &names,
+        order: &names,
     }
+    .build(runs, frame, |run, name| {
+        let r = run.rec.route(name)?;
+        Some(run.series(route_len(r), |i| error_rate(r, i)))
+    })
 }
 
 fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = route_names(runs);
-    let mut chart = frame.chart(
-        Size::Wide,
-        ScaleKind::Linear,
-        Unit::Factor,
-        "Amplification per route",
-    );
-    chart.reference = Some(1.0);
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &names,
-        |run, name| {
-            let r = run.rec.route(name)?;
-            Some(run.series(route_len(r), |i| amplification(r, i)))
-        },
-        Unit::Factor,
-    );
-    Figure {
+    let mut figure = EntityFigure {
         id: "fig-amplification".into(),
         title: "Amplification per route".into(),
-        caption: "All attempts over first attempts in each interval: 1× means no retries; the dotted line marks 1×.".into(),
-        chart,
-        legend: entity_legend(&names, &names),
+        caption: "All attempts over first attempts in each interval: 1× means no retries; the dotted line marks 1×.",
+        label: "Amplification per route".into(),
+        size: Size::Wide,
+        kind: ScaleKind::Linear,
+        unit: Unit::Factor,
+        names: &names,
+        order: &names,
     }
+    .build(runs, frame, |run, name| {
+        let r = run.rec.route(name)?;
+        Some(run.series(route_len(r), |i| amplification(r, i)))
+    });
+    figure.chart.reference = Some(1.0);
+    figure
 }
 
 fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
@@ -663,30 +683,21 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
 
 fn latency_figure(runs: &[Run], frame: &Frame, q: usize, label: &str) -> Figure {
     let names = route_names(runs);
-    let mut chart = frame.chart(
-        Size::Half,
-        ScaleKind::Log,
-        Unit::Millis,
-        &format!("Latency {label} per route"),
-    );
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &names,
-        |run, name| {
-            let r = run.rec.route(name)?;
-            Some(run.series(route_len(r), |i| latency(r, i, q)))
-        },
-        Unit::Millis,
-    );
-    Figure {
+    EntityFigure {
         id: format!("fig-latency-{label}"),
         title: format!("Latency {label}"),
-        caption: "Successful attempts only, log scale; gaps are intervals without a success."
-            .into(),
-        chart,
-        legend: entity_legend(&names, &names),
+        caption: "Successful attempts only, log scale; gaps are intervals without a success.",
+        label: format!("Latency {label} per route"),
+        size: Size::Half,
+        kind: ScaleKind::Log,
+        unit: Unit::Millis,
+        names: &names,
+        order: &names,
     }
+    .build(runs, frame, |run, name| {
+        let r = run.rec.route(name)?;
+        Some(run.series(route_len(r), |i| latency(r, i, q)))
+    })
 }
 
 /// Routes whose clients queue jobs (`workers`): how long the oldest job
@@ -699,29 +710,21 @@ fn job_wait_figure(runs: &[Run], frame: &Frame) -> Figure {
             .map(|r| r.name.as_str())
             .collect()
     });
-    let mut chart = frame.chart(
-        Size::Wide,
-        ScaleKind::Linear,
-        Unit::Millis,
-        "Longest job wait per route",
-    );
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &names,
-        |run, name| {
-            let r = run.rec.route(name).filter(|r| !r.job_wait_s.is_empty())?;
-            Some(run.series(r.job_wait_s.len(), |i| r.job_wait_s[i] * 1000.0))
-        },
-        Unit::Millis,
-    );
-    Figure {
+    EntityFigure {
         id: "fig-job-wait".into(),
         title: "Longest job wait".into(),
-        caption: "The oldest job still waiting for a worker, or the longest wait of a job dispatched, per interval: a backlog delays jobs without failing them.".into(),
-        chart,
-        legend: entity_legend(&names, &names),
+        caption: "The oldest job still waiting for a worker, or the longest wait of a job dispatched, per interval: a backlog delays jobs without failing them.",
+        label: "Longest job wait per route".into(),
+        size: Size::Wide,
+        kind: ScaleKind::Linear,
+        unit: Unit::Millis,
+        names: &names,
+        order: &names,
     }
+    .build(runs, frame, |run, name| {
+        let r = run.rec.route(name).filter(|r| !r.job_wait_s.is_empty())?;
+        Some(run.series(r.job_wait_s.len(), |i| r.job_wait_s[i] * 1000.0))
+    })
 }
 
 fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
@@ -799,30 +802,22 @@ fn service_names(runs: &[Run]) -> Vec<String> {
 
 fn utilisation_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = service_names(runs);
-    let mut chart = frame.chart(
-        Size::Wide,
-        ScaleKind::Linear,
-        Unit::Fraction,
-        "App utilisation per service",
-    );
     let order = component_order(runs);
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &order,
-        |run, name| {
-            let c = run.rec.component(name)?;
-            Some(run.series(c.app_utilisation.len(), |i| at_f(&c.app_utilisation, i)))
-        },
-        Unit::Fraction,
-    );
-    Figure {
+    EntityFigure {
         id: "fig-utilisation".into(),
         title: "App utilisation".into(),
-        caption: "Busy workers over workers of the app containers, averaged over each interval: what a CPU-based autoscaler sees.".into(),
-        chart,
-        legend: entity_legend(&names, &order),
+        caption: "Busy workers over workers of the app containers, averaged over each interval: what a CPU-based autoscaler sees.",
+        label: "App utilisation per service".into(),
+        size: Size::Wide,
+        kind: ScaleKind::Linear,
+        unit: Unit::Fraction,
+        names: &names,
+        order: &order,
     }
+    .build(runs, frame, |run, name| {
+        let c = run.rec.component(name)?;
+        Some(run.series(c.app_utilisation.len(), |i| at_f(&c.app_utilisation, i)))
+    })
 }
 
 fn replicas_figure(runs: &[Run], frame: &Frame) -> Figure {
@@ -845,25 +840,22 @@ fn replicas_figure(runs: &[Run], frame: &Frame) -> Figure {
     } else {
         "Ready pods of services and running nodes of load balancers, for those whose count changed (autoscaled services, paused nodes)."
     };
-    let mut chart = frame.chart(Size::Wide, ScaleKind::Linear, Unit::Count, "Replicas");
     let order = component_order(runs);
-    chart.lines = entity_lines(
-        runs,
-        &names,
-        &order,
-        |run, name| {
-            let c = run.rec.component(name)?;
-            Some(run.series(c.replicas.len(), |i| at_f(&c.replicas, i)))
-        },
-        Unit::Count,
-    );
-    Figure {
+    EntityFigure {
         id: "fig-replicas".into(),
         title: "Replicas".into(),
-        caption: caption.into(),
-        chart,
-        legend: entity_legend(&names, &order),
+        caption,
+        label: "Replicas".into(),
+        size: Size::Wide,
+        kind: ScaleKind::Linear,
+        unit: Unit::Count,
+        names: &names,
+        order: &order,
     }
+    .build(runs, frame, |run, name| {
+        let c = run.rec.component(name)?;
+        Some(run.series(c.replicas.len(), |i| at_f(&c.replicas, i)))
+    })
 }
 
 // ---- tables ---------------------------------------------------------------
