@@ -371,6 +371,22 @@ impl Failover {
         }
     }
 
+    /// When the applied spill fraction next changes on its own: the instant
+    /// the last observation turns stale (the fraction then drops to 0), or
+    /// `None` if nothing is spilled or staleness is disabled. Between
+    /// observations nothing else changes.
+    ///
+    /// ```
+    /// use stormbreak_policy::failover::{Failover, FailoverConfig};
+    /// let f = Failover::new(&FailoverConfig::default()).unwrap();
+    /// assert_eq!(f.poll_timeout(), None); // nothing observed, nothing spilled
+    /// ```
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        (self.smoothed.is_some() && self.fraction > 0.0 && self.config.stale_after > 0)
+            .then(|| self.last_observed.saturating_add(self.config.stale_after))
+    }
+
     /// Whether the last observation is too old to spill on.
     pub fn is_stale(&self, now: Nanos) -> bool {
         match self.smoothed {

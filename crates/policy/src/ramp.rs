@@ -343,6 +343,43 @@ impl Ramp {
         self.guard.error_rate(now)
     }
 
+    /// The earliest instant at which [`advance`](Self::advance) could change
+    /// this ramp without new outcomes, or `None` if it cannot (idle, or
+    /// complete with a clear guard): the next step when its hold ends, the
+    /// next slide of the guard's window while it holds outcomes (a breach
+    /// can begin or clear as old slices leave), and a step back when a
+    /// breach has lasted `step_back_after`. A driver that calls `advance`
+    /// at this instant sees every change on time, whatever else wakes it.
+    ///
+    /// ```
+    /// use stormbreak_policy::ramp::{Ramp, RampConfig};
+    /// use stormbreak_policy::time::MINUTE;
+    /// let mut ramp = Ramp::new(&RampConfig::default()).unwrap();
+    /// assert_eq!(ramp.poll_timeout(), None); // idle
+    /// ramp.start(0);
+    /// assert_eq!(ramp.poll_timeout(), Some(5 * MINUTE)); // the first hold ends
+    /// ```
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if !self.started {
+            return None;
+        }
+        let mut next: Option<Nanos> = None;
+        let mut earliest = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
+        if self.breach_since.is_none() && self.step + 1 < self.steps.len() {
+            earliest(self.hold_since.saturating_add(self.hold));
+        }
+        if let Some(since) = self.breach_since {
+            if self.step_back_after > 0 && self.step > 0 {
+                earliest(since.saturating_add(self.step_back_after));
+            }
+        }
+        if let Some(slide) = self.guard.next_slide(self.last_now) {
+            earliest(slide);
+        }
+        next
+    }
+
     /// Phase as of the last call.
     pub fn phase(&self) -> RampPhase {
         if !self.started {
@@ -368,9 +405,20 @@ impl Ramp {
     }
 }
 
+/// Admits one request with probability `fraction`.
+///
 /// `fraction` ≥ 1 and ≤ 0 are decided without a draw, so a finished ramp costs
-/// no randomness and a sim's RNG stream is not perturbed by it.
-fn admit_with<R: Rng + ?Sized>(fraction: f64, rng: &mut R) -> bool {
+/// no randomness and a sim's RNG stream is not perturbed by it. Any gate that
+/// admits a share (a ramp step, an operator's manual admission gate) calls
+/// this one function.
+///
+/// ```
+/// use stormbreak_policy::ramp::admit_with;
+/// let mut rng = rand_pcg::Pcg64Mcg::new(1);
+/// assert!(admit_with(1.0, &mut rng));
+/// assert!(!admit_with(0.0, &mut rng));
+/// ```
+pub fn admit_with<R: Rng + ?Sized>(fraction: f64, rng: &mut R) -> bool {
     if fraction >= 1.0 {
         true
     } else if fraction <= 0.0 {

@@ -37,7 +37,6 @@
 
 pub mod dist;
 pub mod engine;
-pub mod glue;
 pub mod output;
 pub mod queue;
 pub mod record;

@@ -17,8 +17,8 @@ use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
 use stormbreak_policy::time::{MINUTE, SECOND};
 use toml::Spanned;
 
-use crate::glue::BudgetSpec;
 use crate::record::Recording;
+use crate::scenario::BudgetSpec;
 use crate::scenario::{FailoverSpec, ScaleMetric, Scenario, ScenarioError};
 
 /// The incident scenario, as shipped.
@@ -207,6 +207,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                             primary,
                             secondary,
                             policy: FailoverConfig::default(),
+                            period: crate::scenario::DEFAULT_FAILOVER_PERIOD,
                         });
                     }
                 }

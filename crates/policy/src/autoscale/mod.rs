@@ -214,6 +214,15 @@ impl Hpa {
         self.next_sync.unwrap_or(0)
     }
 
+    /// When the next sync is due, once the first sync has set the cadence
+    /// (`None` before it: the driver chooses the first sync). On the model
+    /// of quinn-proto's `poll_timeout`: a driver sleeps until this instant
+    /// and then calls [`sync`](Self::sync) (or [`poll`](Self::poll)).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.next_sync
+    }
+
     /// Syncs if one is due at `now`, else `None`.
     pub fn poll<V: MetricsView + ?Sized>(&mut self, now: Nanos, view: &V) -> Option<ScaleDecision> {
         (now >= self.next_sync()).then(|| self.sync(now, view))

@@ -116,6 +116,19 @@ impl ErrorGuard {
         (total >= self.min_requests && total > 0).then(|| errors as f64 / total as f64)
     }
 
+    /// When the window next slides past a slice that holds outcomes (the
+    /// rate can change then without a new outcome), if any does.
+    pub(crate) fn next_slide(&self, now: Nanos) -> Option<Nanos> {
+        let current = now / self.width;
+        let n = self.buckets.len() as u64;
+        self.buckets
+            .iter()
+            .filter(|b| b.slot != u64::MAX && b.slot <= current && b.slot + n > current)
+            .filter(|b| b.ok + b.errors > 0)
+            .map(|b| (b.slot + n).saturating_mul(self.width))
+            .min()
+    }
+
     pub(crate) fn breached(&self, now: Nanos) -> bool {
         self.error_rate(now).is_some_and(|r| r > self.threshold)
     }

@@ -146,11 +146,19 @@ impl StagedRestore {
         self.advance(now);
     }
 
-    /// Starts every site whose predecessor has reached the trigger step by `now`.
+    /// Brings every started site up to `now`, and starts every site whose
+    /// predecessor has reached the trigger step by then.
     pub fn advance(&mut self, now: Nanos) {
-        while self.frontier + 1 < self.sites.len() {
+        for site in &mut self.sites[..self.frontier] {
+            site.advance(now);
+        }
+        loop {
+            let last = self.frontier + 1 == self.sites.len();
             let current = &mut self.sites[self.frontier];
             current.advance(now);
+            if last {
+                break;
+            }
             match current.entered_step_at(self.trigger_step) {
                 Some(at) => {
                     self.frontier += 1;
@@ -159,6 +167,27 @@ impl StagedRestore {
                 None => break,
             }
         }
+    }
+
+    /// The earliest instant at which [`advance`](Self::advance) could change
+    /// the restore without new outcomes (the soonest of the started sites'
+    /// [`Ramp::poll_timeout`]), or `None` when nothing will change on its own.
+    ///
+    /// ```
+    /// use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
+    /// use stormbreak_policy::time::MINUTE;
+    /// let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
+    /// assert_eq!(restore.poll_timeout(), None);
+    /// restore.start(0);
+    /// assert_eq!(restore.poll_timeout(), Some(5 * MINUTE));
+    /// ```
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.sites
+            .iter()
+            .take(self.frontier + 1)
+            .filter_map(Ramp::poll_timeout)
+            .min()
     }
 
     /// One site's ramp, for metrics.

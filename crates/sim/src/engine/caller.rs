@@ -1,61 +1,17 @@
-//! Where the simulator meets `stormbreak-policy`: retry decisions, retry
-//! budgets and the HPA are the policy crate's own state machines, fed
-//! virtual time and a per-entity RNG. Nothing here decides anything itself;
-//! it translates simulator facts (a [`Cause`], pod gauges) into the policy
-//! crate's inputs.
+//! A caller's retries: the policy crate's retry state machine and retry
+//! budget, fed virtual time and a per-entity RNG. Nothing here decides
+//! anything itself; it translates a simulated [`Cause`] into the policy
+//! crate's [`AttemptOutcome`].
 
 use rand::Rng;
-use serde::Deserialize;
 use stormbreak_policy::Nanos;
-use stormbreak_policy::autoscale::{
-    ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
-    ResourceName,
-};
-use stormbreak_policy::budget::{
-    AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig, RatioBudget,
-    RatioBudgetConfig, RetryBudget, Unlimited,
-};
+use stormbreak_policy::budget::{AwsRetryQuota, GrpcThrottle, RatioBudget, RetryBudget, Unlimited};
 use stormbreak_policy::retry::{
     AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
 
 use crate::record::Cause;
-use crate::scenario::{AutoscalerSpec, ScaleMetric};
-
-/// A scenario's `retry = { … }` table: the policy crate's [`RetryConfig`]
-/// as written (see `docs/scenarios.md` and the `retry` module docs).
-pub type RetrySpec = RetryConfig;
-
-/// A scenario's `budget = { kind = …, … }` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum BudgetSpec {
-    /// Finagle/Linkerd ratio budget.
-    Ratio(RatioBudgetConfig),
-    /// gRPC retry throttling (gRFC A6).
-    Grpc(GrpcThrottleConfig),
-    /// AWS SDK standard retry quota.
-    Aws(AwsRetryQuotaConfig),
-}
-
-impl BudgetSpec {
-    /// What is wrong with the parameters, if anything.
-    pub fn check(&self) -> Result<(), String> {
-        match self {
-            BudgetSpec::Ratio(c) => c.validate(),
-            BudgetSpec::Grpc(c) => c.validate(),
-            BudgetSpec::Aws(c) => c.validate(),
-        }
-        .map_err(|e| e.to_string())
-    }
-}
-
-/// Checks a retry table the way the policy crate will build it.
-pub fn check_retry(spec: &RetrySpec) -> Result<(), String> {
-    RetryPolicy::new(spec)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
+use crate::scenario::{BudgetSpec, RetrySpec};
 
 #[derive(Debug)]
 enum AnyBudget {
@@ -199,92 +155,5 @@ impl Caller {
             RetryDecision::RetryAt(t) => Next::RetryAt(t.max(now)),
             RetryDecision::GiveUp(_) | RetryDecision::Success => Next::GiveUp,
         }
-    }
-}
-
-/// What the simulator measured on one pod since the last sync.
-#[derive(Debug, Clone, Copy)]
-pub struct PodSample {
-    /// Ready to serve.
-    pub ready: bool,
-    /// Time-averaged busy workers / workers.
-    pub app_utilisation: f64,
-    /// Time-averaged sidecar in-flight / sidecar limit.
-    pub sidecar_saturation: f64,
-}
-
-/// A service's HPA: the policy crate's [`Hpa`] fed from simulated pods.
-///
-/// Containers: `app` (CPU request = its worker count, usage = busy workers)
-/// and `sidecar` (see [`SIDECAR_CPU_SHARE`]).
-#[derive(Debug)]
-pub struct Autoscaler {
-    hpa: Hpa,
-    table: PodTable,
-    period: Nanos,
-}
-
-/// Assumption: a sidecar's CPU request is this share of the app's, and its
-/// usage is proportional to its in-flight share of that. It only matters
-/// for the pod-level `Resource` metric, where the app dominates the sum.
-pub const SIDECAR_CPU_SHARE: f64 = 0.1;
-
-impl Autoscaler {
-    /// Builds the HPA for a validated spec.
-    pub fn new(spec: &AutoscalerSpec) -> Self {
-        let pct = (spec.target * 100.0).round() as u32;
-        let metric = match spec.metric {
-            ScaleMetric::AppCpu => MetricSpec::ContainerResource {
-                name: ResourceName::Cpu,
-                container: "app".into(),
-                target: MetricTarget::Utilization {
-                    average_utilization: pct,
-                },
-            },
-            ScaleMetric::PodCpu => MetricSpec::cpu_utilization(pct),
-            ScaleMetric::SidecarSaturation => MetricSpec::Pods {
-                metric: "sidecar_saturation".into(),
-                target: MetricTarget::AverageValue {
-                    average_value: spec.target,
-                },
-            },
-        };
-        let config = HpaConfig {
-            min_replicas: spec.min,
-            max_replicas: spec.max,
-            metrics: vec![metric],
-            pod_containers: vec!["app".into(), "sidecar".into()],
-            ..HpaConfig::default()
-        };
-        let period = config.sync_period;
-        Autoscaler {
-            hpa: Hpa::new(config).expect("validated autoscaler"),
-            table: PodTable::with_capacity(spec.max as usize * 2 + 8, 2, 1),
-            period,
-        }
-    }
-
-    /// The HPA sync period.
-    pub fn period(&self) -> Nanos {
-        self.period
-    }
-
-    /// One HPA sync: returns the desired replica count.
-    pub fn sync(&mut self, now: Nanos, current: u32, pods: impl Iterator<Item = PodSample>) -> u32 {
-        self.table.clear(current);
-        for p in pods {
-            let status = if p.ready {
-                PodStatus::ready(0, now)
-            } else {
-                PodStatus::ready(0, now).deleting()
-            };
-            let app = ContainerSample::cpu(p.app_utilisation, 1.0);
-            let sidecar =
-                ContainerSample::cpu(p.sidecar_saturation * SIDECAR_CPU_SHARE, SIDECAR_CPU_SHARE);
-            let i = self.table.push_pod(status, &[app, sidecar]);
-            self.table
-                .set_pod_metric(i, MetricId(0), p.sidecar_saturation);
-        }
-        self.hpa.sync(now, &self.table).desired
     }
 }

@@ -16,7 +16,9 @@ use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
 use crate::dist::ServiceTimeSpec;
-use crate::glue::{BudgetSpec, RetrySpec};
+
+mod specs;
+pub use specs::{BudgetSpec, RetrySpec, check_retry};
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
 
@@ -184,6 +186,14 @@ pub struct AutoscalerSpec {
     /// Time from the scale decision until a new pod is ready.
     #[serde(with = "units::duration")]
     pub pod_start: Nanos,
+    /// How often the HPA syncs (`--horizontal-pod-autoscaler-sync-period`,
+    /// default 15 s as in Kubernetes), independent of the recording interval.
+    #[serde(with = "units::duration", default = "default_hpa_sync")]
+    pub sync_period: Nanos,
+}
+
+fn default_hpa_sync() -> Nanos {
+    15 * stormbreak_policy::time::SECOND
 }
 
 /// The metric an autoscaler watches.
@@ -200,7 +210,7 @@ pub enum ScaleMetric {
 
 /// A `[[failover]]`: LB capacity monitoring that spills client populations
 /// to their `failover_route` with `stormbreak_policy::failover::Failover`,
-/// re-planned every recording interval.
+/// re-planned every `period` (its own clock, not the recording interval).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FailoverSpec {
@@ -213,6 +223,17 @@ pub struct FailoverSpec {
     /// Spill law, smoothing and hysteresis.
     #[serde(default)]
     pub policy: FailoverConfig,
+    /// How often the controller measures the two pools and re-plans
+    /// (default 10 s).
+    #[serde(with = "units::duration", default = "default_failover_period")]
+    pub period: Nanos,
+}
+
+/// How often a `[[failover]]` re-plans when its `period` is not given.
+pub const DEFAULT_FAILOVER_PERIOD: Nanos = 10 * stormbreak_policy::time::SECOND;
+
+fn default_failover_period() -> Nanos {
+    DEFAULT_FAILOVER_PERIOD
 }
 
 /// A `[[route]]`: the components an attempt traverses, in order.
@@ -547,6 +568,21 @@ impl Scenario {
                 ))
             })?;
         }
+        let counts = [
+            (
+                "components",
+                self.lbs.len() + self.gateways.len() + self.services.len(),
+            ),
+            ("routes", self.routes.len()),
+            ("clients", self.clients.len()),
+            ("failovers", self.failovers.len()),
+            ("actions", self.actions.len()),
+        ];
+        for (what, n) in counts {
+            if n > MAX_ENTITIES {
+                return Err(ck.whole(format!("at most {MAX_ENTITIES} {what}, got {n}")));
+            }
+        }
         // Unique component names across kinds.
         let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
         let names = self
@@ -613,6 +649,9 @@ impl Scenario {
                             s.replicas, a.min, a.max
                         )));
                     }
+                    if a.sync_period == 0 {
+                        return Err(err("autoscaler.sync_period must be > 0".into()));
+                    }
                     if a.metric == ScaleMetric::SidecarSaturation && s.sidecar.is_none() {
                         return Err(err(
                             "autoscaler.metric sidecar_saturation needs a [service.sidecar]".into(),
@@ -633,6 +672,12 @@ impl Scenario {
             }
             if r.path.is_empty() {
                 return Err(ck.at(r.name.span(), "route path must name at least one component"));
+            }
+            if r.path.len() > MAX_HOPS {
+                return Err(ck.at(
+                    r.name.span(),
+                    format!("route path has {} hops; at most {MAX_HOPS}", r.path.len()),
+                ));
             }
             for (i, hop) in r.path.iter().enumerate() {
                 let last = i + 1 == r.path.len();
@@ -674,7 +719,7 @@ impl Scenario {
             if g.timeout == 0 {
                 return Err(ck.at(g.name.span(), "gateway timeout must be > 0"));
             }
-            check_retry(ck, &g.name, g.retry.as_ref(), g.budget.as_ref())?;
+            check_caller(ck, &g.name, g.retry.as_ref(), g.budget.as_ref())?;
         }
         for c in &self.clients {
             if let Some(f) = &c.failover_route {
@@ -739,13 +784,24 @@ impl Scenario {
                     "workers (a job queue) cannot be combined with fanout",
                 ));
             }
-            check_retry(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
+            check_caller(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
         }
+        self.check_failovers(ck, &comps)?;
+        self.check_dependency_cycles(ck, &comps)?;
         let sites: Vec<&str> = self
             .clients
             .iter()
             .filter_map(|c| c.site.as_deref())
             .collect();
+        let mut distinct_sites = sites.clone();
+        distinct_sites.sort_unstable();
+        distinct_sites.dedup();
+        if distinct_sites.len() > MAX_SITES {
+            return Err(ck.whole(format!(
+                "at most {MAX_SITES} distinct client sites, got {}",
+                distinct_sites.len()
+            )));
+        }
         for spanned in &self.actions {
             let a = spanned.get_ref();
             let here = |msg: String| ck.at(spanned.span(), format!("action: {msg}"));
@@ -796,7 +852,7 @@ impl Scenario {
                         )));
                     }
                     if let Some(r) = retry {
-                        crate::glue::check_retry(r).map_err(|e| here(format!("set_retry: {e}")))?;
+                        check_retry(r).map_err(|e| here(format!("set_retry: {e}")))?;
                     }
                 }
                 ActionKind::Shed {
@@ -897,14 +953,174 @@ impl Scenario {
     }
 }
 
-fn check_retry(
+/// Most distinct client `site` labels in one scenario.
+pub const MAX_SITES: usize = 255;
+/// Most hops on one route.
+pub const MAX_HOPS: usize = 64;
+/// Most components, routes, client populations or actions of one kind.
+pub const MAX_ENTITIES: usize = 10_000;
+
+impl Scenario {
+    fn check_failovers(
+        &self,
+        ck: &Checker,
+        comps: &HashMap<&str, ComponentRef>,
+    ) -> Result<(), ScenarioError> {
+        let lbs = || sorted_names(self.lbs.iter().map(|l| l.name.get_ref().as_str()));
+        for f in &self.failovers {
+            let lb = |n: &Spanned<String>, role: &str| match comps.get(n.get_ref().as_str()) {
+                Some(ComponentRef::Lb(i)) => Ok(*i),
+                Some(_) => Err(ck.at(
+                    n.span(),
+                    format!(
+                        "failover {role}: {:?} is not an lb; expected one of {}",
+                        n.get_ref(),
+                        lbs()
+                    ),
+                )),
+                None => Err(ck.at(
+                    n.span(),
+                    format!(
+                        "failover {role}: unknown lb {:?}; expected one of {}",
+                        n.get_ref(),
+                        lbs()
+                    ),
+                )),
+            };
+            let p = lb(&f.primary, "primary")?;
+            let s = lb(&f.secondary, "secondary")?;
+            if p == s {
+                return Err(ck.at(
+                    f.secondary.span(),
+                    "failover: primary and secondary must be different lbs",
+                ));
+            }
+            if f.clients.is_empty() {
+                return Err(ck.at(
+                    f.primary.span(),
+                    "failover: clients must name at least one client population",
+                ));
+            }
+            for c in &f.clients {
+                match self
+                    .clients
+                    .iter()
+                    .find(|x| x.name.get_ref() == c.get_ref())
+                {
+                    None => {
+                        return Err(ck.at(
+                            c.span(),
+                            format!(
+                                "failover: unknown client {:?}; expected one of {}",
+                                c.get_ref(),
+                                sorted_names(
+                                    self.clients.iter().map(|x| x.name.get_ref().as_str())
+                                )
+                            ),
+                        ));
+                    }
+                    Some(x) if x.failover_route.is_none() => {
+                        return Err(ck.at(
+                            c.span(),
+                            format!("failover: client {:?} has no failover_route", c.get_ref()),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+            f.policy
+                .validate()
+                .map_err(|e| ck.at(f.primary.span(), format!("failover policy: {e}")))?;
+            if f.period == 0 {
+                return Err(ck.at(f.primary.span(), "failover: period must be > 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A gateway calls its dependency route before forwarding; if that route
+    /// passes through the gateway again (directly or through other
+    /// gateways' dependencies), one request would spawn calls without end.
+    fn check_dependency_cycles(
+        &self,
+        ck: &Checker,
+        comps: &HashMap<&str, ComponentRef>,
+    ) -> Result<(), ScenarioError> {
+        // Edges: gateway → every gateway on its dependency route, and every
+        // gateway reachable from those by their own dependencies.
+        let gateways_on = |route: usize| -> Vec<usize> {
+            self.routes[route]
+                .path
+                .iter()
+                .filter_map(|h| match comps.get(h.get_ref().as_str()) {
+                    Some(ComponentRef::Gateway(g)) => Some(*g),
+                    _ => None,
+                })
+                .collect()
+        };
+        let edges: Vec<Vec<usize>> = self
+            .gateways
+            .iter()
+            .map(|g| {
+                g.dependency
+                    .as_ref()
+                    .and_then(|d| self.route_index(d.get_ref()))
+                    .map_or_else(Vec::new, gateways_on)
+            })
+            .collect();
+        // Iterative DFS with colours: 0 new, 1 on the stack, 2 done.
+        let mut colour = vec![0u8; self.gateways.len()];
+        for start in 0..self.gateways.len() {
+            if colour[start] != 0 {
+                continue;
+            }
+            let mut stack = vec![(start, 0usize)];
+            colour[start] = 1;
+            while let Some(&mut (g, ref mut next)) = stack.last_mut() {
+                if let Some(&h) = edges[g].get(*next) {
+                    *next += 1;
+                    match colour[h] {
+                        0 => {
+                            colour[h] = 1;
+                            stack.push((h, 0));
+                        }
+                        1 => {
+                            let mut cycle: Vec<&str> = stack
+                                .iter()
+                                .skip_while(|(x, _)| *x != h)
+                                .map(|(x, _)| self.gateways[*x].name.get_ref().as_str())
+                                .collect();
+                            cycle.push(self.gateways[h].name.get_ref());
+                            let dep = self.gateways[g].dependency.as_ref().expect("has an edge");
+                            return Err(ck.at(
+                                dep.span(),
+                                format!(
+                                    "dependency cycle: {} (a gateway's dependency route \
+                                     must not lead back to it)",
+                                    cycle.join(" → ")
+                                ),
+                            ));
+                        }
+                        _ => {}
+                    }
+                } else {
+                    colour[g] = 2;
+                    stack.pop();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_caller(
     ck: &Checker,
     owner: &Spanned<String>,
     retry: Option<&RetrySpec>,
     budget: Option<&BudgetSpec>,
 ) -> Result<(), ScenarioError> {
     if let Some(r) = retry {
-        crate::glue::check_retry(r)
+        check_retry(r)
             .map_err(|e| ck.at(owner.span(), format!("{:?}: retry: {e}", owner.get_ref())))?;
     }
     if let Some(b) = budget {

@@ -1,0 +1,276 @@
+//! Attempts: every call between two hops, from creation to its one answer.
+//!
+//! A caller (a client population or a gateway) creates an attempt at a
+//! route's hop `h`; the component there either answers it (a service) or
+//! holds a resource and creates a child at hop `h + 1` (an LB node holds a
+//! flow, a gateway first calls its dependency route). Answers travel back up
+//! the parent chain, releasing what each hop held.
+//!
+//! Invariant (the conservation law, checked by [`Engine::audit`]): every
+//! attempt created is answered to its caller exactly once — by its own
+//! result or by its caller's timeout — or orphaned once when its parent
+//! ends first; it leaves the slab exactly once; and whatever it holds (a
+//! flow, a sidecar slot, a worker, a queue place) is given back when it
+//! leaves.
+
+use stormbreak_policy::Nanos;
+
+use super::Engine;
+use super::caller::CallState;
+use super::ids::{Comp, NodeId, PodKey, RouteId, SiteId};
+use crate::record::Cause;
+use crate::slab::{Key, Slab};
+
+/// Who waits for an attempt's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parent {
+    /// Nobody any more (its caller timed out, or its parent ended first).
+    Detached,
+    /// A logical request of a client population.
+    Client(Key),
+    /// The attempt one hop up.
+    Attempt(Key),
+}
+
+/// Where an attempt is in its component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    New,
+    /// Waiting for a sidecar slot (holds a place in the sidecar queue).
+    SidecarQueued,
+    /// Holds a sidecar slot (if the service has a sidecar) and waits for a worker.
+    AppQueued,
+    /// Holds a sidecar slot (if any) and a worker.
+    InService,
+    /// An LB or gateway waiting for its child at the next hop.
+    Forwarded,
+    /// A gateway waiting for its dependency call.
+    DependencyWait,
+    /// A gateway pausing before it retries the dependency call.
+    DependencyBackoff,
+    /// A gateway pausing before it retries the forwarded call.
+    Backoff,
+}
+
+/// The resource an attempt holds in its component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    Nothing,
+    /// A flow on an LB node, for the child's whole life.
+    Flow(NodeId),
+    /// A place on a pod (which place is told by the phase).
+    Pod(PodKey),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attempt {
+    pub(crate) route: RouteId,
+    pub(crate) hop: u8,
+    pub(crate) phase: Phase,
+    pub(crate) comp: Comp,
+    pub(crate) parent: Parent,
+    pub(crate) started: Nanos,
+    pub(crate) held: Held,
+    pub(crate) child: Option<Key>,
+    /// Gateway-only: retry state of the gateway's call.
+    pub(crate) call: CallState,
+    /// Its caller has stopped waiting (the work may still be done: waste).
+    pub(crate) abandoned: bool,
+    /// Site of the client population behind the attempt (0 when none).
+    pub(crate) site: SiteId,
+}
+
+/// What an attempt produced, as its caller sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Res {
+    /// Answered successfully.
+    Ok,
+    /// Failed; a shed response may advertise `Retry-After`.
+    Err(Cause, Option<Nanos>),
+}
+
+impl Res {
+    pub(crate) fn fail(cause: Cause) -> Res {
+        Res::Err(cause, None)
+    }
+}
+
+/// Work in flight: attempts and logical requests, with the ledger the
+/// conservation law is checked against.
+#[derive(Debug)]
+pub(crate) struct Flight {
+    pub(crate) attempts: Slab<Attempt>,
+    pub(crate) requests: Slab<super::population::Request>,
+    /// Attempts ever created.
+    pub(crate) created: u64,
+    /// Attempts whose caller heard from them or that were orphaned.
+    pub(crate) released: u64,
+    /// Most attempts in flight at once.
+    pub(crate) peak: usize,
+}
+
+impl Flight {
+    pub(crate) fn new() -> Self {
+        Flight {
+            attempts: Slab::new(),
+            requests: Slab::new(),
+            created: 0,
+            released: 0,
+            peak: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, k: Key) -> &Attempt {
+        self.attempts.get(k).expect("a live attempt's key")
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, k: Key) -> &mut Attempt {
+        self.attempts.get_mut(k).expect("a live attempt's key")
+    }
+
+    /// Detaches an attempt whose caller stops waiting without an answer
+    /// (its parent ended first). Returns whether it was attached.
+    pub(crate) fn orphan(&mut self, k: Key) -> bool {
+        match self.attempts.get_mut(k) {
+            Some(a) if a.parent != Parent::Detached => {
+                a.parent = Parent::Detached;
+                a.abandoned = true;
+                self.released += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) fn new_attempt(
+        &mut self,
+        route: RouteId,
+        hop: u8,
+        parent: Parent,
+        site: SiteId,
+    ) -> Key {
+        let comp = self.routes[route.ix()].path[hop as usize];
+        if hop == 0 {
+            self.rec.routes[route.ix()].acc.attempts += 1;
+        }
+        self.flight.created += 1;
+        let k = self.flight.attempts.insert(Attempt {
+            route,
+            hop,
+            phase: Phase::New,
+            comp,
+            parent,
+            started: self.now,
+            held: Held::Nothing,
+            child: None,
+            call: CallState::default(),
+            abandoned: false,
+            site,
+        });
+        self.flight.peak = self.flight.peak.max(self.flight.attempts.len());
+        k
+    }
+
+    /// An attempt arrives at its component.
+    pub(crate) fn enter(&mut self, att: Key) {
+        let a = *self.flight.get(att);
+        let ci = self.series_of(a.comp);
+        self.rec.arrive(ci, self.now);
+        match a.comp {
+            Comp::Lb(l) => self.lb_enter(att, &a, l),
+            Comp::Gateway(g) => self.gateway_enter(att, g),
+            Comp::Service(s) => self.service_admit(att, s),
+        }
+    }
+
+    /// Creates the child attempt at the next hop and sends it, with the
+    /// caller's per-try timeout when it has one.
+    pub(crate) fn forward(&mut self, att: Key, timeout: Option<crate::queue::Lane>) {
+        let a = self.flight.get_mut(att);
+        a.phase = Phase::Forwarded;
+        let (route, hop, site) = (a.route, a.hop + 1, a.site);
+        let child = self.new_attempt(route, hop, Parent::Attempt(att), site);
+        self.flight.get_mut(att).child = Some(child);
+        if let Some(lane) = timeout {
+            self.queue
+                .schedule_in_lane(lane, self.now, super::Ev::Timeout { att: child });
+        }
+        self.enter(child);
+    }
+
+    /// The component refuses the attempt at once.
+    pub(crate) fn reject(&mut self, att: Key, cause: Cause) {
+        let comp = self.flight.get(att).comp;
+        self.rec.reject(self.series_of(comp));
+        self.complete(att, Res::fail(cause));
+    }
+
+    /// The attempt is answered: release what its hop holds, tell the caller.
+    pub(crate) fn complete(&mut self, att: Key, res: Res) {
+        let a = self.flight.attempts.remove(att).expect("a live attempt");
+        let ci = self.series_of(a.comp);
+        self.rec.depart(ci, self.now, self.now - a.started);
+        if let (Comp::Lb(l), Held::Flow(node)) = (a.comp, a.held) {
+            self.lb_release(l, node, &a, res == Res::Ok);
+        }
+        self.deliver(a, res);
+    }
+
+    /// Tells the attempt's caller, if it still waits.
+    pub(crate) fn deliver(&mut self, a: Attempt, res: Res) {
+        if a.parent == Parent::Detached {
+            return;
+        }
+        self.flight.released += 1;
+        if a.hop == 0 {
+            let acc = &mut self.rec.routes[a.route.ix()].acc;
+            match res {
+                Res::Ok => {
+                    acc.successes += 1;
+                    acc.record_latency(self.now - a.started);
+                }
+                Res::Err(c, _) => acc.errors[c as usize] += 1,
+            }
+        }
+        match a.parent {
+            Parent::Detached => {}
+            Parent::Client(req) => self.client_outcome(req, res),
+            Parent::Attempt(p) => self.child_outcome(p, res),
+        }
+    }
+
+    /// A hop's child answered.
+    fn child_outcome(&mut self, p: Key, res: Res) {
+        let pa = self.flight.get_mut(p);
+        pa.child = None;
+        match pa.comp {
+            Comp::Lb(_) => self.complete(p, res),
+            Comp::Gateway(g) => self.gateway_child_outcome(p, g, res),
+            Comp::Service(_) => unreachable!("a service has no child attempts"),
+        }
+    }
+
+    /// A caller's per-try timeout: detach the attempt (it keeps running and
+    /// keeps its resources) and tell the caller it timed out.
+    pub(crate) fn on_timeout(&mut self, att: Key) {
+        let Some(a) = self.flight.attempts.get_mut(att) else {
+            return;
+        };
+        let parent = a.parent;
+        if parent == Parent::Detached {
+            return;
+        }
+        a.parent = Parent::Detached;
+        a.abandoned = true;
+        let snapshot = Attempt { parent, ..*a };
+        if let Parent::Attempt(p) = parent {
+            // The parent no longer waits for this child.
+            self.flight.get_mut(p).child = None;
+        }
+        self.deliver(snapshot, Res::fail(Cause::Timeout));
+    }
+}

@@ -1,0 +1,225 @@
+//! The conservation law, checked: what the model holds must equal what the
+//! attempts in flight say they hold.
+//!
+//! Invariants checked by [`Engine::audit`]:
+//! - every attempt created has left the slab exactly once or is still in it
+//!   (`created = released + attached in flight`, where an attempt is
+//!   released when its caller hears from it or it is orphaned);
+//! - each LB node's `flows` equals the attempts holding a flow on it;
+//! - each pod's `sidecar_queued`, `app_queued`, `busy` and `sidecar_in`
+//!   equal the attempts on it in the matching phases;
+//! - an attempt that waits for a child has that child in flight, attached;
+//! - each population's `busy` equals its logical requests in flight, and
+//!   jobs wait in its backlog only while every worker is busy;
+//! - Little's `L` gauge of every component equals its attempts in flight.
+//!
+//! Debug builds run it at the end of every run; the property test in
+//! `tests/conservation.rs` runs it throughout random runs.
+
+use std::fmt;
+
+use super::Engine;
+use super::attempt::{Held, Parent, Phase};
+use super::ids::Comp;
+
+/// A broken invariant: which one, and the counts that disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditError(pub String);
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AuditError {}
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)*) => {
+        if !$cond {
+            return Err(AuditError(format!($($msg)*)));
+        }
+    };
+}
+
+impl Engine {
+    /// Checks the conservation law now. O(attempts + pods + nodes): for
+    /// tests and debug builds, not for the hot path.
+    pub fn audit(&self) -> Result<(), AuditError> {
+        let flight = &self.flight;
+        let mut attached = 0u64;
+        let mut flows: Vec<Vec<u32>> = self
+            .lbs
+            .pools
+            .iter()
+            .map(|l| vec![0; l.nodes.len()])
+            .collect();
+        // Per service, per pod key (slot index): [sidecar_queued, app_queued, busy, sidecar_in].
+        let mut pods: Vec<Vec<[u32; 4]>> = self
+            .services
+            .iter()
+            .map(|s| vec![[0; 4]; s.pods.capacity()])
+            .collect();
+        let mut present = vec![0u64; self.rec.comps.len()];
+        let mut problem = None;
+        flight.attempts.for_each(|k, a| {
+            if problem.is_some() {
+                return;
+            }
+            present[self.series_of(a.comp).ix()] += 1;
+            if a.parent != Parent::Detached {
+                attached += 1;
+            }
+            if let Parent::Attempt(p) = a.parent {
+                match flight.attempts.get(p) {
+                    Some(pa) if pa.child == Some(k) => {}
+                    _ => {
+                        problem = Some(format!(
+                            "attempt {k:?} is attached to {p:?}, which does not wait for it"
+                        ))
+                    }
+                }
+            }
+            if let Parent::Client(r) = a.parent {
+                if flight.requests.get(r).is_none() {
+                    problem = Some(format!("attempt {k:?} is attached to a finished request"));
+                }
+            }
+            if let Some(c) = a.child {
+                match flight.attempts.get(c) {
+                    Some(ca) if ca.parent == Parent::Attempt(k) => {}
+                    _ => {
+                        problem = Some(format!(
+                            "attempt {k:?} waits for {c:?}, which is not its attached child"
+                        ))
+                    }
+                }
+            }
+            match (a.comp, a.held) {
+                (Comp::Lb(l), Held::Flow(n)) => flows[l.ix()][n.ix()] += 1,
+                (Comp::Service(s), Held::Pod(p)) => {
+                    let svc = &self.services[s.ix()];
+                    if svc.pods.get(p.0).is_none() {
+                        problem = Some(format!("attempt {k:?} is on a pod that has left"));
+                        return;
+                    }
+                    let c = &mut pods[s.ix()][p.0.index as usize];
+                    match a.phase {
+                        Phase::SidecarQueued => c[0] += 1,
+                        Phase::AppQueued => {
+                            c[1] += 1;
+                            c[3] += 1;
+                        }
+                        Phase::InService => {
+                            c[2] += 1;
+                            c[3] += 1;
+                        }
+                        other => {
+                            problem = Some(format!("attempt {k:?} on a pod in phase {other:?}"))
+                        }
+                    }
+                }
+                (_, Held::Nothing) => {}
+                (comp, held) => problem = Some(format!("attempt {k:?} at {comp:?} holds {held:?}")),
+            }
+        });
+        if let Some(p) = problem {
+            return Err(AuditError(p));
+        }
+        let live = flight.attempts.len() as u64;
+        ensure!(
+            flight.created == flight.released + attached,
+            "attempts: {} created, {} released, {} attached in flight ({} in flight)",
+            flight.created,
+            flight.released,
+            attached,
+            live
+        );
+        for (l, lb) in self.lbs.pools.iter().enumerate() {
+            for (n, node) in lb.nodes.iter().enumerate() {
+                ensure!(
+                    node.flows == flows[l][n],
+                    "lb {}: node {n} counts {} flows, {} attempts hold one",
+                    self.rec.comps[lb.series.ix()].name,
+                    node.flows,
+                    flows[l][n]
+                );
+                ensure!(
+                    !node.paused || node.flows == 0,
+                    "lb {}: paused node {n} holds {} flows",
+                    self.rec.comps[lb.series.ix()].name,
+                    node.flows
+                );
+            }
+        }
+        for (s, svc) in self.services.iter().enumerate() {
+            let name = &self.rec.comps[svc.series.ix()].name;
+            ensure!(
+                svc.order.len() == svc.pods.len(),
+                "service {name}: {} pods ordered, {} live",
+                svc.order.len(),
+                svc.pods.len()
+            );
+            for k in &svc.order {
+                let pod = svc.pod(*k);
+                let c = pods[s][k.0.index as usize];
+                let has_sidecar = svc.sidecar.is_some();
+                let want = [
+                    pod.sidecar_queued,
+                    pod.app_queued,
+                    pod.busy,
+                    if has_sidecar { pod.sidecar_in } else { c[3] },
+                ];
+                ensure!(
+                    want == c,
+                    "service {name}: pod {k:?} counts [sidecar queued, app queued, busy, sidecar in] = {want:?}, attempts say {c:?}"
+                );
+                ensure!(
+                    pod.busy <= svc.workers,
+                    "service {name}: pod {k:?} has {} busy of {} workers",
+                    pod.busy,
+                    svc.workers
+                );
+                if let Some(sc) = svc.sidecar {
+                    ensure!(
+                        pod.sidecar_in <= sc.limit,
+                        "service {name}: pod {k:?} sidecar {} over limit {}",
+                        pod.sidecar_in,
+                        sc.limit
+                    );
+                    ensure!(
+                        pod.sidecar_queued <= sc.queue_cap,
+                        "service {name}: pod {k:?} sidecar queue over its bound"
+                    );
+                }
+                ensure!(
+                    pod.app_queued <= svc.app_queue_cap,
+                    "service {name}: pod {k:?} app queue over its bound"
+                );
+            }
+        }
+        let mut requests = vec![0u32; self.pops.len()];
+        flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
+        for (p, pop) in self.pops.iter().enumerate() {
+            ensure!(
+                pop.busy == requests[p],
+                "client {p}: busy {} but {} requests in flight",
+                pop.busy,
+                requests[p]
+            );
+            ensure!(
+                pop.backlog.is_empty() || pop.busy >= pop.workers || !self.queue.is_empty(),
+                "client {p}: jobs wait with a worker free and nothing scheduled"
+            );
+        }
+        for (c, n) in present.iter().enumerate() {
+            let l = self.rec.present(super::ids::SeriesId::new(c));
+            ensure!(
+                l == *n,
+                "component {}: Little's gauge says {l} present, {n} attempts there",
+                self.rec.comps[c].name
+            );
+        }
+        Ok(())
+    }
+}

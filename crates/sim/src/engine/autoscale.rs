@@ -1,0 +1,166 @@
+//! Autoscaling: a service's HPA (the policy crate's [`Hpa`]) fed from
+//! simulated pods on its own sync clock, and the pods it starts and stops.
+
+use stormbreak_policy::Nanos;
+use stormbreak_policy::autoscale::{
+    ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
+    ResourceName,
+};
+
+use super::ids::ServiceId;
+use super::{Engine, Ev};
+use crate::scenario::{AutoscalerSpec, ScaleMetric};
+
+/// What the simulator measured on one pod since the last sync.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PodSample {
+    /// Ready to serve.
+    pub(crate) ready: bool,
+    /// Time-averaged busy workers / workers.
+    pub(crate) app_utilisation: f64,
+    /// Time-averaged sidecar in-flight / sidecar limit.
+    pub(crate) sidecar_saturation: f64,
+}
+
+/// A service's HPA: the policy crate's [`Hpa`] fed from simulated pods.
+///
+/// Containers: `app` (CPU request = its worker count, usage = busy workers)
+/// and `sidecar` (see [`SIDECAR_CPU_SHARE`]).
+#[derive(Debug)]
+pub(crate) struct Autoscaler {
+    hpa: Hpa,
+    table: PodTable,
+    period: Nanos,
+}
+
+/// Assumption: a sidecar's CPU request is this share of the app's, and its
+/// usage is proportional to its in-flight share of that. It only matters
+/// for the pod-level `Resource` metric, where the app dominates the sum.
+pub(crate) const SIDECAR_CPU_SHARE: f64 = 0.1;
+
+impl Autoscaler {
+    /// Builds the HPA for a validated spec.
+    pub(crate) fn new(spec: &AutoscalerSpec) -> Self {
+        let pct = (spec.target * 100.0).round() as u32;
+        let metric = match spec.metric {
+            ScaleMetric::AppCpu => MetricSpec::ContainerResource {
+                name: ResourceName::Cpu,
+                container: "app".into(),
+                target: MetricTarget::Utilization {
+                    average_utilization: pct,
+                },
+            },
+            ScaleMetric::PodCpu => MetricSpec::cpu_utilization(pct),
+            ScaleMetric::SidecarSaturation => MetricSpec::Pods {
+                metric: "sidecar_saturation".into(),
+                target: MetricTarget::AverageValue {
+                    average_value: spec.target,
+                },
+            },
+        };
+        let config = HpaConfig {
+            min_replicas: spec.min,
+            max_replicas: spec.max,
+            metrics: vec![metric],
+            pod_containers: vec!["app".into(), "sidecar".into()],
+            sync_period: spec.sync_period,
+            ..HpaConfig::default()
+        };
+        let period = config.sync_period;
+        Autoscaler {
+            hpa: Hpa::new(config).expect("validated autoscaler"),
+            table: PodTable::with_capacity(spec.max as usize * 2 + 8, 2, 1),
+            period,
+        }
+    }
+
+    /// When the HPA wants its next sync: one period after the last, or the
+    /// first period of the run before any.
+    pub(crate) fn poll_timeout(&self) -> Nanos {
+        self.hpa.poll_timeout().unwrap_or(self.period)
+    }
+
+    /// One HPA sync: returns the desired replica count.
+    pub(crate) fn sync(
+        &mut self,
+        now: Nanos,
+        current: u32,
+        pods: impl Iterator<Item = PodSample>,
+    ) -> u32 {
+        self.table.clear(current);
+        for p in pods {
+            let status = if p.ready {
+                PodStatus::ready(0, now)
+            } else {
+                PodStatus::ready(0, now).deleting()
+            };
+            let app = ContainerSample::cpu(p.app_utilisation, 1.0);
+            let sidecar =
+                ContainerSample::cpu(p.sidecar_saturation * SIDECAR_CPU_SHARE, SIDECAR_CPU_SHARE);
+            let i = self.table.push_pod(status, &[app, sidecar]);
+            self.table
+                .set_pod_metric(i, MetricId(0), p.sidecar_saturation);
+        }
+        self.hpa.sync(now, &self.table).desired
+    }
+}
+
+impl Engine {
+    /// One HPA sync on its own clock (`sync_period`), then the next wake-up
+    /// the HPA asks for.
+    pub(crate) fn on_autoscale(&mut self, s: ServiceId) {
+        let now = self.now;
+        let svc = &mut self.services[s.ix()];
+        let ready = svc.ready_pods() as u32;
+        let Some(hpa) = svc.autoscaler.as_mut() else {
+            return;
+        };
+        let workers = svc.workers as f64;
+        let limit = svc.sidecar.map_or(1.0, |sc| sc.limit as f64);
+        // The Deployment's replicas: serving pods and those starting.
+        // Draining pods are terminating (Kubernetes no longer counts them),
+        // so a second scale-down never takes the last serving pods for them.
+        let current = ready + svc.starting;
+        let pods = &mut svc.pods;
+        let samples = svc.order.iter().map(|k| {
+            let p = pods.get_mut(k.0).expect("ordered pods are live");
+            PodSample {
+                ready: p.ready,
+                app_utilisation: p.busy_avg.take(now, p.busy) / workers,
+                sidecar_saturation: p.sidecar_avg.take(now, p.sidecar_in) / limit,
+            }
+        });
+        let desired = hpa.sync(now, current, samples);
+        let next = hpa.poll_timeout().max(now + 1);
+        self.queue.schedule(next, Ev::Autoscale { svc: s });
+        let svc = &mut self.services[s.ix()];
+        if desired > current {
+            for _ in current..desired {
+                svc.starting += 1;
+                self.queue
+                    .schedule(now + svc.pod_start, Ev::PodReady { svc: s });
+            }
+        } else if desired < current {
+            // Scale down: stop sending to the newest ready pods; they finish
+            // what they hold and leave once drained (at a later sync).
+            let mut to_remove = current - desired;
+            for k in svc.order.iter().rev() {
+                if to_remove == 0 {
+                    break;
+                }
+                let pod = svc.pods.get_mut(k.0).expect("ordered pods are live");
+                if pod.ready {
+                    pod.ready = false;
+                    to_remove -= 1;
+                }
+            }
+        }
+        svc.remove_drained();
+    }
+
+    pub(crate) fn on_pod_ready(&mut self, s: ServiceId) {
+        let svc = &mut self.services[s.ix()];
+        svc.starting = svc.starting.saturating_sub(1);
+        svc.add_pod(self.now);
+    }
+}

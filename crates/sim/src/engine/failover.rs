@@ -1,0 +1,121 @@
+//! Capacity-aware failover: the policy crate's `Failover` fed, on its own
+//! period, with rates measured at two LB pools, setting the spill share of
+//! the listed client populations.
+
+use stormbreak_policy::Nanos;
+use stormbreak_policy::failover::{Failover, RegionRates};
+
+use super::ids::{LbId, PopId};
+use super::{Engine, Ev};
+
+/// Whole-run counters at the last plan, so each plan sees one period's rates.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    primary_arrivals: u64,
+    secondary_arrivals: u64,
+    secondary_refused: u64,
+    primary_refused: u64,
+    spilled: u64,
+    started: u64,
+    at: Nanos,
+}
+
+#[derive(Debug)]
+pub(crate) struct FailoverCtl {
+    pub(crate) pops: Vec<PopId>,
+    pub(crate) primary: LbId,
+    pub(crate) secondary: LbId,
+    pub(crate) policy: Failover,
+    pub(crate) period: Nanos,
+    seen: Seen,
+}
+
+impl FailoverCtl {
+    pub(crate) fn new(
+        pops: Vec<PopId>,
+        primary: LbId,
+        secondary: LbId,
+        policy: Failover,
+        period: Nanos,
+    ) -> Self {
+        FailoverCtl {
+            pops,
+            primary,
+            secondary,
+            policy,
+            period,
+            seen: Seen::default(),
+        }
+    }
+}
+
+impl Engine {
+    /// Re-plans one failover from the last period's measurements. An LB's
+    /// capacity is estimated by Little's law from its flows: admitted rate ×
+    /// flow limit / flows in use (at saturation, simply what it admits).
+    pub(crate) fn on_failover(&mut self, i: usize) {
+        let now = self.now;
+        let f = &self.failovers[i];
+        let secs = (now - f.seen.at) as f64 / 1e9;
+        let (p, s) = (&self.lbs[f.primary], &self.lbs[f.secondary]);
+        let spilled_total: u64 = f
+            .pops
+            .iter()
+            .map(|&p| self.pops[p.ix()].spilled_total)
+            .sum();
+        let started_total: u64 = f
+            .pops
+            .iter()
+            .map(|&p| self.pops[p.ix()].started_total)
+            .sum();
+        let now_seen = Seen {
+            primary_arrivals: p.arrivals_total,
+            primary_refused: p.refused_total,
+            secondary_arrivals: s.arrivals_total,
+            secondary_refused: s.refused_total,
+            spilled: spilled_total,
+            started: started_total,
+            at: now,
+        };
+        let old = f.seen;
+        let rate = |a: u64, b: u64| (a - b) as f64 / secs;
+        let capacity = |lb: &super::lb::Lb, admitted: f64| {
+            let in_use = lb.flows_in_use();
+            let limit = lb.running_nodes() as f64 * lb.flows_per_node as f64;
+            if in_use == 0 {
+                f64::INFINITY
+            } else {
+                admitted * limit / in_use as f64
+            }
+        };
+        let p_arrivals = rate(now_seen.primary_arrivals, old.primary_arrivals);
+        let p_admitted = p_arrivals - rate(now_seen.primary_refused, old.primary_refused);
+        let s_admitted = rate(now_seen.secondary_arrivals, old.secondary_arrivals)
+            - rate(now_seen.secondary_refused, old.secondary_refused);
+        let spilled = rate(now_seen.spilled, old.spilled);
+        let started = rate(now_seen.started, old.started);
+        let rates = RegionRates {
+            primary_demand: p_arrivals + spilled,
+            primary_capacity: capacity(p, p_admitted),
+            secondary_capacity: capacity(s, s_admitted),
+            secondary_base_load: (s_admitted - spilled).max(0.0),
+        };
+        let f = &mut self.failovers[i];
+        f.seen = now_seen;
+        let fraction_of_primary = f.policy.observe(now, rates);
+        let spill_rate = fraction_of_primary * rates.primary_demand;
+        let share = if started > 0.0 {
+            (spill_rate / started).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        for &p in &f.pops {
+            self.pops[p.ix()].spill = share;
+        }
+        let next = now + f.period;
+        if next <= self.end {
+            self.queue
+                .schedule(next, Ev::FailoverPlan { idx: i as u16 });
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Load-balancer pools: nodes that hold a flow for an attempt's whole
+//! downstream life (HAProxy `maxconn`), the operators' shed rules, manual
+//! admission gates and staged-restore ramps.
+//!
+//! Invariant: a node's `flows` equals the attempts holding
+//! [`Held::Flow`] on it; paused nodes hold none.
+
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::ramp::{StagedRestore, admit_with};
+use stormbreak_policy::shed::{Criticality, Decision, ShedRules};
+
+use super::Engine;
+use super::attempt::{Attempt, Held, Res};
+use super::ids::{Comp, LbId, NodeId, RouteId, SeriesId, SiteId};
+use super::scale::scaled;
+use crate::record::{AppliedAction, Cause};
+use crate::scenario::LbSpec;
+use crate::slab::Key;
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) flows: u32,
+    pub(crate) paused: bool,
+}
+
+/// A manual admission gate (`admit` action): the share of a route's
+/// requests let through, for one site or every site.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gate {
+    pub(crate) route: RouteId,
+    pub(crate) site: Option<SiteId>,
+    pub(crate) fraction: f64,
+    pub(crate) status: u16,
+}
+
+/// A staged restore of one route at one LB.
+#[derive(Debug)]
+pub(crate) struct LbRamp {
+    pub(crate) route: RouteId,
+    pub(crate) restore: StagedRestore,
+    /// Scenario site → the ramp's site number (`None`: not ramped).
+    pub(crate) site_map: Vec<Option<usize>>,
+    pub(crate) status: u16,
+    /// Tells this ramp's wake-ups from a replaced ramp's.
+    pub(crate) epoch: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Lb {
+    /// Operator shed rules (policy crate), keyed by route index.
+    pub(crate) rules: ShedRules,
+    pub(crate) ramps: Vec<LbRamp>,
+    pub(crate) gates: Vec<Gate>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) flows_per_node: u32,
+    /// Round-robin position.
+    next: usize,
+    pub(crate) series: SeriesId,
+    /// Whole-run counts, for controllers that measure rates (failover).
+    pub(crate) arrivals_total: u64,
+    pub(crate) refused_total: u64,
+}
+
+impl Lb {
+    pub(crate) fn build(spec: &LbSpec, scale: f64, series: SeriesId) -> Lb {
+        Lb {
+            rules: ShedRules::with_capacity(64).expect("a static capacity"),
+            ramps: Vec::new(),
+            gates: Vec::new(),
+            nodes: (0..spec.nodes)
+                .map(|_| Node {
+                    flows: 0,
+                    paused: false,
+                })
+                .collect(),
+            flows_per_node: scaled(spec.flows_per_node, scale),
+            next: 0,
+            series,
+            arrivals_total: 0,
+            refused_total: 0,
+        }
+    }
+
+    /// Flows held on running and paused nodes.
+    pub(crate) fn flows_in_use(&self) -> u32 {
+        self.nodes.iter().map(|n| n.flows).sum()
+    }
+
+    pub(crate) fn running_nodes(&self) -> usize {
+        self.nodes.iter().filter(|n| !n.paused).count()
+    }
+
+    /// The next running node, round-robin.
+    fn pick(&mut self) -> Option<NodeId> {
+        let n = self.nodes.len();
+        let j = (0..n)
+            .map(|i| (self.next + i) % n)
+            .find(|&j| !self.nodes[j].paused)?;
+        self.next = (j + 1) % n;
+        Some(NodeId::new(j))
+    }
+
+    fn ramp_mut(&mut self, route: RouteId) -> Option<&mut LbRamp> {
+        self.ramps.iter_mut().find(|r| r.route == route)
+    }
+}
+
+/// The LB pools and the randomness of their admission decisions.
+#[derive(Debug)]
+pub(crate) struct LbPools {
+    pub(crate) pools: Vec<Lb>,
+    pub(crate) rng: Pcg64Mcg,
+    next_epoch: u32,
+}
+
+impl LbPools {
+    pub(crate) fn new(pools: Vec<Lb>, rng: Pcg64Mcg) -> Self {
+        LbPools {
+            pools,
+            rng,
+            next_epoch: 0,
+        }
+    }
+
+    pub(crate) fn epoch(&mut self) -> u32 {
+        self.next_epoch = self.next_epoch.wrapping_add(1);
+        self.next_epoch
+    }
+}
+
+impl std::ops::Index<LbId> for LbPools {
+    type Output = Lb;
+    fn index(&self, i: LbId) -> &Lb {
+        &self.pools[i.ix()]
+    }
+}
+
+impl std::ops::IndexMut<LbId> for LbPools {
+    fn index_mut(&mut self, i: LbId) -> &mut Lb {
+        &mut self.pools[i.ix()]
+    }
+}
+
+impl Engine {
+    /// Shed rules, gates and ramps first; then a flow on the next running
+    /// node, or a refusal.
+    pub(crate) fn lb_enter(&mut self, att: Key, a: &Attempt, l: LbId) {
+        let now = self.now;
+        let lbs = &mut self.lbs;
+        let lb = &mut lbs.pools[l.ix()];
+        lb.arrivals_total += 1;
+        let refusal = if let Some(Decision::Reject {
+            status,
+            retry_after,
+        }) = lb.rules.lookup(a.route.0 as u32, Criticality::Critical)
+        {
+            Some(Res::Err(Cause::shed(status), retry_after))
+        } else if let Some(g) = lb
+            .gates
+            .iter()
+            .find(|g| g.route == a.route && g.site == Some(a.site))
+            .or_else(|| {
+                lb.gates
+                    .iter()
+                    .find(|g| g.route == a.route && g.site.is_none())
+            })
+            .filter(|g| !admit_with(g.fraction, &mut lbs.rng))
+        {
+            Some(Res::fail(Cause::shed(g.status)))
+        } else {
+            match lb.ramps.iter_mut().find(|r| r.route == a.route) {
+                Some(ramp) => match ramp.site_map[a.site.ix()] {
+                    Some(site) if !ramp.restore.admit(now, site, &mut lbs.rng) => {
+                        Some(Res::fail(Cause::shed(ramp.status)))
+                    }
+                    _ => None,
+                },
+                None => None,
+            }
+        };
+        if let Some(res) = refusal {
+            lb.refused_total += 1;
+            self.rec.reject(lb.series);
+            return self.complete(att, res);
+        }
+        let Some(node) = lb.pick() else {
+            lb.refused_total += 1;
+            return self.reject(att, Cause::Unavailable);
+        };
+        let n = &mut lb.nodes[node.ix()];
+        if n.flows >= lb.flows_per_node {
+            lb.refused_total += 1;
+            return self.reject(att, Cause::FlowsExhausted);
+        }
+        n.flows += 1;
+        self.flight.get_mut(att).held = Held::Flow(node);
+        self.forward(att, None);
+    }
+
+    /// An attempt holding a flow leaves: give the flow back; the ramp's
+    /// error guard watches what it admitted.
+    pub(crate) fn lb_release(&mut self, l: LbId, node: NodeId, a: &Attempt, ok: bool) {
+        let lb = &mut self.lbs[l];
+        lb.nodes[node.ix()].flows -= 1;
+        if let Some(ramp) = lb.ramp_mut(a.route) {
+            if let Some(site) = ramp.site_map[a.site.ix()] {
+                ramp.restore.observe(self.now, site, ok);
+            }
+        }
+    }
+
+    /// Paused nodes drop their flows: each attempt holding one is answered
+    /// with a reset and its (still running) child is orphaned.
+    pub(crate) fn reset_flows(&mut self, l: LbId) {
+        // Pauses are rare operator actions: a scan of the slab is fine here.
+        let mut victims = Vec::new();
+        let lb = &self.lbs[l];
+        self.flight.attempts.for_each(|k, a| {
+            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held) {
+                if x == l && lb.nodes[node.ix()].paused {
+                    victims.push((k, a.child));
+                }
+            }
+        });
+        for (k, child) in victims {
+            if let Some(c) = child {
+                self.flight.orphan(c);
+            }
+            if let Some(a) = self.flight.attempts.get_mut(k) {
+                a.child = None;
+            }
+            self.complete(k, Res::fail(Cause::Reset));
+        }
+    }
+
+    /// Starts (or replaces) a staged restore of `route` at `l`.
+    pub(crate) fn start_ramp(&mut self, l: LbId, route: RouteId, mut ramp: LbRamp) {
+        ramp.restore.start(self.now);
+        ramp.epoch = self.lbs.epoch();
+        let epoch = ramp.epoch;
+        let lb = &mut self.lbs[l];
+        lb.rules.remove_rule(route.0 as u32, None);
+        lb.ramps.retain(|x| x.route != route);
+        lb.ramps.push(ramp);
+        self.schedule_ramp_wake(l, route, epoch);
+    }
+
+    /// Wakes the ramp when it next says it may change on its own.
+    fn schedule_ramp_wake(&mut self, l: LbId, route: RouteId, epoch: u32) {
+        let now = self.now;
+        let Some(ramp) = self.lbs[l].ramp_mut(route) else {
+            return;
+        };
+        if let Some(t) = ramp.restore.poll_timeout() {
+            let t: Nanos = t.max(now + 1);
+            self.queue.schedule(
+                t,
+                super::Ev::RampWake {
+                    lb: l,
+                    route,
+                    epoch,
+                },
+            );
+        }
+    }
+
+    /// The ramp's own clock: advance it; retire it once complete.
+    pub(crate) fn on_ramp_wake(&mut self, l: LbId, route: RouteId, epoch: u32) {
+        let now = self.now;
+        let lb = &mut self.lbs[l];
+        let Some(ramp) = lb.ramp_mut(route).filter(|r| r.epoch == epoch) else {
+            return; // replaced since
+        };
+        ramp.restore.advance(now);
+        if ramp.restore.is_complete() {
+            lb.ramps.retain(|r| r.route != route);
+            let what = format!(
+                "staged restore of {} at {} complete",
+                self.rec.routes[route.ix()].series.name,
+                self.rec.comps[lb.series.ix()].name
+            );
+            self.rec.applied.push(AppliedAction { at: now, what });
+        } else {
+            self.schedule_ramp_wake(l, route, epoch);
+        }
+    }
+}

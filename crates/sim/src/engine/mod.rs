@@ -1,0 +1,571 @@
+//! The discrete-event engine: builds the runtime topology from a
+//! [`Scenario`] and plays it in virtual time.
+//!
+//! This file holds the event loop, the dispatch and the clock; each
+//! mechanism owns its state and its handlers in a sibling module:
+//!
+//! | module | mechanism |
+//! |---|---|
+//! | `attempt` | an attempt's life: hops, answers, timeouts, the conservation ledger |
+//! | `population` | client populations: arrivals, client retries, fan-out, job queues |
+//! | `rate` | the arrival law (piecewise-linear rate, daily cycle) |
+//! | `lb` | LB pools: nodes and flows, shed rules, admission gates, staged restores |
+//! | `gateway` | the dependency call and the gateway's retries |
+//! | `service` | pods: sidecar, app workers, queues, least-request balancing |
+//! | `autoscale` | the HPA on its own sync clock, pods started and drained |
+//! | `failover` | the capacity-aware failover controller on its own period |
+//! | `timeline` | operator actions, names resolved at build |
+//! | `caller` | retry policy + budget of a client or gateway (policy crate) |
+//! | `recorder` | per-interval series, read at recording ticks only |
+//! | `audit` | the conservation law, checked |
+//!
+//! # How an attempt moves
+//! Every call between two hops is an *attempt* in a slab. A caller (a client
+//! population, or a gateway) creates the attempt at a route's hop `h`; the
+//! component at that hop either answers it (a service) or holds a resource
+//! and creates a child attempt at hop `h + 1` (an LB node holds a *flow*, a
+//! gateway first calls its dependency route). Answers travel back up the
+//! parent chain, releasing what each hop held. Because an LB flow is held for
+//! the child's whole life, slowness downstream exhausts flows upstream — the
+//! mechanism of 2026-08-17, emerging rather than scripted.
+//!
+//! When a caller's per-try timeout fires, it *detaches* the attempt and
+//! decides (retry or give up); the detached attempt keeps running and keeps
+//! its resources until it finishes (wasted work), unless the service drops
+//! expired work from its queues.
+//!
+//! # Clocks
+//! Control loops run on their own clocks — the HPA every `sync_period`, a
+//! failover controller every `period`, a staged restore when its policy's
+//! `poll_timeout()` says it may change — never on the recording tick, so
+//! `interval` only sets the resolution of the charts.
+//!
+//! # Determinism
+//! One seeded RNG stream per entity (client population, gateway, service),
+//! ties in the event queue broken by scheduling order, no hash-map iteration
+//! anywhere: same scenario, seed and scale give byte-identical recordings.
+
+mod attempt;
+mod audit;
+mod autoscale;
+mod caller;
+mod failover;
+mod gateway;
+mod ids;
+mod lb;
+mod population;
+mod rate;
+mod recorder;
+mod scale;
+mod service;
+mod stats;
+mod timeline;
+
+use std::collections::{HashMap, VecDeque};
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::failover::Failover;
+
+pub use attempt::Res;
+pub use audit::AuditError;
+
+use self::attempt::Flight;
+use self::autoscale::Autoscaler;
+use self::caller::Caller;
+use self::failover::FailoverCtl;
+use self::gateway::Gateway;
+use self::ids::{Comp, GatewayId, LbId, PopId, RouteId, SeriesId, ServiceId, SiteId};
+use self::lb::{Lb, LbPools};
+use self::population::Population;
+use self::rate::RateSchedule;
+use self::recorder::{Meta, Recorder};
+use self::scale::{FleetScale, scaled};
+use self::service::{Service, Sidecar};
+use self::timeline::Planned;
+use crate::queue::{EventQueue, Lane};
+use crate::record::Recording;
+use crate::scenario::{ComponentRef, Scenario, parse_clock};
+use crate::slab::{Key, Slab};
+
+/// Options that change a run without changing its scenario.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunOptions {
+    /// Overrides the scenario's seed.
+    pub seed: Option<u64>,
+    /// Fraction of the traffic to simulate, with capacities scaled alike.
+    pub scale: f64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seed: None,
+            scale: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ev {
+    Arrive {
+        pop: PopId,
+        generation: u32,
+    },
+    /// A job-queue worker freed: start the oldest waiting job.
+    Dispatch {
+        pop: PopId,
+    },
+    Done {
+        att: Key,
+    },
+    Timeout {
+        att: Key,
+    },
+    QueueTimeout {
+        att: Key,
+    },
+    ClientRetry {
+        req: Key,
+    },
+    GatewayRetry {
+        att: Key,
+    },
+    /// A recording tick: reads the model, changes nothing in it.
+    Tick,
+    Autoscale {
+        svc: ServiceId,
+    },
+    PodReady {
+        svc: ServiceId,
+    },
+    Action {
+        idx: u16,
+    },
+    RampWake {
+        lb: LbId,
+        route: RouteId,
+        epoch: u32,
+    },
+    FailoverPlan {
+        idx: u16,
+    },
+}
+
+impl Ev {
+    /// A stable fingerprint of the event, for the event-log digest.
+    fn fingerprint(&self) -> [u64; 2] {
+        let key = |k: &Key| (u64::from(k.index) << 32) | u64::from(k.generation);
+        match self {
+            Ev::Arrive { pop, generation } => {
+                [1, (u64::from(pop.0) << 32) | u64::from(*generation)]
+            }
+            Ev::Dispatch { pop } => [2, u64::from(pop.0)],
+            Ev::Done { att } => [3, key(att)],
+            Ev::Timeout { att } => [4, key(att)],
+            Ev::QueueTimeout { att } => [5, key(att)],
+            Ev::ClientRetry { req } => [6, key(req)],
+            Ev::GatewayRetry { att } => [7, key(att)],
+            Ev::Tick => [8, 0],
+            Ev::Autoscale { svc } => [9, u64::from(svc.0)],
+            Ev::PodReady { svc } => [10, u64::from(svc.0)],
+            Ev::Action { idx } => [11, u64::from(*idx)],
+            Ev::RampWake { lb, route, epoch } => [
+                12,
+                (u64::from(lb.0) << 48) | (u64::from(route.0) << 32) | u64::from(*epoch),
+            ],
+            Ev::FailoverPlan { idx } => [13, u64::from(*idx)],
+        }
+    }
+}
+
+/// The route table of the model: each route's components, hop by hop.
+#[derive(Debug)]
+pub(crate) struct Route {
+    pub(crate) path: Vec<Comp>,
+}
+
+/// The simulator for one scenario run.
+pub struct Engine {
+    now: Nanos,
+    end: Nanos,
+    queue: EventQueue<Ev>,
+    /// The zero-delay lane: events due at once, in FIFO order.
+    now_lane: Lane,
+    events: u64,
+    scale: f64,
+    /// FNV-1a over (time, event) of every event but recording ticks.
+    digest: u64,
+    flight: Flight,
+    routes: Vec<Route>,
+    pops: Vec<Population>,
+    lbs: LbPools,
+    gateways: Vec<Gateway>,
+    services: Vec<Service>,
+    failovers: Vec<FailoverCtl>,
+    timeline: Vec<Planned>,
+    rec: Recorder,
+}
+
+fn entity_rng(seed: u64, stream: u64) -> Pcg64Mcg {
+    // SplitMix64 of (seed, stream): independent, portable per-entity streams.
+    let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    Pcg64Mcg::seed_from_u64(z ^ (z >> 31))
+}
+
+/// Name → handle tables of one validated scenario, used while building.
+pub(crate) struct Names<'a> {
+    comps: HashMap<&'a str, ComponentRef>,
+    routes: HashMap<&'a str, RouteId>,
+    clients: HashMap<&'a str, PopId>,
+    /// Site labels in order of first appearance.
+    pub(crate) sites: Vec<String>,
+}
+
+impl<'a> Names<'a> {
+    fn new(sc: &'a Scenario) -> Self {
+        let mut sites: Vec<String> = Vec::new();
+        for s in sc.clients.iter().filter_map(|c| c.site.as_ref()) {
+            if !sites.contains(s) {
+                sites.push(s.clone());
+            }
+        }
+        Names {
+            comps: sc.components(),
+            routes: sc
+                .routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name.get_ref().as_str(), RouteId::new(i)))
+                .collect(),
+            clients: sc
+                .clients
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.get_ref().as_str(), PopId::new(i)))
+                .collect(),
+            sites,
+        }
+    }
+
+    fn comp(&self, name: &str) -> Comp {
+        match self.comps.get(name) {
+            Some(ComponentRef::Lb(i)) => Comp::Lb(LbId::new(*i)),
+            Some(ComponentRef::Gateway(i)) => Comp::Gateway(GatewayId::new(*i)),
+            Some(ComponentRef::Service(i)) => Comp::Service(ServiceId::new(*i)),
+            None => panic!("component {name:?} was not validated"),
+        }
+    }
+
+    pub(crate) fn lb(&self, name: &str) -> LbId {
+        match self.comp(name) {
+            Comp::Lb(l) => l,
+            _ => panic!("{name:?} was validated as an lb"),
+        }
+    }
+
+    pub(crate) fn gateway(&self, name: &str) -> GatewayId {
+        match self.comp(name) {
+            Comp::Gateway(g) => g,
+            _ => panic!("{name:?} was validated as a gateway"),
+        }
+    }
+
+    pub(crate) fn route(&self, name: &str) -> RouteId {
+        *self.routes.get(name).expect("validated route name")
+    }
+
+    pub(crate) fn client(&self, name: &str) -> Option<PopId> {
+        self.clients.get(name).copied()
+    }
+
+    pub(crate) fn site(&self, name: &str) -> SiteId {
+        SiteId::new(
+            self.sites
+                .iter()
+                .position(|s| s == name)
+                .expect("validated site"),
+        )
+    }
+}
+
+impl Engine {
+    /// Builds the runtime topology. The scenario must have been validated by
+    /// [`Scenario::parse`]: every name resolves here, once, to a handle.
+    pub fn new(sc: &Scenario, opts: RunOptions) -> Engine {
+        let seed = opts.seed.unwrap_or(sc.scenario.seed);
+        let scale = opts.scale;
+        let names = Names::new(sc);
+        let mut queue = EventQueue::new();
+        let mut rec = Recorder::new(
+            sc.scenario.interval,
+            Meta {
+                scenario: sc.scenario.name.clone(),
+                seed,
+                scale,
+                clock_origin_s: sc
+                    .scenario
+                    .clock_origin
+                    .as_deref()
+                    .and_then(parse_clock)
+                    .unwrap_or(0),
+            },
+        );
+        let lbs: Vec<Lb> = sc
+            .lbs
+            .iter()
+            .map(|l| Lb::build(l, scale, rec.add_component(l.name.get_ref(), "lb")))
+            .collect();
+        let gateways = sc
+            .gateways
+            .iter()
+            .enumerate()
+            .map(|(i, g)| Gateway {
+                dependency: g.dependency.as_ref().map(|d| names.route(d.get_ref())),
+                timeout_lane: queue.lane(g.timeout),
+                caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
+                rng: entity_rng(seed, 1_000 + i as u64),
+                series: rec.add_component(g.name.get_ref(), "gateway"),
+            })
+            .collect();
+        let services = sc
+            .services
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let fleet = FleetScale::new(s.replicas, scale);
+                let autoscaler = s.autoscaler.as_ref().map(|a| {
+                    let mut a = a.clone();
+                    a.min = fleet.pods(a.min);
+                    a.max = fleet.pods(a.max).max(a.min);
+                    Autoscaler::new(&a)
+                });
+                let mut svc = Service {
+                    pods: Slab::new(),
+                    order: Vec::new(),
+                    starting: 0,
+                    sidecar: s.sidecar.as_ref().map(|sc| Sidecar {
+                        limit: fleet.per_pod(sc.limit),
+                        queue_cap: if sc.queue == 0 {
+                            0
+                        } else {
+                            fleet.per_pod(sc.queue)
+                        },
+                        queue_timeout: sc.queue_timeout.map(|t| queue.lane(t)),
+                    }),
+                    workers: fleet.per_pod(s.app.workers),
+                    app_queue_cap: s.app.queue.map_or(u32::MAX, |q| fleet.per_pod(q)),
+                    drop_expired: s.app.drop_expired,
+                    service_time: s.app.service_time.sampler(),
+                    autoscaler,
+                    pod_start: s.autoscaler.as_ref().map_or(0, |a| a.pod_start),
+                    rng: entity_rng(seed, 2_000 + i as u64),
+                    series: rec.add_component(s.name.get_ref(), "service"),
+                };
+                for _ in 0..fleet.pods(s.replicas) {
+                    svc.add_pod(0);
+                }
+                svc
+            })
+            .collect::<Vec<_>>();
+        let routes = sc
+            .routes
+            .iter()
+            .map(|r| {
+                rec.add_route(r.name.get_ref());
+                Route {
+                    path: r.path.iter().map(|h| names.comp(h.get_ref())).collect(),
+                }
+            })
+            .collect();
+        let pops: Vec<Population> = sc
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let steps: Vec<_> = c
+                    .steps
+                    .iter()
+                    .map(|s| (s.at, s.rate * scale, s.ramp))
+                    .collect();
+                Population {
+                    route: names.route(c.route.get_ref()),
+                    schedule: RateSchedule::new(c.rate * scale, &steps)
+                        .with_diurnal(c.diurnal.as_ref()),
+                    timeout_lane: queue.lane(c.timeout),
+                    caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
+                    honour_retry_after: c.honour_retry_after,
+                    site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
+                    failover_route: c.failover_route.as_ref().map(|f| names.route(f.get_ref())),
+                    spill: 0.0,
+                    arrival_generation: 0,
+                    spilled_total: 0,
+                    started_total: 0,
+                    fanout: c.fanout,
+                    fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
+                    fanout_lane: queue.lane(c.fanout_delay),
+                    give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
+                    workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
+                    busy: 0,
+                    backlog: VecDeque::new(),
+                    wait_max: 0,
+                    rng: entity_rng(seed, i as u64),
+                }
+            })
+            .collect();
+        let failovers = sc
+            .failovers
+            .iter()
+            .map(|f| {
+                FailoverCtl::new(
+                    f.clients
+                        .iter()
+                        .map(|c| names.client(c.get_ref()).expect("validated client"))
+                        .collect(),
+                    names.lb(f.primary.get_ref()),
+                    names.lb(f.secondary.get_ref()),
+                    Failover::new(&f.policy).expect("validated failover policy"),
+                    f.period,
+                )
+            })
+            .collect();
+        let timeline = sc
+            .actions
+            .iter()
+            .map(|a| Planned::resolve(a.get_ref().at, &a.get_ref().kind, &names))
+            .collect();
+        let now_lane = queue.lane(0);
+        let mut e = Engine {
+            now: 0,
+            end: sc.scenario.duration,
+            queue,
+            now_lane,
+            events: 0,
+            scale,
+            digest: FNV_OFFSET,
+            flight: Flight::new(),
+            routes,
+            pops,
+            lbs: LbPools::new(lbs, entity_rng(seed, 3_000)),
+            gateways,
+            services,
+            failovers,
+            timeline,
+            rec,
+        };
+        for p in 0..e.pops.len() {
+            e.schedule_arrival(PopId::new(p));
+        }
+        e.queue.schedule(e.rec.interval, Ev::Tick);
+        for (s, svc) in e.services.iter().enumerate() {
+            if let Some(a) = &svc.autoscaler {
+                e.queue.schedule(
+                    a.poll_timeout(),
+                    Ev::Autoscale {
+                        svc: ServiceId::new(s),
+                    },
+                );
+            }
+        }
+        for (i, f) in e.failovers.iter().enumerate() {
+            e.queue
+                .schedule(f.period, Ev::FailoverPlan { idx: i as u16 });
+        }
+        for (at, i) in timeline::plan(&e.timeline) {
+            e.queue.schedule(at, Ev::Action { idx: i as u16 });
+        }
+        e
+    }
+
+    /// Simulated time now.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Simulated end time.
+    pub fn end(&self) -> Nanos {
+        self.end
+    }
+
+    /// A digest of every event handled so far except recording ticks, in
+    /// order, with its time: two runs that differ only in `interval` have
+    /// the same digest.
+    pub fn event_digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Runs until `until` (capped at the scenario's end); returns false once
+    /// the run is over. Call repeatedly to drive a progress bar.
+    pub fn run_until(&mut self, until: Nanos) -> bool {
+        let until = until.min(self.end);
+        while let Some((t, ev)) = self.queue.pop_until(until) {
+            self.now = t;
+            self.events += 1;
+            self.handle(ev);
+        }
+        self.now = until;
+        #[cfg(debug_assertions)]
+        if until >= self.end {
+            if let Err(e) = self.audit() {
+                panic!("conservation law broken at the end of the run: {e}");
+            }
+        }
+        until < self.end
+    }
+
+    /// Runs to the end and returns the recording.
+    pub fn run(mut self) -> Recording {
+        while self.run_until(self.end) {}
+        self.finish()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        if !matches!(ev, Ev::Tick) {
+            self.digest = fnv(self.digest, self.now, ev.fingerprint());
+        }
+        match ev {
+            Ev::Arrive { pop, generation } => self.on_arrival(pop, generation),
+            Ev::Done { att } => self.on_service_done(att),
+            Ev::Timeout { att } => self.on_timeout(att),
+            Ev::QueueTimeout { att } => self.on_queue_timeout(att),
+            Ev::ClientRetry { req } => self.on_client_retry(req),
+            Ev::GatewayRetry { att } => self.on_gateway_retry(att),
+            Ev::Tick => self.on_tick(),
+            Ev::Dispatch { pop } => self.on_dispatch(pop),
+            Ev::Autoscale { svc } => self.on_autoscale(svc),
+            Ev::PodReady { svc } => self.on_pod_ready(svc),
+            Ev::Action { idx } => self.on_action(idx as usize),
+            Ev::RampWake { lb, route, epoch } => self.on_ramp_wake(lb, route, epoch),
+            Ev::FailoverPlan { idx } => self.on_failover(idx as usize),
+        }
+    }
+
+    /// The recording series of a component.
+    #[inline]
+    fn series_of(&self, c: Comp) -> SeriesId {
+        match c {
+            Comp::Lb(i) => self.lbs[i].series,
+            Comp::Gateway(i) => self.gateways[i.ix()].series,
+            Comp::Service(i) => self.services[i.ix()].series,
+        }
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+#[inline]
+fn fnv(mut h: u64, now: Nanos, words: [u64; 2]) -> u64 {
+    for w in [now, words[0], words[1]] {
+        h ^= w;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

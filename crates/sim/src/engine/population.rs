@@ -1,0 +1,233 @@
+//! Client populations: open-loop arrivals, the client's retries and its
+//! fan-out bug, job queues (a worker pool in front of the calls), and the
+//! spill to a failover route.
+//!
+//! Invariant: a population's `busy` equals its logical requests in the
+//! slab; a job waits in `backlog` only while every worker is busy.
+
+use std::collections::VecDeque;
+
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
+
+use super::Engine;
+use super::attempt::{Parent, Res};
+use super::caller::{CallState, Caller, Next};
+use super::ids::{PopId, RouteId, SiteId};
+use super::rate::RateSchedule;
+use crate::queue::Lane;
+use crate::slab::Key;
+
+/// One logical request of a population.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    pub(crate) pop: PopId,
+    /// The route this request uses (primary or failover).
+    pub(crate) route: RouteId,
+    pub(crate) call: CallState,
+    /// Attempts of this request attached or about to be sent (more than
+    /// one with fan-out).
+    pub(crate) live: u32,
+    pub(crate) deadline: Nanos,
+}
+
+#[derive(Debug)]
+pub(crate) struct Population {
+    pub(crate) route: RouteId,
+    pub(crate) schedule: RateSchedule,
+    pub(crate) timeout_lane: Lane,
+    pub(crate) caller: Caller,
+    pub(crate) honour_retry_after: bool,
+    pub(crate) site: SiteId,
+    pub(crate) failover_route: Option<RouteId>,
+    /// Share of new requests sent to `failover_route`.
+    pub(crate) spill: f64,
+    /// Bumped when the rate changes, so the arrival drawn at the old rate is dropped.
+    pub(crate) arrival_generation: u32,
+    /// Whole-run counts for controllers (failover): attempts sent on the
+    /// failover route, and logical requests started.
+    pub(crate) spilled_total: u64,
+    pub(crate) started_total: u64,
+    pub(crate) fanout: u32,
+    pub(crate) fanout_cap: u32,
+    /// Spawned attempts wait a fixed delay (`fanout_delay`): a FIFO lane.
+    pub(crate) fanout_lane: Lane,
+    pub(crate) give_up_after: Nanos,
+    /// Job-queue worker pool: logical requests allowed in flight (`MAX`
+    /// without a queue) and in flight now.
+    pub(crate) workers: u32,
+    pub(crate) busy: u32,
+    /// Arrival times of jobs waiting for a worker, oldest first.
+    pub(crate) backlog: VecDeque<Nanos>,
+    /// Longest wait of a job dispatched since the last recording tick.
+    pub(crate) wait_max: Nanos,
+    pub(crate) rng: Pcg64Mcg,
+}
+
+impl Population {
+    pub(crate) fn is_job_queue(&self) -> bool {
+        self.workers != u32::MAX
+    }
+}
+
+impl Engine {
+    /// Draws the next arrival of `p` at its current rate.
+    pub(crate) fn schedule_arrival(&mut self, p: PopId) {
+        let now = self.now;
+        let pop = &mut self.pops[p.ix()];
+        if let Some(t) = pop.schedule.next_after(now, &mut pop.rng) {
+            let generation = pop.arrival_generation;
+            self.queue
+                .schedule(t, super::Ev::Arrive { pop: p, generation });
+        }
+    }
+
+    pub(crate) fn on_arrival(&mut self, p: PopId, generation: u32) {
+        if self.pops[p.ix()].arrival_generation != generation {
+            return; // drawn at a rate that has since changed
+        }
+        self.schedule_arrival(p);
+        let pop = &mut self.pops[p.ix()];
+        // Behind the backlog even if a worker has just freed: its
+        // `Dispatch` event takes the oldest job first.
+        if pop.busy >= pop.workers || !pop.backlog.is_empty() {
+            pop.backlog.push_back(self.now);
+            return;
+        }
+        self.start_request(p);
+    }
+
+    fn start_request(&mut self, p: PopId) {
+        let now = self.now;
+        let pop = &mut self.pops[p.ix()];
+        pop.busy += 1;
+        pop.started_total += 1;
+        let call = pop.caller.start(now);
+        let deadline = now.saturating_add(pop.give_up_after);
+        let route = match pop.failover_route {
+            Some(f) if pop.spill > 0.0 && pop.rng.random::<f64>() < pop.spill => f,
+            _ => pop.route,
+        };
+        self.rec.routes[route.ix()].acc.first_attempts += 1;
+        let req = self.flight.requests.insert(Request {
+            pop: p,
+            route,
+            call,
+            live: 1,
+            deadline,
+        });
+        self.client_send(req);
+    }
+
+    /// A logical request is over: its worker takes the oldest waiting job.
+    fn finish_request(&mut self, req: Key) {
+        let Some(r) = self.flight.requests.remove(req) else {
+            return;
+        };
+        let pop = &mut self.pops[r.pop.ix()];
+        pop.busy -= 1;
+        if !pop.backlog.is_empty() {
+            // Through the queue, not a direct call: a job that fails on the
+            // spot would otherwise start the next one inside this call, and
+            // a long backlog would recurse as deep as it is long.
+            self.queue.schedule_in_lane(
+                self.now_lane,
+                self.now,
+                super::Ev::Dispatch { pop: r.pop },
+            );
+        }
+    }
+
+    pub(crate) fn on_dispatch(&mut self, p: PopId) {
+        let pop = &mut self.pops[p.ix()];
+        if pop.busy >= pop.workers {
+            return;
+        }
+        if let Some(arrived) = pop.backlog.pop_front() {
+            pop.wait_max = pop.wait_max.max(self.now - arrived);
+            self.start_request(p);
+        }
+    }
+
+    fn client_send(&mut self, req: Key) {
+        let r = *self.flight.requests.get(req).expect("a live request");
+        let pop = &mut self.pops[r.pop.ix()];
+        let (lane, site) = (pop.timeout_lane, pop.site);
+        if r.route != pop.route {
+            pop.spilled_total += 1;
+        }
+        let att = self.new_attempt(r.route, 0, Parent::Client(req), site);
+        self.enter(att);
+        if self.flight.attempts.get(att).is_some() {
+            self.queue
+                .schedule_in_lane(lane, self.now, super::Ev::Timeout { att });
+        }
+    }
+
+    pub(crate) fn on_client_retry(&mut self, req: Key) {
+        if self.flight.requests.get(req).is_some() {
+            self.client_send(req);
+        }
+    }
+
+    /// A client attempt answered (or timed out): retry, fan out or finish.
+    pub(crate) fn client_outcome(&mut self, req: Key, res: Res) {
+        let now = self.now;
+        let Some(r) = self.flight.requests.get_mut(req) else {
+            return;
+        };
+        r.live -= 1;
+        let pop = &mut self.pops[r.pop.ix()];
+        match res {
+            Res::Ok => {
+                // With fan-out, the bug's branches are independent loops: a
+                // success ends its own branch, not its siblings.
+                pop.caller.on_success(&mut r.call, now, &mut pop.rng);
+                if pop.fanout == 0 || r.live == 0 {
+                    self.finish_request(req);
+                }
+            }
+            Res::Err(cause, retry_after) if pop.fanout > 0 => {
+                // The fan-out bug: a failed operation spawns `fanout` new
+                // attempts (up to the client's in-flight cap per operation),
+                // again on each of their failures, until it gives up.
+                pop.caller.on_failure(now, cause);
+                if now < r.deadline && pop.caller.is_retryable(cause, retry_after) {
+                    let n = pop.fanout.min(pop.fanout_cap.saturating_sub(r.live));
+                    r.live += n;
+                    for _ in 0..n {
+                        self.queue.schedule_in_lane(
+                            pop.fanout_lane,
+                            now,
+                            super::Ev::ClientRetry { req },
+                        );
+                    }
+                }
+                if r.live == 0 {
+                    self.finish_request(req);
+                }
+            }
+            Res::Err(cause, retry_after) => match pop.caller.after_failure(
+                &mut r.call,
+                now,
+                cause,
+                retry_after.filter(|_| pop.honour_retry_after),
+                &mut pop.rng,
+            ) {
+                Next::RetryAt(t) => {
+                    r.live += 1;
+                    let lane = (t == now).then_some(self.now_lane);
+                    match lane {
+                        Some(lane) => {
+                            self.queue
+                                .schedule_in_lane(lane, now, super::Ev::ClientRetry { req })
+                        }
+                        None => self.queue.schedule(t, super::Ev::ClientRetry { req }),
+                    }
+                }
+                Next::GiveUp => self.finish_request(req),
+            },
+        }
+    }
+}

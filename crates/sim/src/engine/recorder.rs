@@ -1,0 +1,241 @@
+//! The recording: per-interval series per route and component, taken at
+//! each recording tick. Recording ticks only read the model (and reset
+//! their own per-interval averages), so the interval never changes what
+//! the simulation does.
+
+use stormbreak_policy::Nanos;
+
+use super::Engine;
+use super::ids::SeriesId;
+use super::stats::Little;
+use crate::record::{
+    AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
+};
+
+/// A route's counters for the current interval and its series so far.
+#[derive(Debug)]
+pub(crate) struct RouteRec {
+    pub(crate) acc: RouteAcc,
+    pub(crate) series: RouteSeries,
+}
+
+/// Run metadata carried into the [`Recording`].
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub(crate) scenario: String,
+    pub(crate) seed: u64,
+    pub(crate) scale: f64,
+    pub(crate) clock_origin_s: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    pub(crate) interval: Nanos,
+    pub(crate) routes: Vec<RouteRec>,
+    pub(crate) comps: Vec<ComponentSeries>,
+    arrivals: Vec<u64>,
+    rejected: Vec<u64>,
+    little: Vec<Little>,
+    pub(crate) applied: Vec<AppliedAction>,
+    pub(crate) meta: Meta,
+}
+
+impl Recorder {
+    pub(crate) fn new(interval: Nanos, meta: Meta) -> Self {
+        Recorder {
+            interval,
+            routes: Vec::new(),
+            comps: Vec::new(),
+            arrivals: Vec::new(),
+            rejected: Vec::new(),
+            little: Vec::new(),
+            applied: Vec::new(),
+            meta,
+        }
+    }
+
+    pub(crate) fn add_component(&mut self, name: &str, kind: &'static str) -> SeriesId {
+        self.comps.push(ComponentSeries {
+            name: name.to_owned(),
+            kind: kind.to_owned(),
+            ..Default::default()
+        });
+        self.arrivals.push(0);
+        self.rejected.push(0);
+        self.little.push(Little::default());
+        SeriesId::new(self.comps.len() - 1)
+    }
+
+    pub(crate) fn add_route(&mut self, name: &str) {
+        self.routes.push(RouteRec {
+            acc: RouteAcc::new(),
+            series: RouteSeries {
+                name: name.to_owned(),
+                ..Default::default()
+            },
+        });
+    }
+
+    #[inline]
+    pub(crate) fn arrive(&mut self, c: SeriesId, now: Nanos) {
+        self.arrivals[c.ix()] += 1;
+        self.little[c.ix()].arrive(now);
+    }
+
+    #[inline]
+    pub(crate) fn depart(&mut self, c: SeriesId, now: Nanos, sojourn: Nanos) {
+        self.little[c.ix()].depart(now, sojourn);
+    }
+
+    #[inline]
+    pub(crate) fn reject(&mut self, c: SeriesId) {
+        self.rejected[c.ix()] += 1;
+    }
+
+    /// Attempts present at each component now (Little's `L` gauge).
+    pub(crate) fn present(&self, c: SeriesId) -> u64 {
+        self.little[c.ix()].present
+    }
+}
+
+impl Engine {
+    pub(crate) fn on_tick(&mut self) {
+        let now = self.now;
+        if now < self.end {
+            self.queue
+                .schedule(now + self.rec.interval, super::Ev::Tick);
+        }
+        let rec = &mut self.rec;
+        for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
+            let oldest = pop.backlog.front().map_or(0, |&t| now - t);
+            let wait = pop.wait_max.max(oldest) as f64 / 1e9;
+            pop.wait_max = 0;
+            let series = &mut rec.routes[pop.route.ix()].series;
+            let i = series.attempts.len();
+            if series.job_wait_s.len() <= i {
+                series.job_wait_s.resize(i + 1, 0.0);
+            }
+            series.job_wait_s[i] = series.job_wait_s[i].max(wait);
+        }
+        for r in &mut rec.routes {
+            let acc = &mut r.acc;
+            let s = &mut r.series;
+            s.first_attempts.push(acc.first_attempts);
+            s.attempts.push(acc.attempts);
+            s.successes.push(acc.successes);
+            s.errors.push(acc.errors);
+            let h = &acc.latency_us;
+            let ms = |us: u64| us as f64 / 1000.0;
+            s.latency_mean_ms.push(if acc.successes == 0 {
+                0.0
+            } else {
+                acc.latency_sum_ns / acc.successes as f64 / 1e6
+            });
+            acc.latency_sum_ns = 0.0;
+            s.latency_ms.push(if h.is_empty() {
+                [0.0; 4]
+            } else {
+                [
+                    ms(h.value_at_quantile(0.5)),
+                    ms(h.value_at_quantile(0.9)),
+                    ms(h.value_at_quantile(0.99)),
+                    ms(h.max()),
+                ]
+            });
+            acc.first_attempts = 0;
+            acc.attempts = 0;
+            acc.successes = 0;
+            acc.errors = [0; Cause::ALL.len()];
+            acc.latency_us.reset();
+        }
+        for (ci, c) in rec.comps.iter_mut().enumerate() {
+            c.arrivals.push(std::mem::take(&mut rec.arrivals[ci]));
+            c.rejected.push(std::mem::take(&mut rec.rejected[ci]));
+        }
+        for lb in &self.lbs.pools {
+            let c = &mut rec.comps[lb.series.ix()];
+            let running = lb.running_nodes();
+            c.in_flight.push(lb.flows_in_use() as f64);
+            c.limit.push((running as u32 * lb.flows_per_node) as f64);
+            c.queue.push(0.0);
+            c.replicas.push(running as f64);
+            c.app_utilisation.push(0.0);
+        }
+        for gw in &self.gateways {
+            let c = &mut rec.comps[gw.series.ix()];
+            c.in_flight.push(0.0);
+            c.limit.push(0.0);
+            c.queue.push(0.0);
+            c.replicas.push(0.0);
+            c.app_utilisation.push(0.0);
+        }
+        for svc in &mut self.services {
+            let c = &mut rec.comps[svc.series.ix()];
+            let ready = svc.ready_pods();
+            let pods = || svc.order.iter().map(|k| svc.pod(*k));
+            let (inflight, limit) = match svc.sidecar {
+                Some(sc) => (
+                    pods().map(|p| p.sidecar_in as f64).sum(),
+                    (sc.limit as usize * ready) as f64,
+                ),
+                None => (
+                    pods().map(|p| p.busy as f64).sum(),
+                    (svc.workers as usize * ready) as f64,
+                ),
+            };
+            c.in_flight.push(inflight);
+            c.limit.push(limit);
+            c.queue.push(
+                pods()
+                    .map(|p| (p.sidecar_queued + p.app_queued) as f64)
+                    .sum(),
+            );
+            c.replicas.push(ready as f64);
+            let n = svc.order.len().max(1) as f64;
+            let workers = svc.workers as f64;
+            let busy: f64 = svc
+                .order
+                .iter()
+                .map(|k| {
+                    let p = svc.pods.get_mut(k.0).expect("ordered pods are live");
+                    p.busy_tick.take(now, p.busy)
+                })
+                .sum();
+            c.app_utilisation.push(busy / (workers * n));
+        }
+    }
+
+    /// The recording so far (call after the run).
+    pub fn finish(mut self) -> Recording {
+        let end = self.now;
+        let rec = &mut self.rec;
+        for (c, l) in rec.comps.iter_mut().zip(&mut rec.little) {
+            l.advance(end);
+            let secs = end as f64 / 1e9;
+            c.little = LittleTotals {
+                mean_in_system: if end == 0 { 0.0 } else { l.area / end as f64 },
+                throughput_per_s: l.departures as f64 / secs,
+                mean_sojourn_s: if l.departures == 0 {
+                    0.0
+                } else {
+                    l.sojourn / l.departures as f64 / 1e9
+                },
+            };
+        }
+        let rec = self.rec;
+        Recording {
+            scenario: rec.meta.scenario,
+            seed: rec.meta.seed,
+            scale: rec.meta.scale,
+            interval: rec.interval,
+            duration: self.end,
+            clock_origin_s: rec.meta.clock_origin_s,
+            routes: rec.routes.into_iter().map(|r| r.series).collect(),
+            components: rec.comps,
+            actions: rec.applied,
+            events: self.events,
+            attempts: self.flight.created,
+            peak_in_flight: self.flight.peak,
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Services: identical pods behind a least-request balancer; each pod is a
+//! sidecar (concurrency limit, bounded queue, queue timeout) in front of an
+//! app container (workers, a queue, a service-time distribution).
+//!
+//! Invariant: a pod's counters equal the attempts on it by phase —
+//! `sidecar_queued` those in `SidecarQueued`, `app_queued` in `AppQueued`,
+//! `busy` in `InService`, and (with a sidecar) `sidecar_in` those in
+//! `AppQueued` or `InService`. A pod leaves the service only when all four
+//! are zero, so no attempt's [`PodKey`] outlives its pod.
+
+use std::collections::VecDeque;
+
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
+
+use super::Engine;
+use super::attempt::{Held, Phase, Res};
+use super::autoscale::Autoscaler;
+use super::ids::{PodKey, SeriesId, ServiceId};
+use super::stats::Avg;
+use crate::dist::ServiceTime;
+use crate::queue::Lane;
+use crate::record::Cause;
+use crate::slab::{Key, Slab};
+
+#[derive(Debug)]
+pub(crate) struct Pod {
+    pub(crate) ready: bool,
+    pub(crate) sidecar_in: u32,
+    /// Keys of attempts waiting for a slot; timed-out ones stay as stale
+    /// keys and are skipped.
+    sidecar_queue: VecDeque<Key>,
+    pub(crate) sidecar_queued: u32,
+    pub(crate) busy: u32,
+    app_queue: VecDeque<Key>,
+    pub(crate) app_queued: u32,
+    /// Since the last HPA sync.
+    pub(crate) busy_avg: Avg,
+    pub(crate) sidecar_avg: Avg,
+    /// Since the last recording tick (the recording's own average).
+    pub(crate) busy_tick: Avg,
+}
+
+impl Pod {
+    pub(crate) fn new(ready: bool, now: Nanos) -> Pod {
+        Pod {
+            ready,
+            sidecar_in: 0,
+            sidecar_queue: VecDeque::new(),
+            sidecar_queued: 0,
+            busy: 0,
+            app_queue: VecDeque::new(),
+            app_queued: 0,
+            busy_avg: Avg::starting(now),
+            sidecar_avg: Avg::starting(now),
+            busy_tick: Avg::starting(now),
+        }
+    }
+
+    /// Requests on the pod, in any stage: the least-request balancer's load.
+    pub(crate) fn load(&self) -> u32 {
+        self.sidecar_in + self.sidecar_queued + self.busy + self.app_queued
+    }
+}
+
+/// A pod's sidecar limits (per pod, after `--scale`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sidecar {
+    pub(crate) limit: u32,
+    pub(crate) queue_cap: u32,
+    pub(crate) queue_timeout: Option<Lane>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Service {
+    pub(crate) pods: Slab<Pod>,
+    /// Live pods in the order they were started: what the balancer picks
+    /// from and the HPA reads.
+    pub(crate) order: Vec<PodKey>,
+    /// Pods being started (ready at a `PodReady` event).
+    pub(crate) starting: u32,
+    pub(crate) sidecar: Option<Sidecar>,
+    pub(crate) workers: u32,
+    pub(crate) app_queue_cap: u32,
+    pub(crate) drop_expired: bool,
+    pub(crate) service_time: ServiceTime,
+    pub(crate) autoscaler: Option<Autoscaler>,
+    pub(crate) pod_start: Nanos,
+    pub(crate) rng: Pcg64Mcg,
+    pub(crate) series: SeriesId,
+}
+
+impl Service {
+    pub(crate) fn pod(&self, p: PodKey) -> &Pod {
+        self.pods
+            .get(p.0)
+            .expect("a pod with attempts on it is live")
+    }
+
+    pub(crate) fn pod_mut(&mut self, p: PodKey) -> &mut Pod {
+        self.pods
+            .get_mut(p.0)
+            .expect("a pod with attempts on it is live")
+    }
+
+    pub(crate) fn add_pod(&mut self, now: Nanos) {
+        let k = self.pods.insert(Pod::new(true, now));
+        self.order.push(PodKey(k));
+    }
+
+    /// Removes pods that are neither ready nor holding anything.
+    pub(crate) fn remove_drained(&mut self) {
+        let pods = &mut self.pods;
+        self.order.retain(|&k| {
+            let p = pods.get(k.0).expect("ordered pods are live");
+            let keep = p.ready || p.load() > 0;
+            if !keep {
+                pods.remove(k.0);
+            }
+            keep
+        });
+    }
+
+    pub(crate) fn ready_pods(&self) -> usize {
+        self.order.iter().filter(|&&k| self.pod(k).ready).count()
+    }
+
+    /// Least-request with two random choices (Envoy's default LEAST_REQUEST).
+    fn pick_pod(&mut self) -> Option<PodKey> {
+        let n = self.order.len();
+        if n == 0 {
+            return None;
+        }
+        let load = |p: &Pod| p.ready.then(|| p.load());
+        let a = self.order[self.rng.random_range(0..n)];
+        let b = self.order[self.rng.random_range(0..n)];
+        match (load(self.pod(a)), load(self.pod(b))) {
+            (Some(x), Some(y)) => Some(if y < x { b } else { a }),
+            (Some(_), None) => Some(a),
+            (None, Some(_)) => Some(b),
+            (None, None) => self.order.iter().copied().find(|&k| self.pod(k).ready),
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) fn service_admit(&mut self, att: Key, s: ServiceId) {
+        let now = self.now;
+        let svc = &mut self.services[s.ix()];
+        let Some(p) = svc.pick_pod() else {
+            return self.reject(att, Cause::Unavailable);
+        };
+        if let Some(sc) = svc.sidecar {
+            let pod = svc.pod_mut(p);
+            if pod.sidecar_in < sc.limit {
+                pod.sidecar_avg.touch(now, pod.sidecar_in);
+                pod.sidecar_in += 1;
+            } else if pod.sidecar_queued < sc.queue_cap {
+                // Timed-out keys stay behind until a slot frees; a pod whose
+                // slots never free would pile them up, so drop them once
+                // they outnumber the live ones (amortised O(1) a push).
+                if pod.sidecar_queue.len() >= 2 * (pod.sidecar_queued as usize).max(8) {
+                    let attempts = &self.flight.attempts;
+                    pod.sidecar_queue.retain(|&k| {
+                        attempts
+                            .get(k)
+                            .is_some_and(|a| a.phase == Phase::SidecarQueued)
+                    });
+                }
+                pod.sidecar_queue.push_back(att);
+                pod.sidecar_queued += 1;
+                let a = self.flight.get_mut(att);
+                a.phase = Phase::SidecarQueued;
+                a.held = Held::Pod(p);
+                if let Some(lane) = sc.queue_timeout {
+                    self.queue
+                        .schedule_in_lane(lane, now, super::Ev::QueueTimeout { att });
+                }
+                return;
+            } else {
+                return self.reject(att, Cause::LimitRejected);
+            }
+        }
+        self.flight.get_mut(att).held = Held::Pod(p);
+        self.app_admit(att, s, p);
+    }
+
+    /// The attempt holds its sidecar slot (if any): a worker, a queue place,
+    /// or a refusal.
+    fn app_admit(&mut self, att: Key, s: ServiceId, p: PodKey) {
+        let now = self.now;
+        let svc = &mut self.services[s.ix()];
+        let (workers, cap) = (svc.workers, svc.app_queue_cap);
+        let pod = svc.pods.get_mut(p.0).expect("live pod");
+        if pod.busy < workers {
+            pod.busy_avg.touch(now, pod.busy);
+            pod.busy_tick.touch(now, pod.busy);
+            pod.busy += 1;
+            let d = svc.service_time.sample(&mut svc.rng);
+            self.flight.get_mut(att).phase = Phase::InService;
+            self.queue.schedule(now + d, super::Ev::Done { att });
+        } else if pod.app_queued < cap {
+            pod.app_queue.push_back(att);
+            pod.app_queued += 1;
+            self.flight.get_mut(att).phase = Phase::AppQueued;
+        } else {
+            self.release_sidecar(s, p);
+            self.reject(att, Cause::LimitRejected);
+        }
+    }
+
+    pub(crate) fn on_service_done(&mut self, att: Key) {
+        let a = *self.flight.get(att);
+        let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
+            unreachable!("a service completion is for an attempt on a pod")
+        };
+        let now = self.now;
+        let pod = self.services[s.ix()].pod_mut(p);
+        pod.busy_avg.touch(now, pod.busy);
+        pod.busy_tick.touch(now, pod.busy);
+        pod.busy -= 1;
+        self.complete(att, Res::Ok);
+        self.pull_app_queue(s, p);
+        self.release_sidecar(s, p);
+    }
+
+    /// A worker is free: start the next queued request.
+    fn pull_app_queue(&mut self, s: ServiceId, p: PodKey) {
+        loop {
+            let svc = &mut self.services[s.ix()];
+            let drop_expired = svc.drop_expired;
+            let Some(next) = svc.pod_mut(p).app_queue.pop_front() else {
+                return;
+            };
+            let Some(a) = self.flight.attempts.get(next) else {
+                continue;
+            };
+            let abandoned = a.abandoned;
+            svc.pod_mut(p).app_queued -= 1;
+            if abandoned && drop_expired {
+                self.release_sidecar(s, p);
+                self.reject(next, Cause::Timeout);
+                continue;
+            }
+            self.app_admit(next, s, p);
+            return;
+        }
+    }
+
+    /// A sidecar slot is free: admit the next queued request.
+    fn release_sidecar(&mut self, s: ServiceId, p: PodKey) {
+        let now = self.now;
+        let svc = &mut self.services[s.ix()];
+        if svc.sidecar.is_none() {
+            return;
+        }
+        let drop_expired = svc.drop_expired;
+        let pod = svc.pod_mut(p);
+        pod.sidecar_avg.touch(now, pod.sidecar_in);
+        pod.sidecar_in -= 1;
+        loop {
+            let pod = self.services[s.ix()].pod_mut(p);
+            let Some(next) = pod.sidecar_queue.pop_front() else {
+                return;
+            };
+            let Some(a) = self.flight.attempts.get(next) else {
+                continue; // timed out in the queue already
+            };
+            let drop = a.abandoned && drop_expired;
+            pod.sidecar_queued -= 1;
+            if drop {
+                self.reject(next, Cause::Timeout);
+                continue;
+            }
+            pod.sidecar_avg.touch(now, pod.sidecar_in);
+            pod.sidecar_in += 1;
+            self.app_admit(next, s, p);
+            return;
+        }
+    }
+
+    pub(crate) fn on_queue_timeout(&mut self, att: Key) {
+        let Some(a) = self.flight.attempts.get(att) else {
+            return;
+        };
+        if a.phase != Phase::SidecarQueued {
+            return;
+        }
+        let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
+            unreachable!("a queued attempt is on a pod")
+        };
+        self.services[s.ix()].pod_mut(p).sidecar_queued -= 1;
+        // The key stays in the queue and is skipped as stale later.
+        self.reject(att, Cause::QueueTimeout);
+    }
+}

@@ -1,0 +1,298 @@
+//! Timeline actions: the operators' levers, with every name resolved to a
+//! typed handle when the engine is built.
+
+use stormbreak_policy::Nanos;
+use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
+use stormbreak_policy::shed::ShedRule;
+
+use super::Engine;
+use super::Names;
+use super::ids::{GatewayId, LbId, PopId, RouteId, SiteId};
+use super::lb::{Gate, LbRamp};
+use crate::record::AppliedAction;
+use crate::scenario::{ActionKind, RetrySpec};
+
+/// Whose retry policy a `set_retry` replaces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RetryTarget {
+    Client(PopId),
+    Gateway(GatewayId),
+}
+
+/// A resolved action.
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    PauseNodes {
+        lb: LbId,
+        nodes: u32,
+    },
+    RestartNodes {
+        lb: LbId,
+    },
+    SetRetry {
+        target: RetryTarget,
+        retry: Option<RetrySpec>,
+    },
+    Shed {
+        lb: LbId,
+        route: RouteId,
+        status: u16,
+        retry_after: Option<Nanos>,
+    },
+    Unshed {
+        lb: LbId,
+        route: RouteId,
+    },
+    Ramp {
+        lb: LbId,
+        route: RouteId,
+        sites: Vec<Option<usize>>,
+        ramp_sites: usize,
+        restore: StagedRestoreConfig,
+        status: u16,
+    },
+    Admit {
+        lb: LbId,
+        route: RouteId,
+        site: Option<SiteId>,
+        fraction: f64,
+        status: u16,
+    },
+    ShiftTraffic {
+        pops: Vec<PopId>,
+        fraction: f64,
+    },
+    SetRate {
+        pop: PopId,
+        rate: f64,
+    },
+}
+
+/// An action, when it applies, and how the run log words it.
+#[derive(Debug, Clone)]
+pub(crate) struct Planned {
+    pub(crate) at: Nanos,
+    pub(crate) action: Action,
+    pub(crate) what: String,
+}
+
+impl Planned {
+    /// Resolves a validated action's names.
+    pub(crate) fn resolve(at: Nanos, kind: &ActionKind, names: &Names<'_>) -> Planned {
+        let (action, what) = match kind {
+            ActionKind::PauseNodes { lb, nodes } => (
+                Action::PauseNodes {
+                    lb: names.lb(lb),
+                    nodes: *nodes,
+                },
+                format!("pause {nodes} node(s) of {lb}"),
+            ),
+            ActionKind::RestartNodes { lb } => (
+                Action::RestartNodes { lb: names.lb(lb) },
+                format!("restart nodes of {lb}"),
+            ),
+            ActionKind::SetRetry { target, retry } => {
+                let t = match names.client(target) {
+                    Some(p) => RetryTarget::Client(p),
+                    None => RetryTarget::Gateway(names.gateway(target)),
+                };
+                let what = match retry {
+                    Some(r) => format!("{target}: retries set to {} attempt(s)", r.max_attempts),
+                    None => format!("{target}: retries off"),
+                };
+                (
+                    Action::SetRetry {
+                        target: t,
+                        retry: retry.clone(),
+                    },
+                    what,
+                )
+            }
+            ActionKind::Shed {
+                lb,
+                route,
+                status,
+                retry_after,
+            } => (
+                Action::Shed {
+                    lb: names.lb(lb),
+                    route: names.route(route),
+                    status: *status,
+                    retry_after: *retry_after,
+                },
+                format!("shed {route} with {status} at {lb}"),
+            ),
+            ActionKind::Unshed { lb, route } => (
+                Action::Unshed {
+                    lb: names.lb(lb),
+                    route: names.route(route),
+                },
+                format!("stop shedding {route} at {lb}"),
+            ),
+            ActionKind::Ramp {
+                lb,
+                route,
+                sites,
+                restore,
+                status,
+            } => (
+                Action::Ramp {
+                    lb: names.lb(lb),
+                    route: names.route(route),
+                    sites: names
+                        .sites
+                        .iter()
+                        .map(|s| sites.iter().position(|x| x == s))
+                        .collect(),
+                    ramp_sites: sites.len(),
+                    restore: restore.clone(),
+                    status: *status,
+                },
+                format!(
+                    "staged restore of {route} at {lb} over {} site(s)",
+                    sites.len()
+                ),
+            ),
+            ActionKind::Admit {
+                lb,
+                route,
+                site,
+                fraction,
+                status,
+            } => (
+                Action::Admit {
+                    lb: names.lb(lb),
+                    route: names.route(route),
+                    site: site.as_deref().map(|s| names.site(s)),
+                    fraction: *fraction,
+                    status: *status,
+                },
+                format!(
+                    "admit {:.0}% of {route}{} at {lb}",
+                    fraction * 100.0,
+                    site.as_ref()
+                        .map_or(String::new(), |s| format!(" from {s}"))
+                ),
+            ),
+            ActionKind::ShiftTraffic { clients, fraction } => (
+                Action::ShiftTraffic {
+                    pops: clients
+                        .iter()
+                        .map(|c| names.client(c).expect("validated client name"))
+                        .collect(),
+                    fraction: *fraction,
+                },
+                format!(
+                    "shift {:.0}% of {} to failover",
+                    fraction * 100.0,
+                    clients.join(", ")
+                ),
+            ),
+            ActionKind::SetRate { client, rate } => (
+                Action::SetRate {
+                    pop: names.client(client).expect("validated client name"),
+                    rate: *rate,
+                },
+                format!("{client}: rate set to {rate}/s"),
+            ),
+        };
+        Planned { at, action, what }
+    }
+}
+
+impl Engine {
+    pub(crate) fn on_action(&mut self, idx: usize) {
+        let Planned { at, action, what } = self.timeline[idx].clone();
+        match action {
+            Action::PauseNodes { lb, nodes } => {
+                for node in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
+                    node.paused = true;
+                }
+                self.reset_flows(lb);
+            }
+            Action::RestartNodes { lb } => {
+                for node in &mut self.lbs[lb].nodes {
+                    node.paused = false;
+                }
+            }
+            Action::SetRetry { target, retry } => match target {
+                RetryTarget::Client(p) => self.pops[p.ix()].caller.set_retry(retry.as_ref()),
+                RetryTarget::Gateway(g) => self.gateways[g.ix()].caller.set_retry(retry.as_ref()),
+            },
+            Action::Shed {
+                lb,
+                route,
+                status,
+                retry_after,
+            } => {
+                let rule = ShedRule {
+                    route: route.0 as u32,
+                    class: None,
+                    status,
+                    retry_after,
+                };
+                self.lbs[lb]
+                    .rules
+                    .add_rule(rule)
+                    .expect("validated rule; 64 rules");
+            }
+            Action::Unshed { lb, route } => {
+                self.lbs[lb].rules.remove_rule(route.0 as u32, None);
+            }
+            Action::Ramp {
+                lb,
+                route,
+                sites,
+                ramp_sites,
+                restore,
+                status,
+            } => {
+                let ramp = LbRamp {
+                    route,
+                    restore: StagedRestore::new(&restore, ramp_sites).expect("validated restore"),
+                    site_map: sites,
+                    status,
+                    epoch: 0,
+                };
+                self.start_ramp(lb, route, ramp);
+            }
+            Action::Admit {
+                lb,
+                route,
+                site,
+                fraction,
+                status,
+            } => {
+                let gates = &mut self.lbs[lb].gates;
+                gates.retain(|g| !(g.route == route && g.site == site));
+                if fraction < 1.0 {
+                    gates.push(Gate {
+                        route,
+                        site,
+                        fraction,
+                        status,
+                    });
+                }
+            }
+            Action::ShiftTraffic { pops, fraction } => {
+                for p in pops {
+                    self.pops[p.ix()].spill = fraction;
+                }
+            }
+            Action::SetRate { pop, rate } => {
+                let now = self.now;
+                let scaled = rate * self.scale;
+                let p = &mut self.pops[pop.ix()];
+                p.schedule = p.schedule.constant_from(now, scaled);
+                p.arrival_generation += 1;
+                self.schedule_arrival(pop);
+            }
+        }
+        self.rec.applied.push(AppliedAction { at, what });
+    }
+}
+
+/// Schedules every planned action.
+pub(crate) fn plan(timeline: &[Planned]) -> impl Iterator<Item = (Nanos, usize)> + '_ {
+    timeline.iter().enumerate().map(|(i, p)| (p.at, i))
+}
