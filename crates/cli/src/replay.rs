@@ -39,7 +39,8 @@ pub struct Args {
     /// RNG seed [default: the scenario's].
     #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
     pub seed: Option<u64>,
-    /// Output directory [default: ./stormbreak-out/github-2026-08-17/<variant>/].
+    /// Output directory, replaced whole: new, empty, or one Stormbreak wrote
+    /// [default: ./stormbreak-out/github-2026-08-17/<variant>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the replay summary as JSON on stdout.

@@ -14,7 +14,8 @@ use stormbreak_sim::{Recording, Scenario, output};
 pub struct Args {
     /// Scenario file (TOML); see docs/scenarios.md.
     pub file: PathBuf,
-    /// Output directory [default: ./stormbreak-out/<scenario name>/].
+    /// Output directory, replaced whole: new, empty, or one Stormbreak wrote
+    /// [default: ./stormbreak-out/<scenario name>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// RNG seed; overrides the scenario's `seed`.
