@@ -951,7 +951,37 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::csv_field;
+    use super::{csv_field, is_listed, parse_temp_name};
+    use std::ffi::OsStr;
+
+    #[test]
+    fn temporary_directories_are_told_apart_by_name() {
+        let parse = |f: &str| parse_temp_name(OsStr::new(f), OsStr::new("out"));
+        assert_eq!(parse(".out.stormbreak-new-12-3"), Some((false, 12)));
+        assert_eq!(parse(".out.stormbreak-old-12-0"), Some((true, 12)));
+        // Another output directory's, or not one of ours at all.
+        assert_eq!(parse(".out.b.stormbreak-new-12-3"), None);
+        assert_eq!(parse(".out2.stormbreak-new-12-3"), None);
+        assert_eq!(parse(".out.stormbreak-new-12"), None);
+        assert_eq!(parse(".out.stormbreak-new-x-1"), None);
+        assert_eq!(parse("out.stormbreak-new-12-3"), None);
+    }
+
+    #[test]
+    fn a_listed_file_and_its_atomic_write_leftover_are_ours() {
+        let listed = ["summary.json".to_owned(), "report.html".to_owned()];
+        let ours = |n: &str| is_listed(OsStr::new(n), Some(&listed));
+        assert!(ours("summary.json") && ours(".stormbreak-out"));
+        assert!(ours(".report.html.4242.tmp"));
+        assert!(!ours("notes.txt"));
+        assert!(!ours(".notes.txt.4242.tmp"));
+        assert!(!ours(".report.html..tmp"));
+        assert!(!ours(".report.html.12a.tmp"));
+        assert!(
+            is_listed(OsStr::new("anything"), None),
+            "unknown marker format"
+        );
+    }
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {
