@@ -1,9 +1,11 @@
 //! The `stormbreak` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod replay;
 mod report_cmd;
@@ -28,7 +30,30 @@ enum Command {
     Report(report_cmd::Args),
 }
 
+/// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
+/// which arrived): 128 + SIGINT, as a shell reports an interrupted command.
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// Test hook (undocumented in `--help`, described in docs/outputs.md):
+/// milliseconds to sleep between staging an output set and swapping it in,
+/// so a test's signal lands inside the write phase.
+const PAUSE_BEFORE_SWAP_ENV: &str = "STORMBREAK_TEST_PAUSE_BEFORE_SWAP_MS";
+
 fn main() -> ExitCode {
+    // Without a handler a signal kills the process mid-write and leaves a
+    // staging directory for the next run to remove; with one, nothing is
+    // left behind.
+    let _ = ctrlc::set_handler(|| {
+        let removed = output::abandon_pending();
+        if removed.is_empty() {
+            eprintln!("interrupted");
+        } else {
+            eprintln!(
+                "interrupted: unfinished outputs removed, previous outputs left as they were"
+            );
+        }
+        std::process::exit(EXIT_INTERRUPTED);
+    });
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
@@ -44,7 +69,78 @@ fn main() -> ExitCode {
     }
 }
 
-/// Default output directory for a scenario.
-fn default_out(scenario: &str) -> PathBuf {
-    PathBuf::from("stormbreak-out").join(scenario)
+/// Default output directory for a scenario: one sanitised component under
+/// `./stormbreak-out/`, so a name such as `../../x` cannot climb out.
+fn default_out(scenario: &str) -> Result<PathBuf, String> {
+    let dir = output::scenario_dir_name(scenario).ok_or_else(|| {
+        format!(
+            "scenario name {scenario:?} has no letter or digit to name its output directory \
+             ./stormbreak-out/<name>/; rename the scenario or give --out"
+        )
+    })?;
+    Ok(PathBuf::from("stormbreak-out").join(dir))
+}
+
+/// Checks the output directory before a run: a refusal or an unwritable
+/// parent is reported now rather than after minutes of simulating.
+fn prepare_out(out: &Path) -> Result<OutDir, String> {
+    pause_before_swap()?;
+    let dir = OutDir::prepare(out).map_err(|e| e.to_string())?;
+    for note in dir.notes() {
+        eprintln!("note: {note}");
+    }
+    Ok(dir)
+}
+
+/// Writes `set` into `out` as one set, replacing what was there whole.
+fn write_out(out: &OutDir, set: &OutputSet) -> Result<(), String> {
+    let mut writer = CliWriter {
+        pause: pause_before_swap()?,
+    };
+    out.write_with(set, &mut writer).map_err(|e| e.to_string())
+}
+
+/// The test hook's pause, when [`PAUSE_BEFORE_SWAP_ENV`] is set.
+fn pause_before_swap() -> Result<Option<Duration>, String> {
+    match std::env::var(PAUSE_BEFORE_SWAP_ENV) {
+        Ok(ms) => ms
+            .trim()
+            .parse::<u64>()
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .map_err(|_| {
+                format!("{PAUSE_BEFORE_SWAP_ENV}: expected whole milliseconds, got {ms:?}")
+            }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The filesystem writer, plus the test hook's pause before the swap.
+struct CliWriter {
+    pause: Option<Duration>,
+}
+
+impl FileWriter for CliWriter {
+    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        FsWriter.write_file(path, bytes)
+    }
+
+    fn before_swap(&mut self, staging: &Path) {
+        if let Some(pause) = self.pause {
+            // A test waits for this line before it sends its signal.
+            eprintln!(
+                "{PAUSE_BEFORE_SWAP_ENV}: staged in {}, pausing {} ms before the swap",
+                staging.display(),
+                pause.as_millis()
+            );
+            std::thread::sleep(pause);
+        }
+    }
+}
+
+/// Parses a whole-number flag such as `--seed` (any `u64`), naming the
+/// range when it is negative or not a number.
+fn parse_u64(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("expected a whole number 0 ≤ N ≤ {}, got {s:?}", u64::MAX))
 }

@@ -2,12 +2,13 @@
 //! the five follow-ups that prevent it.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use stormbreak_report::{ReportExtras, Table};
+use stormbreak_report::{EXTRAS_FILE, REPORT_FILE, ReportExtras, Table};
+use stormbreak_sim::Recording;
 use stormbreak_sim::engine::RunOptions;
+use stormbreak_sim::output::OutputSet;
 use stormbreak_sim::replay::{self, Fix, ReplaySummary};
-use stormbreak_sim::{Recording, output};
 
 use crate::simulate::{parse_scale, simulate_with_progress};
 
@@ -27,13 +28,19 @@ pub struct Args {
     /// Run as it happened and with the follow-ups (all five, or --fix), side by side.
     #[arg(long, conflicts_with = "ablation")]
     pub compare: bool,
-    /// Fraction of the published traffic to simulate (capacities scaled alike).
-    #[arg(long, default_value_t = replay::DEFAULT_SCALE, value_parser = parse_scale)]
+    /// Fraction of the published traffic to simulate (capacities scaled alike; 0 < F ≤ 1000).
+    #[arg(
+        long,
+        default_value_t = replay::DEFAULT_SCALE,
+        allow_hyphen_values = true,
+        value_parser = parse_scale
+    )]
     pub scale: f64,
     /// RNG seed [default: the scenario's].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
     pub seed: Option<u64>,
-    /// Output directory [default: ./stormbreak-out/github-2026-08-17/<variant>/].
+    /// Output directory, replaced whole: new, empty, or one Stormbreak wrote
+    /// [default: ./stormbreak-out/github-2026-08-17/<variant>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print the replay summary as JSON on stdout.
@@ -108,14 +115,6 @@ pub fn run(args: Args) -> Result<(), String> {
     if args.ablation {
         return ablation(&args, opts, quiet);
     }
-    let base = crate::default_out(replay::scenario_name());
-    let mut runs = Vec::new();
-    if args.compare || chosen.is_empty() {
-        runs.push(run_variant(&[], opts, quiet)?);
-    }
-    if !chosen.is_empty() {
-        runs.push(run_variant(&chosen, opts, quiet)?);
-    }
     let variant = if args.compare {
         "compare".to_owned()
     } else if chosen.is_empty() {
@@ -132,7 +131,18 @@ pub fn run(args: Args) -> Result<(), String> {
                 .join("+")
         )
     };
-    let out = args.out.clone().unwrap_or_else(|| base.join(&variant));
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => crate::default_out(replay::scenario_name())?.join(&variant),
+    };
+    let out_dir = crate::prepare_out(&out)?;
+    let mut runs = Vec::new();
+    if args.compare || chosen.is_empty() {
+        runs.push(run_variant(&[], opts, quiet)?);
+    }
+    if !chosen.is_empty() {
+        runs.push(run_variant(&chosen, opts, quiet)?);
+    }
     // Outputs: the last run's files, every run's summary under `replay`.
     let main = runs.last().expect("at least one run");
     let replay_json = serde_json::json!({
@@ -143,15 +153,12 @@ pub fn run(args: Args) -> Result<(), String> {
             "paths": r.summary.paths,
         })).collect::<Vec<_>>(),
     });
-    output::write_outputs(&out, &main.rec, Some(replay_json.clone()))
-        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
     let extras = report_extras(&runs);
     let labelled: Vec<(&str, &Recording)> =
         runs.iter().map(|r| (r.label.as_str(), &r.rec)).collect();
     let html = stormbreak_report::render(&labelled, &extras);
-    stormbreak_report::write_extras(&out, &extras)
-        .and_then(|_| stormbreak_report::write_report(&out, &html))
-        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
+    let set = output_set(&out, &main.rec, replay_json.clone(), &extras, html)?;
+    crate::write_out(&out_dir, &set)?;
     if args.json {
         println!(
             "{}",
@@ -428,7 +435,29 @@ fn assumptions() -> Vec<Vec<String>> {
     rows
 }
 
+/// The files of a replay run: the recording's, `report.html` and the
+/// report's extra tables.
+fn output_set(
+    out: &Path,
+    rec: &Recording,
+    summary_extra: serde_json::Value,
+    extras: &ReportExtras,
+    html: String,
+) -> Result<OutputSet, String> {
+    let encoding =
+        |e: &dyn std::fmt::Display| format!("{}: cannot encode outputs: {e}", out.display());
+    let mut set = OutputSet::of_recording(rec, Some(summary_extra)).map_err(|e| encoding(&e))?;
+    let extras = serde_json::to_vec_pretty(extras).map_err(|e| encoding(&e))?;
+    set.add(EXTRAS_FILE, extras).add(REPORT_FILE, html);
+    Ok(set)
+}
+
 fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => crate::default_out(replay::scenario_name())?.join("ablation"),
+    };
+    let out_dir = crate::prepare_out(&out)?;
     let mut variants: Vec<Vec<Fix>> = Vec::new();
     for f in Fix::ALL {
         variants.push(vec![f]);
@@ -512,10 +541,6 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
             }
         );
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| crate::default_out(replay::scenario_name()).join("ablation"));
     let json = serde_json::json!({
         "ablation": runs.iter().map(|r| serde_json::json!({
             "label": r.label, "fixes": r.summary.fixes, "headline": r.summary.headline,
@@ -529,8 +554,6 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
         })).collect::<Vec<_>>(),
     });
     let main = runs.last().expect("all five");
-    output::write_outputs(&out, &main.rec, Some(json.clone()))
-        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
     let extras = ReportExtras {
         title: Some("GitHub 2026-08-17: which follow-ups matter".into()),
         description: None,
@@ -548,9 +571,8 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
         }],
     };
     let html = stormbreak_report::render(&[(main.label.as_str(), &main.rec)], &extras);
-    stormbreak_report::write_extras(&out, &extras)
-        .and_then(|_| stormbreak_report::write_report(&out, &html))
-        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
+    let set = output_set(&out, &main.rec, json.clone(), &extras, html)?;
+    crate::write_out(&out_dir, &set)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json).expect("json"));
     } else {

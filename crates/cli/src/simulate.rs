@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stormbreak_report::REPORT_FILE;
 use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sim::output::OutputSet;
 use stormbreak_sim::{Recording, Scenario, output};
 
 /// Flags of `stormbreak simulate`.
@@ -12,14 +14,17 @@ use stormbreak_sim::{Recording, Scenario, output};
 pub struct Args {
     /// Scenario file (TOML); see docs/scenarios.md.
     pub file: PathBuf,
-    /// Output directory [default: ./stormbreak-out/<scenario name>/].
+    /// Output directory, replaced whole: new, empty, or one Stormbreak wrote
+    /// [default: ./stormbreak-out/<scenario name>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// RNG seed; overrides the scenario's `seed`.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
     pub seed: Option<u64>,
     /// Simulate this fraction of the traffic, with capacities scaled alike (0 < F ≤ 1000).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
+    // Hyphenated values are taken as values so `--scale -1` (or `-inf`)
+    // meets the range check rather than clap's "unexpected argument".
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_scale)]
     pub scale: f64,
     /// Print the summary as JSON on stdout instead of a table.
     #[arg(long)]
@@ -29,11 +34,13 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// `--scale` must be a positive, finite factor.
+/// `--scale` must be a positive, finite factor of at most 1000 (clap
+/// prefixes the message with the flag's name).
 pub fn parse_scale(s: &str) -> Result<f64, String> {
     let v: f64 = s
+        .trim()
         .parse()
-        .map_err(|_| format!("expected a number such as 0.1, got {s:?}"))?;
+        .map_err(|_| format!("expected a number 0 < F ≤ 1000 such as 0.1, got {s:?}"))?;
     if v.is_finite() && v > 0.0 && v <= 1000.0 {
         Ok(v)
     } else {
@@ -41,27 +48,31 @@ pub fn parse_scale(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Runs `stormbreak simulate`.
 pub fn run(args: Args) -> Result<(), String> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| format!("{}: cannot read: {e}", args.file.display()))?;
     let scenario =
         Scenario::parse(&args.file.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let out = match args.out {
+        Some(out) => out,
+        None => crate::default_out(&scenario.scenario.name)
+            .map_err(|e| format!("{}: {e}", args.file.display()))?,
+    };
+    let out_dir = crate::prepare_out(&out)?;
     let opts = RunOptions {
         seed: args.seed,
         scale: args.scale,
     };
     let rec = simulate_with_progress(&scenario, opts, args.quiet || args.json);
-    let out = args
-        .out
-        .unwrap_or_else(|| crate::default_out(&scenario.scenario.name));
-    output::write_outputs(&out, &rec, None)
-        .map_err(|e| format!("{}: cannot write outputs: {e}", out.display()))?;
     let html = stormbreak_report::render(
         &[(scenario.scenario.name.as_str(), &rec)],
         &Default::default(),
     );
-    stormbreak_report::write_report(&out, &html)
-        .map_err(|e| format!("{}: cannot write report: {e}", out.display()))?;
+    let mut set = OutputSet::of_recording(&rec, None)
+        .map_err(|e| format!("{}: cannot encode outputs: {e}", out.display()))?;
+    set.add(REPORT_FILE, html);
+    crate::write_out(&out_dir, &set)?;
     if args.json {
         println!(
             "{}",

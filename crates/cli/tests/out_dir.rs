@@ -1,0 +1,446 @@
+//! The output directory as the real binary treats it: checked before the
+//! run, replaced as one set even when a signal lands mid-write, never
+//! escaped by a scenario name; numeric flags rejected by name and range.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Only guards against a hang; a passing run takes milliseconds.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+const PAUSE_ENV: &str = "STORMBREAK_TEST_PAUSE_BEFORE_SWAP_MS";
+
+fn stormbreak() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stormbreak"));
+    cmd.env_remove(PAUSE_ENV);
+    cmd
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stormbreak-outdir-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const SMALL: &str = r#"[scenario]
+name = "small"
+duration = "30s"
+
+[[service]]
+name = "svc"
+replicas = 2
+app = { workers = 4, service_time = { dist = "exponential", mean = "2ms" } }
+
+[[route]]
+name = "r"
+path = ["svc"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "500/s"
+timeout = "1s"
+"#;
+
+/// Ends the process when dropped, so a failing test leaves none running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Running {
+    /// Waits for the exit, killing the process if it hangs.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < HANG_GUARD, "stormbreak hung");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Runs `cmd`, killing it if it hangs.
+fn run_guarded(cmd: &mut Command) -> Output {
+    let mut child = Running(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Pipes are read on threads so a chatty child cannot block on them.
+    let mut out = child.0.stdout.take().unwrap();
+    let mut err = child.0.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).unwrap();
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut v).unwrap();
+        v
+    });
+    let status = child.wait();
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// Every file of `dir` by name.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Names in `dir` other than `keep`.
+fn others(dir: &Path, keep: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect();
+    names.sort();
+    names
+}
+
+const SET: [&str; 5] = [
+    ".stormbreak-out",
+    "recording.json",
+    "report.html",
+    "summary.json",
+    "timeseries.csv",
+];
+
+fn seed_of(out: &Path) -> u64 {
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("summary.json")).unwrap()).unwrap();
+    summary["seed"].as_u64().unwrap()
+}
+
+fn simulate_ok(file: &Path, out: &Path, seed: u64) {
+    let o = run_guarded(
+        stormbreak()
+            .arg("simulate")
+            .arg(file)
+            .arg("--out")
+            .arg(out)
+            .args(["--quiet", "--seed", &seed.to_string()]),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Starts a run that pauses between staging its set and the swap, and
+/// returns once it has reported the pause.
+fn start_paused(file: &Path, out: &Path, seed: u64) -> Running {
+    let mut child = Running(
+        stormbreak()
+            .arg("simulate")
+            .arg(file)
+            .arg("--out")
+            .arg(out)
+            .args(["--quiet", "--seed", &seed.to_string()])
+            .env(PAUSE_ENV, "600000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let line = rx
+            .recv_timeout(HANG_GUARD)
+            .expect("the run never reached the write phase");
+        if line.starts_with(PAUSE_ENV) && line.contains("pausing") {
+            return child;
+        }
+    }
+}
+
+fn signal(child: &Running, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.0.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_signal_during_the_write_phase_leaves_the_previous_set_and_no_temporary() {
+    for sig in ["TERM", "INT"] {
+        let dir = temp_dir(&format!("signal-{sig}"));
+        let file = dir.join("small.toml");
+        fs::write(&file, SMALL).unwrap();
+        let out = dir.join("out");
+        simulate_ok(&file, &out, 1);
+        let before = snapshot(&out);
+        assert_eq!(before.keys().map(String::as_str).collect::<Vec<_>>(), SET);
+
+        let mut child = start_paused(&file, &out, 2);
+        // The staged set exists beside the output directory right now.
+        assert_eq!(others(&dir, &["small.toml", "out"]).len(), 1, "{sig}");
+        signal(&child, sig);
+        let status = child.wait();
+        assert_eq!(status.code(), Some(130), "SIG{sig}: the handler exits 130");
+        assert_eq!(snapshot(&out), before, "SIG{sig}: the previous set, whole");
+        assert_eq!(seed_of(&out), 1);
+        assert_eq!(
+            others(&dir, &["small.toml", "out"]),
+            Vec::<String>::new(),
+            "SIG{sig}: no temporary directory remains"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_killed_write_is_cleaned_up_by_the_next_run() {
+    let dir = temp_dir("sigkill");
+    let file = dir.join("small.toml");
+    fs::write(&file, SMALL).unwrap();
+    let out = dir.join("out");
+    simulate_ok(&file, &out, 1);
+    let before = snapshot(&out);
+
+    let mut child = start_paused(&file, &out, 2);
+    signal(&child, "KILL");
+    let status = child.wait();
+    assert_eq!(status.code(), None, "killed by the signal");
+    assert_eq!(snapshot(&out), before, "the previous set, whole");
+    let left = others(&dir, &["small.toml", "out"]);
+    assert_eq!(left.len(), 1, "SIGKILL cannot clean up: {left:?}");
+    assert!(left[0].starts_with(".out.stormbreak-new-"), "{left:?}");
+
+    let o = run_guarded(
+        stormbreak()
+            .arg("simulate")
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .args(["--quiet", "--seed", "3"]),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("note: removed {}", dir.join(&left[0]).display())),
+        "{err}"
+    );
+    assert_eq!(others(&dir, &["small.toml", "out"]), Vec::<String>::new());
+    assert_eq!(
+        snapshot(&out)
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        SET
+    );
+    assert_eq!(seed_of(&out), 3, "the new set");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A scenario whose run would take hours: a check that happened after the
+/// simulation would trip the hang guard.
+fn endless(dir: &Path) -> PathBuf {
+    let file = dir.join("endless.toml");
+    fs::write(
+        &file,
+        SMALL.replace(
+            "duration = \"30s\"",
+            "duration = \"100000h\"\ninterval = \"1h\"",
+        ),
+    )
+    .unwrap();
+    file
+}
+
+#[test]
+fn a_directory_stormbreak_did_not_write_is_refused_before_the_run() {
+    let dir = temp_dir("foreign");
+    let file = endless(&dir);
+    let home = dir.join("home");
+    fs::create_dir(&home).unwrap();
+    fs::write(home.join("thesis.tex"), "years of work").unwrap();
+    for out in [home.clone(), PathBuf::from(".")] {
+        let o = run_guarded(
+            stormbreak()
+                .current_dir(&home)
+                .arg("simulate")
+                .arg(&file)
+                .arg("--out")
+                .arg(&out),
+        );
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "error: {}: is not empty and has no .stormbreak-out marker",
+                home.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(
+            fs::read_to_string(home.join("thesis.tex")).unwrap(),
+            "years of work"
+        );
+        assert_eq!(others(&home, &[]), ["thesis.tex"]);
+        assert_eq!(others(&dir, &[]), ["endless.toml", "home"]);
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unwritable_out_is_reported_before_the_run() {
+    let dir = temp_dir("unwritable");
+    let file = endless(&dir);
+    let plain = dir.join("plain");
+    fs::write(&plain, "a file, not a directory").unwrap();
+    let out = plain.join("out");
+    let o = run_guarded(
+        stormbreak()
+            .arg("simulate")
+            .arg(&file)
+            .arg("--out")
+            .arg(&out),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&plain.display().to_string()), "{err}");
+    assert!(err.contains("cannot"), "{err}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_scenario_name_cannot_escape_the_output_root() {
+    let dir = temp_dir("escape");
+    let work = dir.join("a").join("b");
+    fs::create_dir_all(&work).unwrap();
+    let file = work.join("escape.toml");
+    fs::write(
+        &file,
+        SMALL.replace("name = \"small\"", "name = \"../../x\""),
+    )
+    .unwrap();
+    let o =
+        run_guarded(
+            stormbreak()
+                .current_dir(&work)
+                .args(["simulate", "escape.toml", "--quiet"]),
+        );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        others(&dir, &[]),
+        ["a"],
+        "nothing written above the work dir"
+    );
+    assert_eq!(others(&dir.join("a"), &[]), ["b"]);
+    assert_eq!(others(&work, &[]), ["escape.toml", "stormbreak-out"]);
+    assert_eq!(others(&work.join("stormbreak-out"), &[]), ["x"]);
+    assert_eq!(
+        snapshot(&work.join("stormbreak-out/x"))
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        SET
+    );
+
+    // A name with nothing to keep is an error naming the file and the fix.
+    fs::write(&file, SMALL.replace("name = \"small\"", "name = \"..\"")).unwrap();
+    let o =
+        run_guarded(
+            stormbreak()
+                .current_dir(&work)
+                .args(["simulate", "escape.toml", "--quiet"]),
+        );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("escape.toml: scenario name \"..\" has no letter or digit")
+            && err.contains("--out"),
+        "{err}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn numeric_flags_reject_bad_values_by_name_and_range() {
+    let dir = temp_dir("flags");
+    let file = dir.join("small.toml");
+    fs::write(&file, SMALL).unwrap();
+    let file = file.display().to_string();
+    let scale_cases = [
+        "-1", "-0.5", "0", "-0", "nan", "NaN", "inf", "-inf", "1001", "x",
+    ];
+    for cmd in [vec!["simulate", file.as_str()], vec!["replay"]] {
+        for value in scale_cases {
+            let o = run_guarded(stormbreak().args(&cmd).args(["--scale", value]));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?} --scale {value}: {err}");
+            assert!(
+                err.contains(&format!("invalid value '{value}' for '--scale <SCALE>'"))
+                    && err.contains("0 < F ≤ 1000"),
+                "{cmd:?} --scale {value}: {err}"
+            );
+            assert!(
+                !err.contains("unexpected argument") && !err.contains("panicked"),
+                "{err}"
+            );
+        }
+        for value in ["-1", "1.5", "18446744073709551616"] {
+            let o = run_guarded(stormbreak().args(&cmd).args(["--seed", value]));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?} --seed {value}: {err}");
+            assert!(
+                err.contains(&format!("invalid value '{value}' for '--seed <SEED>'"))
+                    && err.contains("expected a whole number 0 ≤ N ≤ 18446744073709551615"),
+                "{cmd:?} --seed {value}: {err}"
+            );
+        }
+    }
+    // A value in range still runs.
+    let out = dir.join("out");
+    let o = run_guarded(
+        stormbreak()
+            .args([
+                "simulate", &file, "--quiet", "--scale", "0.5", "--seed", "7", "--out",
+            ])
+            .arg(&out),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(seed_of(&out), 7);
+    fs::remove_dir_all(&dir).unwrap();
+}
