@@ -1,9 +1,11 @@
 //! From recordings to charts: the per-interval series the report plots,
 //! the entity colours, the run line styles and the action markers.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use stormbreak_sim::Recording;
+use stormbreak_sim::output::{RouteTotals, route_totals};
 use stormbreak_sim::record::{ComponentSeries, RouteSeries};
 
 use crate::svg::{self, Chart, Line, Marker, ScaleKind, Unit, escape, fmt_clock};
@@ -43,16 +45,50 @@ pub struct Run<'a> {
     pub rec: &'a Recording,
     /// Interval length, seconds.
     pub dt: f64,
+    /// Whole-run totals, one per route in the recording's order.
+    pub totals: Vec<RouteTotals>,
+    // Every figure looks entities up by name; a linear search per name
+    // made the page quadratic in routes (8 000 routes: minutes).
+    routes: HashMap<&'a str, usize>,
+    components: HashMap<&'a str, usize>,
+}
+
+/// Position of each name, the first one winning when a name repeats (as
+/// [`Recording::route`] does).
+fn positions<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<&'a str, usize> {
+    let mut map = HashMap::new();
+    for (i, n) in names.enumerate() {
+        map.entry(n).or_insert(i);
+    }
+    map
 }
 
 impl<'a> Run<'a> {
-    /// Wraps a recording.
+    /// Wraps a recording, computing its route totals once.
     pub fn new(label: &'a str, rec: &'a Recording) -> Run<'a> {
         Run {
             label,
             rec,
             dt: rec.interval as f64 / 1e9,
+            totals: route_totals(rec),
+            routes: positions(rec.routes.iter().map(|r| r.name.as_str())),
+            components: positions(rec.components.iter().map(|c| c.name.as_str())),
         }
+    }
+
+    /// The route called `name`.
+    pub fn route(&self, name: &str) -> Option<&'a RouteSeries> {
+        self.routes.get(name).map(|&i| &self.rec.routes[i])
+    }
+
+    /// The whole-run totals of the route called `name`.
+    pub fn route_totals(&self, name: &str) -> Option<&RouteTotals> {
+        self.routes.get(name).and_then(|&i| self.totals.get(i))
+    }
+
+    /// The component called `name`.
+    pub fn component(&self, name: &str) -> Option<&'a ComponentSeries> {
+        self.components.get(name).map(|&i| &self.rec.components[i])
     }
 
     /// Seconds since the start at the end of interval `i` (as in timeseries.csv).
@@ -152,9 +188,10 @@ pub fn union_names<'r>(
     names: impl Fn(&'r Recording) -> Vec<&'r str>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for run in runs {
         for n in names(run.rec) {
-            if !out.iter().any(|o| o == n) {
+            if seen.insert(n) {
                 out.push(n.to_owned());
             }
         }
@@ -341,10 +378,26 @@ impl Frame<'_> {
     }
 }
 
-/// Position of `name` in `order` (the colour and legend key of an
-/// entity, the same on every chart); past the end when absent.
-pub fn index_in(order: &[String], name: &str) -> usize {
-    order.iter().position(|o| o == name).unwrap_or(order.len())
+/// The place of each entity in an ordered list of names: its colour and
+/// legend key, the same on every chart.
+pub struct Order<'a> {
+    index: HashMap<&'a str, usize>,
+    len: usize,
+}
+
+impl<'a> Order<'a> {
+    /// The order of `names` (the first place of a repeated name counts).
+    pub fn new(names: &'a [String]) -> Order<'a> {
+        Order {
+            index: positions(names.iter().map(String::as_str)),
+            len: names.len(),
+        }
+    }
+
+    /// Position of `name`; past the end when absent.
+    pub fn of(&self, name: &str) -> usize {
+        self.index.get(name).copied().unwrap_or(self.len)
+    }
 }
 
 /// One line per (run, entity): colour by the entity's place in `order`,
@@ -353,14 +406,14 @@ pub fn index_in(order: &[String], name: &str) -> usize {
 pub fn entity_lines(
     runs: &[Run],
     names: &[String],
-    order: &[String],
+    order: &Order,
     values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
     unit: Unit,
 ) -> Vec<Line> {
     let mut lines = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
         for name in names {
-            let k = index_in(order, name);
+            let k = order.of(name);
             let Some(points) = values(run, name) else {
                 continue;
             };
@@ -387,11 +440,11 @@ pub fn entity_lines(
 }
 
 /// Legend of entities by colour (their place in `order`).
-pub fn entity_legend(names: &[String], order: &[String]) -> Vec<(usize, &'static str, String)> {
+pub fn entity_legend(names: &[String], order: &Order) -> Vec<(usize, &'static str, String)> {
     names
         .iter()
         .map(|n| {
-            let k = index_in(order, n);
+            let k = order.of(n);
             (k, colour(k), n.clone())
         })
         .collect()

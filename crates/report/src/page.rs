@@ -4,11 +4,10 @@
 use std::fmt::Write as _;
 
 use stormbreak_sim::Recording;
-use stormbreak_sim::output::route_totals;
 
 use crate::charts::{
-    self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Run, Size, amplification, at_f, at_u,
-    entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
+    self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Order, Run, Size, amplification, at_f,
+    at_u, entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
 };
 use crate::svg::{Line, ScaleKind, Unit, escape, fmt_clock, fmt_value};
 use crate::{DEGRADED_ERROR_RATE, ReportExtras, Table};
@@ -563,13 +562,14 @@ impl EntityFigure<'_> {
         values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
     ) -> Figure {
         let mut chart = frame.chart(self.size, self.kind, self.unit, &self.label);
-        chart.lines = entity_lines(runs, self.names, self.order, values, self.unit);
+        let order = Order::new(self.order);
+        chart.lines = entity_lines(runs, self.names, &order, values, self.unit);
         Figure {
             id: self.id,
             title: self.title,
             caption: self.caption.to_owned(),
             chart,
-            legend: entity_legend(self.names, self.order),
+            legend: entity_legend(self.names, &order),
         }
     }
 }
@@ -588,7 +588,7 @@ fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| error_rate(r, i)))
     })
 }
@@ -607,7 +607,7 @@ fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| amplification(r, i)))
     });
     figure.chart.reference = Some(1.0);
@@ -615,7 +615,6 @@ fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
 }
 
 fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
-    let totals: Vec<_> = runs.iter().map(|r| route_totals(r.rec)).collect();
     let names = route_names(runs);
     // A lone panel spans the page: draw it at full width, not stretched.
     let size = if names.len() == 1 {
@@ -635,7 +634,7 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
             );
             let mut caption = Vec::new();
             for (ri, run) in runs.iter().enumerate() {
-                let Some(r) = run.rec.route(&name) else {
+                let Some(r) = run.route(&name) else {
                     continue;
                 };
                 let n = route_len(r);
@@ -657,7 +656,7 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
                         points: run.series(n, |i| at_u(v, i) / run.dt),
                     });
                 }
-                if let Some(t) = totals[ri].iter().find(|t| t.name == name) {
+                if let Some(t) = run.route_totals(&name) {
                     let who = if runs.len() > 1 {
                         format!("{}: ", run.label)
                     } else {
@@ -695,7 +694,7 @@ fn latency_figure(runs: &[Run], frame: &Frame, q: usize, label: &str) -> Figure 
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| latency(r, i, q)))
     })
 }
@@ -722,7 +721,7 @@ fn job_wait_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name).filter(|r| !r.job_wait_s.is_empty())?;
+        let r = run.route(name).filter(|r| !r.job_wait_s.is_empty())?;
         Some(run.series(r.job_wait_s.len(), |i| r.job_wait_s[i] * 1000.0))
     })
 }
@@ -743,13 +742,14 @@ fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
     );
     chart.reference = Some(1.0);
     chart.y_cap = None;
-    let order = component_order(runs);
+    let order_names = component_order(runs);
+    let order = Order::new(&order_names);
     chart.lines = entity_lines(
         runs,
         &names,
         &order,
         |run, name| {
-            let c = run.rec.component(name)?;
+            let c = run.component(name)?;
             Some(run.series(c.limit.len(), |i| saturation(c, i)))
         },
         Unit::Fraction,
@@ -757,15 +757,15 @@ fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
     let legend = names
         .iter()
         .map(|n| {
-            let k = charts::index_in(&order, n);
-            let kind = runs
-                .iter()
-                .find_map(|r| r.rec.component(n))
-                .map_or("", |c| match c.kind.as_str() {
-                    "lb" => " (LB flows)",
-                    "service" => " (sidecar or workers)",
-                    _ => "",
-                });
+            let k = order.of(n);
+            let kind =
+                runs.iter()
+                    .find_map(|r| r.component(n))
+                    .map_or("", |c| match c.kind.as_str() {
+                        "lb" => " (LB flows)",
+                        "service" => " (sidecar or workers)",
+                        _ => "",
+                    });
             (k, charts::colour(k), format!("{n}{kind}"))
         })
         .collect();
@@ -815,7 +815,7 @@ fn utilisation_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &order,
     }
     .build(runs, frame, |run, name| {
-        let c = run.rec.component(name)?;
+        let c = run.component(name)?;
         Some(run.series(c.app_utilisation.len(), |i| at_f(&c.app_utilisation, i)))
     })
 }
@@ -853,7 +853,7 @@ fn replicas_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &order,
     }
     .build(runs, frame, |run, name| {
-        let c = run.rec.component(name)?;
+        let c = run.component(name)?;
         Some(run.series(c.replicas.len(), |i| at_f(&c.replicas, i)))
     })
 }
@@ -946,10 +946,10 @@ pub fn headline_table(runs: &[Run]) -> Table {
     let mut rows = Vec::new();
     for name in route_names(runs) {
         for run in runs {
-            let Some(r) = run.rec.route(&name) else {
+            let Some(r) = run.route(&name) else {
                 continue;
             };
-            let Some(t) = route_totals(run.rec).into_iter().find(|t| t.name == name) else {
+            let Some(t) = run.route_totals(&name) else {
                 continue;
             };
             let n = route_len(r);
@@ -1014,7 +1014,7 @@ pub fn component_table(runs: &[Run]) -> Table {
     let mut rows = Vec::new();
     for name in names {
         for run in runs {
-            let Some(c) = run.rec.component(&name) else {
+            let Some(c) = run.component(&name) else {
                 continue;
             };
             let max = |v: &[f64]| {

@@ -298,3 +298,105 @@ fn an_entity_has_one_colour_across_charts() {
         assert_eq!(colours.len(), 1, "{name}: {colours:?}");
     }
 }
+
+/// `count` routes over `n` intervals whose totals differ from route to
+/// route and run to run (`salt`); `reversed` lists them in the opposite
+/// order, so a total found by position instead of by name is caught.
+fn many_routes(count: usize, n: usize, salt: u64, reversed: bool) -> Recording {
+    let route = |k: usize| {
+        let mut r = stormbreak_sim::record::RouteSeries {
+            name: format!("route-{k:05}"),
+            ..Default::default()
+        };
+        for i in 0..n {
+            let first = k as u64 + salt + i as u64;
+            let failed = (k as u64 + salt) % 7 + i as u64;
+            let mut errors = [0; stormbreak_sim::record::Cause::ALL.len()];
+            errors[stormbreak_sim::record::Cause::Timeout as usize] = failed;
+            r.first_attempts.push(first);
+            r.attempts.push(first + failed);
+            r.successes.push(first);
+            r.errors.push(errors);
+            r.latency_ms.push([1.0, 2.0, 3.0, 4.0]);
+            r.latency_mean_ms.push(1.5);
+        }
+        r
+    };
+    let mut routes: Vec<_> = (0..count).map(route).collect();
+    if reversed {
+        routes.reverse();
+    }
+    Recording {
+        scenario: "many-routes".into(),
+        seed: 1,
+        scale: 1.0,
+        interval: 10_000_000_000,
+        duration: n as u64 * 10_000_000_000,
+        clock_origin_s: 0,
+        routes,
+        components: Vec::new(),
+        actions: Vec::new(),
+        events: 0,
+        attempts: 0,
+        peak_in_flight: 0,
+    }
+}
+
+/// The text of each cell of each body row of the table captioned `caption`.
+fn table_rows(html: &str, caption: &str) -> Vec<Vec<String>> {
+    let table = html
+        .split(&format!("<caption>{caption}</caption>"))
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the table");
+    let body = table.split("<tbody>").nth(1).unwrap_or("");
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let text = &cell[cell.find('>').unwrap() + 1..];
+                    text[..text.find("</td>").unwrap()].replace('\u{202F}', "")
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// 8 000 routes in two runs (the second listing them backwards): the
+/// headline table has one row per route and run, each with that route's
+/// own totals. The page used to recompute every route's totals for each
+/// row (quadratic: about two minutes here); the timeout only guards
+/// against a hang, docs/BENCHMARKS.md has the measured times.
+#[test]
+fn eight_thousand_routes_get_their_own_totals() {
+    const ROUTES: usize = 8_000;
+    const N: usize = 4;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let a = many_routes(ROUTES, N, 0, false);
+        let b = many_routes(ROUTES, N, 3, true);
+        let _ = tx.send(render(&[("a", &a), ("b", &b)], &ReportExtras::default()));
+    });
+    let html = rx
+        .recv_timeout(std::time::Duration::from_secs(600))
+        .expect("rendering 8 000 routes hung (or panicked)");
+    let rows = table_rows(&html, "Routes: headline figures");
+    assert_eq!(rows.len(), 2 * ROUTES);
+    for (j, row) in rows.iter().enumerate() {
+        let k = j / 2;
+        let (run, salt) = if j % 2 == 0 { ("a", 0) } else { ("b", 3) };
+        let first: u64 = (0..N as u64).map(|i| k as u64 + salt + i).sum();
+        let failed: u64 = (0..N as u64).map(|i| (k as u64 + salt) % 7 + i).sum();
+        let expect = [
+            format!("route-{k:05}"),
+            run.to_owned(),
+            first.to_string(),
+            (first + failed).to_string(),
+        ];
+        assert_eq!(row[..4], expect, "row {j}");
+        assert_eq!(row[5], first.to_string(), "successes, row {j}");
+        assert_eq!(row[6], failed.to_string(), "failed, row {j}");
+    }
+}
