@@ -167,8 +167,11 @@ pub fn linear_ticks_by(
     target: usize,
     nice: fn(f64, usize) -> f64,
 ) -> ((f64, f64), Vec<f64>) {
+    // Far from f64::MAX, so that rounding the ends out to a whole step
+    // stays finite (an infinite end made the tick count overflow).
+    const LIMIT: f64 = f64::MAX / 16.0;
     let (min, max) = if min.is_finite() && max.is_finite() && min <= max {
-        (min, max)
+        (min.max(-LIMIT), max.min(LIMIT))
     } else {
         (0.0, 1.0)
     };
@@ -181,7 +184,7 @@ pub fn linear_ticks_by(
     if hi <= lo {
         hi = lo + step;
     }
-    let n = ((hi - lo) / step).round() as usize;
+    let n = (((hi - lo) / step).round() as usize).min(1000);
     let ticks = (0..=n).map(|k| lo + k as f64 * step).collect();
     ((lo, hi), ticks)
 }
@@ -987,6 +990,16 @@ mod tests {
         // Negative data round outwards.
         let ((lo, hi), _) = linear_ticks(-3.0, 7.0, 5);
         assert!(lo <= -3.0 && hi >= 7.0);
+        // Near the largest float the ends stay finite and the ticks few.
+        for (lo, hi) in [(0.0, f64::MAX), (-f64::MAX, f64::MAX), (1e-300, 1.7e308)] {
+            let ((d0, d1), ticks) = linear_ticks(lo, hi, 5);
+            assert!(d0.is_finite() && d1.is_finite() && d0 < d1, "{lo} {hi}");
+            assert!(
+                (2..=12).contains(&ticks.len()),
+                "{lo} {hi}: {}",
+                ticks.len()
+            );
+        }
     }
 
     #[test]
