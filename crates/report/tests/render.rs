@@ -102,10 +102,18 @@ fn two_runs_overlay_on_the_same_axes_with_one_style_per_run() {
         &ReportExtras::default(),
     );
     for c in charts(&html) {
-        let solid = c.matches(r#"class="series""#).count();
-        let dashed = c.matches(r#"stroke-dasharray="7 4""#).count();
+        // Data lines only: faint raw lines (class "raw") follow the same
+        // run styles but are context.
+        let series: Vec<&str> = c
+            .split("<path ")
+            .filter(|p| p.starts_with(r#"class="series""#))
+            .collect();
+        let dashed = series
+            .iter()
+            .filter(|p| p.contains(r#"stroke-dasharray="7 4""#))
+            .count();
         assert!(
-            dashed > 0 && dashed < solid,
+            dashed > 0 && dashed < series.len(),
             "second run missing on a chart"
         );
     }
@@ -399,4 +407,62 @@ fn eight_thousand_routes_get_their_own_totals() {
         assert_eq!(row[5], first.to_string(), "successes, row {j}");
         assert_eq!(row[6], failed.to_string(), "failed, row {j}");
     }
+}
+
+/// `archive` answers 4 attempts per interval over 15 minutes; for 100 s
+/// from minute 5 every attempt fails, otherwise none does. Over 5-minute
+/// windows its error rate peaks at a third.
+fn burst(interval_s: u64) -> Recording {
+    let n = (900 / interval_s) as usize;
+    let mut rec = many_routes(1, n, 0, false);
+    rec.interval = interval_s * 1_000_000_000;
+    rec.duration = n as u64 * rec.interval;
+    let r = &mut rec.routes[0];
+    r.name = "archive".into();
+    for i in 0..n {
+        let t = i as u64 * interval_s;
+        let failed = if (300..400).contains(&t) { 4 } else { 0 };
+        let mut errors = [0; stormbreak_sim::record::Cause::ALL.len()];
+        errors[stormbreak_sim::record::Cause::Timeout as usize] = failed;
+        r.errors[i] = errors;
+        r.successes[i] = 4 - failed;
+        r.attempts[i] = 4;
+        r.first_attempts[i] = 4;
+    }
+    rec
+}
+
+/// The error-rate chart draws the 5-minute trailing rate that `stormbreak
+/// replay` judges paths by, with the raw rate faint behind it and both
+/// named in the legend.
+#[test]
+fn the_error_rate_chart_draws_the_headline_window_over_the_raw_rate() {
+    let rec = burst(10);
+    let headline = stormbreak_sim::replay::summarize(&rec, &[]).headline;
+    assert_eq!(headline.archive_peak_error_rate, 1.0 / 3.0);
+    let html = render(&[("run", &rec)], &ReportExtras::default());
+    let fig = html
+        .split(r#"id="fig-errors""#)
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .expect("the error-rate figure");
+    let paths: Vec<&str> = fig.split("<path ").skip(1).collect();
+    assert_eq!(paths.len(), 2, "one raw and one windowed line");
+    // Raw behind (first), faint, with the raw peak.
+    assert!(paths[0].starts_with(r#"class="raw""#), "{}", paths[0]);
+    assert!(paths[0].contains(r#"stroke-opacity="0.3""#));
+    assert!(paths[0].contains("<title>archive, raw (peak 100%)</title>"));
+    // The windowed line peaks where the replay's headline figure does.
+    assert!(paths[1].starts_with(r#"class="series""#), "{}", paths[1]);
+    assert!(paths[1].contains("<title>archive, 5-min window (peak 33.3%)</title>"));
+    for label in ["5-min window", "raw, per interval", "30 intervals of 10 s"] {
+        assert!(fig.contains(label), "{label} missing");
+    }
+
+    // Five-minute intervals: the window is one interval, the raw rate.
+    let html = render(&[("run", &burst(300))], &ReportExtras::default());
+    let fig = html.split(r#"id="fig-errors""#).nth(1).unwrap();
+    let fig = fig.split("</figure>").next().unwrap();
+    assert!(!fig.contains(r#"class="raw""#) && !fig.contains("5-min window"));
+    assert_eq!(fig.matches(r#"<path class="series""#).count(), 1);
 }
