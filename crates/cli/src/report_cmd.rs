@@ -1,12 +1,10 @@
 //! `stormbreak report DIR…`: re-renders `report.html` from saved runs.
 
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use stormbreak_report::{REPORT_FILE, render, write_report_file};
-use stormbreak_sim::output::read_recording;
+use stormbreak_report::{FileError, REPORT_FILE, load_recording, render, write_report_file};
 
 /// Flags of `stormbreak report`.
 #[derive(Debug, clap::Args)]
@@ -40,13 +38,15 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut recordings = Vec::with_capacity(args.dirs.len());
     for dir in &args.dirs {
         let path = recording_path(dir);
-        let rec = read_recording(&path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => format!(
+        // Checked before anything is rendered: an inconsistent file is an
+        // error naming its field, not a silently wrong page.
+        let rec = load_recording(&path).map_err(|e| match e {
+            FileError::Missing(_) => format!(
                 "{}: no recording here; `stormbreak simulate FILE --out {}` writes one",
                 path.display(),
                 dir.display()
             ),
-            _ => format!("{}: {e}", path.display()),
+            e => e.to_string(),
         })?;
         recordings.push(rec);
     }
@@ -203,6 +203,56 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("stormbreak simulate"), "{err}");
+    }
+
+    #[test]
+    fn an_inconsistent_recording_or_extras_file_is_refused_before_rendering() {
+        let dir =
+            std::env::temp_dir().join(format!("stormbreak-report-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = r#"{"scenario":"s","seed":1,"scale":1.0,"interval":1000000000,
+            "duration":2000000000,"clock_origin_s":0,"routes":[{"name":"api",
+            "first_attempts":[1,1],"attempts":[1,1],"successes":[1],"errors":[[0,0,0,0,0,0,0,0,0,0],
+            [0,0,0,0,0,0,0,0,0,0]],"latency_ms":[[1,1,1,1],[1,1,1,1]],"latency_mean_ms":[1,1]}],
+            "components":[],"actions":[],"events":0,"attempts":0,"peak_in_flight":0}"#;
+        let path = dir.join("recording.json");
+        std::fs::write(&path, rec).unwrap();
+        let args = || Args {
+            dirs: vec![dir.clone()],
+            out: None,
+            open: false,
+            labels: Vec::new(),
+        };
+        let err = run(args()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                r#"{}: routes[0] "api": series "successes" has 1 values, expected 2 (duration / interval)"#,
+                path.display()
+            )
+        );
+        assert!(!dir.join(REPORT_FILE).exists());
+        std::fs::write(
+            &path,
+            rec.replace(r#""successes":[1]"#, r#""successes":[1,1]"#),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(stormbreak_report::EXTRAS_FILE),
+            r#"{"title": "t", "tabels": []}"#,
+        )
+        .unwrap();
+        let err = run(args()).unwrap_err();
+        assert!(
+            err.contains("report-extras.json: not a report extras file: unknown field `tabels`"),
+            "{err}"
+        );
+        assert!(!dir.join(REPORT_FILE).exists());
+        std::fs::remove_file(dir.join(stormbreak_report::EXTRAS_FILE)).unwrap();
+        run(args()).unwrap();
+        assert!(dir.join(REPORT_FILE).is_file());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

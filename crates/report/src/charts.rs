@@ -1,12 +1,14 @@
 //! From recordings to charts: the per-interval series the report plots,
 //! the entity colours, the run line styles and the action markers.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use stormbreak_sim::Recording;
+use stormbreak_sim::output::{RouteTotals, route_totals};
 use stormbreak_sim::record::{ComponentSeries, RouteSeries};
 
-use crate::svg::{self, Chart, Line, Marker, ScaleKind, Unit, escape, fmt_clock};
+use crate::svg::{self, Chart, Line, Marker, ScaleKind, Stroke, Unit, escape, fmt_clock};
 
 /// Colour-blind-safe qualitative palette: Okabe–Ito (without yellow and
 /// black), then Paul Tol's darker "muted" colours.
@@ -43,16 +45,50 @@ pub struct Run<'a> {
     pub rec: &'a Recording,
     /// Interval length, seconds.
     pub dt: f64,
+    /// Whole-run totals, one per route in the recording's order.
+    pub totals: Vec<RouteTotals>,
+    // Every figure looks entities up by name; a linear search per name
+    // made the page quadratic in routes (8 000 routes: minutes).
+    routes: HashMap<&'a str, usize>,
+    components: HashMap<&'a str, usize>,
+}
+
+/// Position of each name, the first one winning when a name repeats (as
+/// [`Recording::route`] does).
+fn positions<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<&'a str, usize> {
+    let mut map = HashMap::new();
+    for (i, n) in names.enumerate() {
+        map.entry(n).or_insert(i);
+    }
+    map
 }
 
 impl<'a> Run<'a> {
-    /// Wraps a recording.
+    /// Wraps a recording, computing its route totals once.
     pub fn new(label: &'a str, rec: &'a Recording) -> Run<'a> {
         Run {
             label,
             rec,
             dt: rec.interval as f64 / 1e9,
+            totals: route_totals(rec),
+            routes: positions(rec.routes.iter().map(|r| r.name.as_str())),
+            components: positions(rec.components.iter().map(|c| c.name.as_str())),
         }
+    }
+
+    /// The route called `name`.
+    pub fn route(&self, name: &str) -> Option<&'a RouteSeries> {
+        self.routes.get(name).map(|&i| &self.rec.routes[i])
+    }
+
+    /// The whole-run totals of the route called `name`.
+    pub fn route_totals(&self, name: &str) -> Option<&RouteTotals> {
+        self.routes.get(name).and_then(|&i| self.totals.get(i))
+    }
+
+    /// The component called `name`.
+    pub fn component(&self, name: &str) -> Option<&'a ComponentSeries> {
+        self.components.get(name).map(|&i| &self.rec.components[i])
     }
 
     /// Seconds since the start at the end of interval `i` (as in timeseries.csv).
@@ -111,6 +147,55 @@ pub fn error_rate(r: &RouteSeries, i: usize) -> f64 {
     }
 }
 
+/// The window of the headline error rates, nanoseconds: `stormbreak
+/// replay` judges a path by its error rate over trailing 5-minute windows.
+pub const HEADLINE_WINDOW_NS: u64 = 5 * 60 * 1_000_000_000;
+
+/// Intervals in the headline window: the whole intervals that fit in 5
+/// minutes, at least one. The same as `stormbreak_sim::replay::summarize`
+/// (which keeps its own copy private).
+pub fn window_intervals(interval_ns: u64) -> usize {
+    usize::try_from(HEADLINE_WINDOW_NS / interval_ns.max(1))
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
+/// Error rate over trailing windows of `w` intervals, one value per
+/// interval: failed over answered attempts summed over the window (shorter
+/// at the start of the run), as `stormbreak_sim::replay` computes its
+/// 5-minute figures. `NaN` (a gap) where nothing was answered in the
+/// window, where the simulator's copy says 0.
+pub fn trailing_error_rate(r: &RouteSeries, w: usize) -> Vec<f64> {
+    let w = w.max(1);
+    // u128: a sum of u64 counts cannot overflow, even unchecked.
+    let counts: Vec<(u128, u128)> = (0..route_len(r))
+        .map(|i| {
+            let failed: u128 = r
+                .errors
+                .get(i)
+                .map_or(0, |e| e.iter().map(|&c| c as u128).sum());
+            let ok = r.successes.get(i).map_or(0, |&s| s as u128);
+            (failed, failed + ok)
+        })
+        .collect();
+    let (mut f, mut t) = (0u128, 0u128);
+    let mut out = Vec::with_capacity(counts.len());
+    for i in 0..counts.len() {
+        f += counts[i].0;
+        t += counts[i].1;
+        if i >= w {
+            f -= counts[i - w].0;
+            t -= counts[i - w].1;
+        }
+        out.push(if t == 0 {
+            f64::NAN
+        } else {
+            f as f64 / t as f64
+        });
+    }
+    out
+}
+
 /// All attempts / first attempts; `NaN` without first attempts.
 pub fn amplification(r: &RouteSeries, i: usize) -> f64 {
     let first = at_u(&r.first_attempts, i);
@@ -152,9 +237,10 @@ pub fn union_names<'r>(
     names: impl Fn(&'r Recording) -> Vec<&'r str>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for run in runs {
         for n in names(run.rec) {
-            if !out.iter().any(|o| o == n) {
+            if seen.insert(n) {
                 out.push(n.to_owned());
             }
         }
@@ -234,6 +320,9 @@ pub struct Figure {
     pub chart: Chart,
     /// Legend entries: (key, colour, label).
     pub legend: Vec<(usize, &'static str, String)>,
+    /// What each kind of line means, when a chart has more than one (e.g.
+    /// a windowed rate over its faint raw values).
+    pub strokes: Vec<(Stroke, String)>,
 }
 
 impl Figure {
@@ -250,22 +339,34 @@ impl Figure {
         );
         s.push_str(&self.chart.to_svg());
         if !self.legend.is_empty() {
-            s.push_str(&legend_html(&self.legend, runs));
+            s.push_str(&legend_html(&self.legend, &self.strokes, runs));
         }
         s.push_str("</figure>");
         s
     }
 }
 
-/// A legend: entries by colour, then the runs by line style when there
-/// are several.
-pub fn legend_html(entries: &[(usize, &'static str, String)], runs: &[Run]) -> String {
+/// A legend: entries by colour, then the kinds of line (`strokes`), then
+/// the runs by line style when there are several.
+pub fn legend_html(
+    entries: &[(usize, &'static str, String)],
+    strokes: &[(Stroke, String)],
+    runs: &[Run],
+) -> String {
     let mut s = String::from(r#"<ul class="legend">"#);
     for (k, c, label) in entries {
         let _ = write!(
             s,
             r#"<li data-k="{k}">{}{}</li>"#,
             swatch(c, ""),
+            escape(label)
+        );
+    }
+    for (stroke, label) in strokes {
+        let _ = write!(
+            s,
+            r#"<li class="run">{}{}</li>"#,
+            stroke_swatch("currentColor", "", *stroke),
             escape(label)
         );
     }
@@ -285,13 +386,26 @@ pub fn legend_html(entries: &[(usize, &'static str, String)], runs: &[Run]) -> S
 
 /// A short line sample for legends.
 pub fn swatch(colour: &str, dash: &str) -> String {
+    stroke_swatch(colour, dash, Stroke::Normal)
+}
+
+/// A short line sample drawn as a line of that [`Stroke`] is.
+pub fn stroke_swatch(colour: &str, dash: &str, stroke: Stroke) -> String {
     let dash = if dash.is_empty() {
         String::new()
     } else {
         format!(r#" stroke-dasharray="{dash}""#)
     };
+    let width = match stroke {
+        Stroke::Normal => String::from(r#"stroke-width="2.5""#),
+        Stroke::Faint => format!(
+            r#"stroke-width="{}" stroke-opacity="{}""#,
+            svg::FAINT_WIDTH,
+            svg::FAINT_OPACITY
+        ),
+    };
     format!(
-        r#"<svg class="swatch" width="26" height="10" viewBox="0 0 26 10" aria-hidden="true"><line x1="1" y1="5" x2="25" y2="5" stroke="{colour}" stroke-width="2.5"{dash}/></svg>"#
+        r#"<svg class="swatch" width="26" height="10" viewBox="0 0 26 10" aria-hidden="true"><line x1="1" y1="5" x2="25" y2="5" stroke="{colour}" {width}{dash}/></svg>"#
     )
 }
 
@@ -341,10 +455,26 @@ impl Frame<'_> {
     }
 }
 
-/// Position of `name` in `order` (the colour and legend key of an
-/// entity, the same on every chart); past the end when absent.
-pub fn index_in(order: &[String], name: &str) -> usize {
-    order.iter().position(|o| o == name).unwrap_or(order.len())
+/// The place of each entity in an ordered list of names: its colour and
+/// legend key, the same on every chart.
+pub struct Order<'a> {
+    index: HashMap<&'a str, usize>,
+    len: usize,
+}
+
+impl<'a> Order<'a> {
+    /// The order of `names` (the first place of a repeated name counts).
+    pub fn new(names: &'a [String]) -> Order<'a> {
+        Order {
+            index: positions(names.iter().map(String::as_str)),
+            len: names.len(),
+        }
+    }
+
+    /// Position of `name`; past the end when absent.
+    pub fn of(&self, name: &str) -> usize {
+        self.index.get(name).copied().unwrap_or(self.len)
+    }
 }
 
 /// One line per (run, entity): colour by the entity's place in `order`,
@@ -353,14 +483,28 @@ pub fn index_in(order: &[String], name: &str) -> usize {
 pub fn entity_lines(
     runs: &[Run],
     names: &[String],
-    order: &[String],
+    order: &Order,
     values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
     unit: Unit,
+) -> Vec<Line> {
+    styled_entity_lines(runs, names, order, values, unit, Stroke::Normal, "")
+}
+
+/// [`entity_lines`] drawn with `stroke`, `what` following the entity's
+/// name in tooltips (e.g. `", raw"`).
+pub fn styled_entity_lines(
+    runs: &[Run],
+    names: &[String],
+    order: &Order,
+    values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
+    unit: Unit,
+    stroke: Stroke,
+    what: &str,
 ) -> Vec<Line> {
     let mut lines = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
         for name in names {
-            let k = index_in(order, name);
+            let k = order.of(name);
             let Some(points) = values(run, name) else {
                 continue;
             };
@@ -378,7 +522,11 @@ pub fn entity_lines(
                 key: k,
                 colour: colour(k),
                 dash: dash(ri),
-                title: format!("{name}{run_part} (peak {})", svg::fmt_value(peak, unit)),
+                stroke,
+                title: format!(
+                    "{name}{what}{run_part} (peak {})",
+                    svg::fmt_value(peak, unit)
+                ),
                 points,
             });
         }
@@ -387,11 +535,11 @@ pub fn entity_lines(
 }
 
 /// Legend of entities by colour (their place in `order`).
-pub fn entity_legend(names: &[String], order: &[String]) -> Vec<(usize, &'static str, String)> {
+pub fn entity_legend(names: &[String], order: &Order) -> Vec<(usize, &'static str, String)> {
     names
         .iter()
         .map(|n| {
-            let k = index_in(order, n);
+            let k = order.of(n);
             (k, colour(k), n.clone())
         })
         .collect()
@@ -406,6 +554,43 @@ mod tests {
         assert_eq!(clock(13 * 3600, 28.0 * 60.0, 60.0), "13:28");
         assert_eq!(clock(13 * 3600, 28.0 * 60.0, 10.0), "13:28:00");
         assert_eq!(clock(13 * 3600, 90.0, 60.0), "13:01:30");
+    }
+
+    #[test]
+    fn the_window_is_the_whole_intervals_in_five_minutes() {
+        const S: u64 = 1_000_000_000;
+        assert_eq!(window_intervals(10 * S), 30);
+        assert_eq!(window_intervals(60 * S), 5);
+        assert_eq!(window_intervals(120 * S), 2);
+        assert_eq!(window_intervals(600 * S), 1);
+        assert_eq!(
+            window_intervals(0),
+            usize::try_from(HEADLINE_WINDOW_NS).unwrap()
+        );
+    }
+
+    #[test]
+    fn trailing_error_rates_sum_counts_over_the_window() {
+        // (failed, successes) per interval.
+        let intervals = [(1, 1), (0, 2), (2, 0), (0, 0), (0, 0), (0, 0)];
+        let mut r = RouteSeries::default();
+        for (f, ok) in intervals {
+            let mut e = [0; stormbreak_sim::record::Cause::ALL.len()];
+            e[0] = f;
+            r.errors.push(e);
+            r.successes.push(ok);
+            r.attempts.push(f + ok);
+        }
+        let got = trailing_error_rate(&r, 2);
+        // The same figures as the simulator's own test of its copy, then a
+        // gap once the window holds nothing answered.
+        assert_eq!(got[..4], [0.5, 0.25, 0.5, 1.0]);
+        assert!(got[4].is_nan() && got[5].is_nan());
+        // A window of one interval is the raw rate.
+        let raw: Vec<f64> = (0..3).map(|i| error_rate(&r, i)).collect();
+        assert_eq!(trailing_error_rate(&r, 1)[..3], raw[..]);
+        // A window longer than the run is the run's running rate.
+        assert_eq!(trailing_error_rate(&r, 100)[2], 3.0 / 6.0);
     }
 
     #[test]

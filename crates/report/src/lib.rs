@@ -29,11 +29,17 @@
 //! assert!(html.contains("Assumptions"));
 //! ```
 //!
+//! [`render`] trusts its recordings (the engine's own are consistent). A
+//! saved run read back for re-rendering goes through [`load_recording`] and
+//! [`read_extras`] instead, which refuse inconsistent files with errors
+//! naming the file and the field ([`validate`]).
+//!
 //! The files a run directory holds, and this page, are described in
 //! `docs/outputs.md`.
 
 #![warn(missing_docs)]
 
+use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -44,6 +50,7 @@ use stormbreak_sim::Recording;
 mod charts;
 mod page;
 mod svg;
+pub mod validate;
 
 /// File name of the report inside a run directory.
 pub const REPORT_FILE: &str = "report.html";
@@ -61,6 +68,7 @@ pub const DEGRADED_ERROR_RATE: f64 = 0.05;
 ///
 /// Cells that look like numbers are right-aligned.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Table {
     /// Heading above the table.
     pub title: String,
@@ -78,6 +86,7 @@ pub struct Table {
 /// assumptions — any number of generic [`Table`]s, shown in order after the
 /// built-in headline table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReportExtras {
     /// Page title; defaults to the first run's scenario name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,19 +127,102 @@ pub fn write_extras(dir: &Path, extras: &ReportExtras) -> io::Result<()> {
     write_atomic(&dir.join(EXTRAS_FILE), &json)
 }
 
-/// Reads `dir/report-extras.json`; `Ok(None)` when the run saved none.
-pub fn read_extras(dir: &Path) -> io::Result<Option<ReportExtras>> {
-    let path = dir.join(EXTRAS_FILE);
-    match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a report extras file: {e}", path.display()),
-            )
-        }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// Why a saved file cannot be re-rendered; the message names the file.
+#[derive(Debug)]
+pub enum FileError {
+    /// There is no such file.
+    Missing(PathBuf),
+    /// The file cannot be read, or is not JSON of the expected shape.
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong (for JSON: the line and column).
+        reason: String,
+    },
+    /// The file is well-formed but inconsistent.
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, field by field.
+        invalid: validate::Invalid,
+    },
+}
+
+impl FileError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FileError::Missing(path)
+            | FileError::Unreadable { path, .. }
+            | FileError::Invalid { path, .. } => path,
+        }
     }
+
+    fn unreadable(path: &Path, e: &io::Error) -> FileError {
+        // The simulator's reader already names the file in its message.
+        let text = e.to_string();
+        let prefix = format!("{}: ", path.display());
+        let reason = match text.strip_prefix(&prefix) {
+            Some(rest) => rest.to_owned(),
+            None if e.kind() == io::ErrorKind::InvalidData => text,
+            None => format!("cannot read: {text}"),
+        };
+        FileError::Unreadable {
+            path: path.to_path_buf(),
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileError::Missing(path) => write!(f, "{}: no such file", path.display()),
+            FileError::Unreadable { path, reason } => write!(f, "{}: {reason}", path.display()),
+            FileError::Invalid { path, invalid } => {
+                f.write_str(&invalid.lines(&path.display().to_string()))
+            }
+        }
+    }
+}
+
+impl std::error::Error for FileError {}
+
+/// Reads a saved `recording.json` and checks that it is consistent
+/// ([`validate::check_recording`]) before it is rendered: a hand-edited or
+/// truncated file gives an error naming the field, never a wrong page.
+pub fn load_recording(path: &Path) -> Result<Recording, FileError> {
+    let rec = stormbreak_sim::output::read_recording(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => FileError::Missing(path.to_path_buf()),
+        _ => FileError::unreadable(path, &e),
+    })?;
+    validate::check_recording(&rec).map_err(|invalid| FileError::Invalid {
+        path: path.to_path_buf(),
+        invalid,
+    })?;
+    Ok(rec)
+}
+
+/// Reads `dir/report-extras.json`; `Ok(None)` when the run saved none.
+/// Unknown fields are errors (a misspelt `"note"` would otherwise vanish),
+/// and so are rows with more cells than columns.
+pub fn read_extras(dir: &Path) -> Result<Option<ReportExtras>, FileError> {
+    let path = dir.join(EXTRAS_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(FileError::unreadable(&path, &e)),
+    };
+    let extras: ReportExtras =
+        serde_json::from_slice(&bytes).map_err(|e| FileError::Unreadable {
+            path: path.clone(),
+            reason: format!("not a report extras file: {e}"),
+        })?;
+    validate::check_extras(&extras).map_err(|invalid| FileError::Invalid {
+        path: path.clone(),
+        invalid,
+    })?;
+    Ok(Some(extras))
 }
 
 fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
@@ -192,7 +284,7 @@ mod tests {
         assert_eq!(read_extras(&dir).unwrap(), Some(extras));
         fs::write(dir.join(EXTRAS_FILE), "nope").unwrap();
         let err = read_extras(&dir).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(matches!(err, FileError::Unreadable { .. }), "{err:?}");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

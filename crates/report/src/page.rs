@@ -4,13 +4,12 @@
 use std::fmt::Write as _;
 
 use stormbreak_sim::Recording;
-use stormbreak_sim::output::route_totals;
 
 use crate::charts::{
-    self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Run, Size, amplification, at_f, at_u,
-    entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
+    self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Order, Run, Size, amplification, at_f,
+    at_u, entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
 };
-use crate::svg::{Line, ScaleKind, Unit, escape, fmt_clock, fmt_value};
+use crate::svg::{Line, ScaleKind, Stroke, Unit, escape, fmt_clock, fmt_value};
 use crate::{DEGRADED_ERROR_RATE, ReportExtras, Table};
 
 const CSS: &str = r#"
@@ -57,8 +56,9 @@ svg.chart .badge{cursor:help}
 .legend li{display:flex;align-items:center;gap:5px}
 .legend li[data-k]{cursor:pointer}
 .legend li.run{color:var(--muted)}
-.fig.focus path.series{opacity:.13}
+.fig.focus path.series,.fig.focus path.raw{opacity:.13}
 .fig.focus path.series.hl{opacity:1;stroke-width:2.8}
+.fig.focus path.raw.hl{opacity:1}
 .tablewrap{overflow-x:auto;margin:0 0 6px}
 table{border-collapse:collapse;min-width:min(100%,640px);font-size:13px;font-variant-numeric:tabular-nums}
 caption{text-align:left;font-weight:600;font-size:14px;padding:12px 0 6px}
@@ -87,11 +87,11 @@ document.querySelectorAll('figure.fig').forEach(function (f) {
   f.querySelectorAll('.legend li[data-k]').forEach(function (li) {
     li.addEventListener('mouseenter', function () {
       f.classList.add('focus');
-      f.querySelectorAll('path.series[data-k="' + li.dataset.k + '"]').forEach(function (p) { p.classList.add('hl'); });
+      f.querySelectorAll('path[data-k="' + li.dataset.k + '"]').forEach(function (p) { p.classList.add('hl'); });
     });
     li.addEventListener('mouseleave', function () {
       f.classList.remove('focus');
-      f.querySelectorAll('path.series.hl').forEach(function (p) { p.classList.remove('hl'); });
+      f.querySelectorAll('path.hl').forEach(function (p) { p.classList.remove('hl'); });
     });
   });
 });
@@ -164,6 +164,7 @@ pub fn render(input: &[(&str, &Recording)], extras: &ReportExtras) -> String {
                 (1, OFFERED, "offered (all attempts/s)".into()),
                 (2, GOODPUT, "goodput (successes/s)".into()),
             ],
+            &[],
             &runs
         )
     );
@@ -515,6 +516,7 @@ fn load_figure(runs: &[Run], frame: &Frame) -> Figure {
                 key: k,
                 colour,
                 dash: charts::dash(ri),
+                stroke: Stroke::Normal,
                 title: format!("{name}{suffix}"),
                 points,
             });
@@ -530,6 +532,7 @@ fn load_figure(runs: &[Run], frame: &Frame) -> Figure {
             (1, OFFERED, "offered (all attempts/s)".into()),
             (2, GOODPUT, "goodput (successes/s)".into()),
         ],
+        strokes: Vec::new(),
     }
 }
 
@@ -563,34 +566,106 @@ impl EntityFigure<'_> {
         values: impl Fn(&Run, &str) -> Option<Vec<(f64, f64)>>,
     ) -> Figure {
         let mut chart = frame.chart(self.size, self.kind, self.unit, &self.label);
-        chart.lines = entity_lines(runs, self.names, self.order, values, self.unit);
+        let order = Order::new(self.order);
+        chart.lines = entity_lines(runs, self.names, &order, values, self.unit);
         Figure {
             id: self.id,
             title: self.title,
             caption: self.caption.to_owned(),
             chart,
-            legend: entity_legend(self.names, self.order),
+            legend: entity_legend(self.names, &order),
+            strokes: Vec::new(),
         }
     }
 }
 
+/// The error rate over the trailing 5-minute window the headline figures
+/// use, with the raw per-interval rate faint behind it: at a 10 s interval
+/// and a small scale, a route answers a handful of attempts per interval and
+/// its raw rate alone is a band of noise from 0 to 100 %.
 fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = route_names(runs);
-    EntityFigure {
-        id: "fig-errors".into(),
-        title: "Error rate per route".into(),
-        caption: "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding.",
-        label: "Error rate per route".into(),
-        size: Size::Wide,
-        kind: ScaleKind::Linear,
-        unit: Unit::Fraction,
-        names: &names,
-        order: &names,
-    }
-    .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+    let order = Order::new(&names);
+    let windows: Vec<usize> = runs
+        .iter()
+        .map(|r| charts::window_intervals(r.rec.interval))
+        .collect();
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Fraction,
+        "Error rate per route over a trailing 5-minute window, raw per-interval rate faint behind",
+    );
+    let windowed = |run: &Run, name: &str| {
+        let r = run.route(name)?;
+        let w = charts::window_intervals(run.rec.interval);
+        let rates = charts::trailing_error_rate(r, w);
+        Some(run.series(rates.len(), |i| rates[i]))
+    };
+    let raw = |run: &Run, name: &str| {
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| error_rate(r, i)))
-    })
+    };
+    // A window of one interval is the raw rate: nothing to draw behind it.
+    let smoothed = windows.iter().any(|&w| w > 1);
+    if smoothed {
+        chart.lines = charts::styled_entity_lines(
+            runs,
+            &names,
+            &order,
+            |run: &Run, name: &str| {
+                (charts::window_intervals(run.rec.interval) > 1)
+                    .then(|| raw(run, name))
+                    .flatten()
+            },
+            Unit::Fraction,
+            Stroke::Faint,
+            ", raw",
+        );
+    }
+    chart.lines.extend(charts::styled_entity_lines(
+        runs,
+        &names,
+        &order,
+        windowed,
+        Unit::Fraction,
+        Stroke::Normal,
+        if smoothed { ", 5-min window" } else { "" },
+    ));
+    let window = match (runs.first(), windows.first()) {
+        (Some(run), Some(&w)) if windows.iter().all(|&x| x == w) => format!(
+            "{w} interval{} of {}",
+            if w == 1 { "" } else { "s" },
+            human_duration(run.dt)
+        ),
+        _ => "the whole intervals that fit in 5 minutes, per run".to_owned(),
+    };
+    let caption = if smoothed {
+        format!(
+            "Failed attempts over answered attempts (failed + successful), every cause counted: refusals, timeouts, resets, failed dependencies, shedding. Solid: over the trailing 5-minute window the headline figures use ({window}); faint: each interval on its own."
+        )
+    } else {
+        "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding. An interval is as long as the headline figures' 5-minute window, or longer.".to_owned()
+    };
+    Figure {
+        id: "fig-errors".into(),
+        title: if smoothed {
+            "Error rate per route (5-min window)".into()
+        } else {
+            "Error rate per route".into()
+        },
+        caption,
+        chart,
+        legend: entity_legend(&names, &order),
+        strokes: if smoothed {
+            vec![
+                (Stroke::Normal, "5-min window".into()),
+                (Stroke::Faint, "raw, per interval".into()),
+            ]
+        } else {
+            Vec::new()
+        },
+    }
 }
 
 fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
@@ -607,7 +682,7 @@ fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| amplification(r, i)))
     });
     figure.chart.reference = Some(1.0);
@@ -615,7 +690,6 @@ fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
 }
 
 fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
-    let totals: Vec<_> = runs.iter().map(|r| route_totals(r.rec)).collect();
     let names = route_names(runs);
     // A lone panel spans the page: draw it at full width, not stretched.
     let size = if names.len() == 1 {
@@ -635,7 +709,7 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
             );
             let mut caption = Vec::new();
             for (ri, run) in runs.iter().enumerate() {
-                let Some(r) = run.rec.route(&name) else {
+                let Some(r) = run.route(&name) else {
                     continue;
                 };
                 let n = route_len(r);
@@ -653,11 +727,12 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
                         key,
                         colour,
                         dash: charts::dash(ri),
+                        stroke: Stroke::Normal,
                         title: format!("{name} {what}{suffix}"),
                         points: run.series(n, |i| at_u(v, i) / run.dt),
                     });
                 }
-                if let Some(t) = totals[ri].iter().find(|t| t.name == name) {
+                if let Some(t) = run.route_totals(&name) {
                     let who = if runs.len() > 1 {
                         format!("{}: ", run.label)
                     } else {
@@ -676,6 +751,7 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
                 caption: caption.join(" · "),
                 chart,
                 legend: Vec::new(),
+                strokes: Vec::new(),
             }
         })
         .collect()
@@ -695,7 +771,7 @@ fn latency_figure(runs: &[Run], frame: &Frame, q: usize, label: &str) -> Figure 
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name)?;
+        let r = run.route(name)?;
         Some(run.series(route_len(r), |i| latency(r, i, q)))
     })
 }
@@ -722,7 +798,7 @@ fn job_wait_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &names,
     }
     .build(runs, frame, |run, name| {
-        let r = run.rec.route(name).filter(|r| !r.job_wait_s.is_empty())?;
+        let r = run.route(name).filter(|r| !r.job_wait_s.is_empty())?;
         Some(run.series(r.job_wait_s.len(), |i| r.job_wait_s[i] * 1000.0))
     })
 }
@@ -743,13 +819,14 @@ fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
     );
     chart.reference = Some(1.0);
     chart.y_cap = None;
-    let order = component_order(runs);
+    let order_names = component_order(runs);
+    let order = Order::new(&order_names);
     chart.lines = entity_lines(
         runs,
         &names,
         &order,
         |run, name| {
-            let c = run.rec.component(name)?;
+            let c = run.component(name)?;
             Some(run.series(c.limit.len(), |i| saturation(c, i)))
         },
         Unit::Fraction,
@@ -757,15 +834,15 @@ fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
     let legend = names
         .iter()
         .map(|n| {
-            let k = charts::index_in(&order, n);
-            let kind = runs
-                .iter()
-                .find_map(|r| r.rec.component(n))
-                .map_or("", |c| match c.kind.as_str() {
-                    "lb" => " (LB flows)",
-                    "service" => " (sidecar or workers)",
-                    _ => "",
-                });
+            let k = order.of(n);
+            let kind =
+                runs.iter()
+                    .find_map(|r| r.component(n))
+                    .map_or("", |c| match c.kind.as_str() {
+                        "lb" => " (LB flows)",
+                        "service" => " (sidecar or workers)",
+                        _ => "",
+                    });
             (k, charts::colour(k), format!("{n}{kind}"))
         })
         .collect();
@@ -775,6 +852,7 @@ fn saturation_figure(runs: &[Run], frame: &Frame) -> Figure {
         caption: "Load balancers: flows held over the running nodes' flow limit. Services: sidecar in-flight over the sidecar concurrency limit (app workers when there is no sidecar). The dotted line is 100 %. A sidecar pinned at 100 % while app utilisation stays low is the autoscaler's blind spot.".into(),
         chart,
         legend,
+        strokes: Vec::new(),
     }
 }
 
@@ -815,7 +893,7 @@ fn utilisation_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &order,
     }
     .build(runs, frame, |run, name| {
-        let c = run.rec.component(name)?;
+        let c = run.component(name)?;
         Some(run.series(c.app_utilisation.len(), |i| at_f(&c.app_utilisation, i)))
     })
 }
@@ -853,7 +931,7 @@ fn replicas_figure(runs: &[Run], frame: &Frame) -> Figure {
         order: &order,
     }
     .build(runs, frame, |run, name| {
-        let c = run.rec.component(name)?;
+        let c = run.component(name)?;
         Some(run.series(c.replicas.len(), |i| at_f(&c.replicas, i)))
     })
 }
@@ -946,10 +1024,10 @@ pub fn headline_table(runs: &[Run]) -> Table {
     let mut rows = Vec::new();
     for name in route_names(runs) {
         for run in runs {
-            let Some(r) = run.rec.route(&name) else {
+            let Some(r) = run.route(&name) else {
                 continue;
             };
-            let Some(t) = route_totals(run.rec).into_iter().find(|t| t.name == name) else {
+            let Some(t) = run.route_totals(&name) else {
                 continue;
             };
             let n = route_len(r);
@@ -1014,7 +1092,7 @@ pub fn component_table(runs: &[Run]) -> Table {
     let mut rows = Vec::new();
     for name in names {
         for run in runs {
-            let Some(c) = run.rec.component(&name) else {
+            let Some(c) = run.component(&name) else {
                 continue;
             };
             let max = |v: &[f64]| {

@@ -167,8 +167,11 @@ pub fn linear_ticks_by(
     target: usize,
     nice: fn(f64, usize) -> f64,
 ) -> ((f64, f64), Vec<f64>) {
+    // Far from f64::MAX, so that rounding the ends out to a whole step
+    // stays finite (an infinite end made the tick count overflow).
+    const LIMIT: f64 = f64::MAX / 16.0;
     let (min, max) = if min.is_finite() && max.is_finite() && min <= max {
-        (min, max)
+        (min.max(-LIMIT), max.min(LIMIT))
     } else {
         (0.0, 1.0)
     };
@@ -181,7 +184,7 @@ pub fn linear_ticks_by(
     if hi <= lo {
         hi = lo + step;
     }
-    let n = ((hi - lo) / step).round() as usize;
+    let n = (((hi - lo) / step).round() as usize).min(1000);
     let ticks = (0..=n).map(|k| lo + k as f64 * step).collect();
     ((lo, hi), ticks)
 }
@@ -536,6 +539,23 @@ pub fn parse_path(d: &str) -> Vec<Vec<(f64, f64)>> {
     pieces
 }
 
+/// How a line is drawn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stroke {
+    /// A data line.
+    #[default]
+    Normal,
+    /// Thin and translucent, drawn as `path.raw`: context behind the data
+    /// lines (the raw per-interval values behind a windowed rate), which the
+    /// eye should read past.
+    Faint,
+}
+
+/// Stroke width and opacity of a faint line.
+pub const FAINT_WIDTH: f64 = 1.0;
+/// See [`FAINT_WIDTH`].
+pub const FAINT_OPACITY: f64 = 0.3;
+
 /// One line of a chart.
 #[derive(Debug, Clone)]
 pub struct Line {
@@ -545,6 +565,8 @@ pub struct Line {
     pub colour: &'static str,
     /// `stroke-dasharray`, empty for a solid line.
     pub dash: &'static str,
+    /// Data line or faint context.
+    pub stroke: Stroke,
     /// Tooltip text.
     pub title: String,
     /// `(seconds since start, value)`; `NaN` values are gaps.
@@ -802,9 +824,16 @@ impl Chart {
                 } else {
                     format!(r#" stroke-dasharray="{}""#, l.dash)
                 };
+                let (class, width) = match l.stroke {
+                    Stroke::Normal => ("series", String::from(r#"stroke-width="1.8""#)),
+                    Stroke::Faint => (
+                        "raw",
+                        format!(r#"stroke-width="{FAINT_WIDTH}" stroke-opacity="{FAINT_OPACITY}""#),
+                    ),
+                };
                 let _ = write!(
                     s,
-                    r#"<path class="series" data-k="{}" d="{d}" fill="none" stroke="{}" stroke-width="1.8" stroke-linejoin="round" stroke-linecap="round"{dash}><title>{}</title></path>"#,
+                    r#"<path class="{class}" data-k="{}" d="{d}" fill="none" stroke="{}" {width} stroke-linejoin="round" stroke-linecap="round"{dash}><title>{}</title></path>"#,
                     l.key,
                     l.colour,
                     escape(&l.title)
@@ -870,6 +899,7 @@ mod tests {
             key: 0,
             colour: "#0072B2",
             dash: "",
+            stroke: Stroke::Normal,
             title: "r".into(),
             points,
         }
@@ -987,6 +1017,16 @@ mod tests {
         // Negative data round outwards.
         let ((lo, hi), _) = linear_ticks(-3.0, 7.0, 5);
         assert!(lo <= -3.0 && hi >= 7.0);
+        // Near the largest float the ends stay finite and the ticks few.
+        for (lo, hi) in [(0.0, f64::MAX), (-f64::MAX, f64::MAX), (1e-300, 1.7e308)] {
+            let ((d0, d1), ticks) = linear_ticks(lo, hi, 5);
+            assert!(d0.is_finite() && d1.is_finite() && d0 < d1, "{lo} {hi}");
+            assert!(
+                (2..=12).contains(&ticks.len()),
+                "{lo} {hi}: {}",
+                ticks.len()
+            );
+        }
     }
 
     #[test]
@@ -1143,6 +1183,25 @@ mod tests {
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
         // Clock labels on the x axis.
         assert!(svg.contains(">13:30<"), "{svg}");
+    }
+
+    #[test]
+    fn faint_lines_are_thin_translucent_and_kept_apart_from_the_series() {
+        let raw = Line {
+            stroke: Stroke::Faint,
+            title: "r raw".into(),
+            ..line(vec![(0.0, 0.9), (60.0, 0.0), (120.0, 1.0)])
+        };
+        let svg = chart(vec![raw, line(vec![(0.0, 0.3), (120.0, 0.4)])]).to_svg();
+        let raw_at = svg.find(r#"<path class="raw""#).expect("the faint line");
+        let series_at = svg.find(r#"<path class="series""#).expect("the data line");
+        assert!(raw_at < series_at, "drawn in the order given: behind");
+        let raw = &svg[raw_at..svg[raw_at..].find("</path>").unwrap() + raw_at];
+        assert!(
+            raw.contains(r#"stroke-width="1" stroke-opacity="0.3""#),
+            "{raw}"
+        );
+        assert_eq!(path_points(&svg).len(), 1, "only data lines are series");
     }
 
     #[test]

@@ -102,10 +102,18 @@ fn two_runs_overlay_on_the_same_axes_with_one_style_per_run() {
         &ReportExtras::default(),
     );
     for c in charts(&html) {
-        let solid = c.matches(r#"class="series""#).count();
-        let dashed = c.matches(r#"stroke-dasharray="7 4""#).count();
+        // Data lines only: faint raw lines (class "raw") follow the same
+        // run styles but are context.
+        let series: Vec<&str> = c
+            .split("<path ")
+            .filter(|p| p.starts_with(r#"class="series""#))
+            .collect();
+        let dashed = series
+            .iter()
+            .filter(|p| p.contains(r#"stroke-dasharray="7 4""#))
+            .count();
         assert!(
-            dashed > 0 && dashed < solid,
+            dashed > 0 && dashed < series.len(),
             "second run missing on a chart"
         );
     }
@@ -297,4 +305,164 @@ fn an_entity_has_one_colour_across_charts() {
             .collect();
         assert_eq!(colours.len(), 1, "{name}: {colours:?}");
     }
+}
+
+/// `count` routes over `n` intervals whose totals differ from route to
+/// route and run to run (`salt`); `reversed` lists them in the opposite
+/// order, so a total found by position instead of by name is caught.
+fn many_routes(count: usize, n: usize, salt: u64, reversed: bool) -> Recording {
+    let route = |k: usize| {
+        let mut r = stormbreak_sim::record::RouteSeries {
+            name: format!("route-{k:05}"),
+            ..Default::default()
+        };
+        for i in 0..n {
+            let first = k as u64 + salt + i as u64;
+            let failed = (k as u64 + salt) % 7 + i as u64;
+            let mut errors = [0; stormbreak_sim::record::Cause::ALL.len()];
+            errors[stormbreak_sim::record::Cause::Timeout as usize] = failed;
+            r.first_attempts.push(first);
+            r.attempts.push(first + failed);
+            r.successes.push(first);
+            r.errors.push(errors);
+            r.latency_ms.push([1.0, 2.0, 3.0, 4.0]);
+            r.latency_mean_ms.push(1.5);
+        }
+        r
+    };
+    let mut routes: Vec<_> = (0..count).map(route).collect();
+    if reversed {
+        routes.reverse();
+    }
+    Recording {
+        scenario: "many-routes".into(),
+        seed: 1,
+        scale: 1.0,
+        interval: 10_000_000_000,
+        duration: n as u64 * 10_000_000_000,
+        clock_origin_s: 0,
+        routes,
+        components: Vec::new(),
+        actions: Vec::new(),
+        events: 0,
+        attempts: 0,
+        peak_in_flight: 0,
+    }
+}
+
+/// The text of each cell of each body row of the table captioned `caption`.
+fn table_rows(html: &str, caption: &str) -> Vec<Vec<String>> {
+    let table = html
+        .split(&format!("<caption>{caption}</caption>"))
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the table");
+    let body = table.split("<tbody>").nth(1).unwrap_or("");
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let text = &cell[cell.find('>').unwrap() + 1..];
+                    text[..text.find("</td>").unwrap()].replace('\u{202F}', "")
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// 8 000 routes in two runs (the second listing them backwards): the
+/// headline table has one row per route and run, each with that route's
+/// own totals. The page used to recompute every route's totals for each
+/// row (quadratic: about two minutes here); the timeout only guards
+/// against a hang, docs/BENCHMARKS.md has the measured times.
+#[test]
+fn eight_thousand_routes_get_their_own_totals() {
+    const ROUTES: usize = 8_000;
+    const N: usize = 4;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let a = many_routes(ROUTES, N, 0, false);
+        let b = many_routes(ROUTES, N, 3, true);
+        let _ = tx.send(render(&[("a", &a), ("b", &b)], &ReportExtras::default()));
+    });
+    let html = rx
+        .recv_timeout(std::time::Duration::from_secs(600))
+        .expect("rendering 8 000 routes hung (or panicked)");
+    let rows = table_rows(&html, "Routes: headline figures");
+    assert_eq!(rows.len(), 2 * ROUTES);
+    for (j, row) in rows.iter().enumerate() {
+        let k = j / 2;
+        let (run, salt) = if j % 2 == 0 { ("a", 0) } else { ("b", 3) };
+        let first: u64 = (0..N as u64).map(|i| k as u64 + salt + i).sum();
+        let failed: u64 = (0..N as u64).map(|i| (k as u64 + salt) % 7 + i).sum();
+        let expect = [
+            format!("route-{k:05}"),
+            run.to_owned(),
+            first.to_string(),
+            (first + failed).to_string(),
+        ];
+        assert_eq!(row[..4], expect, "row {j}");
+        assert_eq!(row[5], first.to_string(), "successes, row {j}");
+        assert_eq!(row[6], failed.to_string(), "failed, row {j}");
+    }
+}
+
+/// `archive` answers 4 attempts per interval over 15 minutes; for 100 s
+/// from minute 5 every attempt fails, otherwise none does. Over 5-minute
+/// windows its error rate peaks at a third.
+fn burst(interval_s: u64) -> Recording {
+    let n = (900 / interval_s) as usize;
+    let mut rec = many_routes(1, n, 0, false);
+    rec.interval = interval_s * 1_000_000_000;
+    rec.duration = n as u64 * rec.interval;
+    let r = &mut rec.routes[0];
+    r.name = "archive".into();
+    for i in 0..n {
+        let t = i as u64 * interval_s;
+        let failed = if (300..400).contains(&t) { 4 } else { 0 };
+        let mut errors = [0; stormbreak_sim::record::Cause::ALL.len()];
+        errors[stormbreak_sim::record::Cause::Timeout as usize] = failed;
+        r.errors[i] = errors;
+        r.successes[i] = 4 - failed;
+        r.attempts[i] = 4;
+        r.first_attempts[i] = 4;
+    }
+    rec
+}
+
+/// The error-rate chart draws the 5-minute trailing rate that `stormbreak
+/// replay` judges paths by, with the raw rate faint behind it and both
+/// named in the legend.
+#[test]
+fn the_error_rate_chart_draws_the_headline_window_over_the_raw_rate() {
+    let rec = burst(10);
+    let headline = stormbreak_sim::replay::summarize(&rec, &[]).headline;
+    assert_eq!(headline.archive_peak_error_rate, 1.0 / 3.0);
+    let html = render(&[("run", &rec)], &ReportExtras::default());
+    let fig = html
+        .split(r#"id="fig-errors""#)
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .expect("the error-rate figure");
+    let paths: Vec<&str> = fig.split("<path ").skip(1).collect();
+    assert_eq!(paths.len(), 2, "one raw and one windowed line");
+    // Raw behind (first), faint, with the raw peak.
+    assert!(paths[0].starts_with(r#"class="raw""#), "{}", paths[0]);
+    assert!(paths[0].contains(r#"stroke-opacity="0.3""#));
+    assert!(paths[0].contains("<title>archive, raw (peak 100%)</title>"));
+    // The windowed line peaks where the replay's headline figure does.
+    assert!(paths[1].starts_with(r#"class="series""#), "{}", paths[1]);
+    assert!(paths[1].contains("<title>archive, 5-min window (peak 33.3%)</title>"));
+    for label in ["5-min window", "raw, per interval", "30 intervals of 10 s"] {
+        assert!(fig.contains(label), "{label} missing");
+    }
+
+    // Five-minute intervals: the window is one interval, the raw rate.
+    let html = render(&[("run", &burst(300))], &ReportExtras::default());
+    let fig = html.split(r#"id="fig-errors""#).nth(1).unwrap();
+    let fig = fig.split("</figure>").next().unwrap();
+    assert!(!fig.contains(r#"class="raw""#) && !fig.contains("5-min window"));
+    assert_eq!(fig.matches(r#"<path class="series""#).count(), 1);
 }
