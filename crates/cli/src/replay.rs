@@ -77,7 +77,8 @@ fn run_scenario(
     opts: RunOptions,
     quiet: bool,
 ) -> Result<Run, String> {
-    let rec = simulate_with_progress(&sc, opts, quiet);
+    let rec = simulate_with_progress(&sc, opts, quiet)
+        .map_err(|e| format!("{}: {e}", sc.scenario.name))?;
     let summary = replay::summarize(&rec, fixes);
     let label = if fixes.is_empty() {
         "as it happened".to_owned()

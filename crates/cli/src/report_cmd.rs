@@ -291,7 +291,9 @@ rate = "100/s"
 timeout = "1s"
 "#;
         let sc = stormbreak_sim::Scenario::parse("tiny.toml", text).unwrap();
-        let rec = stormbreak_sim::engine::Engine::new(&sc, Default::default()).run();
+        let rec = stormbreak_sim::engine::Engine::new(&sc, Default::default())
+            .run()
+            .unwrap();
         stormbreak_sim::output::write_outputs(&dir, &rec, None).unwrap();
         run(Args {
             dirs: vec![dir.clone()],

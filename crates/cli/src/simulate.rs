@@ -64,7 +64,8 @@ pub fn run(args: Args) -> Result<(), String> {
         seed: args.seed,
         scale: args.scale,
     };
-    let rec = simulate_with_progress(&scenario, opts, args.quiet || args.json);
+    let rec = simulate_with_progress(&scenario, opts, args.quiet || args.json)
+        .map_err(|e| format!("{}: {e}", args.file.display()))?;
     let html = stormbreak_report::render(
         &[(scenario.scenario.name.as_str(), &rec)],
         &Default::default(),
@@ -87,7 +88,11 @@ pub fn run(args: Args) -> Result<(), String> {
 
 /// Runs the engine in slices so a progress bar with an ETA can be drawn;
 /// the bar only appears once a run has taken more than a second.
-pub fn simulate_with_progress(scenario: &Scenario, opts: RunOptions, quiet: bool) -> Recording {
+pub fn simulate_with_progress(
+    scenario: &Scenario,
+    opts: RunOptions,
+    quiet: bool,
+) -> Result<Recording, stormbreak_sim::engine::RunError> {
     let mut engine = Engine::new(scenario, opts);
     let end = engine.end();
     let slices = 200u64;
@@ -101,14 +106,37 @@ pub fn simulate_with_progress(scenario: &Scenario, opts: RunOptions, quiet: bool
     bar.set_message(scenario.scenario.name.clone());
     let mut shown = false;
     for i in 1..=slices {
-        engine.run_until(end / slices * i);
+        engine.run_until(end / slices * i)?;
         if !quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
         }
         bar.set_position(i);
     }
-    engine.run_until(end);
+    engine.run_until(end)?;
     bar.finish_and_clear();
-    engine.finish()
+    if !quiet {
+        for h in &engine_bounds(&engine) {
+            eprintln!("{h}");
+        }
+    }
+    Ok(engine.finish())
+}
+
+/// Lines telling which default bounds refused work, if any.
+fn engine_bounds(engine: &Engine) -> Vec<String> {
+    engine
+        .bounds_hit()
+        .iter()
+        .map(|h| {
+            format!(
+                "warning: {}: the default bound {} refused {} request(s), the first at {} \
+                 (set the queue explicitly in the scenario)",
+                h.component,
+                h.bound,
+                h.count,
+                stormbreak_policy::units::format_duration(h.first_at)
+            )
+        })
+        .collect()
 }

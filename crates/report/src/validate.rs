@@ -450,6 +450,9 @@ mod tests {
             events: 0,
             attempts: 0,
             peak_in_flight: 0,
+            peak_events_per_s: 0.0,
+            peak_job_backlog: 0,
+            bounds_hit: Vec::new(),
         }
     }
 

@@ -172,6 +172,9 @@ fn an_empty_recording_renders_a_page_without_charts() {
         events: 0,
         attempts: 0,
         peak_in_flight: 0,
+        peak_events_per_s: 0.0,
+        peak_job_backlog: 0,
+        bounds_hit: Vec::new(),
     };
     let html = render(&[("empty", &rec)], &ReportExtras::default());
     assert!(html.contains("Nothing was recorded"));
@@ -202,7 +205,9 @@ timeout = "1s"
 
 fn simulate() -> Recording {
     let sc = Scenario::parse("one-server.toml", SCENARIO).expect("valid scenario");
-    Engine::new(&sc, RunOptions::default()).run()
+    Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds")
 }
 
 #[test]
@@ -347,6 +352,9 @@ fn many_routes(count: usize, n: usize, salt: u64, reversed: bool) -> Recording {
         events: 0,
         attempts: 0,
         peak_in_flight: 0,
+        peak_events_per_s: 0.0,
+        peak_job_backlog: 0,
+        bounds_hit: Vec::new(),
     }
 }
 

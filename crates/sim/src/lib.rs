@@ -30,7 +30,7 @@
 //! timeout = "1s"
 //! "#;
 //! let scenario = Scenario::parse("example.toml", text).unwrap();
-//! let rec = Engine::new(&scenario, RunOptions::default()).run();
+//! let rec = Engine::new(&scenario, RunOptions::default()).run().unwrap();
 //! let r = rec.route("r").unwrap();
 //! assert!(r.successes.iter().sum::<u64>() > 4_000);
 //! ```

@@ -106,6 +106,14 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
             "events": rec.events,
             "attempts": rec.attempts,
             "peak_in_flight": rec.peak_in_flight,
+            "peak_events_per_s": rec.peak_events_per_s,
+            "peak_job_backlog": rec.peak_job_backlog,
+            "bounds_hit": rec.bounds_hit.iter().map(|h| json!({
+                "bound": h.bound,
+                "component": h.component,
+                "count": h.count,
+                "first_at_s": to_secs_f64(h.first_at),
+            })).collect::<Vec<_>>(),
         },
     });
     if let Some(extra) = extra {

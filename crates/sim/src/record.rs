@@ -226,6 +226,15 @@ pub struct Recording {
     pub attempts: u64,
     /// Peak number of attempts in flight at once.
     pub peak_in_flight: usize,
+    /// Most events handled per simulated second over one recording interval.
+    #[serde(default)]
+    pub peak_events_per_s: f64,
+    /// Most jobs waiting at once in any job queue.
+    #[serde(default)]
+    pub peak_job_backlog: u64,
+    /// Default bounds that refused work (empty in an honest run).
+    #[serde(default)]
+    pub bounds_hit: Vec<crate::engine::BoundHit>,
 }
 
 impl Recording {

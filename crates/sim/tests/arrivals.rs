@@ -23,7 +23,9 @@ path = ["svc"]
 "#
     );
     let sc = Scenario::parse("arrivals.toml", &text).expect("valid");
-    let rec = Engine::new(&sc, RunOptions::default()).run();
+    let rec = Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds");
     rec.route("r").unwrap().first_attempts.clone()
 }
 
@@ -90,7 +92,9 @@ client = "u"
 rate = "3k/s"
 "#;
     let sc = Scenario::parse("set-rate.toml", text).unwrap();
-    let rec = Engine::new(&sc, RunOptions::default()).run();
+    let rec = Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds");
     let v = &rec.route("r").unwrap().first_attempts;
     within_poisson(v[..5].iter().sum(), 50_000.0, "before");
     within_poisson(v[5..10].iter().sum(), 150_000.0, "after");
@@ -142,7 +146,9 @@ site = "site-a"
 fraction = 1.0
 "#;
     let sc = Scenario::parse("admit.toml", text).unwrap();
-    let rec = Engine::new(&sc, RunOptions::default()).run();
+    let rec = Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds");
     let r = rec.route("r").unwrap();
     let shed = |from: usize, to: usize| -> u64 {
         (from..to)

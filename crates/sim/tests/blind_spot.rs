@@ -43,7 +43,9 @@ rate = "4k/s"
 
 fn run(text: &str) -> Recording {
     let sc = Scenario::parse("blind.toml", text).expect("valid");
-    Engine::new(&sc, RunOptions::default()).run()
+    Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds")
 }
 
 /// Error rate over the last five minutes.

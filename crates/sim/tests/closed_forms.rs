@@ -16,6 +16,7 @@ fn run(text: &str, seed: u64) -> Recording {
         },
     )
     .run()
+    .expect("the run stays within its bounds")
 }
 
 fn mmc(workers: u32, rate_per_s: f64, duration: &str) -> String {

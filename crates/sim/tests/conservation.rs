@@ -22,7 +22,7 @@ fn run_audited(text: &str, seed: u64, step: u64) -> stormbreak_sim::Recording {
     let mut t = 0;
     loop {
         t += step;
-        let more = e.run_until(t);
+        let more = e.run_until(t).unwrap_or_else(|err| panic!("{err}\n{text}"));
         if let Err(err) = e.audit() {
             panic!("at {t} ns: {err}\n{text}");
         }

@@ -92,7 +92,7 @@ restore = {{ ramp = {{ steps = [0.1, 0.5, 1.0], hold = "1m" }} }}
 fn run(interval: &str) -> (u64, Recording) {
     let sc = Scenario::parse("loops.toml", &scenario(interval)).unwrap();
     let mut e = Engine::new(&sc, RunOptions::default());
-    while e.run_until(e.end()) {}
+    while e.run_until(e.end()).unwrap() {}
     let digest = e.event_digest();
     (digest, e.finish())
 }

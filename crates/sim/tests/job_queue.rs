@@ -37,7 +37,9 @@ workers = {workers}
 "#
     );
     let sc = Scenario::parse("jobs.toml", &text).expect("valid");
-    Engine::new(&sc, RunOptions::default()).run()
+    Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds")
 }
 
 #[test]
@@ -118,7 +120,9 @@ workers = 1
 timeout = "120s"
 "#;
     let sc = Scenario::parse("deep.toml", text).expect("valid");
-    let rec = Engine::new(&sc, RunOptions::default()).run();
+    let rec = Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds");
     let r = rec.route("r").unwrap();
     let started: u64 = r.first_attempts.iter().sum();
     let refused: u64 = r.errors.iter().flatten().sum();

@@ -63,7 +63,9 @@ budget = { kind = "ratio", retry_ratio = 0.1 }"#;
 
 fn run(text: &str) -> Recording {
     let sc = Scenario::parse("metastable.toml", text).expect("valid scenario");
-    Engine::new(&sc, RunOptions::default()).run()
+    Engine::new(&sc, RunOptions::default())
+        .run()
+        .expect("the run stays within its bounds")
 }
 
 /// (attempts / demand, successes / demand) over intervals ending in (from_s, to_s].

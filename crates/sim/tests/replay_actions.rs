@@ -22,7 +22,8 @@ fn run(edit: impl FnOnce(&mut Scenario)) -> ReplaySummary {
             scale: replay::DEFAULT_SCALE,
         },
     )
-    .run();
+    .run()
+    .expect("the run stays within its bounds");
     replay::summarize(&rec, &[])
 }
 

@@ -17,7 +17,8 @@ fn run(fixes: &[Fix], seed: u64) -> ReplaySummary {
             scale: replay::DEFAULT_SCALE,
         },
     )
-    .run();
+    .run()
+    .expect("the run stays within its bounds");
     replay::summarize(&rec, fixes)
 }
 

@@ -279,6 +279,9 @@ pub fn storm(fixed: bool, interval_s: u64) -> Recording {
         events: 123_456_789,
         attempts: 98_765_432,
         peak_in_flight: 54_321,
+        peak_events_per_s: 0.0,
+        peak_job_backlog: 0,
+        bounds_hit: Vec::new(),
     }
 }
 

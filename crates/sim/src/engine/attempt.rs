@@ -171,7 +171,19 @@ impl Engine {
             abandoned: false,
             site,
         });
-        self.flight.peak = self.flight.peak.max(self.flight.attempts.len());
+        let live = self.flight.attempts.len();
+        self.flight.peak = self.flight.peak.max(live);
+        if live > self.limits.attempts_in_flight as usize {
+            let err = super::RunError::InFlight {
+                at: self.now,
+                component: format!("route {:?}", self.rec.routes[route.ix()].series.name),
+                what: format!(
+                    "more than {} attempts in flight in the run (Limits::attempts_in_flight)",
+                    self.limits.attempts_in_flight
+                ),
+            };
+            self.stop(err);
+        }
         k
     }
 

@@ -53,6 +53,7 @@ mod failover;
 mod gateway;
 mod ids;
 mod lb;
+mod limits;
 mod population;
 mod rate;
 mod recorder;
@@ -70,6 +71,7 @@ use stormbreak_policy::failover::Failover;
 
 pub use attempt::Res;
 pub use audit::AuditError;
+pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError};
 
 use self::attempt::Flight;
 use self::autoscale::Autoscaler;
@@ -206,7 +208,38 @@ pub struct Engine {
     failovers: Vec<FailoverCtl>,
     timeline: Vec<Planned>,
     rec: Recorder,
+    limits: Limits,
+    /// Set by the first bound hit that stops the run.
+    stopped: Option<RunError>,
+    budget: Budget,
 }
+
+/// The work budget's window: events since the last check, by kind.
+#[derive(Debug, Clone, Copy, Default)]
+struct Budget {
+    since_events: u64,
+    since_now: Nanos,
+    by_kind: [u64; EV_KINDS],
+    last: Option<Ev>,
+}
+
+const EV_KINDS: usize = 14;
+const EV_NAMES: [&str; EV_KINDS] = [
+    "-",
+    "arrivals",
+    "job dispatches",
+    "service completions",
+    "timeouts",
+    "queue timeouts",
+    "client retries",
+    "gateway retries",
+    "recording ticks",
+    "autoscaler syncs",
+    "pod starts",
+    "actions",
+    "ramp wake-ups",
+    "failover plans",
+];
 
 fn entity_rng(seed: u64, stream: u64) -> Pcg64Mcg {
     // SplitMix64 of (seed, stream): independent, portable per-entity streams.
@@ -357,7 +390,11 @@ impl Engine {
                         queue_timeout: sc.queue_timeout.map(|t| queue.lane(t)),
                     }),
                     workers: fleet.per_pod(s.app.workers),
-                    app_queue_cap: s.app.queue.map_or(u32::MAX, |q| fleet.per_pod(q)),
+                    app_queue_cap: s
+                        .app
+                        .queue
+                        .map_or(Limits::default().default_app_queue, |q| fleet.per_pod(q)),
+                    app_queue_is_default: s.app.queue.is_none(),
                     drop_expired: s.app.drop_expired,
                     service_time: s.app.service_time.sampler(),
                     autoscaler,
@@ -392,6 +429,7 @@ impl Engine {
                     .map(|s| (s.at, s.rate * scale, s.ramp))
                     .collect();
                 Population {
+                    name: c.name.get_ref().clone(),
                     route: names.route(c.route.get_ref()),
                     schedule: RateSchedule::new(c.rate * scale, &steps)
                         .with_diurnal(c.diurnal.as_ref()),
@@ -411,6 +449,7 @@ impl Engine {
                     workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
                     busy: 0,
                     backlog: VecDeque::new(),
+                    backlog_peak: 0,
                     wait_max: 0,
                     rng: entity_rng(seed, i as u64),
                 }
@@ -455,6 +494,9 @@ impl Engine {
             failovers,
             timeline,
             rec,
+            limits: Limits::default(),
+            stopped: None,
+            budget: Budget::default(),
         };
         for p in 0..e.pops.len() {
             e.schedule_arrival(PopId::new(p));
@@ -502,14 +544,39 @@ impl Engine {
         self.digest
     }
 
-    /// Runs until `until` (capped at the scenario's end); returns false once
-    /// the run is over. Call repeatedly to drive a progress bar.
-    pub fn run_until(&mut self, until: Nanos) -> bool {
+    /// Default bounds that have refused work so far.
+    pub fn bounds_hit(&self) -> &[BoundHit] {
+        &self.rec.bound_hits
+    }
+
+    /// Replaces the run's bounds (before the run starts).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        for svc in self.services.iter_mut().filter(|s| s.app_queue_is_default) {
+            svc.app_queue_cap = limits.default_app_queue;
+        }
+        self
+    }
+
+    /// Runs until `until` (capped at the scenario's end); returns `Ok(false)`
+    /// once the run is over. Call repeatedly to drive a progress bar. A
+    /// bound hit stops the run with an error (and every later call returns
+    /// it again).
+    pub fn run_until(&mut self, until: Nanos) -> Result<bool, RunError> {
+        if let Some(e) = &self.stopped {
+            return Err(e.clone());
+        }
         let until = until.min(self.end);
         while let Some((t, ev)) = self.queue.pop_until(until) {
             self.now = t;
             self.events += 1;
             self.handle(ev);
+            if self.stopped.is_some() || self.budget.since_events >= BUDGET_WINDOW {
+                self.check_budget();
+                if let Some(e) = &self.stopped {
+                    return Err(e.clone());
+                }
+            }
         }
         self.now = until;
         #[cfg(debug_assertions)]
@@ -518,19 +585,110 @@ impl Engine {
                 panic!("conservation law broken at the end of the run: {e}");
             }
         }
-        until < self.end
+        Ok(until < self.end)
     }
 
     /// Runs to the end and returns the recording.
-    pub fn run(mut self) -> Recording {
-        while self.run_until(self.end) {}
-        self.finish()
+    pub fn run(mut self) -> Result<Recording, RunError> {
+        while self.run_until(self.end)? {}
+        Ok(self.finish())
+    }
+
+    /// Stops the run with `err` unless it has already stopped.
+    pub(crate) fn stop(&mut self, err: RunError) {
+        self.stopped.get_or_insert(err);
+    }
+
+    /// The work budget: at most `events_per_sim_second` over each window
+    /// of [`BUDGET_WINDOW`] events, and `events_total` in all.
+    fn check_budget(&mut self) {
+        let b = self.budget;
+        self.budget = Budget {
+            since_now: self.now,
+            ..Budget::default()
+        };
+        if self.stopped.is_some() {
+            return;
+        }
+        let elapsed = self.now - b.since_now;
+        let fast = u128::from(b.since_events) * 1_000_000_000
+            > u128::from(self.limits.events_per_sim_second) * u128::from(elapsed);
+        let total = self.events > self.limits.events_total;
+        if !(fast || total) {
+            return;
+        }
+        let what = if total {
+            format!(
+                "more than {} events in all (Limits::events_total)",
+                self.limits.events_total
+            )
+        } else {
+            format!(
+                "{} events in {} of simulated time, over the budget of {} events per simulated second",
+                b.since_events,
+                stormbreak_policy::units::format_duration(elapsed),
+                self.limits.events_per_sim_second
+            )
+        };
+        let kind = (0..EV_KINDS).max_by_key(|&k| b.by_kind[k]).unwrap_or(0);
+        let component = format!(
+            "{} ({} of them; the last for {})",
+            EV_NAMES[kind],
+            b.by_kind[kind],
+            b.last
+                .map_or_else(|| "nothing".to_owned(), |ev| self.describe(ev))
+        );
+        self.stop(RunError::WorkBudget {
+            at: self.now,
+            what,
+            component,
+        });
+    }
+
+    /// The entity an event concerns, in the scenario's names.
+    fn describe(&self, ev: Ev) -> String {
+        let attempt = |k: &Key| {
+            self.flight.attempts.get(*k).map_or_else(
+                || "a finished attempt".to_owned(),
+                |a| {
+                    let comp = &self.rec.comps[self.series_of(a.comp).ix()];
+                    format!("{} {:?}", comp.kind, comp.name)
+                },
+            )
+        };
+        let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name);
+        match &ev {
+            Ev::Arrive { pop: p, .. } | Ev::Dispatch { pop: p } => pop(p),
+            Ev::ClientRetry { req } => self
+                .flight
+                .requests
+                .get(*req)
+                .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop)),
+            Ev::Done { att }
+            | Ev::Timeout { att }
+            | Ev::QueueTimeout { att }
+            | Ev::GatewayRetry { att } => attempt(att),
+            Ev::Autoscale { svc } | Ev::PodReady { svc } => {
+                format!(
+                    "service {:?}",
+                    self.rec.comps[self.services[svc.ix()].series.ix()].name
+                )
+            }
+            Ev::RampWake { lb, .. } => {
+                format!("lb {:?}", self.rec.comps[self.lbs[*lb].series.ix()].name)
+            }
+            Ev::Tick | Ev::Action { .. } | Ev::FailoverPlan { .. } => "the engine".to_owned(),
+        }
     }
 
     fn handle(&mut self, ev: Ev) {
+        let fp = ev.fingerprint();
         if !matches!(ev, Ev::Tick) {
-            self.digest = fnv(self.digest, self.now, ev.fingerprint());
+            self.digest = fnv(self.digest, self.now, fp);
         }
+        self.budget.since_events += 1;
+        self.budget.by_kind[fp[0] as usize] += 1;
+        self.budget.last = Some(ev);
         match ev {
             Ev::Arrive { pop, generation } => self.on_arrival(pop, generation),
             Ev::Done { att } => self.on_service_done(att),

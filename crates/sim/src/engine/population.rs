@@ -34,6 +34,8 @@ pub(crate) struct Request {
 
 #[derive(Debug)]
 pub(crate) struct Population {
+    /// The scenario's name, for messages.
+    pub(crate) name: String,
     pub(crate) route: RouteId,
     pub(crate) schedule: RateSchedule,
     pub(crate) timeout_lane: Lane,
@@ -60,6 +62,8 @@ pub(crate) struct Population {
     pub(crate) busy: u32,
     /// Arrival times of jobs waiting for a worker, oldest first.
     pub(crate) backlog: VecDeque<Nanos>,
+    /// Most jobs ever waiting at once.
+    pub(crate) backlog_peak: u64,
     /// Longest wait of a job dispatched since the last recording tick.
     pub(crate) wait_max: Nanos,
     pub(crate) rng: Pcg64Mcg,
@@ -92,7 +96,19 @@ impl Engine {
         // Behind the backlog even if a worker has just freed: its
         // `Dispatch` event takes the oldest job first.
         if pop.busy >= pop.workers || !pop.backlog.is_empty() {
+            if pop.backlog.len() as u64 >= self.limits.job_backlog {
+                let err = super::RunError::InFlight {
+                    at: self.now,
+                    component: format!("client {:?}", pop.name),
+                    what: format!(
+                        "more than {} jobs wait for a worker (Limits::job_backlog)",
+                        self.limits.job_backlog
+                    ),
+                };
+                return self.stop(err);
+            }
             pop.backlog.push_back(self.now);
+            pop.backlog_peak = pop.backlog_peak.max(pop.backlog.len() as u64);
             return;
         }
         self.start_request(p);
@@ -101,6 +117,17 @@ impl Engine {
     fn start_request(&mut self, p: PopId) {
         let now = self.now;
         let pop = &mut self.pops[p.ix()];
+        if pop.busy >= self.limits.requests_in_flight {
+            let err = super::RunError::InFlight {
+                at: now,
+                component: format!("client {:?}", pop.name),
+                what: format!(
+                    "more than {} requests in flight (Limits::requests_in_flight)",
+                    self.limits.requests_in_flight
+                ),
+            };
+            return self.stop(err);
+        }
         pop.busy += 1;
         pop.started_total += 1;
         let call = pop.caller.start(now);

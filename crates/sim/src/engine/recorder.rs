@@ -7,6 +7,7 @@ use stormbreak_policy::Nanos;
 
 use super::Engine;
 use super::ids::SeriesId;
+use super::limits::BoundHit;
 use super::stats::Little;
 use crate::record::{
     AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
@@ -38,6 +39,10 @@ pub(crate) struct Recorder {
     little: Vec<Little>,
     pub(crate) applied: Vec<AppliedAction>,
     pub(crate) meta: Meta,
+    pub(crate) bound_hits: Vec<BoundHit>,
+    /// Events at the last tick, for the events-per-second gauge.
+    events_at_tick: u64,
+    pub(crate) peak_events_per_s: f64,
 }
 
 impl Recorder {
@@ -51,6 +56,9 @@ impl Recorder {
             little: Vec::new(),
             applied: Vec::new(),
             meta,
+            bound_hits: Vec::new(),
+            events_at_tick: 0,
+            peak_events_per_s: 0.0,
         }
     }
 
@@ -92,6 +100,24 @@ impl Recorder {
         self.rejected[c.ix()] += 1;
     }
 
+    /// A default bound refused a request at component `c`.
+    pub(crate) fn bound_hit(&mut self, bound: &'static str, c: SeriesId, now: Nanos) {
+        let component = &self.comps[c.ix()].name;
+        match self
+            .bound_hits
+            .iter_mut()
+            .find(|h| h.bound == bound && h.component == *component)
+        {
+            Some(h) => h.count += 1,
+            None => self.bound_hits.push(BoundHit {
+                bound: bound.to_owned(),
+                component: component.clone(),
+                count: 1,
+                first_at: now,
+            }),
+        }
+    }
+
     /// Attempts present at each component now (Little's `L` gauge).
     pub(crate) fn present(&self, c: SeriesId) -> u64 {
         self.little[c.ix()].present
@@ -106,6 +132,11 @@ impl Engine {
                 .schedule(now + self.rec.interval, super::Ev::Tick);
         }
         let rec = &mut self.rec;
+        let events = self.events - rec.events_at_tick;
+        rec.events_at_tick = self.events;
+        rec.peak_events_per_s = rec
+            .peak_events_per_s
+            .max(events as f64 / (rec.interval as f64 / 1e9));
         for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
             let oldest = pop.backlog.front().map_or(0, |&t| now - t);
             let wait = pop.wait_max.max(oldest) as f64 / 1e9;
@@ -236,6 +267,9 @@ impl Engine {
             events: self.events,
             attempts: self.flight.created,
             peak_in_flight: self.flight.peak,
+            peak_events_per_s: rec.peak_events_per_s,
+            peak_job_backlog: self.pops.iter().map(|p| p.backlog_peak).max().unwrap_or(0),
+            bounds_hit: rec.bound_hits,
         }
     }
 }

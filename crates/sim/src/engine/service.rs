@@ -83,6 +83,9 @@ pub(crate) struct Service {
     pub(crate) sidecar: Option<Sidecar>,
     pub(crate) workers: u32,
     pub(crate) app_queue_cap: u32,
+    /// The cap is [`Limits::default_app_queue`](super::Limits), not the
+    /// scenario's: hitting it is reported.
+    pub(crate) app_queue_is_default: bool,
     pub(crate) drop_expired: bool,
     pub(crate) service_time: ServiceTime,
     pub(crate) autoscaler: Option<Autoscaler>,
@@ -205,6 +208,10 @@ impl Engine {
             pod.app_queued += 1;
             self.flight.get_mut(att).phase = Phase::AppQueued;
         } else {
+            if svc.app_queue_is_default {
+                let series = svc.series;
+                self.rec.bound_hit("default_app_queue", series, now);
+            }
             self.release_sidecar(s, p);
             self.reject(att, Cause::LimitRejected);
         }

@@ -1,0 +1,188 @@
+//! The engine's bounds: a run that cannot advance virtual time, or that
+//! holds ever more work, stops with an error naming what; a default queue
+//! bound that refuses work is reported. Honest runs never meet a bound
+//! (every other test runs with the defaults).
+
+use stormbreak_sim::Scenario;
+use stormbreak_sim::engine::{Engine, Limits, RunError, RunOptions};
+use stormbreak_sim::record::Cause;
+
+fn engine(text: &str) -> Engine {
+    let sc = Scenario::parse("limits.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    Engine::new(&sc, RunOptions::default())
+}
+
+const SLOW: &str = r#"
+[scenario]
+name = "slow"
+duration = "1h"
+[[service]]
+name = "slow"
+replicas = 1
+app = { workers = 1, service_time = { dist = "constant", value = "1h" } }
+[[route]]
+name = "r"
+path = ["slow"]
+"#;
+
+/// The fan-out bug with a 1 ns delay against a service that refuses at
+/// once: attempts a nanosecond apart, virtual time all but frozen.
+#[test]
+fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
+    let text = r#"
+[scenario]
+name = "spin"
+duration = "1h"
+[[service]]
+name = "full"
+replicas = 1
+sidecar = { limit = 1 }
+app = { workers = 1, service_time = { dist = "constant", value = "1h" } }
+[[route]]
+name = "r"
+path = ["full"]
+[[client]]
+name = "bug"
+route = "r"
+rate = "2/s"
+timeout = "2h"
+fanout = 10
+fanout_max_in_flight = 10
+fanout_delay = "1ns"
+give_up_after = "1h"
+"#;
+    let err = engine(text).run().map(|_| ()).unwrap_err();
+    match &err {
+        RunError::WorkBudget { at, component, .. } => {
+            assert!(*at < 10_000_000_000, "stopped only at {at} ns");
+            assert!(component.contains("client retries"), "{component}");
+            assert!(component.contains("\"bug\""), "{component}");
+        }
+        other => panic!("expected the work budget, got {other:?}"),
+    }
+    assert!(
+        err.to_string().contains("events per simulated second"),
+        "{err}"
+    );
+}
+
+#[test]
+fn requests_piling_up_stop_the_run_naming_the_population() {
+    let text = format!(
+        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\n"
+    );
+    let limits = Limits {
+        requests_in_flight: 500,
+        ..Limits::default()
+    };
+    let err = engine(&text)
+        .with_limits(limits)
+        .run()
+        .map(|_| ())
+        .unwrap_err();
+    match err {
+        RunError::InFlight {
+            at,
+            component,
+            what,
+        } => {
+            assert_eq!(component, "client \"users\"");
+            assert!(what.contains("500 requests in flight"), "{what}");
+            // 500 requests at 100/s: about 5 s in.
+            assert!((4_000_000_000..7_000_000_000).contains(&at), "at {at}");
+        }
+        other => panic!("expected InFlight, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_job_backlog_over_its_bound_stops_the_run() {
+    let text = format!(
+        "{SLOW}[[client]]\nname = \"jobs\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\nworkers = 1\n"
+    );
+    let limits = Limits {
+        job_backlog: 1_000,
+        ..Limits::default()
+    };
+    let err = engine(&text)
+        .with_limits(limits)
+        .run()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::InFlight { component, what, .. }
+            if component == "client \"jobs\"" && what.contains("1000 jobs")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn attempts_in_flight_are_bounded_for_the_whole_run() {
+    let text = format!(
+        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\n"
+    );
+    let limits = Limits {
+        attempts_in_flight: 300,
+        ..Limits::default()
+    };
+    let err = engine(&text)
+        .with_limits(limits)
+        .run()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::InFlight { what, .. } if what.contains("300 attempts")),
+        "{err:?}"
+    );
+}
+
+/// An app queue the scenario leaves unset is bounded by default; what the
+/// bound refuses is counted as `limit_rejected` and reported.
+#[test]
+fn the_default_app_queue_bound_refuses_and_is_reported() {
+    let text = format!(
+        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"10/s\"\ntimeout = \"2h\"\n"
+    );
+    let limits = Limits {
+        default_app_queue: 20,
+        ..Limits::default()
+    };
+    let mut e = engine(&text).with_limits(limits);
+    while e.run_until(e.end()).unwrap() {}
+    let hits = e.bounds_hit().to_vec();
+    let rec = e.finish();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].bound, "default_app_queue");
+    assert_eq!(hits[0].component, "slow");
+    let refused: u64 = rec
+        .route("r")
+        .unwrap()
+        .errors
+        .iter()
+        .map(|e| e[Cause::LimitRejected as usize])
+        .sum();
+    assert_eq!(refused, hits[0].count);
+    assert!(
+        refused > 30_000,
+        "10/s for an hour, 21 held: {refused} refused"
+    );
+    assert_eq!(rec.bounds_hit, hits);
+    // 21 s in: 1 in service + 20 queued, the next one refused.
+    assert!(
+        (2_000_000_000..2_300_000_000).contains(&hits[0].first_at),
+        "{}",
+        hits[0].first_at
+    );
+}
+
+/// With the defaults, the same overload never meets a bound within the
+/// run's horizon of a slow service (sanity: the defaults are not tiny).
+#[test]
+fn defaults_leave_an_ordinary_overload_alone() {
+    let text = format!(
+        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"10/s\"\ntimeout = \"2h\"\n"
+    );
+    let mut e = engine(&text);
+    while e.run_until(e.end()).unwrap() {}
+    assert!(e.bounds_hit().is_empty());
+}
