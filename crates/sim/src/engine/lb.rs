@@ -83,8 +83,8 @@ impl Lb {
     }
 
     /// Flows held on running and paused nodes.
-    pub(crate) fn flows_in_use(&self) -> u32 {
-        self.nodes.iter().map(|n| n.flows).sum()
+    pub(crate) fn flows_in_use(&self) -> u64 {
+        self.nodes.iter().map(|n| u64::from(n.flows)).sum()
     }
 
     pub(crate) fn running_nodes(&self) -> usize {
