@@ -519,3 +519,18 @@ fn a_scenario_over_the_size_limit_is_refused() {
     assert_eq!(text.len(), MAX_SCENARIO_BYTES);
     assert!(Scenario::parse("big.toml", &text).is_ok());
 }
+
+#[test]
+fn too_many_routes_points_at_the_first_one_over() {
+    let mut text = GOOD.to_owned();
+    // GOOD has one route; 10 000 more make 10 001, one over the limit.
+    for i in 0..10_000 {
+        text.push_str(&format!("\n[[route]]\nname = \"r{i}\"\npath = [\"svc\"]\n"));
+    }
+    let e = err(&text);
+    assert!(e.contains("at most 10000 routes, got 10001"), "{e}");
+    // Route index 10 000 is the 10 000th appended block: 4 lines each after
+    // GOOD's 23, its `[[route]]` header on the block's second line.
+    let line = 23 + 9_999 * 4 + 2;
+    assert!(e.starts_with(&format!("broken.toml:{line}:")), "{e}");
+}

@@ -582,6 +582,10 @@ pub enum ComponentRef {
 impl Scenario {
     /// Parses and validates `text`; errors name `file:line:column`.
     ///
+    /// A text over [`MAX_SCENARIO_BYTES`] is refused before parsing. Values
+    /// that are legal but probably unintended are kept in
+    /// [`Scenario::warnings`].
+    ///
     /// ```
     /// let err = stormbreak_sim::Scenario::parse("s.toml", "[scenario]\nname = 1\n").unwrap_err();
     /// assert!(err.to_string().starts_with("s.toml:2:8:"), "{err}");

@@ -609,7 +609,12 @@ impl Scenario {
                 self.clients
                     .iter()
                     .position(|c| c.name.get_ref() == n)
-                    .ok_or_else(|| here(format!("unknown client {n:?}")))
+                    .ok_or_else(|| {
+                        ck.first(
+                            &[&format!("{p}.client"), &format!("{p}.clients")],
+                            format!("action: unknown client {n:?}"),
+                        )
+                    })
             };
             let lb = |n: &str| match comps.get(n) {
                 Some(ComponentRef::Lb(i)) => Ok(*i),
