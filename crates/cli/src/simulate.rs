@@ -1,12 +1,15 @@
 //! `stormbreak simulate FILE`.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stormbreak_report::REPORT_FILE;
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::output::OutputSet;
+use stormbreak_sim::scenario::{self, MAX_SCENARIO_BYTES};
 use stormbreak_sim::{Recording, Scenario, output};
 
 /// Flags of `stormbreak simulate`.
@@ -50,10 +53,12 @@ pub fn parse_scale(s: &str) -> Result<f64, String> {
 
 /// Runs `stormbreak simulate`.
 pub fn run(args: Args) -> Result<(), String> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| format!("{}: cannot read: {e}", args.file.display()))?;
+    let text = read_scenario(&args.file)?;
     let scenario =
         Scenario::parse(&args.file.display().to_string(), &text).map_err(|e| e.to_string())?;
+    for w in &scenario.warnings {
+        eprintln!("warning: {w}");
+    }
     let out = match args.out {
         Some(out) => out,
         None => crate::default_out(&scenario.scenario.name)
@@ -84,6 +89,23 @@ pub fn run(args: Args) -> Result<(), String> {
         println!("outputs: {}", out.display());
     }
     Ok(())
+}
+
+/// Reads a scenario file, refusing one over [`MAX_SCENARIO_BYTES`] after
+/// reading at most one byte more, so `/dev/zero` or a huge file fails at
+/// once instead of filling memory.
+pub fn read_scenario(path: &Path) -> Result<String, String> {
+    let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", path.display());
+    let file = File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() > MAX_SCENARIO_BYTES {
+        return Err(format!("{}: {}", path.display(), scenario::too_large()));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("{}: cannot read: not UTF-8 text: {e}", path.display()))
 }
 
 /// Runs the engine in slices so a progress bar with an ETA can be drawn;

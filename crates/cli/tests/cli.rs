@@ -209,3 +209,63 @@ fn every_subcommand_documents_its_flags() {
         }
     }
 }
+
+/// Runs `cmd` and kills it if it has not finished within `limit`, so a
+/// reader that never stops fails the test instead of hanging it.
+fn output_within(mut cmd: Command, limit: std::time::Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[cfg(unix)]
+#[test]
+fn an_endless_file_is_refused_at_once() {
+    let mut cmd = stormbreak();
+    cmd.args(["simulate", "/dev/zero"]);
+    let out = output_within(cmd, std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/zero: scenario file is larger than 4 MiB"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn warnings_are_printed_before_the_run() {
+    let dir = temp_dir("warn");
+    let file = dir.join("warn.toml");
+    let text = SMALL.replace(
+        r#"timeout = "1s""#,
+        "timeout = \"1s\"\n\n[[client]]\nname = \"idle\"\nroute = \"r\"\nrate = \"0.001/s\"\ntimeout = \"1s\"",
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = stormbreak()
+        .arg("simulate")
+        .arg(&file)
+        .args(["--quiet", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: ") && err.contains("warn.toml:23:8: client \"idle\": rate 0.001/s"),
+        "{err}"
+    );
+}

@@ -5,6 +5,8 @@ use rand_distr::{Distribution, Exp, LogNormal};
 use serde::Deserialize;
 use stormbreak_policy::{Nanos, units};
 
+use crate::scenario::{MAX_DURATION, MAX_SIGMA};
+
 /// How long an app worker spends on one request, as written in a scenario.
 ///
 /// ```toml
@@ -13,7 +15,13 @@ use stormbreak_policy::{Nanos, units};
 /// service_time = { dist = "lognormal", median = "20ms", sigma = 0.5 }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(
+    tag = "dist",
+    rename_all = "lowercase",
+    deny_unknown_fields,
+    expecting = "a table with dist = \"constant\" | \"exponential\" | \"lognormal\", \
+                 e.g. { dist = \"exponential\", mean = \"1ms\" }"
+)]
 pub enum ServiceTimeSpec {
     /// Memoryless service (M/M/c): the mean is the only parameter.
     Exponential {
@@ -50,16 +58,36 @@ impl ServiceTimeSpec {
         }
     }
 
-    /// What is wrong with the parameters, if anything.
+    /// What is wrong with the parameters, if anything, naming the field.
+    ///
+    /// Beyond what the samplers need (a positive mean or median, a finite
+    /// sigma), times are capped at [`MAX_DURATION`] and sigma at
+    /// [`MAX_SIGMA`] so that samples stay far inside the nanosecond clock.
     pub fn check(&self) -> Result<(), String> {
-        match *self {
-            ServiceTimeSpec::Exponential { mean: 0 } => Err("mean must be > 0".into()),
-            ServiceTimeSpec::Lognormal { median: 0, .. } => Err("median must be > 0".into()),
-            ServiceTimeSpec::Lognormal { sigma, .. } if !(sigma.is_finite() && sigma >= 0.0) => {
-                Err(format!("sigma must be a finite number ≥ 0, got {sigma}"))
-            }
-            _ => Ok(()),
+        let (field, t) = match *self {
+            ServiceTimeSpec::Exponential { mean } => ("mean", mean),
+            ServiceTimeSpec::Constant { value } => ("value", value),
+            ServiceTimeSpec::Lognormal { median, .. } => ("median", median),
+        };
+        let positive = !matches!(self, ServiceTimeSpec::Constant { .. });
+        if positive && t == 0 {
+            return Err(format!("{field} must be > 0"));
         }
+        if t > MAX_DURATION {
+            return Err(format!(
+                "{field} must be at most {}, got {}",
+                units::format_duration(MAX_DURATION),
+                units::format_duration(t)
+            ));
+        }
+        if let ServiceTimeSpec::Lognormal { sigma, .. } = *self {
+            if !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) {
+                return Err(format!(
+                    "sigma must be a finite number from 0 to {MAX_SIGMA}, got {sigma}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A sampler, scaled by `factor` (the service's slowdown multiplier).

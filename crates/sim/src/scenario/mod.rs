@@ -9,22 +9,28 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::ops::Range;
 
 use serde::Deserialize;
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
+use toml::de::DeTable;
 
 use crate::dist::ServiceTimeSpec;
 
+mod messages;
+mod spans;
 mod specs;
-pub use specs::{BudgetSpec, RetrySpec, check_retry};
+mod validate;
+pub use specs::{BudgetSpec, FieldProblem, RetrySpec, check_retry};
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
 
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a scenario: a [scenario] table, then [[lb]], [[gateway]], [[service]], [[route]], [[client]], [[failover]] and [[action]] tables"
+)]
 pub struct Scenario {
     /// Name, run length, recording interval, seed.
     pub scenario: Meta,
@@ -49,11 +55,18 @@ pub struct Scenario {
     /// Timeline actions.
     #[serde(default, rename = "action")]
     pub actions: Vec<Spanned<ActionSpec>>,
+    /// What validation found legal but probably unintended (a rate too low
+    /// to send anything in the run, …); `stormbreak simulate` prints them.
+    #[serde(skip)]
+    pub warnings: Vec<ScenarioWarning>,
 }
 
 /// The `[scenario]` table.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [scenario] table like { name = \"x\", duration = \"1h\" }"
+)]
 pub struct Meta {
     /// Used for the default output directory.
     pub name: String,
@@ -91,7 +104,10 @@ fn default_fanout_delay() -> Nanos {
 /// A `[[lb]]` pool: nodes that each hold a flow for an attempt's whole
 /// downstream life (HAProxy `maxconn` per server/frontend).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an [[lb]] table like { name = \"edge\", nodes = 4, flows_per_node = 3000 }"
+)]
 pub struct LbSpec {
     /// Component name, referenced by routes.
     pub name: Spanned<String>,
@@ -104,7 +120,10 @@ pub struct LbSpec {
 /// A `[[gateway]]`: calls its dependency route first, then forwards with its
 /// own retry policy.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[gateway]] table like { name = \"gw\", timeout = \"1s\" }"
+)]
 pub struct GatewaySpec {
     /// Component name.
     pub name: Spanned<String>,
@@ -124,7 +143,10 @@ pub struct GatewaySpec {
 
 /// A `[[service]]`: identical pods behind a least-loaded balancer.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[service]] table with name, replicas and app"
+)]
 pub struct ServiceSpec {
     /// Component name.
     pub name: Spanned<String>,
@@ -142,7 +164,10 @@ pub struct ServiceSpec {
 
 /// `[service.sidecar]`: an Envoy/Istio sidecar's connection-pool limits.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a sidecar table like { limit = 100, queue = 10, queue_timeout = \"1s\" }"
+)]
 pub struct SidecarSpec {
     /// Concurrent requests the sidecar forwards to the app (`http2MaxRequests`).
     pub limit: u32,
@@ -156,7 +181,10 @@ pub struct SidecarSpec {
 
 /// `[service.app]`: the application container.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an app table like { workers = 8, service_time = { dist = \"exponential\", mean = \"1ms\" } }"
+)]
 pub struct AppSpec {
     /// Worker threads: requests processed at once.
     pub workers: u32,
@@ -173,7 +201,10 @@ pub struct AppSpec {
 
 /// `[service.autoscaler]`: a Kubernetes HPA on one metric.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an autoscaler table like { metric = \"app_cpu\", target = 0.6, min = 2, max = 10, pod_start = \"90s\" }"
+)]
 pub struct AutoscalerSpec {
     /// Which signal the HPA watches.
     pub metric: ScaleMetric,
@@ -198,7 +229,10 @@ fn default_hpa_sync() -> Nanos {
 
 /// The metric an autoscaler watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(
+    rename_all = "snake_case",
+    expecting = "\"app_cpu\", \"pod_cpu\" or \"sidecar_saturation\""
+)]
 pub enum ScaleMetric {
     /// `ContainerResource` CPU of the app container (the 2026-08-17 setting).
     AppCpu,
@@ -212,7 +246,10 @@ pub enum ScaleMetric {
 /// to their `failover_route` with `stormbreak_policy::failover::Failover`,
 /// re-planned every `period` (its own clock, not the recording interval).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[failover]] table like { clients = [\"users\"], primary = \"lb-a\", secondary = \"lb-b\" }"
+)]
 pub struct FailoverSpec {
     /// Client populations that may be spilled (each needs a `failover_route`).
     pub clients: Vec<Spanned<String>>,
@@ -238,7 +275,10 @@ fn default_failover_period() -> Nanos {
 
 /// A `[[route]]`: the components an attempt traverses, in order.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[route]] table like { name = \"r\", path = [\"edge\", \"svc\"] }"
+)]
 pub struct RouteSpec {
     /// Route name (what clients and dependencies reference).
     pub name: Spanned<String>,
@@ -248,7 +288,10 @@ pub struct RouteSpec {
 
 /// A `[[client]]` population: open-loop arrivals on one route.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[client]] table with name, route, rate and timeout"
+)]
 pub struct ClientSpec {
     /// Population name.
     pub name: Spanned<String>,
@@ -309,7 +352,10 @@ pub struct ClientSpec {
 /// `diurnal = { amplitude = 0.3, period = "24h", peak_at = "15h" }`: the
 /// rate is multiplied by 1 + amplitude·cos(2π(t − peak_at)/period).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { amplitude = 0.3, period = \"24h\", peak_at = \"15h\" }"
+)]
 pub struct DiurnalSpec {
     /// Relative swing, in [0, 1).
     pub amplitude: f64,
@@ -327,7 +373,10 @@ fn one_day() -> Nanos {
 
 /// A `[[client.step]]`: from `at`, the rate becomes `rate` (linearly over `ramp`).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table like { at = \"5m\", rate = \"100/s\" }"
+)]
 pub struct RateStep {
     /// When the change starts.
     #[serde(with = "units::duration")]
@@ -343,6 +392,7 @@ pub struct RateStep {
 /// An `[[action]]` on the timeline. (Unknown fields are still rejected:
 /// `kind` is flattened and denies them.)
 #[derive(Debug, Clone, Deserialize)]
+#[serde(expecting = "an [[action]] table with at and do")]
 pub struct ActionSpec {
     /// When it applies.
     #[serde(with = "units::duration")]
@@ -354,7 +404,12 @@ pub struct ActionSpec {
 
 /// What a timeline action does.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "do",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    expecting = "an action with do = \"pause_nodes\" | \"restart_nodes\" | \"set_retry\" | \"shed\" | \"unshed\" | \"ramp\" | \"admit\" | \"shift_traffic\" | \"set_rate\""
+)]
 pub enum ActionKind {
     /// Pause LB nodes: their flows are released (attempts on them fail) and
     /// they admit nothing until restarted.
@@ -476,33 +531,41 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+/// Something legal but probably not what was meant, with its location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioWarning {
+    /// The file (or `<builtin:name>`).
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub line_col: Option<(usize, usize)>,
+    /// What looks wrong and why.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.file, l, c, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// Why a file over [`MAX_SCENARIO_BYTES`] is refused (shared with the CLI's
+/// bounded reader, so both say the same).
+pub fn too_large() -> String {
+    format!(
+        "scenario file is larger than {} MiB, the limit for one scenario \
+         (a scenario describes a system, not data)",
+        MAX_SCENARIO_BYTES / (1024 * 1024)
+    )
+}
+
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
-}
-
-struct Checker<'a> {
-    file: &'a str,
-    text: &'a str,
-}
-
-impl Checker<'_> {
-    fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            file: self.file.to_owned(),
-            line_col: Some(line_col(self.text, span.start)),
-            message: message.into(),
-        }
-    }
-    fn whole(&self, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            file: self.file.to_owned(),
-            line_col: None,
-            message: message.into(),
-        }
-    }
 }
 
 /// What kind of component a name refers to.
@@ -519,17 +582,37 @@ pub enum ComponentRef {
 impl Scenario {
     /// Parses and validates `text`; errors name `file:line:column`.
     ///
+    /// A text over [`MAX_SCENARIO_BYTES`] is refused before parsing. Values
+    /// that are legal but probably unintended are kept in
+    /// [`Scenario::warnings`].
+    ///
     /// ```
     /// let err = stormbreak_sim::Scenario::parse("s.toml", "[scenario]\nname = 1\n").unwrap_err();
     /// assert!(err.to_string().starts_with("s.toml:2:8:"), "{err}");
     /// ```
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
+        if text.len() > MAX_SCENARIO_BYTES {
+            // The whole file is the problem: there is no line to point at.
+            return Err(ScenarioError {
+                file: file.to_owned(),
+                line_col: None,
+                message: too_large(),
+            });
+        }
+        let serde_error = |e: toml::de::Error| ScenarioError {
             file: file.to_owned(),
             line_col: e.span().map(|s| line_col(text, s.start)),
-            message: e.message().trim().to_owned(),
-        })?;
-        scenario.validate(&Checker { file, text })?;
+            message: messages::user_terms(e.message().trim()),
+        };
+        // One parse into the span-carrying document; the typed structs are
+        // read from a copy of it, and the document is kept for positions.
+        let doc = DeTable::parse(text).map_err(serde_error)?;
+        let mut scenario = Scenario::deserialize(toml::de::Deserializer::from(doc.clone()))
+            .map_err(serde_error)?;
+        let doc = spans::Doc::new(doc);
+        let ck = validate::Checker::new(file, text, &doc);
+        scenario.validate(&ck)?;
+        scenario.warnings = ck.into_warnings();
         Ok(scenario)
     }
 
@@ -552,406 +635,12 @@ impl Scenario {
     pub fn route_index(&self, name: &str) -> Option<usize> {
         self.routes.iter().position(|r| r.name.get_ref() == name)
     }
-
-    fn validate(&self, ck: &Checker) -> Result<(), ScenarioError> {
-        let m = &self.scenario;
-        if m.duration == 0 {
-            return Err(ck.whole("[scenario] duration must be > 0"));
-        }
-        if m.interval == 0 || m.interval > m.duration {
-            return Err(ck.whole("[scenario] interval must be > 0 and ≤ duration"));
-        }
-        if let Some(c) = &m.clock_origin {
-            parse_clock(c).ok_or_else(|| {
-                ck.whole(format!(
-                    "[scenario] clock_origin: expected \"HH:MM\", got {c:?}"
-                ))
-            })?;
-        }
-        let counts = [
-            (
-                "components",
-                self.lbs.len() + self.gateways.len() + self.services.len(),
-            ),
-            ("routes", self.routes.len()),
-            ("clients", self.clients.len()),
-            ("failovers", self.failovers.len()),
-            ("actions", self.actions.len()),
-        ];
-        for (what, n) in counts {
-            if n > MAX_ENTITIES {
-                return Err(ck.whole(format!("at most {MAX_ENTITIES} {what}, got {n}")));
-            }
-        }
-        // Unique component names across kinds.
-        let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
-        let names = self
-            .lbs
-            .iter()
-            .map(|c| &c.name)
-            .chain(self.gateways.iter().map(|c| &c.name))
-            .chain(self.services.iter().map(|c| &c.name));
-        for n in names {
-            if seen.insert(n.get_ref(), n.span()).is_some() {
-                return Err(ck.at(
-                    n.span(),
-                    format!("component name {:?} is used twice", n.get_ref()),
-                ));
-            }
-        }
-        let comps = self.components();
-        for lb in &self.lbs {
-            if lb.nodes == 0 || lb.flows_per_node == 0 {
-                return Err(ck.at(
-                    lb.name.span(),
-                    format!(
-                        "lb {:?}: nodes and flows_per_node must be ≥ 1",
-                        lb.name.get_ref()
-                    ),
-                ));
-            }
-        }
-        for s in &self.services {
-            let name = s.name.get_ref();
-            let err = |msg: String| ck.at(s.name.span(), format!("service {name:?}: {msg}"));
-            if s.app.workers == 0 {
-                return Err(err("app.workers must be ≥ 1".into()));
-            }
-            s.app
-                .service_time
-                .check()
-                .map_err(|e| err(format!("app.service_time: {e}")))?;
-            if let Some(sc) = &s.sidecar {
-                if sc.limit == 0 {
-                    return Err(err("sidecar.limit must be ≥ 1".into()));
-                }
-                if sc.queue > 0 && sc.queue_timeout.is_none() {
-                    return Err(err("sidecar.queue > 0 needs sidecar.queue_timeout".into()));
-                }
-            }
-            match &s.autoscaler {
-                Some(a) => {
-                    if a.min == 0 || a.min > a.max {
-                        return Err(err(format!(
-                            "autoscaler: expected 1 ≤ min ≤ max, got min {} max {}",
-                            a.min, a.max
-                        )));
-                    }
-                    if !(a.target.is_finite() && a.target > 0.0) {
-                        return Err(err(format!(
-                            "autoscaler.target must be > 0, got {}",
-                            a.target
-                        )));
-                    }
-                    if s.replicas < a.min || s.replicas > a.max {
-                        return Err(err(format!(
-                            "replicas {} outside the autoscaler's [{}, {}]",
-                            s.replicas, a.min, a.max
-                        )));
-                    }
-                    if a.sync_period == 0 {
-                        return Err(err("autoscaler.sync_period must be > 0".into()));
-                    }
-                    if a.metric == ScaleMetric::SidecarSaturation && s.sidecar.is_none() {
-                        return Err(err(
-                            "autoscaler.metric sidecar_saturation needs a [service.sidecar]".into(),
-                        ));
-                    }
-                }
-                None if s.replicas == 0 => return Err(err("replicas must be ≥ 1".into())),
-                None => {}
-            }
-        }
-        let mut route_names: HashMap<&str, ()> = HashMap::new();
-        for r in &self.routes {
-            if route_names.insert(r.name.get_ref(), ()).is_some() {
-                return Err(ck.at(
-                    r.name.span(),
-                    format!("route {:?} is defined twice", r.name.get_ref()),
-                ));
-            }
-            if r.path.is_empty() {
-                return Err(ck.at(r.name.span(), "route path must name at least one component"));
-            }
-            if r.path.len() > MAX_HOPS {
-                return Err(ck.at(
-                    r.name.span(),
-                    format!("route path has {} hops; at most {MAX_HOPS}", r.path.len()),
-                ));
-            }
-            for (i, hop) in r.path.iter().enumerate() {
-                let last = i + 1 == r.path.len();
-                match comps.get(hop.get_ref().as_str()) {
-                    None => {
-                        return Err(ck.at(
-                            hop.span(),
-                            format!(
-                                "unknown component {:?}: expected one of {}",
-                                hop.get_ref(),
-                                sorted_names(comps.keys().copied())
-                            ),
-                        ));
-                    }
-                    Some(ComponentRef::Service(_)) if !last => {
-                        return Err(ck.at(hop.span(), "a service must be the last hop of a route"));
-                    }
-                    Some(ComponentRef::Lb(_) | ComponentRef::Gateway(_)) if last => {
-                        return Err(ck.at(hop.span(), "the last hop of a route must be a service"));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let route_list = || sorted_names(self.routes.iter().map(|r| r.name.get_ref().as_str()));
-        for g in &self.gateways {
-            if let Some(d) = &g.dependency {
-                if self.route_index(d.get_ref()).is_none() {
-                    return Err(ck.at(
-                        d.span(),
-                        format!(
-                            "unknown route {:?}: expected one of {}",
-                            d.get_ref(),
-                            route_list()
-                        ),
-                    ));
-                }
-            }
-            if g.timeout == 0 {
-                return Err(ck.at(g.name.span(), "gateway timeout must be > 0"));
-            }
-            check_caller(ck, &g.name, g.retry.as_ref(), g.budget.as_ref())?;
-        }
-        for c in &self.clients {
-            if let Some(f) = &c.failover_route {
-                if self.route_index(f.get_ref()).is_none() {
-                    return Err(ck.at(
-                        f.span(),
-                        format!(
-                            "unknown route {:?}: expected one of {}",
-                            f.get_ref(),
-                            route_list()
-                        ),
-                    ));
-                }
-            }
-            if self.route_index(c.route.get_ref()).is_none() {
-                return Err(ck.at(
-                    c.route.span(),
-                    format!(
-                        "unknown route {:?}: expected one of {}",
-                        c.route.get_ref(),
-                        route_list()
-                    ),
-                ));
-            }
-            if c.timeout == 0 {
-                return Err(ck.at(c.name.span(), "client timeout must be > 0"));
-            }
-            let mut last = 0;
-            for s in &c.steps {
-                if s.at < last {
-                    return Err(ck.at(c.name.span(), "client steps must be in time order"));
-                }
-                last = s.at + s.ramp;
-            }
-            if let Some(d) = &c.diurnal {
-                if !(0.0..1.0).contains(&d.amplitude) || d.period == 0 {
-                    return Err(ck.at(
-                        c.name.span(),
-                        format!(
-                            "diurnal: expected 0 ≤ amplitude < 1 and period > 0, got {} and {}",
-                            d.amplitude,
-                            units::format_duration(d.period)
-                        ),
-                    ));
-                }
-            }
-            if c.fanout > 0 && c.fanout_delay == 0 {
-                return Err(ck.at(c.name.span(), "fanout_delay must be > 0"));
-            }
-            if c.fanout > 0 && c.give_up_after.is_none() {
-                return Err(ck.at(
-                    c.name.span(),
-                    "fanout needs give_up_after (how long an operation keeps spawning attempts)",
-                ));
-            }
-            if c.workers == Some(0) {
-                return Err(ck.at(c.name.span(), "workers must be ≥ 1"));
-            }
-            if c.workers.is_some() && c.fanout > 0 {
-                return Err(ck.at(
-                    c.name.span(),
-                    "workers (a job queue) cannot be combined with fanout",
-                ));
-            }
-            check_caller(ck, &c.name, c.retry.as_ref(), c.budget.as_ref())?;
-        }
-        self.check_failovers(ck, &comps)?;
-        self.check_dependency_cycles(ck, &comps)?;
-        let sites: Vec<&str> = self
-            .clients
-            .iter()
-            .filter_map(|c| c.site.as_deref())
-            .collect();
-        let mut distinct_sites = sites.clone();
-        distinct_sites.sort_unstable();
-        distinct_sites.dedup();
-        if distinct_sites.len() > MAX_SITES {
-            return Err(ck.whole(format!(
-                "at most {MAX_SITES} distinct client sites, got {}",
-                distinct_sites.len()
-            )));
-        }
-        for spanned in &self.actions {
-            let a = spanned.get_ref();
-            let here = |msg: String| ck.at(spanned.span(), format!("action: {msg}"));
-            let client = |n: &str| {
-                self.clients
-                    .iter()
-                    .position(|c| c.name.get_ref() == n)
-                    .ok_or_else(|| here(format!("unknown client {n:?}")))
-            };
-            let lb = |n: &str| match comps.get(n) {
-                Some(ComponentRef::Lb(i)) => Ok(*i),
-                _ => Err(here(format!("{n:?} is not an lb"))),
-            };
-            let route = |n: &str| {
-                self.route_index(n).ok_or_else(|| {
-                    here(format!(
-                        "unknown route {n:?}: expected one of {}",
-                        route_list()
-                    ))
-                })
-            };
-            if a.at > m.duration {
-                return Err(here(format!(
-                    "at {} is after the end of the run ({})",
-                    units::format_duration(a.at),
-                    units::format_duration(m.duration)
-                )));
-            }
-            match &a.kind {
-                ActionKind::PauseNodes { lb: name, nodes } => {
-                    let i = lb(name)?;
-                    if *nodes == 0 || *nodes > self.lbs[i].nodes {
-                        return Err(here(format!(
-                            "pause_nodes: nodes must be in 1..={}",
-                            self.lbs[i].nodes
-                        )));
-                    }
-                }
-                ActionKind::RestartNodes { lb: name } => {
-                    lb(name)?;
-                }
-                ActionKind::SetRetry { target, retry } => {
-                    let known = self.clients.iter().any(|c| c.name.get_ref() == target)
-                        || self.gateways.iter().any(|g| g.name.get_ref() == target);
-                    if !known {
-                        return Err(here(format!(
-                            "set_retry: {target:?} is neither a client nor a gateway"
-                        )));
-                    }
-                    if let Some(r) = retry {
-                        check_retry(r).map_err(|e| here(format!("set_retry: {e}")))?;
-                    }
-                }
-                ActionKind::Shed {
-                    lb: l,
-                    route: r,
-                    status,
-                    retry_after,
-                } => {
-                    lb(l)?;
-                    let ri = route(r)?;
-                    let rule = stormbreak_policy::shed::ShedRule {
-                        route: ri as u32,
-                        class: None,
-                        status: *status,
-                        retry_after: *retry_after,
-                    };
-                    rule.validate().map_err(|e| here(format!("shed: {e}")))?;
-                }
-                ActionKind::Unshed { lb: l, route: r } => {
-                    lb(l)?;
-                    route(r)?;
-                }
-                ActionKind::Ramp {
-                    lb: l,
-                    route: r,
-                    sites: ramp_sites,
-                    restore,
-                    status,
-                } => {
-                    lb(l)?;
-                    route(r)?;
-                    restore.validate().map_err(|e| here(format!("ramp: {e}")))?;
-                    if ![403, 429, 503].contains(status) {
-                        return Err(here(format!(
-                            "ramp: status must be 403, 429 or 503, got {status}"
-                        )));
-                    }
-                    if ramp_sites.is_empty() {
-                        return Err(here(
-                            "ramp: sites must name at least one client site".into(),
-                        ));
-                    }
-                    for site in ramp_sites {
-                        if !sites.contains(&site.as_str()) {
-                            return Err(here(format!("ramp: no client has site {site:?}")));
-                        }
-                    }
-                }
-                ActionKind::Admit {
-                    lb: l,
-                    route: r,
-                    site,
-                    fraction,
-                    status,
-                } => {
-                    lb(l)?;
-                    route(r)?;
-                    if !(0.0..=1.0).contains(fraction) {
-                        return Err(here(format!(
-                            "admit: fraction must be in [0, 1], got {fraction}"
-                        )));
-                    }
-                    if ![403, 429, 503].contains(status) {
-                        return Err(here(format!(
-                            "admit: status must be 403, 429 or 503, got {status}"
-                        )));
-                    }
-                    if let Some(site) = site {
-                        if !sites.contains(&site.as_str()) {
-                            return Err(here(format!("admit: no client has site {site:?}")));
-                        }
-                    }
-                }
-                ActionKind::ShiftTraffic { clients, fraction } => {
-                    if !(0.0..=1.0).contains(fraction) {
-                        return Err(here(format!(
-                            "shift_traffic: fraction must be in [0, 1], got {fraction}"
-                        )));
-                    }
-                    for c in clients {
-                        let i = client(c)?;
-                        if self.clients[i].failover_route.is_none() {
-                            return Err(here(format!(
-                                "shift_traffic: client {c:?} has no failover_route"
-                            )));
-                        }
-                    }
-                }
-                ActionKind::SetRate { client: c, rate } => {
-                    client(c)?;
-                    if !rate.is_finite() {
-                        return Err(here("set_rate: rate must be finite".into()));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
+
+// Limits. Each bounds what one scenario may ask of the engine so that a
+// typo (an extra zero, "1e12/s") is refused at load time, with its
+// position, instead of exhausting memory or overflowing a clock later.
+// They are listed in the "Limits" section of docs/scenarios.md.
 
 /// Most distinct client `site` labels in one scenario.
 pub const MAX_SITES: usize = 255;
@@ -959,182 +648,35 @@ pub const MAX_SITES: usize = 255;
 pub const MAX_HOPS: usize = 64;
 /// Most components, routes, client populations or actions of one kind.
 pub const MAX_ENTITIES: usize = 10_000;
-
-impl Scenario {
-    fn check_failovers(
-        &self,
-        ck: &Checker,
-        comps: &HashMap<&str, ComponentRef>,
-    ) -> Result<(), ScenarioError> {
-        let lbs = || sorted_names(self.lbs.iter().map(|l| l.name.get_ref().as_str()));
-        for f in &self.failovers {
-            let lb = |n: &Spanned<String>, role: &str| match comps.get(n.get_ref().as_str()) {
-                Some(ComponentRef::Lb(i)) => Ok(*i),
-                Some(_) => Err(ck.at(
-                    n.span(),
-                    format!(
-                        "failover {role}: {:?} is not an lb; expected one of {}",
-                        n.get_ref(),
-                        lbs()
-                    ),
-                )),
-                None => Err(ck.at(
-                    n.span(),
-                    format!(
-                        "failover {role}: unknown lb {:?}; expected one of {}",
-                        n.get_ref(),
-                        lbs()
-                    ),
-                )),
-            };
-            let p = lb(&f.primary, "primary")?;
-            let s = lb(&f.secondary, "secondary")?;
-            if p == s {
-                return Err(ck.at(
-                    f.secondary.span(),
-                    "failover: primary and secondary must be different lbs",
-                ));
-            }
-            if f.clients.is_empty() {
-                return Err(ck.at(
-                    f.primary.span(),
-                    "failover: clients must name at least one client population",
-                ));
-            }
-            for c in &f.clients {
-                match self
-                    .clients
-                    .iter()
-                    .find(|x| x.name.get_ref() == c.get_ref())
-                {
-                    None => {
-                        return Err(ck.at(
-                            c.span(),
-                            format!(
-                                "failover: unknown client {:?}; expected one of {}",
-                                c.get_ref(),
-                                sorted_names(
-                                    self.clients.iter().map(|x| x.name.get_ref().as_str())
-                                )
-                            ),
-                        ));
-                    }
-                    Some(x) if x.failover_route.is_none() => {
-                        return Err(ck.at(
-                            c.span(),
-                            format!("failover: client {:?} has no failover_route", c.get_ref()),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-            }
-            f.policy
-                .validate()
-                .map_err(|e| ck.at(f.primary.span(), format!("failover policy: {e}")))?;
-            if f.period == 0 {
-                return Err(ck.at(f.primary.span(), "failover: period must be > 0"));
-            }
-        }
-        Ok(())
-    }
-
-    /// A gateway calls its dependency route before forwarding; if that route
-    /// passes through the gateway again (directly or through other
-    /// gateways' dependencies), one request would spawn calls without end.
-    fn check_dependency_cycles(
-        &self,
-        ck: &Checker,
-        comps: &HashMap<&str, ComponentRef>,
-    ) -> Result<(), ScenarioError> {
-        // Edges: gateway → every gateway on its dependency route, and every
-        // gateway reachable from those by their own dependencies.
-        let gateways_on = |route: usize| -> Vec<usize> {
-            self.routes[route]
-                .path
-                .iter()
-                .filter_map(|h| match comps.get(h.get_ref().as_str()) {
-                    Some(ComponentRef::Gateway(g)) => Some(*g),
-                    _ => None,
-                })
-                .collect()
-        };
-        let edges: Vec<Vec<usize>> = self
-            .gateways
-            .iter()
-            .map(|g| {
-                g.dependency
-                    .as_ref()
-                    .and_then(|d| self.route_index(d.get_ref()))
-                    .map_or_else(Vec::new, gateways_on)
-            })
-            .collect();
-        // Iterative DFS with colours: 0 new, 1 on the stack, 2 done.
-        let mut colour = vec![0u8; self.gateways.len()];
-        for start in 0..self.gateways.len() {
-            if colour[start] != 0 {
-                continue;
-            }
-            let mut stack = vec![(start, 0usize)];
-            colour[start] = 1;
-            while let Some(&mut (g, ref mut next)) = stack.last_mut() {
-                if let Some(&h) = edges[g].get(*next) {
-                    *next += 1;
-                    match colour[h] {
-                        0 => {
-                            colour[h] = 1;
-                            stack.push((h, 0));
-                        }
-                        1 => {
-                            let mut cycle: Vec<&str> = stack
-                                .iter()
-                                .skip_while(|(x, _)| *x != h)
-                                .map(|(x, _)| self.gateways[*x].name.get_ref().as_str())
-                                .collect();
-                            cycle.push(self.gateways[h].name.get_ref());
-                            let dep = self.gateways[g].dependency.as_ref().expect("has an edge");
-                            return Err(ck.at(
-                                dep.span(),
-                                format!(
-                                    "dependency cycle: {} (a gateway's dependency route \
-                                     must not lead back to it)",
-                                    cycle.join(" → ")
-                                ),
-                            ));
-                        }
-                        _ => {}
-                    }
-                } else {
-                    colour[g] = 2;
-                    stack.pop();
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn check_caller(
-    ck: &Checker,
-    owner: &Spanned<String>,
-    retry: Option<&RetrySpec>,
-    budget: Option<&BudgetSpec>,
-) -> Result<(), ScenarioError> {
-    if let Some(r) = retry {
-        check_retry(r)
-            .map_err(|e| ck.at(owner.span(), format!("{:?}: retry: {e}", owner.get_ref())))?;
-    }
-    if let Some(b) = budget {
-        b.check()
-            .map_err(|e| ck.at(owner.span(), format!("{:?}: budget: {e}", owner.get_ref())))?;
-    }
-    Ok(())
-}
-
-fn sorted_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut v: Vec<_> = names.collect();
-    v.sort_unstable();
-    v.join(", ")
-}
+/// Most pods of one service: `replicas` and an autoscaler's `max` (every
+/// pod is simulated, so this bounds the pod slab).
+pub const MAX_PODS: u32 = 100_000;
+/// Most nodes in one `[[lb]]` pool.
+pub const MAX_NODES: u32 = 10_000;
+/// Largest concurrency or queue length: `flows_per_node`, sidecar `limit`
+/// and `queue`, app `workers` and `queue`, client `workers`.
+pub const MAX_SLOTS: u32 = 10_000_000;
+/// Largest client `fanout` (attempts spawned per failed attempt).
+pub const MAX_FANOUT: u32 = 100;
+/// Largest client `fanout_max_in_flight`.
+pub const MAX_FANOUT_IN_FLIGHT: u32 = 10_000;
+/// Largest retry `max_attempts`, whatever `max_attempts_cap` says (the
+/// policy crate only enforces the user-settable cap, gRPC's 5 by default).
+pub const MAX_ATTEMPTS: u32 = 100;
+/// Most recording intervals in a run (`duration / interval`): each one is a
+/// row of every recorded series.
+pub const MAX_INTERVALS: u64 = 200_000;
+/// Longest run, and longest duration any field may hold: far beyond any
+/// incident, and small enough that no clock sum can overflow.
+pub const MAX_DURATION: Nanos = 30 * 24 * 60 * stormbreak_policy::time::MINUTE;
+/// Highest rate, per second: one arrival per nanosecond. Above it the gap
+/// between arrivals rounds to zero nanoseconds and cannot be represented.
+pub const MAX_RATE: f64 = 1e9;
+/// Largest lognormal `sigma`: at 4 the mean is already e⁸ ≈ 3 000 × the
+/// median; beyond it samples overflow the nanosecond clock.
+pub const MAX_SIGMA: f64 = 4.0;
+/// Largest scenario file, in bytes (4 MiB; the incident scenario is 20 KiB).
+pub const MAX_SCENARIO_BYTES: usize = 4 * 1024 * 1024;
 
 /// Parses `"HH:MM"` into seconds after midnight.
 pub fn parse_clock(s: &str) -> Option<u64> {
