@@ -269,3 +269,53 @@ fn warnings_are_printed_before_the_run() {
         "{err}"
     );
 }
+
+/// A run whose virtual time cannot advance stops on the work budget within
+/// seconds, names the file and the component, and writes no outputs.
+#[test]
+fn a_run_over_its_work_budget_stops_with_a_clear_error_and_no_outputs() {
+    let dir = temp_dir("budget");
+    let file = dir.join("spin.toml");
+    std::fs::write(
+        &file,
+        r#"[scenario]
+name = "spin"
+duration = "1h"
+[[service]]
+name = "full"
+replicas = 1
+sidecar = { limit = 1 }
+app = { workers = 1, service_time = { dist = "constant", value = "1h" } }
+[[route]]
+name = "r"
+path = ["full"]
+[[client]]
+name = "bug"
+route = "r"
+rate = "2/s"
+timeout = "2h"
+fanout = 10
+fanout_max_in_flight = 10
+fanout_delay = "1us"
+give_up_after = "1h"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = stormbreak()
+        .arg("simulate")
+        .arg(&file)
+        .arg("--quiet")
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("spin.toml: the run stopped at"), "{err}");
+    assert!(err.contains("events per simulated second"), "{err}");
+    assert!(err.contains("client \"bug\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out_dir.join("summary.json").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

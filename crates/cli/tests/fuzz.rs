@@ -715,12 +715,10 @@ fn failures_dir() -> PathBuf {
         .join("fuzz-failures")
 }
 
-// Fails today on 11 of 240 cases, all in classes of issue 10 being fixed:
-// huge replicas / LB nodes (allocation failure, and an overflow panic in
-// recorder.rs), rates of 1e12/s and 1e308/s (hang or allocation failure)
-// and a 1 ns interval (allocation failure). Un-ignore once those land.
+// Found, before the scenario caps and the run bounds: huge replicas / LB
+// nodes (allocation failure, an overflow in the recorder), rates of 1e12/s
+// and 1e308/s (hang or allocation failure) and a 1 ns interval.
 #[test]
-#[ignore = "issue 10: huge counts, huge rates, 1 ns interval — fix pending in engine/scenario"]
 fn mutated_scenarios_never_panic_abort_or_hang() {
     let started = Instant::now();
     let seeds = seeds();

@@ -10,10 +10,8 @@
 //! clock) the binary may either run it within the bounds or refuse it with
 //! an error naming the file: both are acceptable, dying is not.
 //!
-//! Tests marked `#[ignore = "issue 10: …"]` fail today; the fixes (validation
-//! caps, runtime bounds, a work budget for runs whose virtual time cannot
-//! advance) are in progress in the engine and scenario modules. Run them
-//! with `cargo test -p stormbreak --test hostile -- --ignored`.
+//! Each class was fixed by the scenario caps (`stormbreak_sim::scenario`'s
+//! `MAX_*`) or the engine's run bounds (`stormbreak_sim::engine::Limits`).
 
 #[path = "fuzz_cases/bounded.rs"]
 mod bounded;
@@ -316,43 +314,36 @@ timeout = "1s""#,
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (replicas) — fix pending in engine/scenario"]
 fn c3_replicas_2147483648() {
     assert_bounded("replicas-2p31", &huge_replicas(2_147_483_648), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (replicas) — fix pending in engine/scenario"]
 fn c3_replicas_4294967295() {
     assert_bounded("replicas-u32max", &huge_replicas(4_294_967_295), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (replicas) — fix pending in engine/scenario"]
 fn c3_replicas_100000000() {
     assert_bounded("replicas-1e8", &huge_replicas(100_000_000), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (LB nodes) — fix pending in engine/scenario"]
 fn c3_lb_nodes_2147483648() {
     assert_bounded("lb-nodes-2p31", &huge_lb_nodes(2_147_483_648), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (LB nodes) — fix pending in engine/scenario"]
 fn c3_lb_nodes_4294967295() {
     assert_bounded("lb-nodes-u32max", &huge_lb_nodes(4_294_967_295), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (autoscaler max) — fix pending in engine/scenario"]
 fn c3_autoscaler_max_2147483648() {
     assert_bounded("hpa-max-2p31", &huge_autoscaler_max(2_147_483_648), &[]);
 }
 
 #[test]
-#[ignore = "issue 10: huge counts (autoscaler max) — fix pending in engine/scenario"]
 fn c3_autoscaler_max_4294967295() {
     assert_bounded("hpa-max-u32max", &huge_autoscaler_max(4_294_967_295), &[]);
 }
@@ -398,7 +389,6 @@ rate = 1e-300
 // ------------------------------------- (5) clocks, queues and amplifiers
 
 #[test]
-#[ignore = "issue 10: 1 ns interval — fix pending in engine/scenario"]
 fn c5_a_recording_interval_of_1ns() {
     let scenario = one_service("60s", APP, USERS).replace(
         "duration = \"60s\"",
@@ -442,7 +432,6 @@ timeout = "1s""#,
 }
 
 #[test]
-#[ignore = "issue 10: fanout 1000 amplifier — fix pending in engine/scenario"]
 fn c5_fanout_1000_against_a_sidecar_without_queue() {
     // Every refused attempt spawns a thousand more (up to a thousand in
     // flight per operation), and a sidecar with no queue refuses at once.
@@ -480,7 +469,6 @@ fn c5_dev_zero_as_a_scenario_is_refused() {
 // ------------------------------------------------------ (6) huge rates
 
 #[test]
-#[ignore = "issue 10: huge rates — fix pending in engine/scenario"]
 fn c6_a_rate_of_1e12_per_second() {
     assert_bounded(
         "rate-1e12",
@@ -511,7 +499,6 @@ timeout = "1s""#,
 }
 
 #[test]
-#[ignore = "issue 10: zero-backoff retry loop — fix pending in engine/scenario"]
 fn c6_zero_backoff_retries_with_a_billion_attempts() {
     // The LB answers 503 at once from t = 0 and the clients retry at once,
     // up to a billion times: virtual time cannot advance on its own.
@@ -552,7 +539,6 @@ status = 503
 }
 
 #[test]
-#[ignore = "issue 10: 1 ns fanout_delay — fix pending in engine/scenario"]
 fn c6_fanout_delay_of_1ns() {
     // Spawned attempts follow a failure after 1 ns: each generation of the
     // fan-out moves the clock by almost nothing.

@@ -280,7 +280,7 @@ fn endless(dir: &Path) -> PathBuf {
         &file,
         SMALL.replace(
             "duration = \"30s\"",
-            "duration = \"100000h\"\ninterval = \"1h\"",
+            "duration = \"700h\"\ninterval = \"1h\"",
         ),
     )
     .unwrap();

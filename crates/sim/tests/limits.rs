@@ -25,7 +25,7 @@ name = "r"
 path = ["slow"]
 "#;
 
-/// The fan-out bug with a 1 ns delay against a service that refuses at
+/// The fan-out bug with a 1 µs delay against a service that refuses at
 /// once: attempts a nanosecond apart, virtual time all but frozen.
 #[test]
 fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
@@ -48,7 +48,7 @@ rate = "2/s"
 timeout = "2h"
 fanout = 10
 fanout_max_in_flight = 10
-fanout_delay = "1ns"
+fanout_delay = "1us"
 give_up_after = "1h"
 "#;
     let err = engine(text).run().map(|_| ()).unwrap_err();
