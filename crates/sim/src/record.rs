@@ -122,6 +122,7 @@ impl RouteAcc {
 
 /// One route's time series, one value per interval.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RouteSeries {
     /// Route name.
     pub name: String,
@@ -154,6 +155,7 @@ impl RouteSeries {
 
 /// Gauges sampled and counters accumulated for one component per interval.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ComponentSeries {
     /// Component name.
     pub name: String,
@@ -180,6 +182,7 @@ pub struct ComponentSeries {
 
 /// Whole-run figures of one component for checking Little's law, L = λW.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LittleTotals {
     /// L: time-averaged number of attempts present (queued, in service, or
     /// holding a resource while downstream works).
@@ -192,6 +195,7 @@ pub struct LittleTotals {
 
 /// A timeline action as it was applied.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AppliedAction {
     /// Simulated time.
     pub at: Nanos,
@@ -201,6 +205,7 @@ pub struct AppliedAction {
 
 /// Everything a run recorded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Recording {
     /// Scenario name.
     pub scenario: String,

@@ -138,7 +138,7 @@ impl Engine {
             for _ in current..desired {
                 svc.starting += 1;
                 self.queue
-                    .schedule(now + svc.pod_start, Ev::PodReady { svc: s });
+                    .schedule(now.saturating_add(svc.pod_start), Ev::PodReady { svc: s });
             }
         } else if desired < current {
             // Scale down: stop sending to the newest ready pods; they finish

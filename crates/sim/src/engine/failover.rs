@@ -112,7 +112,7 @@ impl Engine {
         for &p in &f.pops {
             self.pops[p.ix()].spill = share;
         }
-        let next = now + f.period;
+        let next = now.saturating_add(f.period);
         if next <= self.end {
             self.queue
                 .schedule(next, Ev::FailoverPlan { idx: i as u16 });

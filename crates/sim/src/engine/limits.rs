@@ -111,6 +111,7 @@ impl std::error::Error for RunError {}
 
 /// A default bound that refused work (reported, never silent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BoundHit {
     /// Which bound (`default_app_queue`).
     pub bound: String,

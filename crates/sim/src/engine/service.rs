@@ -202,7 +202,10 @@ impl Engine {
             pod.busy += 1;
             let d = svc.service_time.sample(&mut svc.rng);
             self.flight.get_mut(att).phase = Phase::InService;
-            self.queue.schedule(now + d, super::Ev::Done { att });
+            // A lognormal tail can saturate the cast to `Nanos`: such work
+            // never finishes within the run rather than wrapping around.
+            self.queue
+                .schedule(now.saturating_add(d), super::Ev::Done { att });
         } else if pod.app_queued < cap {
             pod.app_queue.push_back(att);
             pod.app_queued += 1;
