@@ -276,31 +276,7 @@ fn warnings_are_printed_before_the_run() {
 fn a_run_over_its_work_budget_stops_with_a_clear_error_and_no_outputs() {
     let dir = temp_dir("budget");
     let file = dir.join("spin.toml");
-    std::fs::write(
-        &file,
-        r#"[scenario]
-name = "spin"
-duration = "1h"
-[[service]]
-name = "full"
-replicas = 1
-sidecar = { limit = 1 }
-app = { workers = 1, service_time = { dist = "constant", value = "1h" } }
-[[route]]
-name = "r"
-path = ["full"]
-[[client]]
-name = "bug"
-route = "r"
-rate = "2/s"
-timeout = "2h"
-fanout = 10
-fanout_max_in_flight = 10
-fanout_delay = "1us"
-give_up_after = "1h"
-"#,
-    )
-    .unwrap();
+    std::fs::write(&file, include_str!("../../sim/tests/fixtures/spin.toml")).unwrap();
     let out_dir = dir.join("out");
     let out = stormbreak()
         .arg("simulate")

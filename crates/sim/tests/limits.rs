@@ -29,28 +29,7 @@ path = ["slow"]
 /// once: attempts a nanosecond apart, virtual time all but frozen.
 #[test]
 fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
-    let text = r#"
-[scenario]
-name = "spin"
-duration = "1h"
-[[service]]
-name = "full"
-replicas = 1
-sidecar = { limit = 1 }
-app = { workers = 1, service_time = { dist = "constant", value = "1h" } }
-[[route]]
-name = "r"
-path = ["full"]
-[[client]]
-name = "bug"
-route = "r"
-rate = "2/s"
-timeout = "2h"
-fanout = 10
-fanout_max_in_flight = 10
-fanout_delay = "1us"
-give_up_after = "1h"
-"#;
+    let text = include_str!("fixtures/spin.toml");
     let err = engine(text).run().map(|_| ()).unwrap_err();
     match &err {
         RunError::WorkBudget { at, component, .. } => {

@@ -520,12 +520,22 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// `file:line:col: message`, or `file: message` without a position.
+fn write_located(
+    f: &mut fmt::Formatter<'_>,
+    file: &str,
+    line_col: Option<(usize, usize)>,
+    message: &str,
+) -> fmt::Result {
+    match line_col {
+        Some((l, c)) => write!(f, "{file}:{l}:{c}: {message}"),
+        None => write!(f, "{file}: {message}"),
+    }
+}
+
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line_col {
-            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.file, l, c, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
+        write_located(f, &self.file, self.line_col, &self.message)
     }
 }
 
@@ -544,10 +554,7 @@ pub struct ScenarioWarning {
 
 impl fmt::Display for ScenarioWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line_col {
-            Some((l, c)) => write!(f, "{}:{}:{}: {}", self.file, l, c, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
+        write_located(f, &self.file, self.line_col, &self.message)
     }
 }
 
