@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use stormbreak_client::{AttemptTimedOut, BoxError, RetryLayer};
 use stormbreak_policy::budget::{
-    AwsRetryQuota, AwsRetryQuotaConfig, RatioBudget, RatioBudgetConfig, Unlimited,
+    AwsRetryQuota, AwsRetryQuotaConfig, RatioBudget, RatioBudgetConfig, TokenBucket,
+    TokenBucketConfig, Unlimited,
 };
 use stormbreak_policy::retry::{BackoffConfig, BackoffKind, GiveUpReason, Jitter, RetryConfig};
 use stormbreak_policy::time::{ms, secs};
@@ -228,6 +229,22 @@ async fn under_total_failure_the_budget_bounds_amplification_and_no_budget_does_
         "{calls} calls for {n} requests, bound {bound}"
     );
     assert!(calls > n as usize, "the budget still allows some retries");
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_total_failure_a_token_bucket_allows_only_its_capacity() {
+    // Brooker's bucket: no success refills it, so 1 000 failing requests
+    // cost 1 000 first attempts plus the 10 starting tokens' retries.
+    let cfg = RetryConfig {
+        max_attempts: 5,
+        ..config()
+    };
+    let layer = RetryLayer::builder(&cfg)
+        .unwrap()
+        .budget(TokenBucket::new(&TokenBucketConfig::default()).unwrap())
+        .build();
+    let calls = total_failure(layer, 1_000, Duration::from_millis(100)).await;
+    assert_eq!(calls, 1_000 + 10);
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,6 +11,7 @@
 //! | [`RatioBudget`] | Finagle `RetryBudget` / Linkerd retry budget: each request deposits `ratio` tokens that expire after `ttl`, plus a standing reserve | ratio 0.2, 10 retries/s, ttl 10 s |
 //! | [`GrpcThrottle`] | gRPC retry throttling (gRFC A6): tokens start at `maxTokens`, −1 per failure, +`tokenRatio` per success; retry only while tokens > `maxTokens/2` | the A6 example: 10 tokens, ratio 0.1 |
 //! | [`AwsRetryQuota`] | AWS SDK "standard" retry quota: 500 tokens, a retry costs 5 (10 after a timeout), a success refunds its retry's cost or adds 1 | 500 / 5 / 10 / 1 |
+//! | [`TokenBucket`] | Brooker's retry token bucket: a retry spends `cost`, every success earns `reward`; retries ≤ (reward × successes + capacity) / cost | capacity 10, cost 1, reward 0.1 |
 //! | [`Unlimited`] | no budget | — |
 //!
 //! All of them implement [`RetryBudget`], which a
@@ -18,10 +19,12 @@
 //! [`on_outcome_budgeted`](crate::retry::RetryState::on_outcome_budgeted).
 
 mod aws;
+mod bucket;
 mod grpc;
 mod ratio;
 
 pub use aws::{AwsRetryQuota, AwsRetryQuotaConfig};
+pub use bucket::{TokenBucket, TokenBucketConfig};
 pub use grpc::{GrpcThrottle, GrpcThrottleConfig};
 pub use ratio::{RatioBudget, RatioBudgetConfig};
 

@@ -134,3 +134,25 @@ fn a_ten_percent_budget_returns_within_a_minute() {
         "{storm_ampl}"
     );
 }
+
+/// Brooker's token bucket in a scenario: the same storm that naive retries
+/// lock in ends, and during it retries stay within the bucket's closed
+/// form — at most `reward` per success plus the starting capacity.
+#[test]
+fn a_token_bucket_returns_within_a_minute_and_meets_its_closed_form() {
+    const BUCKET: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }
+budget = { kind = "bucket", capacity = 10, cost = 1, reward = 0.1 }"#;
+    let rec = run(&scenario(BUCKET));
+    let (ampl, goodput) = window(&rec, SPIKE_END_S + 60, 300);
+    assert!(ampl < 1.12, "{ampl}");
+    assert!(
+        goodput > 0.98,
+        "goodput {goodput:.3} a minute after the spike"
+    );
+    let r = rec.route("r").unwrap();
+    let total = |v: &[u64]| v.iter().sum::<u64>() as f64;
+    let retries = total(&r.attempts) - total(&r.first_attempts);
+    let bound = 0.1 * total(&r.successes) + 10.0;
+    assert!(retries <= bound, "{retries} retries over the bound {bound}");
+    assert!(retries > 0.0, "the bucket never let a retry through");
+}

@@ -5,7 +5,9 @@
 
 use rand::Rng;
 use stormbreak_policy::Nanos;
-use stormbreak_policy::budget::{AwsRetryQuota, GrpcThrottle, RatioBudget, RetryBudget, Unlimited};
+use stormbreak_policy::budget::{
+    AwsRetryQuota, GrpcThrottle, RatioBudget, RetryBudget, TokenBucket, Unlimited,
+};
 use stormbreak_policy::retry::{
     AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
@@ -19,6 +21,7 @@ enum AnyBudget {
     Ratio(RatioBudget),
     Grpc(GrpcThrottle),
     Aws(AwsRetryQuota),
+    Bucket(TokenBucket),
 }
 
 impl AnyBudget {
@@ -28,6 +31,7 @@ impl AnyBudget {
             AnyBudget::Ratio(b) => b,
             AnyBudget::Grpc(b) => b,
             AnyBudget::Aws(b) => b,
+            AnyBudget::Bucket(b) => b,
         }
     }
 }
@@ -79,6 +83,9 @@ impl Caller {
             Some(BudgetSpec::Ratio(c)) => AnyBudget::Ratio(RatioBudget::new(c).expect("validated")),
             Some(BudgetSpec::Grpc(c)) => AnyBudget::Grpc(GrpcThrottle::new(c).expect("validated")),
             Some(BudgetSpec::Aws(c)) => AnyBudget::Aws(AwsRetryQuota::new(c).expect("validated")),
+            Some(BudgetSpec::Bucket(c)) => {
+                AnyBudget::Bucket(TokenBucket::new(c).expect("validated"))
+            }
         };
         let policy = retry.map(|r| RetryPolicy::new(r).expect("validated"));
         let classify = policy

@@ -27,7 +27,7 @@ const TYPES: &[(&str, &str)] = &[
     ),
     (
         "BudgetSpec",
-        "a budget table with kind = \"ratio\" | \"grpc\" | \"aws\"",
+        "a budget table with kind = \"ratio\" | \"grpc\" | \"aws\" | \"bucket\"",
     ),
     (
         "RatioBudgetConfig",
@@ -40,6 +40,10 @@ const TYPES: &[(&str, &str)] = &[
     (
         "AwsRetryQuotaConfig",
         "a budget table like { kind = \"aws\", initial_tokens = 500 }",
+    ),
+    (
+        "TokenBucketConfig",
+        "a budget table like { kind = \"bucket\", capacity = 10, cost = 1, reward = 0.1 }",
     ),
     (
         "FailoverConfig",

@@ -4,7 +4,9 @@
 use std::fmt;
 
 use serde::Deserialize;
-use stormbreak_policy::budget::{AwsRetryQuotaConfig, GrpcThrottleConfig, RatioBudgetConfig};
+use stormbreak_policy::budget::{
+    AwsRetryQuotaConfig, GrpcThrottleConfig, RatioBudgetConfig, TokenBucketConfig,
+};
 use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::units::format_duration;
 
@@ -29,6 +31,8 @@ pub enum BudgetSpec {
     Grpc(GrpcThrottleConfig),
     /// AWS SDK standard retry quota.
     Aws(AwsRetryQuotaConfig),
+    /// Brooker's retry token bucket.
+    Bucket(TokenBucketConfig),
 }
 
 /// A rejected field of a retry or budget table.
@@ -54,6 +58,7 @@ impl BudgetSpec {
             BudgetSpec::Ratio(c) => c.validate(),
             BudgetSpec::Grpc(c) => c.validate(),
             BudgetSpec::Aws(c) => c.validate(),
+            BudgetSpec::Bucket(c) => c.validate(),
         }
         .map_err(|e| FieldProblem {
             field: e.field().to_owned(),
