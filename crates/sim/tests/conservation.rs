@@ -218,3 +218,108 @@ proptest! {
         run_audited(&text, seed, 1_700_000_000);
     }
 }
+
+// Found in review: pausing an LB reset its flows one by one, and resetting
+// a dependency call through the same LB ended the gateway's own flow first;
+// the reset loop then completed an attempt that no longer existed.
+const SHARED_LB: &str = r#"
+[scenario]
+name = "shared"
+duration = "60s"
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 100000
+[[gateway]]
+name = "gw"
+dependency = "auth"
+timeout = "100s"
+[[service]]
+name = "authsvc"
+replicas = 4
+app = { workers = 1000, service_time = { dist = "exponential", mean = "2s" } }
+[[service]]
+name = "api"
+replicas = 4
+app = { workers = 1000, service_time = { dist = "exponential", mean = "10ms" } }
+[[route]]
+name = "auth"
+path = ["edge", "authsvc"]
+[[route]]
+name = "main"
+path = ["edge", "gw", "api"]
+[[client]]
+name = "users"
+route = "main"
+rate = "200/s"
+timeout = "100s"
+[[action]]
+at = "30s"
+do = "pause_nodes"
+lb = "edge"
+nodes = 1
+"#;
+
+#[test]
+fn pausing_an_lb_that_a_dependency_route_crosses_too_resets_each_flow_once() {
+    for seed in 0..5 {
+        let rec = run_audited(SHARED_LB, seed, 5_000_000_000);
+        let resets: u64 = rec
+            .route("main")
+            .unwrap()
+            .errors
+            .iter()
+            .map(|e| e[Cause::Reset as usize])
+            .sum();
+        assert!(resets > 0, "seed {seed}: the pause reset nothing");
+    }
+}
+
+// Found in review: a scale-down while pods were still starting took every
+// serving pod (only ready pods could be taken), so the service refused all
+// requests for minutes although min = 1.
+const HPA: &str = r#"
+[scenario]
+name = "hpa"
+duration = "900s"
+interval = "10s"
+[[service]]
+name = "api"
+replicas = 2
+app = { workers = 4, service_time = { dist = "constant", value = "100ms" } }
+autoscaler = { metric = "app_cpu", target = 0.5, min = 1, max = 20, pod_start = "10m", sync_period = "15s" }
+[[route]]
+name = "r"
+path = ["api"]
+[[client]]
+name = "users"
+route = "r"
+rate = "70/s"
+timeout = "10s"
+step = [{ at = "40s", rate = "1/s" }]
+"#;
+
+#[test]
+fn a_scale_down_cancels_starting_pods_before_serving_ones() {
+    let rec = run_audited(HPA, 1, 5_000_000_000);
+    let api = &rec.components[0];
+    assert!(
+        api.replicas.iter().all(|&r| r >= 1.0),
+        "ready pods fell to 0: {:?}",
+        api.replicas
+    );
+    let unavailable: u64 = rec.routes[0]
+        .errors
+        .iter()
+        .map(|e| e[Cause::Unavailable as usize])
+        .sum();
+    assert_eq!(unavailable, 0);
+}
+
+#[test]
+fn a_cpu_target_under_one_percent_is_refused_at_load() {
+    let text = HPA.replace("target = 0.5", "target = 0.004");
+    let err = Scenario::parse("hpa.toml", &text).unwrap_err().to_string();
+    assert!(err.starts_with("hpa.toml:10:45:"), "{err}");
+    assert!(err.contains("at least 0.01"), "{err}");
+}

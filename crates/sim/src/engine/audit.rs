@@ -95,8 +95,19 @@ impl Engine {
                     }
                 }
             }
+            if matches!(a.phase, Phase::Forwarded | Phase::DependencyWait) && a.child.is_none() {
+                problem = Some(format!("attempt {k:?} waits in {:?} for no child", a.phase));
+                return;
+            }
             match (a.comp, a.held) {
-                (Comp::Lb(l), Held::Flow(n)) => flows[l.ix()][n.ix()] += 1,
+                (Comp::Lb(l), Held::Flow(n)) => {
+                    if a.phase != Phase::Forwarded {
+                        problem =
+                            Some(format!("attempt {k:?} holds a flow in phase {:?}", a.phase));
+                        return;
+                    }
+                    flows[l.ix()][n.ix()] += 1
+                }
                 (Comp::Service(s), Held::Pod(p)) => {
                     let svc = &self.services[s.ix()];
                     if svc.pods.get(p.0).is_none() {
@@ -160,8 +171,37 @@ impl Engine {
                 svc.order.len(),
                 svc.pods.len()
             );
+            let mut seen = std::collections::BTreeSet::new();
             for k in &svc.order {
+                ensure!(
+                    seen.insert(k.0.index),
+                    "service {name}: pod {k:?} listed twice"
+                );
                 let pod = svc.pod(*k);
+                // Every queued attempt must be findable in its pod's queue,
+                // or no freed slot would ever admit it.
+                let in_queue = |q: &std::collections::VecDeque<crate::slab::Key>, phase: Phase| {
+                    q.iter()
+                        .filter(|&&key| {
+                            flight
+                                .attempts
+                                .get(key)
+                                .is_some_and(|a| a.phase == phase && a.held == Held::Pod(*k))
+                        })
+                        .count() as u32
+                };
+                ensure!(
+                    in_queue(&pod.sidecar_queue, Phase::SidecarQueued) == pod.sidecar_queued,
+                    "service {name}: pod {k:?} counts {} sidecar-queued, its queue holds {} of them",
+                    pod.sidecar_queued,
+                    in_queue(&pod.sidecar_queue, Phase::SidecarQueued)
+                );
+                ensure!(
+                    in_queue(&pod.app_queue, Phase::AppQueued) == pod.app_queued,
+                    "service {name}: pod {k:?} counts {} app-queued, its queue holds {} of them",
+                    pod.app_queued,
+                    in_queue(&pod.app_queue, Phase::AppQueued)
+                );
                 let c = pods[s][k.0.index as usize];
                 let has_sidecar = svc.sidecar.is_some();
                 let want = [
@@ -208,8 +248,9 @@ impl Engine {
                 requests[p]
             );
             ensure!(
-                pop.backlog.is_empty() || pop.busy >= pop.workers || !self.queue.is_empty(),
-                "client {p}: jobs wait with a worker free and nothing scheduled"
+                pop.backlog.is_empty() || pop.busy >= pop.workers || pop.pending_dispatch > 0,
+                "client {p}: {} jobs wait with a worker free and no dispatch scheduled",
+                pop.backlog.len()
             );
         }
         for (c, n) in present.iter().enumerate() {

@@ -141,9 +141,15 @@ impl Engine {
                     .schedule(now.saturating_add(svc.pod_start), Ev::PodReady { svc: s });
             }
         } else if desired < current {
-            // Scale down: stop sending to the newest ready pods; they finish
-            // what they hold and leave once drained (at a later sync).
+            // Scale down: pods still starting go first (as a ReplicaSet
+            // deletes pending pods before running ones); then stop sending
+            // to the newest ready pods, which finish what they hold and
+            // leave once drained (at a later sync).
             let mut to_remove = current - desired;
+            let cancel = to_remove.min(svc.starting);
+            svc.starting -= cancel;
+            svc.cancelled_starts += cancel;
+            to_remove -= cancel;
             for k in svc.order.iter().rev() {
                 if to_remove == 0 {
                     break;
@@ -160,7 +166,12 @@ impl Engine {
 
     pub(crate) fn on_pod_ready(&mut self, s: ServiceId) {
         let svc = &mut self.services[s.ix()];
-        svc.starting = svc.starting.saturating_sub(1);
+        // Starts are interchangeable: a cancelled one is whichever comes due.
+        if svc.cancelled_starts > 0 {
+            svc.cancelled_starts -= 1;
+            return;
+        }
+        svc.starting -= 1;
         svc.add_pod(self.now);
     }
 }

@@ -44,6 +44,10 @@ pub(crate) struct LbRamp {
     pub(crate) status: u16,
     /// Tells this ramp's wake-ups from a replaced ramp's.
     pub(crate) epoch: u32,
+    /// The wake-up scheduled now, if any; an outcome that makes the ramp
+    /// want an earlier one schedules it, and wake-ups at other instants
+    /// are stale.
+    pub(crate) armed: Option<Nanos>,
 }
 
 #[derive(Debug)]
@@ -203,10 +207,44 @@ impl Engine {
     pub(crate) fn lb_release(&mut self, l: LbId, node: NodeId, a: &Attempt, ok: bool) {
         let lb = &mut self.lbs[l];
         lb.nodes[node.ix()].flows -= 1;
-        if let Some(ramp) = lb.ramp_mut(a.route) {
-            if let Some(site) = ramp.site_map[a.site.ix()] {
-                ramp.restore.observe(self.now, site, ok);
-            }
+        let observed = match lb.ramp_mut(a.route) {
+            Some(ramp) => match ramp.site_map[a.site.ix()] {
+                Some(site) => {
+                    ramp.restore.observe(self.now, site, ok);
+                    true
+                }
+                None => false,
+            },
+            None => false,
+        };
+        if observed {
+            // An outcome can start a breach: its clearing or step back may
+            // be due before the wake-up already armed.
+            self.rearm_ramp(l, a.route);
+        }
+    }
+
+    /// Schedules an earlier wake-up if the ramp now wants one.
+    fn rearm_ramp(&mut self, l: LbId, route: RouteId) {
+        let now = self.now;
+        let Some(ramp) = self.lbs[l].ramp_mut(route) else {
+            return;
+        };
+        let Some(want) = ramp.restore.poll_timeout() else {
+            return;
+        };
+        let want = want.max(now + 1);
+        if ramp.armed.is_none_or(|t| want < t) {
+            ramp.armed = Some(want);
+            let epoch = ramp.epoch;
+            self.queue.schedule(
+                want,
+                super::Ev::RampWake {
+                    lb: l,
+                    route,
+                    epoch,
+                },
+            );
         }
     }
 
@@ -223,12 +261,18 @@ impl Engine {
                 }
             }
         });
-        for (k, child) in victims {
-            if let Some(c) = child {
-                self.flight.orphan(c);
+        for (k, _) in victims {
+            // Resetting one flow can end another victim first: a gateway
+            // whose dependency route crosses this LB gives up on its call
+            // and completes its own flow here.
+            let Some(a) = self.flight.attempts.get_mut(k) else {
+                continue;
+            };
+            if !matches!(a.held, Held::Flow(_)) {
+                continue;
             }
-            if let Some(a) = self.flight.attempts.get_mut(k) {
-                a.child = None;
+            if let Some(c) = a.child.take() {
+                self.flight.orphan(c);
             }
             self.complete(k, Res::fail(Cause::Reset));
         }
@@ -238,39 +282,30 @@ impl Engine {
     pub(crate) fn start_ramp(&mut self, l: LbId, route: RouteId, mut ramp: LbRamp) {
         ramp.restore.start(self.now);
         ramp.epoch = self.lbs.epoch();
-        let epoch = ramp.epoch;
         let lb = &mut self.lbs[l];
         lb.rules.remove_rule(route.0 as u32, None);
         lb.ramps.retain(|x| x.route != route);
         lb.ramps.push(ramp);
-        self.schedule_ramp_wake(l, route, epoch);
+        self.schedule_ramp_wake(l, route);
     }
 
     /// Wakes the ramp when it next says it may change on its own.
-    fn schedule_ramp_wake(&mut self, l: LbId, route: RouteId, epoch: u32) {
-        let now = self.now;
-        let Some(ramp) = self.lbs[l].ramp_mut(route) else {
-            return;
-        };
-        if let Some(t) = ramp.restore.poll_timeout() {
-            let t: Nanos = t.max(now + 1);
-            self.queue.schedule(
-                t,
-                super::Ev::RampWake {
-                    lb: l,
-                    route,
-                    epoch,
-                },
-            );
+    fn schedule_ramp_wake(&mut self, l: LbId, route: RouteId) {
+        if let Some(ramp) = self.lbs[l].ramp_mut(route) {
+            ramp.armed = None;
         }
+        self.rearm_ramp(l, route);
     }
 
     /// The ramp's own clock: advance it; retire it once complete.
     pub(crate) fn on_ramp_wake(&mut self, l: LbId, route: RouteId, epoch: u32) {
         let now = self.now;
         let lb = &mut self.lbs[l];
-        let Some(ramp) = lb.ramp_mut(route).filter(|r| r.epoch == epoch) else {
-            return; // replaced since
+        let Some(ramp) = lb
+            .ramp_mut(route)
+            .filter(|r| r.epoch == epoch && r.armed == Some(now))
+        else {
+            return; // replaced since, or superseded by an earlier wake-up
         };
         ramp.restore.advance(now);
         if ramp.restore.is_complete() {
@@ -282,7 +317,7 @@ impl Engine {
             );
             self.rec.applied.push(AppliedAction { at: now, what });
         } else {
-            self.schedule_ramp_wake(l, route, epoch);
+            self.schedule_ramp_wake(l, route);
         }
     }
 }

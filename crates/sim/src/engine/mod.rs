@@ -196,6 +196,8 @@ pub struct Engine {
     /// The zero-delay lane: events due at once, in FIFO order.
     now_lane: Lane,
     events: u64,
+    /// Events but recording ticks: what the work budget counts.
+    work: u64,
     scale: f64,
     /// FNV-1a over (time, event) of every event but recording ticks.
     digest: u64,
@@ -380,6 +382,7 @@ impl Engine {
                     pods: Slab::new(),
                     order: Vec::new(),
                     starting: 0,
+                    cancelled_starts: 0,
                     sidecar: s.sidecar.as_ref().map(|sc| Sidecar {
                         limit: fleet.per_pod(sc.limit),
                         queue_cap: if sc.queue == 0 {
@@ -390,10 +393,13 @@ impl Engine {
                         queue_timeout: sc.queue_timeout.map(|t| queue.lane(t)),
                     }),
                     workers: fleet.per_pod(s.app.workers),
+                    // `queue = 0` is no queue at all, at any scale.
                     app_queue_cap: s
                         .app
                         .queue
-                        .map_or(Limits::default().default_app_queue, |q| fleet.per_pod(q)),
+                        .map_or(Limits::default().default_app_queue, |q| {
+                            if q == 0 { 0 } else { fleet.per_pod(q) }
+                        }),
                     app_queue_is_default: s.app.queue.is_none(),
                     drop_expired: s.app.drop_expired,
                     service_time: s.app.service_time.sampler(),
@@ -450,6 +456,7 @@ impl Engine {
                     busy: 0,
                     backlog: VecDeque::new(),
                     backlog_peak: 0,
+                    pending_dispatch: 0,
                     wait_max: 0,
                     rng: entity_rng(seed, i as u64),
                 }
@@ -483,6 +490,7 @@ impl Engine {
             queue,
             now_lane,
             events: 0,
+            work: 0,
             scale,
             digest: FNV_OFFSET,
             flight: Flight::new(),
@@ -566,7 +574,7 @@ impl Engine {
         if let Some(e) = &self.stopped {
             return Err(e.clone());
         }
-        let until = until.min(self.end);
+        let until = until.min(self.end).max(self.now);
         while let Some((t, ev)) = self.queue.pop_until(until) {
             self.now = t;
             self.events += 1;
@@ -613,7 +621,7 @@ impl Engine {
         let elapsed = self.now - b.since_now;
         let fast = u128::from(b.since_events) * 1_000_000_000
             > u128::from(self.limits.events_per_sim_second) * u128::from(elapsed);
-        let total = self.events > self.limits.events_total;
+        let total = self.work > self.limits.events_total;
         if !(fast || total) {
             return;
         }
@@ -686,9 +694,14 @@ impl Engine {
         if !matches!(ev, Ev::Tick) {
             self.digest = fnv(self.digest, self.now, fp);
         }
-        self.budget.since_events += 1;
-        self.budget.by_kind[fp[0] as usize] += 1;
-        self.budget.last = Some(ev);
+        // Recording ticks are not work the model asked for: leaving them
+        // out keeps the budget's verdict independent of `interval`.
+        if !matches!(ev, Ev::Tick) {
+            self.budget.since_events += 1;
+            self.budget.by_kind[fp[0] as usize] += 1;
+            self.budget.last = Some(ev);
+            self.work += 1;
+        }
         match ev {
             Ev::Arrive { pop, generation } => self.on_arrival(pop, generation),
             Ev::Done { att } => self.on_service_done(att),

@@ -62,6 +62,8 @@ pub(crate) struct Population {
     pub(crate) busy: u32,
     /// Arrival times of jobs waiting for a worker, oldest first.
     pub(crate) backlog: VecDeque<Nanos>,
+    /// `Dispatch` events scheduled and not yet handled.
+    pub(crate) pending_dispatch: u32,
     /// Most jobs ever waiting at once.
     pub(crate) backlog_peak: u64,
     /// Longest wait of a job dispatched since the last recording tick.
@@ -155,6 +157,7 @@ impl Engine {
         let pop = &mut self.pops[r.pop.ix()];
         pop.busy -= 1;
         if !pop.backlog.is_empty() {
+            pop.pending_dispatch += 1;
             // Through the queue, not a direct call: a job that fails on the
             // spot would otherwise start the next one inside this call, and
             // a long backlog would recurse as deep as it is long.
@@ -168,6 +171,7 @@ impl Engine {
 
     pub(crate) fn on_dispatch(&mut self, p: PopId) {
         let pop = &mut self.pops[p.ix()];
+        pop.pending_dispatch -= 1;
         if pop.busy >= pop.workers {
             return;
         }

@@ -30,10 +30,10 @@ pub(crate) struct Pod {
     pub(crate) sidecar_in: u32,
     /// Keys of attempts waiting for a slot; timed-out ones stay as stale
     /// keys and are skipped.
-    sidecar_queue: VecDeque<Key>,
+    pub(crate) sidecar_queue: VecDeque<Key>,
     pub(crate) sidecar_queued: u32,
     pub(crate) busy: u32,
-    app_queue: VecDeque<Key>,
+    pub(crate) app_queue: VecDeque<Key>,
     pub(crate) app_queued: u32,
     /// Since the last HPA sync.
     pub(crate) busy_avg: Avg,
@@ -80,6 +80,8 @@ pub(crate) struct Service {
     pub(crate) order: Vec<PodKey>,
     /// Pods being started (ready at a `PodReady` event).
     pub(crate) starting: u32,
+    /// `PodReady` events still due for starts a scale-down cancelled.
+    pub(crate) cancelled_starts: u32,
     pub(crate) sidecar: Option<Sidecar>,
     pub(crate) workers: u32,
     pub(crate) app_queue_cap: u32,

@@ -253,6 +253,7 @@ impl Engine {
                     site_map: sites,
                     status,
                     epoch: 0,
+                    armed: None,
                 };
                 self.start_ramp(lb, route, ramp);
             }

@@ -402,6 +402,17 @@ impl Scenario {
                     ),
                 ));
             }
+            // CPU targets become a whole-percent utilisation, as in an HPA
+            // manifest (`averageUtilization`): 0.005 would round to 0%.
+            if a.metric != ScaleMetric::SidecarSaturation && a.target < 0.01 {
+                return Err(ck.key(
+                    &format!("{p}.autoscaler.target"),
+                    format!(
+                        "{who}: autoscaler.target for a CPU metric is a utilisation of at least 0.01 (1%), got {}",
+                        a.target
+                    ),
+                ));
+            }
             if s.replicas < a.min || s.replicas > a.max {
                 return Err(ck.key(
                     &format!("{p}.replicas"),
