@@ -26,7 +26,7 @@ fn breaker(c: &mut Criterion) {
     };
     let mut open = Breaker::new(&config).unwrap();
     let t = open.allow(0).ticket().unwrap();
-    open.on_failure(0, t);
+    let _ = open.on_failure(0, t);
     c.bench_function("misc/breaker/allow_open", |bench| {
         bench.iter(|| black_box(open.allow(black_box(SECOND))))
     });

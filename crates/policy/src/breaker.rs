@@ -207,6 +207,7 @@ pub enum TransitionCause {
 
 /// One state change, for metrics and event logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a policy decision must be acted on"]
 pub struct Transition {
     /// State before.
     pub from: BreakerState,
@@ -373,7 +374,8 @@ impl Breaker {
                     .opened_at
                     .saturating_add(self.config.wait_duration_in_open_state)
         {
-            self.transition(now, BreakerState::HalfOpen, TransitionCause::WaitElapsed);
+            // Recorded as `last_transition`; `allow` reports admission only.
+            let _ = self.transition(now, BreakerState::HalfOpen, TransitionCause::WaitElapsed);
         }
         match self.state {
             BreakerState::Closed => self.admit(false),
@@ -391,6 +393,7 @@ impl Breaker {
     }
 
     /// Reports a successful call. Returns the transition it caused, if any.
+    #[must_use = "a state change should be logged or exported"]
     pub fn on_success(&mut self, now: Nanos, ticket: Ticket) -> Option<Transition> {
         if !self.is_current(ticket) {
             return None;
@@ -425,6 +428,7 @@ impl Breaker {
 
     /// Reports a failed call (error, timeout, or anything the caller classifies
     /// as a dependency failure). Returns the transition it caused, if any.
+    #[must_use = "a state change should be logged or exported"]
     pub fn on_failure(&mut self, now: Nanos, ticket: Ticket) -> Option<Transition> {
         if !self.is_current(ticket) {
             return None;
@@ -740,7 +744,7 @@ mod tests {
         // Ten calls go out at t = 0; three fail fast at t = 10 s and trip it.
         let tickets: Vec<Ticket> = (0..10).map(|_| b.allow(0).ticket().unwrap()).collect();
         for t in &tickets[..3] {
-            b.on_failure(secs(10), *t);
+            let _ = b.on_failure(secs(10), *t);
         }
         assert_eq!(b.opened_at(), Some(secs(10)));
         // The other seven time out later, while open (t = 20 … 50 s).
@@ -811,7 +815,7 @@ mod tests {
         let mut b = tripped(BreakerConfig::default(), secs(5));
         let p1 = b.allow(secs(65)).ticket().unwrap();
         let p2 = b.allow(secs(65)).ticket().unwrap();
-        b.on_success(secs(66), p1);
+        let _ = b.on_success(secs(66), p1);
         let t = b.on_failure(secs(67), p2).unwrap();
         assert_eq!(t.cause, TransitionCause::ProbeFailed);
         assert_eq!(b.opened_at(), Some(secs(67)));
@@ -944,8 +948,8 @@ mod tests {
                     Op::Succeed(i) | Op::Fail(i) | Op::Cancel(i) if !outstanding.is_empty() => {
                         let t = outstanding.swap_remove(i % outstanding.len());
                         match op {
-                            Op::Succeed(_) => { b.on_success(now, t); }
-                            Op::Fail(_) => { b.on_failure(now, t); }
+                            Op::Succeed(_) => { let _ = b.on_success(now, t); }
+                            Op::Fail(_) => { let _ = b.on_failure(now, t); }
                             _ => b.on_cancel(t),
                         }
                     }

@@ -35,9 +35,9 @@ fn breaker_decisions_do_not_allocate() {
             let now = i * MILLISECOND;
             if let Some(t) = breaker.allow(now).ticket() {
                 if (i / 200) % 2 == 0 {
-                    breaker.on_success(now, t);
+                    let _ = breaker.on_success(now, t);
                 } else {
-                    breaker.on_failure(now, t);
+                    let _ = breaker.on_failure(now, t);
                 }
             }
         }

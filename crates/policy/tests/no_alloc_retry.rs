@@ -61,7 +61,7 @@ fn one_request<B: RetryBudget + ?Sized>(
         rng,
     );
     let next = d.retry_at().unwrap_or(next);
-    black_box(state.on_outcome_budgeted(
+    let _ = black_box(state.on_outcome_budgeted(
         policy,
         next + MILLISECOND,
         AttemptOutcome::status(200),
@@ -105,9 +105,9 @@ fn retry_state_decisions_do_not_allocate() {
             for i in 0..DECISIONS {
                 let now = i * SECOND;
                 let mut state = RetryState::new(&policy, now);
-                black_box(state.on_outcome(&policy, now + 1, throttled, &mut rng));
-                black_box(state.on_outcome(&policy, now + 3 * SECOND, pushed, &mut rng));
-                black_box(state.on_outcome(
+                let _ = black_box(state.on_outcome(&policy, now + 1, throttled, &mut rng));
+                let _ = black_box(state.on_outcome(&policy, now + 3 * SECOND, pushed, &mut rng));
+                let _ = black_box(state.on_outcome(
                     &policy,
                     now + 4 * SECOND,
                     AttemptOutcome::Reset,

@@ -100,6 +100,7 @@ pub enum ScaleReason {
 
 /// The outcome of one sync: set the target's replicas to `desired`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a policy decision must be acted on"]
 pub struct ScaleDecision {
     /// `spec.replicas` as seen in the view.
     pub current: u32,

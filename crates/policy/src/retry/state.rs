@@ -22,6 +22,7 @@ pub enum GiveUpReason {
 
 /// What to do after an attempt's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a policy decision must be acted on"]
 pub enum RetryDecision {
     /// The request succeeded; done.
     Success,
@@ -445,7 +446,7 @@ mod tests {
         let mut s = RetryState::new(&p, 0);
         assert_eq!(s.attempt_deadline(&p), Some(ms(400)));
         // Second attempt starts at 425 ms: min(825, 1000).
-        s.on_outcome(&p, ms(400), AttemptOutcome::Timeout, &mut rng());
+        let _ = s.on_outcome(&p, ms(400), AttemptOutcome::Timeout, &mut rng());
         assert_eq!(s.attempt_deadline(&p), Some(ms(825)));
         // Third starts at 875 ms: min(1275, 1000) = the overall deadline.
         assert_eq!(
@@ -583,14 +584,20 @@ mod tests {
         let mut quota = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
         let mut r = rng();
         let mut s = RetryState::begin(&p, 0, &mut quota);
-        s.on_outcome_budgeted(&p, ms(1), AttemptOutcome::Timeout, &mut quota, &mut r);
+        let _ = s.on_outcome_budgeted(&p, ms(1), AttemptOutcome::Timeout, &mut quota, &mut r);
         assert_eq!(quota.available(), 490);
-        s.on_outcome_budgeted(&p, ms(100), AttemptOutcome::status(200), &mut quota, &mut r);
+        let _ = s.on_outcome_budgeted(&p, ms(100), AttemptOutcome::status(200), &mut quota, &mut r);
         assert_eq!(quota.available(), 500, "the timeout retry's 10 came back");
 
         let mut first_try = RetryState::begin(&p, 0, &mut quota);
         assert!(quota.try_withdraw(0, RetryCause::Error)); // someone else spends 5 → 495
-        first_try.on_outcome_budgeted(&p, ms(1), AttemptOutcome::status(200), &mut quota, &mut r);
+        let _ = first_try.on_outcome_budgeted(
+            &p,
+            ms(1),
+            AttemptOutcome::status(200),
+            &mut quota,
+            &mut r,
+        );
         assert_eq!(quota.available(), 496, "a first-attempt success adds 1");
     }
 
@@ -600,7 +607,7 @@ mod tests {
         let p = plain(5);
         let mut t = GrpcThrottle::new(&GrpcThrottleConfig::default()).unwrap();
         let mut r = rng();
-        RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
             &p,
             0,
             AttemptOutcome::status(400),
@@ -608,7 +615,7 @@ mod tests {
             &mut r,
         );
         assert_eq!(t.tokens(), 10.0);
-        RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
             &p,
             0,
             response(400, None, Pushback::DoNotRetry),
@@ -616,9 +623,15 @@ mod tests {
             &mut r,
         );
         assert_eq!(t.tokens(), 9.0);
-        RetryState::new(&p, 0).on_outcome_budgeted(&p, 0, AttemptOutcome::Timeout, &mut t, &mut r);
+        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
+            &p,
+            0,
+            AttemptOutcome::Timeout,
+            &mut t,
+            &mut r,
+        );
         assert_eq!(t.tokens(), 8.0);
-        RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
             &p,
             0,
             AttemptOutcome::status(200),

@@ -47,6 +47,7 @@ use std::fmt;
 
 /// What a shedding policy decided for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a policy decision must be acted on"]
 pub enum Decision {
     /// Let the request through.
     Admit,

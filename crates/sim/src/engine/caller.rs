@@ -122,7 +122,14 @@ impl Caller {
     pub fn on_success<R: Rng + ?Sized>(&mut self, st: &mut CallState, now: Nanos, rng: &mut R) {
         match (&self.policy, &mut st.0) {
             (Some(p), Some(s)) => {
-                s.on_outcome_budgeted(p, now, AttemptOutcome::status(200), self.budget.get(), rng);
+                // A success ends the call: the decision is always `Success`.
+                let _ = s.on_outcome_budgeted(
+                    p,
+                    now,
+                    AttemptOutcome::status(200),
+                    self.budget.get(),
+                    rng,
+                );
             }
             _ => self.budget.get().on_success(now, None),
         }
