@@ -59,14 +59,18 @@ impl Drop for Running {
 }
 
 impl Running {
-    /// Waits for the exit, killing the process if it hangs.
+    /// Waits for the exit. `HANG_GUARD` only guards against a hang: past
+    /// it the process is killed and the test fails; nothing is timed.
     fn wait(&mut self) -> std::process::ExitStatus {
-        let start = Instant::now();
+        let deadline = Instant::now() + HANG_GUARD;
         loop {
             if let Some(status) = self.0.try_wait().unwrap() {
                 return status;
             }
-            assert!(start.elapsed() < HANG_GUARD, "stormbreak hung");
+            if Instant::now() >= deadline {
+                let _ = self.0.kill();
+                panic!("stormbreak hung: killed by the {HANG_GUARD:?} hang guard");
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
