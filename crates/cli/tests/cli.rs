@@ -4,36 +4,17 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+
 fn stormbreak() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stormbreak-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::temp_dir("stormbreak-cli", name)
 }
 
-const SMALL: &str = r#"[scenario]
-name = "small"
-duration = "30s"
-
-[[service]]
-name = "svc"
-replicas = 2
-app = { workers = 4, service_time = { dist = "exponential", mean = "2ms" } }
-
-[[route]]
-name = "r"
-path = ["svc"]
-
-[[client]]
-name = "users"
-route = "r"
-rate = "500/s"
-timeout = "1s"
-"#;
+use common::SMALL;
 
 #[test]
 fn a_broken_scenario_is_reported_with_its_location() {

@@ -10,6 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 /// Only guards against a hang; a passing run takes milliseconds.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
@@ -22,31 +24,10 @@ fn stormbreak() -> Command {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stormbreak-outdir-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    dir
+    common::temp_dir("stormbreak-outdir", name)
 }
 
-const SMALL: &str = r#"[scenario]
-name = "small"
-duration = "30s"
-
-[[service]]
-name = "svc"
-replicas = 2
-app = { workers = 4, service_time = { dist = "exponential", mean = "2ms" } }
-
-[[route]]
-name = "r"
-path = ["svc"]
-
-[[client]]
-name = "users"
-route = "r"
-rate = "500/s"
-timeout = "1s"
-"#;
+use common::SMALL;
 
 /// Ends the process when dropped, so a failing test leaves none running.
 struct Running(Child);
