@@ -25,6 +25,23 @@ name = "r"
 path = ["slow"]
 "#;
 
+/// The slow service with one client population: `name`, `rate` per second,
+/// a 2 h timeout, and `extra` lines.
+fn slow_with(name: &str, rate: u32, extra: &str) -> String {
+    format!(
+        "{SLOW}[[client]]\nname = \"{name}\"\nroute = \"r\"\nrate = \"{rate}/s\"\ntimeout = \"2h\"\n{extra}"
+    )
+}
+
+/// Runs `text` under `limits` to the error it must stop with.
+fn stopped(text: &str, limits: Limits) -> RunError {
+    engine(text)
+        .with_limits(limits)
+        .run()
+        .map(|_| ())
+        .unwrap_err()
+}
+
 /// The fan-out bug with a 1 µs delay against a service that refuses at
 /// once: attempts a nanosecond apart, virtual time all but frozen.
 #[test]
@@ -47,18 +64,12 @@ fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
 
 #[test]
 fn requests_piling_up_stop_the_run_naming_the_population() {
-    let text = format!(
-        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\n"
-    );
+    let text = slow_with("users", 100, "");
     let limits = Limits {
         requests_in_flight: 500,
         ..Limits::default()
     };
-    let err = engine(&text)
-        .with_limits(limits)
-        .run()
-        .map(|_| ())
-        .unwrap_err();
+    let err = stopped(&text, limits);
     match err {
         RunError::InFlight {
             at,
@@ -76,18 +87,12 @@ fn requests_piling_up_stop_the_run_naming_the_population() {
 
 #[test]
 fn a_job_backlog_over_its_bound_stops_the_run() {
-    let text = format!(
-        "{SLOW}[[client]]\nname = \"jobs\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\nworkers = 1\n"
-    );
+    let text = slow_with("jobs", 100, "workers = 1\n");
     let limits = Limits {
         job_backlog: 1_000,
         ..Limits::default()
     };
-    let err = engine(&text)
-        .with_limits(limits)
-        .run()
-        .map(|_| ())
-        .unwrap_err();
+    let err = stopped(&text, limits);
     assert!(
         matches!(&err, RunError::InFlight { component, what, .. }
             if component == "client \"jobs\"" && what.contains("1000 jobs")),
@@ -97,18 +102,12 @@ fn a_job_backlog_over_its_bound_stops_the_run() {
 
 #[test]
 fn attempts_in_flight_are_bounded_for_the_whole_run() {
-    let text = format!(
-        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"100/s\"\ntimeout = \"2h\"\n"
-    );
+    let text = slow_with("users", 100, "");
     let limits = Limits {
         attempts_in_flight: 300,
         ..Limits::default()
     };
-    let err = engine(&text)
-        .with_limits(limits)
-        .run()
-        .map(|_| ())
-        .unwrap_err();
+    let err = stopped(&text, limits);
     assert!(
         matches!(&err, RunError::InFlight { what, .. } if what.contains("300 attempts")),
         "{err:?}"
@@ -119,9 +118,7 @@ fn attempts_in_flight_are_bounded_for_the_whole_run() {
 /// bound refuses is counted as `limit_rejected` and reported.
 #[test]
 fn the_default_app_queue_bound_refuses_and_is_reported() {
-    let text = format!(
-        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"10/s\"\ntimeout = \"2h\"\n"
-    );
+    let text = slow_with("users", 10, "");
     let limits = Limits {
         default_app_queue: 20,
         ..Limits::default()
@@ -158,9 +155,7 @@ fn the_default_app_queue_bound_refuses_and_is_reported() {
 /// run's horizon of a slow service (sanity: the defaults are not tiny).
 #[test]
 fn defaults_leave_an_ordinary_overload_alone() {
-    let text = format!(
-        "{SLOW}[[client]]\nname = \"users\"\nroute = \"r\"\nrate = \"10/s\"\ntimeout = \"2h\"\n"
-    );
+    let text = slow_with("users", 10, "");
     let mut e = engine(&text);
     while e.run_until(e.end()).unwrap() {}
     assert!(e.bounds_hit().is_empty());
