@@ -11,7 +11,7 @@ use stormbreak_policy::budget::{
     TokenBucketConfig, Unlimited,
 };
 use stormbreak_policy::retry::{BackoffConfig, BackoffKind, GiveUpReason, Jitter, RetryConfig};
-use stormbreak_policy::time::{ms, secs};
+use stormbreak_policy::Nanos;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -75,10 +75,10 @@ fn backend(
 fn config() -> RetryConfig {
     RetryConfig {
         max_attempts: 3,
-        overall_timeout: Some(secs(30)),
+        overall_timeout: Some(Nanos::from_secs(30)),
         backoff: BackoffConfig {
             kind: BackoffKind::Constant,
-            base: ms(100),
+            base: Nanos::from_millis(100),
             jitter: Jitter::None,
             ..BackoffConfig::default()
         },
@@ -152,7 +152,7 @@ async fn a_refused_connection_is_retried() {
 async fn a_hung_attempt_is_abandoned_at_the_per_try_timeout() {
     let (svc, calls) = backend(vec![Answer::Hang, Answer::Status(200)]);
     let cfg = RetryConfig {
-        per_try_timeout: Some(ms(500)),
+        per_try_timeout: Some(Nanos::from_millis(500)),
         ..config()
     };
     let client = RetryLayer::new(&cfg).unwrap().layer(svc);
@@ -171,7 +171,7 @@ async fn the_overall_deadline_ends_a_hung_request_with_a_timeout_error() {
     let (svc, calls) = backend(vec![Answer::Hang]);
     let cfg = RetryConfig {
         per_try_timeout: None,
-        overall_timeout: Some(secs(2)),
+        overall_timeout: Some(Nanos::from_secs(2)),
         ..config()
     };
     let client = RetryLayer::new(&cfg).unwrap().layer(svc);
@@ -214,7 +214,7 @@ async fn under_total_failure_the_budget_bounds_amplification_and_no_budget_does_
     let budget = RatioBudgetConfig {
         retry_ratio: 0.1,
         min_retries_per_sec: 1.0,
-        ttl: secs(10),
+        ttl: Nanos::from_secs(10),
         buckets: 10,
     };
     let budgeted = RetryLayer::builder(&cfg)
@@ -312,7 +312,7 @@ impl Service<Req> for NeverReady {
 #[tokio::test(start_paused = true)]
 async fn the_deadline_holds_while_the_inner_service_is_not_ready() {
     let cfg = RetryConfig {
-        overall_timeout: Some(secs(2)),
+        overall_timeout: Some(Nanos::from_secs(2)),
         ..config()
     };
     let mut client = RetryLayer::new(&cfg).unwrap().layer(NeverReady);
@@ -361,7 +361,7 @@ async fn the_same_seed_gives_the_same_jittered_pauses() {
         max_attempts: 5,
         backoff: BackoffConfig {
             kind: BackoffKind::Exponential,
-            base: ms(100),
+            base: Nanos::from_millis(100),
             jitter: Jitter::Full,
             ..BackoffConfig::default()
         },

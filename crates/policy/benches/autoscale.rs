@@ -7,10 +7,9 @@ use stormbreak_policy::autoscale::{
     ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
     ResourceName,
 };
-use stormbreak_policy::time::{MINUTE, secs};
 
 const PODS: usize = 100;
-const T0: Nanos = 60 * MINUTE;
+const T0: Nanos = Nanos::HOUR;
 
 fn config(metrics: Vec<MetricSpec>) -> HpaConfig {
     HpaConfig {
@@ -49,7 +48,7 @@ fn fill(table: &mut PodTable, now: Nanos) {
             ContainerSample::cpu(load, 1.0),
             ContainerSample::cpu(0.05, 0.1),
         ];
-        let idx = table.push_pod(PodStatus::ready(0, now), &containers);
+        let idx = table.push_pod(PodStatus::ready(Nanos::ZERO, now), &containers);
         table.set_pod_metric(idx, MetricId(0), 0.8);
         table.set_pod_metric(idx, MetricId(1), 0.8);
     }
@@ -63,7 +62,7 @@ fn bench_sync(c: &mut Criterion, name: &str, metrics: Vec<MetricSpec>) {
     let mut now = T0;
     c.bench_function(name, |b| {
         b.iter(|| {
-            now += secs(15);
+            now += Nanos::from_secs(15);
             black_box(hpa.sync(black_box(now), black_box(&table)))
         })
     });

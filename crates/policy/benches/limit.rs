@@ -11,7 +11,6 @@ use stormbreak_policy::limit::{
     Gradient2Config, LimitAlgorithm, LimitConfig, Limiter, Outcome, Permit, Sample, Vegas,
     VegasConfig, Windowed, WindowedConfig,
 };
-use stormbreak_policy::time::MICROSECOND;
 
 const IN_FLIGHT: usize = 32;
 
@@ -20,11 +19,11 @@ fn bench_acquire_release<A: LimitAlgorithm>(c: &mut Criterion, name: &str, algor
     let mut limiter = Limiter::new(algorithm);
     let mut rng = Pcg64Mcg::seed_from_u64(1);
     let mut held: [Option<Permit>; IN_FLIGHT] = [None; IN_FLIGHT];
-    let mut now: Nanos = 0;
+    let mut now: Nanos = Nanos::ZERO;
     let mut i = 0usize;
     c.bench_function(&format!("limit/{name}/acquire_release"), |b| {
         b.iter(|| {
-            now += 100 * MICROSECOND;
+            now += 100 * Nanos::MICROSECOND;
             let slot = i % IN_FLIGHT;
             i += 1;
             if let Some(permit) = held[slot].take() {
@@ -38,14 +37,14 @@ fn bench_acquire_release<A: LimitAlgorithm>(c: &mut Criterion, name: &str, algor
 /// Feed one sample straight to the algorithm, without the limiter.
 fn bench_on_sample<A: LimitAlgorithm>(c: &mut Criterion, name: &str, mut algorithm: A) {
     let mut rng = Pcg64Mcg::seed_from_u64(2);
-    let mut now: Nanos = 0;
+    let mut now: Nanos = Nanos::ZERO;
     let mut i = 0u64;
     c.bench_function(&format!("limit/{name}/on_sample"), |b| {
         b.iter(|| {
-            now += 100 * MICROSECOND;
+            now += 100 * Nanos::MICROSECOND;
             i += 1;
             let sample = Sample {
-                rtt: 10_000 * MICROSECOND + (i % 7) * 500 * MICROSECOND,
+                rtt: 10_000 * Nanos::MICROSECOND + (i % 7) * 500 * Nanos::MICROSECOND,
                 inflight: 30 + (i % 5) as u32,
                 dropped: i % 101 == 0,
             };

@@ -3,6 +3,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use std::hint::black_box;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{
     AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig, RatioBudget,
     RatioBudgetConfig, RetryBudget, RetryCause,
@@ -11,18 +12,17 @@ use stormbreak_policy::retry::{
     AttemptOutcome, Backoff, BackoffConfig, Jitter, Pushback, RetryConfig, RetryPolicy, RetryState,
     retry_after_from_delta_seconds, retry_after_from_http_date,
 };
-use stormbreak_policy::time::{MILLISECOND, SECOND};
 
 fn retry_state(c: &mut Criterion) {
     let policy = RetryPolicy::new(&RetryConfig::default()).unwrap();
     let mut rng = Pcg64Mcg::seed_from_u64(1);
-    let fresh = RetryState::new(&policy, 0);
+    let fresh = RetryState::new(&policy, Nanos::ZERO);
     c.bench_function("retry/retry_state/on_outcome_503", |b| {
         b.iter(|| {
             let mut s = fresh;
             black_box(s.on_outcome(
                 &policy,
-                black_box(MILLISECOND),
+                black_box(Nanos::MILLISECOND),
                 AttemptOutcome::status(503),
                 &mut rng,
             ))
@@ -30,7 +30,7 @@ fn retry_state(c: &mut Criterion) {
     });
     let throttled = AttemptOutcome::Response {
         status: 429,
-        retry_after: Some(2 * SECOND),
+        retry_after: Some(2 * Nanos::SECOND),
         pushback: Pushback::None,
     };
     c.bench_function("retry/retry_state/on_outcome_429_retry_after", |b| {
@@ -38,7 +38,7 @@ fn retry_state(c: &mut Criterion) {
             let mut s = fresh;
             black_box(s.on_outcome(
                 &policy,
-                black_box(MILLISECOND),
+                black_box(Nanos::MILLISECOND),
                 black_box(throttled),
                 &mut rng,
             ))
@@ -49,23 +49,23 @@ fn retry_state(c: &mut Criterion) {
             let mut s = fresh;
             black_box(s.on_outcome(
                 &policy,
-                black_box(MILLISECOND),
+                black_box(Nanos::MILLISECOND),
                 AttemptOutcome::status(200),
                 &mut rng,
             ))
         })
     });
     let mut ratio = RatioBudget::new(&RatioBudgetConfig::default()).unwrap();
-    let mut now = 0;
+    let mut now = Nanos::ZERO;
     c.bench_function(
         "retry/retry_state/begin_and_on_outcome_budgeted_ratio",
         |b| {
             b.iter(|| {
-                now += MILLISECOND;
+                now += Nanos::MILLISECOND;
                 let mut s = RetryState::begin(&policy, now, &mut ratio);
                 black_box(s.on_outcome_budgeted(
                     &policy,
-                    now + 1,
+                    now + Nanos::from_nanos(1),
                     AttemptOutcome::Reset,
                     &mut ratio,
                     &mut rng,
@@ -82,7 +82,7 @@ fn classify(c: &mut Criterion) {
     let policy = RetryPolicy::new(&RetryConfig::default()).unwrap();
     let outcome = AttemptOutcome::Response {
         status: 503,
-        retry_after: Some(SECOND),
+        retry_after: Some(Nanos::SECOND),
         pushback: Pushback::None,
     };
     c.bench_function("retry/classify/response", |b| {
@@ -105,7 +105,9 @@ fn backoff(c: &mut Criterion) {
         })
         .unwrap();
         c.bench_function(&format!("retry/backoff/pause_{name}"), |bench| {
-            bench.iter(|| black_box(b.pause(black_box(3), black_box(40 * MILLISECOND), &mut rng)))
+            bench.iter(|| {
+                black_box(b.pause(black_box(3), black_box(40 * Nanos::MILLISECOND), &mut rng))
+            })
         });
     }
 }
@@ -129,16 +131,16 @@ fn headers(c: &mut Criterion) {
 
 fn budgets(c: &mut Criterion) {
     let mut ratio = RatioBudget::new(&RatioBudgetConfig::default()).unwrap();
-    let mut now = 0;
+    let mut now = Nanos::ZERO;
     c.bench_function("retry/ratio_budget/on_request", |b| {
         b.iter(|| {
-            now += 100_000; // 10 k requests/s: the ring rotates every 10 k calls
+            now += Nanos::from_micros(100); // 10 k requests/s: the ring rotates every 10 k calls
             ratio.on_request(black_box(now))
         })
     });
     c.bench_function("retry/ratio_budget/try_withdraw", |b| {
         b.iter(|| {
-            now += 100_000;
+            now += Nanos::from_micros(100);
             black_box(ratio.try_withdraw(black_box(now), RetryCause::Error))
         })
     });
@@ -148,9 +150,9 @@ fn budgets(c: &mut Criterion) {
         "retry/grpc_throttle/on_failure_try_withdraw_on_success",
         |b| {
             b.iter(|| {
-                grpc.on_failure(0);
-                let ok = grpc.try_withdraw(0, RetryCause::Error);
-                grpc.on_success(0, None);
+                grpc.on_failure(Nanos::ZERO);
+                let ok = grpc.try_withdraw(Nanos::ZERO, RetryCause::Error);
+                grpc.on_success(Nanos::ZERO, None);
                 black_box(ok)
             })
         },
@@ -159,8 +161,8 @@ fn budgets(c: &mut Criterion) {
     let mut aws = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
     c.bench_function("retry/aws_quota/try_withdraw_on_success", |b| {
         b.iter(|| {
-            let ok = aws.try_withdraw(0, black_box(RetryCause::Timeout));
-            aws.on_success(0, Some(RetryCause::Timeout));
+            let ok = aws.try_withdraw(Nanos::ZERO, black_box(RetryCause::Timeout));
+            aws.on_success(Nanos::ZERO, Some(RetryCause::Timeout));
             black_box(ok)
         })
     });

@@ -5,12 +5,12 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use std::hint::black_box;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::ratelimit::{KeyedRateLimiter, RateLimitConfig};
 use stormbreak_policy::shed::{
     AdaptiveThrottle, Criticality, SaturationConfig, SaturationShedder, ShedConfig, ShedRule,
     ShedRules, Shedder, ThrottleConfig,
 };
-use stormbreak_policy::time::MICROSECOND;
 
 /// 64 rules over 48 routes (every third route also has a per-class rule).
 fn full_rule_set() -> Vec<ShedRule> {
@@ -85,11 +85,11 @@ fn throttle(c: &mut Criterion) {
     // One request per 100 µs: a new 1 s bucket every 10 000 calls, so the
     // ring advance is included at its real frequency. The backend accepts one
     // in four, so p > 0 and the random draw is taken.
-    let mut now = 0;
+    let mut now = Nanos::ZERO;
     let mut n = 0u64;
     c.bench_function("shed/throttle/should_send_and_on_response", |b| {
         b.iter(|| {
-            now += 100 * MICROSECOND;
+            now += 100 * Nanos::MICROSECOND;
             n += 1;
             let send = throttle.should_send(black_box(now), &mut rng);
             if send {
@@ -103,11 +103,11 @@ fn throttle(c: &mut Criterion) {
 fn ratelimit(c: &mut Criterion) {
     let cfg = RateLimitConfig::default(); // 10/s, burst 20, 65 536 keys
     let mut limiter = KeyedRateLimiter::new(&cfg).unwrap();
-    let mut now = 0;
+    let mut now = Nanos::ZERO;
     let mut i = 0u64;
     c.bench_function("shed/ratelimit/check_1000_live_keys", |b| {
         b.iter(|| {
-            now += MICROSECOND;
+            now += Nanos::MICROSECOND;
             i += 1;
             limiter.check(black_box(now), black_box(i % 1000)).is_ok()
         })
@@ -119,7 +119,7 @@ fn ratelimit(c: &mut Criterion) {
     let mut key = 1u64 << 40;
     for _ in 0..cfg.max_keys {
         key += 1;
-        now += MICROSECOND;
+        now += Nanos::MICROSECOND;
         limiter.check(now, key).unwrap();
     }
     c.bench_function(
@@ -127,7 +127,7 @@ fn ratelimit(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 key += 1;
-                now += MICROSECOND;
+                now += Nanos::MICROSECOND;
                 limiter.check(black_box(now), black_box(key)).is_ok()
             })
         },

@@ -47,22 +47,21 @@
 //!
 //! ```
 //! use stormbreak_policy::breaker::{Breaker, BreakerConfig, BreakerState};
-//! use stormbreak_policy::time::secs;
+//! use stormbreak_policy::Nanos;
 //!
 //! let config = BreakerConfig { consecutive_failures: 3, ..BreakerConfig::default() };
 //! let mut breaker = Breaker::new(&config).unwrap();
 //! for _ in 0..3 {
-//!     let ticket = breaker.allow(0).ticket().unwrap();
-//!     breaker.on_failure(0, ticket);
+//!     let ticket = breaker.allow(Nanos::ZERO).ticket().unwrap();
+//!     breaker.on_failure(Nanos::ZERO, ticket);
 //! }
 //! assert_eq!(breaker.state(), BreakerState::Open);
-//! assert!(!breaker.allow(secs(59)).is_allowed());
+//! assert!(!breaker.allow(Nanos::from_secs(59)).is_allowed());
 //! // 60 s after the trip the next call is a half-open probe.
-//! assert!(breaker.allow(secs(60)).ticket().unwrap().is_probe());
+//! assert!(breaker.allow(Nanos::from_secs(60)).ticket().unwrap().is_probe());
 //! ```
 
 use crate::Nanos;
-use crate::time::SECOND;
 use serde::Deserialize;
 
 /// Largest accepted `sliding_window_size`; the ring is allocated up front, so
@@ -87,7 +86,6 @@ pub struct BreakerConfig {
     /// `consecutive_5xx`); 0 turns this trip off. Default 0.
     pub consecutive_failures: u32,
     /// How long the breaker stays open before admitting probes. Default 60 s.
-    #[serde(with = "crate::units::duration")]
     pub wait_duration_in_open_state: Nanos,
     /// Probes admitted while half-open; all must succeed to close. Default 10.
     pub permitted_number_of_calls_in_half_open_state: u32,
@@ -100,7 +98,7 @@ impl Default for BreakerConfig {
             sliding_window_size: 100,
             minimum_number_of_calls: 100,
             consecutive_failures: 0,
-            wait_duration_in_open_state: 60 * SECOND,
+            wait_duration_in_open_state: 60 * Nanos::SECOND,
             permitted_number_of_calls_in_half_open_state: 10,
         }
     }
@@ -115,7 +113,7 @@ impl BreakerConfig {
         BreakerConfig {
             sliding_window_size: 0,
             consecutive_failures: 5,
-            wait_duration_in_open_state: 30 * SECOND,
+            wait_duration_in_open_state: 30 * Nanos::SECOND,
             permitted_number_of_calls_in_half_open_state: 1,
             ..BreakerConfig::default()
         }
@@ -154,7 +152,7 @@ impl BreakerConfig {
                 "0".to_owned(),
             ));
         }
-        if self.wait_duration_in_open_state == 0 {
+        if self.wait_duration_in_open_state == Nanos::ZERO {
             return Err(config_error(
                 "wait_duration_in_open_state",
                 "> 0",
@@ -352,7 +350,7 @@ impl Breaker {
             consecutive_failures: 0,
             state: BreakerState::Closed,
             epoch: 0,
-            opened_at: 0,
+            opened_at: Nanos::ZERO,
             probes_admitted: 0,
             probes_succeeded: 0,
             last_transition: None,
@@ -572,7 +570,7 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::secs;
+    use crate::Nanos;
     use proptest::prelude::*;
 
     fn small(window: u32, minimum: u32) -> BreakerConfig {
@@ -610,12 +608,12 @@ mod tests {
         assert_eq!(d.failure_rate_threshold, 0.5);
         assert_eq!(d.sliding_window_size, 100);
         assert_eq!(d.minimum_number_of_calls, 100);
-        assert_eq!(d.wait_duration_in_open_state, secs(60));
+        assert_eq!(d.wait_duration_in_open_state, Nanos::from_secs(60));
         assert_eq!(d.permitted_number_of_calls_in_half_open_state, 10);
         assert_eq!(d.consecutive_failures, 0);
         let e = BreakerConfig::envoy_outlier_detection();
         assert_eq!(e.consecutive_failures, 5);
-        assert_eq!(e.wait_duration_in_open_state, secs(30));
+        assert_eq!(e.wait_duration_in_open_state, Nanos::from_secs(30));
         assert!(d.validate().is_ok() && e.validate().is_ok());
     }
 
@@ -625,17 +623,17 @@ mod tests {
         // 50 successes then 49 failures: 99 recorded < minimum 100, no rate yet.
         let mut b = Breaker::new(&BreakerConfig::default()).unwrap();
         for _ in 0..50 {
-            assert_eq!(call(&mut b, 0, true), None);
+            assert_eq!(call(&mut b, Nanos::ZERO, true), None);
         }
         for _ in 0..49 {
-            assert_eq!(call(&mut b, 0, false), None);
+            assert_eq!(call(&mut b, Nanos::ZERO, false), None);
         }
         assert_eq!(b.failure_rate(), None);
         // 100th call fails: 50 / 100 = 0.5 ≥ 0.5 → open ("equal or greater").
-        let t = call(&mut b, secs(3), false).unwrap();
+        let t = call(&mut b, Nanos::from_secs(3), false).unwrap();
         assert_eq!(t.to, BreakerState::Open);
         assert_eq!(t.cause, TransitionCause::FailureRate);
-        assert_eq!(b.opened_at(), Some(secs(3)));
+        assert_eq!(b.opened_at(), Some(Nanos::from_secs(3)));
     }
 
     #[test]
@@ -644,9 +642,9 @@ mod tests {
         // (a success) completes the minimum with 60 / 100 = 0.6 ≥ 0.5 → open.
         let mut b = Breaker::new(&BreakerConfig::default()).unwrap();
         for i in 0..99 {
-            assert_eq!(call(&mut b, 0, i >= 60), None);
+            assert_eq!(call(&mut b, Nanos::ZERO, i >= 60), None);
         }
-        let t = call(&mut b, 0, true).unwrap();
+        let t = call(&mut b, Nanos::ZERO, true).unwrap();
         assert_eq!(t.cause, TransitionCause::FailureRate);
     }
 
@@ -655,7 +653,7 @@ mod tests {
         // 51 successes, 49 failures: 49 / 100 = 0.49 < 0.5.
         let mut b = Breaker::new(&BreakerConfig::default()).unwrap();
         for i in 0..100 {
-            call(&mut b, 0, i < 51);
+            call(&mut b, Nanos::ZERO, i < 51);
         }
         assert_eq!(b.failure_rate(), Some(0.49));
         assert_eq!(b.state(), BreakerState::Closed);
@@ -666,7 +664,7 @@ mod tests {
         // 99 failures in a row with minimum 100 and no consecutive trip.
         let mut b = Breaker::new(&BreakerConfig::default()).unwrap();
         for _ in 0..99 {
-            call(&mut b, 0, false);
+            call(&mut b, Nanos::ZERO, false);
         }
         assert_eq!(b.state(), BreakerState::Closed);
         assert_eq!(b.consecutive_failures(), 99);
@@ -677,14 +675,14 @@ mod tests {
         // Window 4, minimum 4. Outcomes F S S S → 1/4 = 0.25.
         let mut b = Breaker::new(&small(4, 4)).unwrap();
         for ok in [false, true, true, true] {
-            call(&mut b, 0, ok);
+            call(&mut b, Nanos::ZERO, ok);
         }
         assert_eq!(b.failure_rate(), Some(0.25));
         // Next S evicts the F: S S S S → 0.
-        call(&mut b, 0, true);
+        call(&mut b, Nanos::ZERO, true);
         assert_eq!(b.failure_rate(), Some(0.0));
         // F evicts an S: S S S F → 0.25, still below 0.5.
-        call(&mut b, 0, false);
+        call(&mut b, Nanos::ZERO, false);
         assert_eq!(b.failure_rate(), Some(0.25));
         assert_eq!(b.state(), BreakerState::Closed);
     }
@@ -694,10 +692,10 @@ mod tests {
         // Window 4, minimum 4, threshold 0.5: S S S F (0.25) then F → S S F F = 0.5 → open.
         let mut b = Breaker::new(&small(4, 4)).unwrap();
         for ok in [true, true, true, false] {
-            call(&mut b, 0, ok);
+            call(&mut b, Nanos::ZERO, ok);
         }
         assert_eq!(b.state(), BreakerState::Closed);
-        let t = call(&mut b, 0, false).unwrap();
+        let t = call(&mut b, Nanos::ZERO, false).unwrap();
         assert_eq!(t.cause, TransitionCause::FailureRate);
     }
 
@@ -705,27 +703,36 @@ mod tests {
     fn consecutive_failures_trip_and_a_success_resets_the_run() {
         let mut b = Breaker::new(&BreakerConfig::envoy_outlier_detection()).unwrap();
         for _ in 0..4 {
-            call(&mut b, 0, false);
+            call(&mut b, Nanos::ZERO, false);
         }
-        call(&mut b, 0, true);
+        call(&mut b, Nanos::ZERO, true);
         for _ in 0..4 {
-            assert_eq!(call(&mut b, 0, false), None);
+            assert_eq!(call(&mut b, Nanos::ZERO, false), None);
         }
         // 5th in a row: Envoy consecutive_5xx = 5.
-        let t = call(&mut b, secs(1), false).unwrap();
+        let t = call(&mut b, Nanos::from_secs(1), false).unwrap();
         assert_eq!(t.cause, TransitionCause::ConsecutiveFailures);
         // Ejected for base_ejection_time = 30 s.
-        assert!(!b.allow(secs(30) + secs(1) - 1).is_allowed());
-        assert!(b.allow(secs(31)).is_allowed());
+        assert!(
+            !b.allow(Nanos::from_secs(30) + Nanos::from_secs(1) - Nanos::from_nanos(1))
+                .is_allowed()
+        );
+        assert!(b.allow(Nanos::from_secs(31)).is_allowed());
     }
 
     #[test]
     fn open_rejects_until_wait_elapsed_then_admits_a_probe() {
-        let mut b = tripped(BreakerConfig::default(), secs(10));
-        assert_eq!(b.retry_after(secs(40)), Some(secs(30)));
+        let mut b = tripped(BreakerConfig::default(), Nanos::from_secs(10));
+        assert_eq!(
+            b.retry_after(Nanos::from_secs(40)),
+            Some(Nanos::from_secs(30))
+        );
         // Open at 10 s, wait 60 s → probes from 70 s on.
-        assert_eq!(b.allow(secs(70) - 1), Admission::Rejected);
-        let a = b.allow(secs(70));
+        assert_eq!(
+            b.allow(Nanos::from_secs(70) - Nanos::from_nanos(1)),
+            Admission::Rejected
+        );
+        let a = b.allow(Nanos::from_secs(70));
         assert!(a.ticket().unwrap().is_probe());
         assert_eq!(b.state(), BreakerState::HalfOpen);
         assert_eq!(
@@ -742,24 +749,26 @@ mod tests {
         };
         let mut b = Breaker::new(&config).unwrap();
         // Ten calls go out at t = 0; three fail fast at t = 10 s and trip it.
-        let tickets: Vec<Ticket> = (0..10).map(|_| b.allow(0).ticket().unwrap()).collect();
+        let tickets: Vec<Ticket> = (0..10)
+            .map(|_| b.allow(Nanos::ZERO).ticket().unwrap())
+            .collect();
         for t in &tickets[..3] {
-            let _ = b.on_failure(secs(10), *t);
+            let _ = b.on_failure(Nanos::from_secs(10), *t);
         }
-        assert_eq!(b.opened_at(), Some(secs(10)));
+        assert_eq!(b.opened_at(), Some(Nanos::from_secs(10)));
         // The other seven time out later, while open (t = 20 … 50 s).
         for (i, t) in tickets[3..].iter().enumerate() {
-            assert_eq!(b.on_failure(secs(20 + 5 * i as u64), *t), None);
+            assert_eq!(b.on_failure(Nanos::from_secs(20 + 5 * i as u64), *t), None);
         }
         assert_eq!(
             b.opened_at(),
-            Some(secs(10)),
+            Some(Nanos::from_secs(10)),
             "late failures must not re-stamp"
         );
         assert_eq!(b.stats().stale_outcomes, 7);
         assert_eq!(b.stats().opened, 1);
         // Probes still start at 10 s + 60 s = 70 s.
-        assert!(b.allow(secs(70)).ticket().unwrap().is_probe());
+        assert!(b.allow(Nanos::from_secs(70)).ticket().unwrap().is_probe());
     }
 
     #[test]
@@ -770,35 +779,35 @@ mod tests {
             ..BreakerConfig::default()
         };
         let mut b = Breaker::new(&config).unwrap();
-        let slow = b.allow(0).ticket().unwrap();
-        call(&mut b, secs(1), false);
-        let probe = b.allow(secs(61)).ticket().unwrap();
-        assert_eq!(b.on_failure(secs(62), slow), None);
+        let slow = b.allow(Nanos::ZERO).ticket().unwrap();
+        call(&mut b, Nanos::from_secs(1), false);
+        let probe = b.allow(Nanos::from_secs(61)).ticket().unwrap();
+        assert_eq!(b.on_failure(Nanos::from_secs(62), slow), None);
         assert_eq!(b.state(), BreakerState::HalfOpen);
-        assert_eq!(b.on_success(secs(62), probe), None);
+        assert_eq!(b.on_success(Nanos::from_secs(62), probe), None);
     }
 
     #[test]
     fn half_open_admits_only_the_permitted_probes() {
-        let mut b = tripped(BreakerConfig::default(), 0);
+        let mut b = tripped(BreakerConfig::default(), Nanos::ZERO);
         let probes: Vec<Ticket> = (0..10)
-            .map(|_| b.allow(secs(60)).ticket().unwrap())
+            .map(|_| b.allow(Nanos::from_secs(60)).ticket().unwrap())
             .collect();
         assert!(probes.iter().all(Ticket::is_probe));
-        assert_eq!(b.allow(secs(60)), Admission::Rejected);
+        assert_eq!(b.allow(Nanos::from_secs(60)), Admission::Rejected);
         assert_eq!(b.stats().probes, 10);
     }
 
     #[test]
     fn enough_probe_successes_close_with_an_empty_window() {
-        let mut b = tripped(BreakerConfig::default(), 0);
+        let mut b = tripped(BreakerConfig::default(), Nanos::ZERO);
         let probes: Vec<Ticket> = (0..10)
-            .map(|_| b.allow(secs(60)).ticket().unwrap())
+            .map(|_| b.allow(Nanos::from_secs(60)).ticket().unwrap())
             .collect();
         for p in &probes[..9] {
-            assert_eq!(b.on_success(secs(61), *p), None);
+            assert_eq!(b.on_success(Nanos::from_secs(61), *p), None);
         }
-        let t = b.on_success(secs(61), probes[9]).unwrap();
+        let t = b.on_success(Nanos::from_secs(61), probes[9]).unwrap();
         assert_eq!(
             (t.from, t.to),
             (BreakerState::HalfOpen, BreakerState::Closed)
@@ -806,22 +815,22 @@ mod tests {
         assert_eq!(t.cause, TransitionCause::ProbesSucceeded);
         assert_eq!(b.failure_rate(), None);
         assert_eq!(b.consecutive_failures(), 0);
-        let n = b.allow(secs(62)).ticket().unwrap();
+        let n = b.allow(Nanos::from_secs(62)).ticket().unwrap();
         assert!(!n.is_probe());
     }
 
     #[test]
     fn a_probe_failure_reopens_and_stamps_a_new_open_time() {
-        let mut b = tripped(BreakerConfig::default(), secs(5));
-        let p1 = b.allow(secs(65)).ticket().unwrap();
-        let p2 = b.allow(secs(65)).ticket().unwrap();
-        let _ = b.on_success(secs(66), p1);
-        let t = b.on_failure(secs(67), p2).unwrap();
+        let mut b = tripped(BreakerConfig::default(), Nanos::from_secs(5));
+        let p1 = b.allow(Nanos::from_secs(65)).ticket().unwrap();
+        let p2 = b.allow(Nanos::from_secs(65)).ticket().unwrap();
+        let _ = b.on_success(Nanos::from_secs(66), p1);
+        let t = b.on_failure(Nanos::from_secs(67), p2).unwrap();
         assert_eq!(t.cause, TransitionCause::ProbeFailed);
-        assert_eq!(b.opened_at(), Some(secs(67)));
+        assert_eq!(b.opened_at(), Some(Nanos::from_secs(67)));
         // New wait: 67 s + 60 s = 127 s.
-        assert!(!b.allow(secs(126)).is_allowed());
-        assert!(b.allow(secs(127)).is_allowed());
+        assert!(!b.allow(Nanos::from_secs(126)).is_allowed());
+        assert!(b.allow(Nanos::from_secs(127)).is_allowed());
         assert_eq!(b.stats().opened, 2);
     }
 
@@ -831,11 +840,11 @@ mod tests {
             permitted_number_of_calls_in_half_open_state: 1,
             ..BreakerConfig::default()
         };
-        let mut b = tripped(config, 0);
-        let p = b.allow(secs(60)).ticket().unwrap();
-        assert_eq!(b.allow(secs(60)), Admission::Rejected);
+        let mut b = tripped(config, Nanos::ZERO);
+        let p = b.allow(Nanos::from_secs(60)).ticket().unwrap();
+        assert_eq!(b.allow(Nanos::from_secs(60)), Admission::Rejected);
         b.on_cancel(p);
-        assert!(b.allow(secs(60)).is_allowed());
+        assert!(b.allow(Nanos::from_secs(60)).is_allowed());
     }
 
     #[test]
@@ -854,7 +863,7 @@ mod tests {
             (small(MAX_WINDOW + 1, 1), "sliding_window_size"),
             (
                 BreakerConfig {
-                    wait_duration_in_open_state: 0,
+                    wait_duration_in_open_state: Nanos::ZERO,
                     ..BreakerConfig::default()
                 },
                 "wait_duration_in_open_state",
@@ -884,7 +893,7 @@ mod tests {
             r#"{"wait_duration_in_open_state": "30s", "consecutive_failures": 5}"#,
         )
         .unwrap();
-        assert_eq!(c.wait_duration_in_open_state, secs(30));
+        assert_eq!(c.wait_duration_in_open_state, Nanos::from_secs(30));
         assert_eq!(c.consecutive_failures, 5);
         assert_eq!(c.sliding_window_size, 100);
         assert!(serde_json::from_str::<BreakerConfig>(r#"{"wait": "30s"}"#).is_err());
@@ -920,16 +929,16 @@ mod tests {
                 sliding_window_size: 8,
                 minimum_number_of_calls: 4,
                 consecutive_failures: 3,
-                wait_duration_in_open_state: 1_000_000,
+                wait_duration_in_open_state: Nanos::from_millis(1),
                 permitted_number_of_calls_in_half_open_state: 3,
                 ..BreakerConfig::default()
             };
             let wait = config.wait_duration_in_open_state;
             let mut b = Breaker::new(&config).unwrap();
-            let mut now: Nanos = 0;
+            let mut now: Nanos = Nanos::ZERO;
             let mut outstanding: Vec<Ticket> = Vec::new();
             for (dt, op) in ops {
-                now += dt * 100;
+                now += Nanos::from_nanos(dt * 100);
                 let opened_before = (b.state(), b.opened_at());
                 let opens_before = b.stats().opened;
                 match op {

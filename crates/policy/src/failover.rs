@@ -63,7 +63,6 @@
 //! ```
 
 use crate::Nanos;
-use crate::time::SECOND;
 use rand::Rng;
 use serde::Deserialize;
 
@@ -241,13 +240,11 @@ pub struct FailoverConfig {
     /// The spill law. Default capacity-aware at 0.8.
     pub law: SpillLaw,
     /// Half-life of the rate EWMA; 0 disables smoothing. Default 10 s.
-    #[serde(with = "crate::units::duration")]
     pub half_life: Nanos,
     /// Smallest rise of the spill fraction that is applied, in [0, 1). Default 0.05.
     pub deadband: f64,
     /// Spilling stops when the last observation is older than this; 0 never
     /// stops. Default 30 s.
-    #[serde(with = "crate::units::duration")]
     pub stale_after: Nanos,
 }
 
@@ -255,9 +252,9 @@ impl Default for FailoverConfig {
     fn default() -> Self {
         FailoverConfig {
             law: SpillLaw::default(),
-            half_life: 10 * SECOND,
+            half_life: 10 * Nanos::SECOND,
             deadband: 0.05,
-            stale_after: 30 * SECOND,
+            stale_after: 30 * Nanos::SECOND,
         }
     }
 }
@@ -313,7 +310,7 @@ impl Failover {
         Ok(Failover {
             config: config.clone(),
             smoothed: None,
-            last_observed: 0,
+            last_observed: Nanos::ZERO,
             plan: SpillPlan::default(),
             fraction: 0.0,
             changes: 0,
@@ -328,10 +325,10 @@ impl Failover {
             Some(old) => {
                 let dt = now.saturating_sub(self.last_observed);
                 // Weight of the old estimate after dt: 2^(−dt / half-life).
-                let keep = if self.config.half_life == 0 {
+                let keep = if self.config.half_life == Nanos::ZERO {
                     0.0
                 } else {
-                    (-(dt as f64) / self.config.half_life as f64).exp2()
+                    (-(dt.as_nanos() as f64) / self.config.half_life.as_nanos() as f64).exp2()
                 };
                 old.blend(&rates, keep)
             }
@@ -383,7 +380,7 @@ impl Failover {
     /// ```
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        (self.smoothed.is_some() && self.fraction > 0.0 && self.config.stale_after > 0)
+        (self.smoothed.is_some() && self.fraction > 0.0 && self.config.stale_after > Nanos::ZERO)
             .then(|| self.last_observed.saturating_add(self.config.stale_after))
     }
 
@@ -392,7 +389,7 @@ impl Failover {
         match self.smoothed {
             None => true,
             Some(_) => {
-                self.config.stale_after > 0
+                self.config.stale_after > Nanos::ZERO
                     && now.saturating_sub(self.last_observed) > self.config.stale_after
             }
         }
@@ -417,7 +414,7 @@ impl Failover {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::secs;
+    use crate::Nanos;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
@@ -501,11 +498,11 @@ mod tests {
             ..FailoverConfig::default()
         };
         let mut f = Failover::new(&config).unwrap();
-        f.observe(0, rates(1_000.0, 0.0, 0.0, 1_000.0));
-        f.observe(secs(10), rates(3_000.0, 0.0, 0.0, 3_000.0));
+        f.observe(Nanos::ZERO, rates(1_000.0, 0.0, 0.0, 1_000.0));
+        f.observe(Nanos::from_secs(10), rates(3_000.0, 0.0, 0.0, 3_000.0));
         assert_eq!(f.smoothed().unwrap().primary_demand, 2_000.0);
         // 0.25·2000 + 0.75·6000 = 5000.
-        f.observe(secs(30), rates(6_000.0, 0.0, 0.0, 0.0));
+        f.observe(Nanos::from_secs(30), rates(6_000.0, 0.0, 0.0, 0.0));
         assert_eq!(f.smoothed().unwrap().primary_demand, 5_000.0);
         // 0.25·2000 + 0.75·0 = 500.
         assert_eq!(f.smoothed().unwrap().secondary_base_load, 500.0);
@@ -516,16 +513,16 @@ mod tests {
         // No smoothing; demand 10k, capacity 5k (5k excess); secondary capacity 10k
         // at 0.8 → 8k − base. Target fraction = min(5k, 8k − base) / 10k.
         let config = FailoverConfig {
-            half_life: 0,
+            half_life: Nanos::ZERO,
             ..FailoverConfig::default()
         };
         let mut f = Failover::new(&config).unwrap();
         let at = |base: f64| rates(10_000.0, 5_000.0, 10_000.0, base);
-        assert_eq!(f.observe(0, at(6_000.0)), 0.2); // 2k: rise 0.2 ≥ 0.05
-        assert_eq!(f.observe(1, at(5_700.0)), 0.2); // 2.3k → 0.23: rise 0.03 < 0.05
-        assert_eq!(f.observe(2, at(5_400.0)), 0.26); // 2.6k → 0.26: rise 0.06
-        assert_eq!(f.observe(3, at(7_000.0)), 0.1); // 1k → 0.1: drops at once
-        assert_eq!(f.observe(4, at(6_990.0)), 0.1); // 0.101: not worth a change
+        assert_eq!(f.observe(Nanos::ZERO, at(6_000.0)), 0.2); // 2k: rise 0.2 ≥ 0.05
+        assert_eq!(f.observe(Nanos::from_nanos(1), at(5_700.0)), 0.2); // 2.3k → 0.23: rise 0.03 < 0.05
+        assert_eq!(f.observe(Nanos::from_nanos(2), at(5_400.0)), 0.26); // 2.6k → 0.26: rise 0.06
+        assert_eq!(f.observe(Nanos::from_nanos(3), at(7_000.0)), 0.1); // 1k → 0.1: drops at once
+        assert_eq!(f.observe(Nanos::from_nanos(4), at(6_990.0)), 0.1); // 0.101: not worth a change
         assert_eq!(f.changes(), 3);
     }
 
@@ -554,7 +551,7 @@ mod tests {
         let mut prev = 0.0;
         let mut rises = 0;
         for (i, r) in samples.iter().enumerate() {
-            let applied = f.observe(secs(i as u64), *r);
+            let applied = f.observe(Nanos::from_secs(i as u64), *r);
             rises += usize::from(applied > prev);
             prev = applied;
         }
@@ -572,30 +569,33 @@ mod tests {
         let mut f = Failover::new(&FailoverConfig::default()).unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         assert_eq!(
-            f.route(0, &mut rng),
+            f.route(Nanos::ZERO, &mut rng),
             Region::Primary,
             "nothing observed yet"
         );
-        f.observe(secs(10), rates(10_000.0, 0.0, 100_000.0, 0.0));
-        assert_eq!(f.spill_fraction(secs(40)), 1.0);
-        assert_eq!(f.route(secs(40), &mut rng), Region::Secondary);
+        f.observe(Nanos::from_secs(10), rates(10_000.0, 0.0, 100_000.0, 0.0));
+        assert_eq!(f.spill_fraction(Nanos::from_secs(40)), 1.0);
+        assert_eq!(f.route(Nanos::from_secs(40), &mut rng), Region::Secondary);
         // 30 s stale_after: at 40 s + 1 ns the observation from 10 s is too old.
-        assert_eq!(f.spill_fraction(secs(40) + 1), 0.0);
-        assert_eq!(f.route(secs(41), &mut rng), Region::Primary);
+        assert_eq!(
+            f.spill_fraction(Nanos::from_secs(40) + Nanos::from_nanos(1)),
+            0.0
+        );
+        assert_eq!(f.route(Nanos::from_secs(41), &mut rng), Region::Primary);
     }
 
     #[test]
     fn route_matches_the_fraction_statistically() {
         // fraction 0.2; 50 000 draws: σ = √(50 000·0.2·0.8) ≈ 89.4; accept 10 000 ± 5σ.
         let config = FailoverConfig {
-            half_life: 0,
+            half_life: Nanos::ZERO,
             ..FailoverConfig::default()
         };
         let mut f = Failover::new(&config).unwrap();
-        f.observe(0, rates(10_000.0, 8_000.0, 5_000.0, 2_000.0));
+        f.observe(Nanos::ZERO, rates(10_000.0, 8_000.0, 5_000.0, 2_000.0));
         let mut rng = Pcg64Mcg::seed_from_u64(9);
         let spilled = (0..50_000)
-            .filter(|_| f.route(0, &mut rng) == Region::Secondary)
+            .filter(|_| f.route(Nanos::ZERO, &mut rng) == Region::Secondary)
             .count();
         assert!((9_553..=10_447).contains(&spilled), "spilled {spilled}");
     }
@@ -607,7 +607,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.law, SpillLaw::FixedFraction { fraction: 0.5 });
-        assert_eq!(c.half_life, secs(5));
+        assert_eq!(c.half_life, Nanos::from_secs(5));
         let c: FailoverConfig = serde_json::from_str(r#"{"law": {"kind": "all_excess"}}"#).unwrap();
         assert_eq!(c.law, SpillLaw::AllExcess);
         assert!(
@@ -672,9 +672,9 @@ mod tests {
             obs in proptest::collection::vec((0u64..30, rate(), rate(), rate(), rate()), 1..200),
         ) {
             let mut f = Failover::new(&FailoverConfig::default()).unwrap();
-            let mut now = 0;
+            let mut now = Nanos::ZERO;
             for (dt, d, c, sc, sl) in obs {
-                now += dt * SECOND;
+                now += dt * Nanos::SECOND;
                 let applied = f.observe(now, rates(d, c, sc, sl));
                 let s = f.smoothed().unwrap();
                 prop_assert!(applied <= f.plan().fraction + 1e-12);

@@ -31,7 +31,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod time;
 pub mod units;
+
+pub use time::Nanos;
 
 mod field_error;
 pub use field_error::FieldError;
@@ -45,53 +48,3 @@ pub mod ramp;
 pub mod ratelimit;
 pub mod retry;
 pub mod shed;
-
-/// Nanoseconds since an arbitrary, caller-chosen origin.
-///
-/// Virtual time in the simulator, a monotonic clock's reading in the guard.
-/// `u64` nanoseconds cover 584 years, so no policy needs to handle wrap-around.
-pub type Nanos = u64;
-
-/// Conversions between [`Nanos`] and human-scale durations.
-pub mod time {
-    use super::Nanos;
-
-    /// One microsecond.
-    pub const MICROSECOND: Nanos = 1_000;
-    /// One millisecond.
-    pub const MILLISECOND: Nanos = 1_000_000;
-    /// One second.
-    pub const SECOND: Nanos = 1_000_000_000;
-    /// One minute.
-    pub const MINUTE: Nanos = 60 * SECOND;
-
-    /// `n` milliseconds.
-    pub const fn ms(n: u64) -> Nanos {
-        n * MILLISECOND
-    }
-
-    /// `n` seconds.
-    pub const fn secs(n: u64) -> Nanos {
-        n * SECOND
-    }
-
-    /// Fractional seconds, rounded to the nearest nanosecond; negative or NaN is 0.
-    ///
-    /// ```
-    /// use stormbreak_policy::time::{from_secs_f64, ms};
-    /// assert_eq!(from_secs_f64(0.25), ms(250));
-    /// assert_eq!(from_secs_f64(-1.0), 0);
-    /// ```
-    pub fn from_secs_f64(s: f64) -> Nanos {
-        if s.is_nan() || s <= 0.0 {
-            0
-        } else {
-            (s * SECOND as f64).round().min(u64::MAX as f64) as Nanos
-        }
-    }
-
-    /// Nanoseconds as fractional seconds.
-    pub fn to_secs_f64(n: Nanos) -> f64 {
-        n as f64 / SECOND as f64
-    }
-}

@@ -6,23 +6,26 @@
 //! `m`, `h`, `d`, fractions allowed (`"1.5s"`). A bare `"0"` is zero. Rates
 //! are `<number>[k|M]/<unit>` with unit `s`, `min` or `h`.
 //!
-//! The `serde` helpers let config structs take these strings directly:
+//! [`Nanos`] reads and writes these duration strings through serde by
+//! itself; rates, which are plain `f64`s per second, take the [`rate`]
+//! helper:
 //!
 //! ```
 //! use serde::Deserialize;
 //! use stormbreak_policy::{Nanos, units};
 //!
 //! #[derive(Deserialize)]
-//! struct Timeouts {
-//!     #[serde(with = "units::duration")]
+//! struct Route {
 //!     per_try: Nanos,
+//!     #[serde(with = "units::rate")]
+//!     rate: f64,
 //! }
-//! let t: Timeouts = serde_json::from_str(r#"{"per_try": "250ms"}"#).unwrap();
-//! assert_eq!(t.per_try, 250_000_000);
+//! let r: Route = serde_json::from_str(r#"{"per_try": "250ms", "rate": "9k/s"}"#).unwrap();
+//! assert_eq!(r.per_try, Nanos::from_millis(250));
+//! assert_eq!(r.rate, 9000.0);
 //! ```
 
 use crate::Nanos;
-use crate::time::{MICROSECOND, MILLISECOND, MINUTE, SECOND};
 use std::fmt;
 
 /// Why a duration or rate string was rejected; the message says what was expected.
@@ -53,23 +56,23 @@ impl fmt::Display for UnitError {
 
 impl std::error::Error for UnitError {}
 
-const DURATION_EXPECTED: &str =
+pub(crate) const DURATION_EXPECTED: &str =
     "a duration such as \"250ms\", \"1.5s\", \"7h47m\" (units ns, us, ms, s, m, h, d)";
 const RATE_EXPECTED: &str = "a rate such as \"9k/s\", \"250/s\", \"600/min\" or \"1.2M/h\"";
 
 /// Parses a duration such as `"250ms"`, `"1.5s"` or `"7h47m"` into nanoseconds.
 ///
 /// ```
-/// use stormbreak_policy::units::parse_duration;
-/// assert_eq!(parse_duration("7h47m").unwrap(), (7 * 3600 + 47 * 60) * 1_000_000_000);
-/// assert_eq!(parse_duration("1.5s").unwrap(), 1_500_000_000);
+/// use stormbreak_policy::{Nanos, units::parse_duration};
+/// assert_eq!(parse_duration("7h47m").unwrap(), Nanos::from_secs(7 * 3600 + 47 * 60));
+/// assert_eq!(parse_duration("1.5s").unwrap(), Nanos::from_millis(1500));
 /// assert!(parse_duration("5 parsecs").is_err());
 /// ```
 pub fn parse_duration(input: &str) -> Result<Nanos, UnitError> {
     let s = input.trim();
     let err = || UnitError::new(input, DURATION_EXPECTED);
     if s == "0" {
-        return Ok(0);
+        return Ok(Nanos::ZERO);
     }
     if s.is_empty() {
         return Err(err());
@@ -90,12 +93,12 @@ pub fn parse_duration(input: &str) -> Result<Nanos, UnitError> {
             .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1.0,
-            "us" | "µs" => MICROSECOND as f64,
-            "ms" => MILLISECOND as f64,
-            "s" => SECOND as f64,
-            "m" => MINUTE as f64,
-            "h" => 60.0 * MINUTE as f64,
-            "d" => 24.0 * 60.0 * MINUTE as f64,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86_400e9,
             _ => return Err(err()),
         };
         rest = &rest[unit_len..];
@@ -104,7 +107,7 @@ pub fn parse_duration(input: &str) -> Result<Nanos, UnitError> {
     if !total.is_finite() || total > u64::MAX as f64 {
         return Err(err());
     }
-    Ok(total.round() as Nanos)
+    Ok(Nanos::from_nanos(total.round() as u64))
 }
 
 /// Formats nanoseconds in the largest units that keep it exact, e.g. `"7h47m"`.
@@ -112,24 +115,24 @@ pub fn parse_duration(input: &str) -> Result<Nanos, UnitError> {
 /// The output parses back with [`parse_duration`] to the same value.
 ///
 /// ```
-/// use stormbreak_policy::units::{format_duration, parse_duration};
-/// assert_eq!(format_duration(250_000_000), "250ms");
+/// use stormbreak_policy::{Nanos, units::{format_duration, parse_duration}};
+/// assert_eq!(format_duration(Nanos::from_millis(250)), "250ms");
 /// assert_eq!(format_duration(parse_duration("7h47m").unwrap()), "7h47m");
 /// ```
 pub fn format_duration(n: Nanos) -> String {
-    if n == 0 {
+    if n.is_zero() {
         return "0".into();
     }
-    const UNITS: [(Nanos, &str); 6] = [
-        (3600 * SECOND, "h"),
-        (MINUTE, "m"),
-        (SECOND, "s"),
-        (MILLISECOND, "ms"),
-        (MICROSECOND, "us"),
+    const UNITS: [(u64, &str); 6] = [
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
         (1, "ns"),
     ];
     let mut out = String::new();
-    let mut rest = n;
+    let mut rest = n.as_nanos();
     for (scale, name) in UNITS {
         if rest >= scale {
             out.push_str(&format!("{}{}", rest / scale, name));
@@ -171,53 +174,6 @@ pub fn parse_rate(input: &str) -> Result<f64, UnitError> {
     Ok(value * multiplier / seconds)
 }
 
-/// `#[serde(with = "units::duration")]`: a duration string (or `0`) as [`Nanos`].
-pub mod duration {
-    use super::*;
-    use serde::{Deserialize, Deserializer, Serializer, de};
-
-    /// Deserializes `"250ms"`-style strings; the integer `0` is also accepted.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Int(i64),
-        }
-        match Raw::deserialize(d).map_err(|_| de::Error::custom(DURATION_EXPECTED))? {
-            Raw::Text(s) => parse_duration(&s).map_err(de::Error::custom),
-            Raw::Int(0) => Ok(0),
-            Raw::Int(_) => Err(de::Error::custom(format!(
-                "a bare number is ambiguous: expected {DURATION_EXPECTED}"
-            ))),
-        }
-    }
-
-    /// Serializes as the string [`format_duration`] gives.
-    pub fn serialize<S: Serializer>(n: &Nanos, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format_duration(*n))
-    }
-}
-
-/// `#[serde(with = "units::opt_duration", default)]`: an optional duration.
-pub mod opt_duration {
-    use super::*;
-    use serde::{Deserializer, Serializer};
-
-    /// Deserializes a present value with [`duration`].
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
-        super::duration::deserialize(d).map(Some)
-    }
-
-    /// Serializes `None` as unit, `Some` as a duration string.
-    pub fn serialize<S: Serializer>(n: &Option<Nanos>, s: S) -> Result<S::Ok, S::Error> {
-        match n {
-            Some(n) => s.serialize_str(&format_duration(*n)),
-            None => s.serialize_none(),
-        }
-    }
-}
-
 /// `#[serde(with = "units::rate")]`: a rate string (or plain number, per second) as `f64` per second.
 pub mod rate {
     use super::*;
@@ -250,14 +206,15 @@ mod tests {
 
     #[test]
     fn durations_in_every_unit() {
-        assert_eq!(parse_duration("100ns").unwrap(), 100);
-        assert_eq!(parse_duration("10us").unwrap(), 10_000);
-        assert_eq!(parse_duration("10µs").unwrap(), 10_000);
-        assert_eq!(parse_duration("250ms").unwrap(), 250 * MILLISECOND);
-        assert_eq!(parse_duration("2m").unwrap(), 2 * MINUTE);
-        assert_eq!(parse_duration("1d").unwrap(), 24 * 60 * MINUTE);
-        assert_eq!(parse_duration(" 1h30m ").unwrap(), 90 * MINUTE);
-        assert_eq!(parse_duration("0").unwrap(), 0);
+        let d = |s| parse_duration(s).unwrap().as_nanos();
+        assert_eq!(d("100ns"), 100);
+        assert_eq!(d("10us"), 10_000);
+        assert_eq!(d("10µs"), 10_000);
+        assert_eq!(d("250ms"), 250_000_000);
+        assert_eq!(d("2m"), 120_000_000_000);
+        assert_eq!(d("1d"), 86_400_000_000_000);
+        assert_eq!(d(" 1h30m "), 5_400_000_000_000);
+        assert_eq!(d("0"), 0);
     }
 
     #[test]
@@ -274,9 +231,10 @@ mod tests {
             1,
             999,
             1_500_000_000,
-            7 * 3600 * SECOND + 47 * MINUTE,
-            86_400 * SECOND,
+            (7 * 3600 + 47 * 60) * 1_000_000_000,
+            86_400 * 1_000_000_000,
         ] {
+            let n = Nanos::from_nanos(n);
             assert_eq!(parse_duration(&format_duration(n)).unwrap(), n);
         }
     }

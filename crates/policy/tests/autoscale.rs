@@ -9,11 +9,10 @@ use stormbreak_policy::autoscale::{
     PodStatus, PodTable, ResourceName, ScaleDecision, ScaleLimit, ScaleReason, ScalingPolicy,
     ScalingRules, SelectPolicy, Stabilization,
 };
-use stormbreak_policy::time::{MINUTE, secs};
 
 /// Long after every pod started, so CPU initialisation rules do not apply.
-const T0: Nanos = 60 * MINUTE;
-const SYNC: Nanos = secs(15);
+const T0: Nanos = Nanos::HOUR;
+const SYNC: Nanos = Nanos::from_secs(15);
 
 fn hpa(metrics: Vec<MetricSpec>, min: u32, max: u32) -> Hpa {
     Hpa::new(HpaConfig {
@@ -47,7 +46,7 @@ fn uniform(table: &mut PodTable, n: usize, usage: f64, request: f64, now: Nanos)
     table.clear(n as u32);
     for _ in 0..n {
         table.push_pod(
-            PodStatus::ready(0, now),
+            PodStatus::ready(Nanos::ZERO, now),
             &[ContainerSample::cpu(usage, request)],
         );
     }
@@ -175,14 +174,14 @@ fn pod_level_resource_utilization_is_total_usage_over_total_requests() {
     // Σ usage / Σ requests = 1.0 / 2.4 = 41.67 % ⇒ 41 % ⇒ ratio 0.82
     // ⇒ ceil(2 × 0.82) = ceil(1.64) = 2: no change.
     t.push_pod(
-        PodStatus::ready(0, T0),
+        PodStatus::ready(Nanos::ZERO, T0),
         &[
             ContainerSample::cpu(0.6, 1.0),
             ContainerSample::cpu(0.2, 0.2),
         ],
     );
     t.push_pod(
-        PodStatus::ready(0, T0),
+        PodStatus::ready(Nanos::ZERO, T0),
         &[
             ContainerSample::cpu(0.2, 1.0),
             ContainerSample::cpu(0.0, 0.2),
@@ -201,10 +200,13 @@ fn missing_metric_pods_count_as_full_request_on_a_scale_down() {
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(5);
     for _ in 0..4 {
-        t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(0.25, 1.0)]);
+        t.push_pod(
+            PodStatus::ready(Nanos::ZERO, T0),
+            &[ContainerSample::cpu(0.25, 1.0)],
+        );
     }
     t.push_pod(
-        PodStatus::ready(0, T0).without_sample(),
+        PodStatus::ready(Nanos::ZERO, T0).without_sample(),
         &[ContainerSample::cpu(0.0, 1.0)],
     );
     // Measured: 1.0 / 4.0 = 25 % ⇒ ratio 0.5 (alone: ceil(4 × 0.5) = 2).
@@ -223,10 +225,13 @@ fn missing_metric_pods_count_as_zero_on_a_scale_up() {
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(4);
     for _ in 0..3 {
-        t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(1.0, 1.0)]);
+        t.push_pod(
+            PodStatus::ready(Nanos::ZERO, T0),
+            &[ContainerSample::cpu(1.0, 1.0)],
+        );
     }
     t.push_pod(
-        PodStatus::ready(0, T0).without_sample(),
+        PodStatus::ready(Nanos::ZERO, T0).without_sample(),
         &[ContainerSample::cpu(0.0, 1.0)],
     );
     // Measured 100 % ⇒ ratio 2. With the missing pod at 0 %: 3.0 / 4.0 = 75 %
@@ -242,11 +247,14 @@ fn pending_and_missing_pods_can_pull_a_scale_up_back_into_tolerance() {
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(10);
     for _ in 0..8 {
-        t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(0.95, 1.0)]);
+        t.push_pod(
+            PodStatus::ready(Nanos::ZERO, T0),
+            &[ContainerSample::cpu(0.95, 1.0)],
+        );
     }
     t.push_pod(PodStatus::pending(), &[ContainerSample::cpu(0.0, 1.0)]);
     t.push_pod(
-        PodStatus::ready(0, T0).without_sample(),
+        PodStatus::ready(Nanos::ZERO, T0).without_sample(),
         &[ContainerSample::cpu(0.0, 1.0)],
     );
     // Measured: 7.6 / 8 = 95 % ⇒ ratio 95 / 70 = 1.357, a scale-up.
@@ -262,11 +270,14 @@ fn not_ready_cpu_pods_are_set_aside_and_count_as_zero_on_a_scale_up() {
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(4);
     for _ in 0..3 {
-        t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(1.0, 1.0)]);
+        t.push_pod(
+            PodStatus::ready(Nanos::ZERO, T0),
+            &[ContainerSample::cpu(1.0, 1.0)],
+        );
     }
     // Started 20 s ago, still initialising, burning CPU it will not keep.
     t.push_pod(
-        PodStatus::starting(T0 - secs(20), T0),
+        PodStatus::starting(T0 - Nanos::from_secs(20), T0),
         &[ContainerSample::cpu(1.0, 1.0)],
     );
     // Ready pods: 100 % ⇒ ratio 2. The starting pod at 0 %: 3 / 4 = 75 %
@@ -280,11 +291,14 @@ fn not_ready_pods_do_not_hold_up_a_cpu_scale_down() {
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(4);
     for _ in 0..2 {
-        t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(0.1, 1.0)]);
+        t.push_pod(
+            PodStatus::ready(Nanos::ZERO, T0),
+            &[ContainerSample::cpu(0.1, 1.0)],
+        );
     }
     for _ in 0..2 {
         t.push_pod(
-            PodStatus::starting(T0 - secs(20), T0),
+            PodStatus::starting(T0 - Nanos::from_secs(20), T0),
             &[ContainerSample::cpu(0.9, 1.0)],
         );
     }
@@ -298,10 +312,13 @@ fn a_recount_that_reverses_direction_drops_the_action() {
     let mut h = hpa(vec![MetricSpec::cpu_utilization(50)], 1, 100);
     let mut t = PodTable::with_capacity(16, 1, 1);
     t.clear(4);
-    t.push_pod(PodStatus::ready(0, T0), &[ContainerSample::cpu(0.4, 1.0)]);
+    t.push_pod(
+        PodStatus::ready(Nanos::ZERO, T0),
+        &[ContainerSample::cpu(0.4, 1.0)],
+    );
     for _ in 0..3 {
         t.push_pod(
-            PodStatus::ready(0, T0).without_sample(),
+            PodStatus::ready(Nanos::ZERO, T0).without_sample(),
             &[ContainerSample::cpu(0.0, 1.0)],
         );
     }
@@ -316,7 +333,7 @@ fn pending_pods_reverse_a_custom_metric_scale_up() {
     let mut h = hpa(vec![pods_metric("rps", 1.0)], 1, 100);
     let mut t = PodTable::with_capacity(16, 0, 1);
     t.clear(3);
-    let p = t.push_pod(PodStatus::ready(0, T0), &[]);
+    let p = t.push_pod(PodStatus::ready(Nanos::ZERO, T0), &[]);
     t.set_pod_metric(p, MetricId(0), 1.5);
     t.push_pod(PodStatus::pending(), &[]);
     t.push_pod(PodStatus::pending(), &[]);
@@ -399,7 +416,7 @@ fn run(h: &mut Hpa, mut replicas: u32, syncs: usize) -> Vec<(Nanos, ScaleDecisio
     let mut t = PodTable::with_capacity(1, 0, 1);
     let mut out = Vec::new();
     for i in 0..syncs {
-        let now = T0 + i as Nanos * SYNC;
+        let now = T0 + SYNC * i as u64;
         recommend_ten(&mut t, replicas);
         let d = h.sync(now, &t);
         replicas = d.desired;
@@ -419,8 +436,8 @@ fn scale_down_policies_pods_4_and_percent_10_per_minute_from_80() {
     let mut h = scale_down_hpa(
         SelectPolicy::Max,
         vec![
-            ScalingPolicy::pods(4, secs(60)),
-            ScalingPolicy::percent(10, secs(60)),
+            ScalingPolicy::pods(4, Nanos::from_secs(60)),
+            ScalingPolicy::percent(10, Nanos::from_secs(60)),
         ],
     );
     let decisions = run(&mut h, 80, 60);
@@ -436,7 +453,7 @@ fn scale_down_policies_pods_4_and_percent_10_per_minute_from_80() {
     // One step per 60 s period: changes land on whole minutes from T0.
     for (now, d) in &decisions {
         if d.rescale() {
-            assert_eq!((now - T0) % MINUTE, 0, "changed at {now}");
+            assert_eq!((*now - T0) % Nanos::MINUTE, Nanos::ZERO, "changed at {now}");
         } else if d.current > 10 {
             assert_eq!(d.limit, ScaleLimit::ScaleDownLimit);
         }
@@ -450,8 +467,8 @@ fn select_policy_min_removes_at_most_5_pods_per_minute() {
     let mut h = scale_down_hpa(
         SelectPolicy::Min,
         vec![
-            ScalingPolicy::percent(10, secs(60)),
-            ScalingPolicy::pods(5, secs(60)),
+            ScalingPolicy::percent(10, Nanos::from_secs(60)),
+            ScalingPolicy::pods(5, Nanos::from_secs(60)),
         ],
     );
     let decisions = run(&mut h, 80, 9);
@@ -468,7 +485,7 @@ fn select_policy_min_removes_at_most_5_pods_per_minute() {
 fn select_policy_disabled_never_scales_down() {
     let mut h = scale_down_hpa(
         SelectPolicy::Disabled,
-        vec![ScalingPolicy::pods(4, secs(60))],
+        vec![ScalingPolicy::pods(4, Nanos::from_secs(60))],
     );
     let decisions = run(&mut h, 80, 40);
     assert!(decisions.iter().all(|(_, d)| d.desired == 80));
@@ -527,7 +544,7 @@ fn scale_down_keeps_the_highest_recommendation_of_the_last_300s() {
     }
     // At T0 + 300 s the recommendation of T0 is exactly one window old and drops out.
     let (now, d) = last.unwrap();
-    assert_eq!(now - T0, secs(300));
+    assert_eq!(now - T0, Nanos::from_secs(300));
     assert_eq!(d.desired, 2);
 }
 
@@ -554,15 +571,15 @@ fn poll_syncs_once_per_period() {
     let mut syncs = 0;
     // A caller ticking every second for a minute gets 4 syncs: 0, 15, 30, 45 s.
     for s in 0..60 {
-        if h.poll(T0 + secs(s), &t).is_some() {
+        if h.poll(T0 + Nanos::from_secs(s), &t).is_some() {
             syncs += 1;
         }
     }
     assert_eq!(syncs, 4);
-    assert_eq!(h.next_sync(), T0 + secs(60));
+    assert_eq!(h.next_sync(), T0 + Nanos::from_secs(60));
     // A late call keeps the 15 s grid.
-    assert!(h.poll(T0 + secs(67), &t).is_some());
-    assert_eq!(h.next_sync(), T0 + secs(75));
+    assert!(h.poll(T0 + Nanos::from_secs(67), &t).is_some());
+    assert_eq!(h.next_sync(), T0 + Nanos::from_secs(75));
 }
 
 // --- The blind spot of 2026-08-17 ---
@@ -580,7 +597,7 @@ fn saturated_sidecar_pods(t: &mut PodTable, n: u32, now: Nanos) {
         let mut containers = [ContainerSample::default(); 2];
         containers[APP] = ContainerSample::cpu(0.15, 1.0);
         containers[SIDECAR] = ContainerSample::cpu(0.09, 0.1);
-        let p = t.push_pod(PodStatus::ready(0, now), &containers);
+        let p = t.push_pod(PodStatus::ready(Nanos::ZERO, now), &containers);
         // Slot 1 carries the sidecar saturation in the two-metric config.
         t.set_pod_metric(p, MetricId(0), 1.0);
         t.set_pod_metric(p, MetricId(1), 1.0);

@@ -6,10 +6,9 @@ use stormbreak_policy::autoscale::{
     Behavior, ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus,
     PodTable, ScaleReason, ScalingPolicy, ScalingRules,
 };
-use stormbreak_policy::time::{MINUTE, secs};
 
-const T0: Nanos = 60 * MINUTE;
-const SYNC: Nanos = secs(15);
+const T0: Nanos = Nanos::HOUR;
+const SYNC: Nanos = Nanos::from_secs(15);
 
 fn cpu_hpa(min: u32, max: u32, target_percent: u32) -> Hpa {
     Hpa::new(HpaConfig {
@@ -26,7 +25,7 @@ fn uniform(t: &mut PodTable, n: u32, usage: f64, now: Nanos) {
     t.clear(n);
     for _ in 0..n {
         t.push_pod(
-            PodStatus::ready(0, now),
+            PodStatus::ready(Nanos::ZERO, now),
             &[ContainerSample::cpu(usage, 1.0)],
         );
     }
@@ -51,7 +50,7 @@ proptest! {
         let mut t = PodTable::with_capacity(64, 1, 1);
         let mut recommendations: Vec<(Nanos, u32)> = Vec::new();
         for (i, &load) in loads.iter().enumerate() {
-            let now = T0 + i as Nanos * SYNC;
+            let now = T0 + SYNC * i as u64;
             uniform(&mut t, replicas, load, now);
             let d = h.sync(now, &t);
             prop_assert_eq!(d.current, replicas);
@@ -65,7 +64,7 @@ proptest! {
             if d.desired < replicas {
                 let recent_max = recommendations
                     .iter()
-                    .filter(|(at, _)| now - at < secs(300))
+                    .filter(|(at, _)| now - *at < Nanos::from_secs(300))
                     .map(|&(_, r)| r)
                     .max()
                     .unwrap();
@@ -91,7 +90,7 @@ proptest! {
             behavior: Behavior {
                 scale_up: ScalingRules::default(),
                 scale_down: ScalingRules {
-                    stabilization_window: Some(0),
+                    stabilization_window: Some(Nanos::ZERO),
                     policies: Some(vec![ScalingPolicy::pods(k, period)]),
                     ..ScalingRules::default()
                 },
@@ -103,14 +102,14 @@ proptest! {
         let mut removals: Vec<(Nanos, u32)> = Vec::new();
         let mut replicas = start;
         for i in 0..syncs {
-            let now = T0 + i as Nanos * SYNC;
+            let now = T0 + SYNC * i as u64;
             // Idle pods: the recommendation is always the minimum.
             uniform(&mut t, replicas, 0.0, now);
             let d = h.sync(now, &t);
             removals.push((now, replicas - d.desired));
             let in_period: u32 = removals
                 .iter()
-                .filter(|(at, _)| now - at < period)
+                .filter(|(at, _)| now - *at < period)
                 .map(|&(_, r)| r)
                 .sum();
             prop_assert!(in_period <= k, "removed {} within {:?}", in_period, period);
@@ -175,11 +174,11 @@ proptest! {
         let mut t = PodTable::with_capacity(64, 0, 1);
         t.clear((n + missing) as u32);
         for &v in &values {
-            let p = t.push_pod(PodStatus::ready(0, T0), &[]);
+            let p = t.push_pod(PodStatus::ready(Nanos::ZERO, T0), &[]);
             t.set_pod_metric(p, MetricId(0), v);
         }
         for _ in 0..missing {
-            t.push_pod(PodStatus::ready(0, T0), &[]);
+            t.push_pod(PodStatus::ready(Nanos::ZERO, T0), &[]);
         }
         let mean: f64 = values.iter().sum::<f64>() / n as f64;
         let undamped = (mean / target * n as f64).ceil() as u32;
@@ -196,7 +195,7 @@ proptest! {
         let mut t = PodTable::with_capacity(64, 1, 1);
         let mut replicas = 5;
         for (i, &load) in loads.iter().enumerate() {
-            let now = T0 + i as Nanos * SYNC;
+            let now = T0 + SYNC * i as u64;
             uniform(&mut t, replicas, load, now);
             let (da, db) = (a.sync(now, &t), b.sync(now, &t));
             prop_assert_eq!(da, db);

@@ -10,7 +10,11 @@ use stormbreak_policy::limit::{
     AimdConfig, AnyLimit, EnvoyGradientConfig, FixedConfig, Gradient2Config, LimitAlgorithm,
     LimitConfig, Limiter, Outcome, Sample, VegasConfig, WindowedConfig, WindowedLimitConfig,
 };
-use stormbreak_policy::time::{MILLISECOND, ms, secs};
+
+/// Times drawn uniformly from `[lo, hi)`.
+fn span(lo: Nanos, hi: Nanos) -> impl Strategy<Value = Nanos> + Clone {
+    (lo.as_nanos()..hi.as_nanos()).prop_map(Nanos::from_nanos)
+}
 
 /// (time step, rtt, inflight, dropped)
 type Step = (Nanos, Nanos, u32, bool);
@@ -18,8 +22,11 @@ type Step = (Nanos, Nanos, u32, bool);
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(
         (
-            0..ms(300),
-            prop_oneof![0..ms(50), 0..secs(10)],
+            span(Nanos::ZERO, Nanos::from_millis(300)),
+            prop_oneof![
+                span(Nanos::ZERO, Nanos::from_millis(50)),
+                span(Nanos::ZERO, Nanos::from_secs(10))
+            ],
             0u32..3000,
             any::<bool>(),
         ),
@@ -37,15 +44,20 @@ fn fixed() -> impl Strategy<Value = LimitConfig> {
 }
 
 fn aimd() -> impl Strategy<Value = LimitConfig> {
-    (limit_range(), 0.5f64..0.999, 1..secs(10)).prop_map(|((min, initial, max), ratio, timeout)| {
-        LimitConfig::Aimd(AimdConfig {
-            min_limit: min,
-            initial_limit: initial,
-            max_limit: max,
-            backoff_ratio: ratio,
-            timeout,
+    (
+        limit_range(),
+        0.5f64..0.999,
+        span(Nanos::NANOSECOND, Nanos::from_secs(10)),
+    )
+        .prop_map(|((min, initial, max), ratio, timeout)| {
+            LimitConfig::Aimd(AimdConfig {
+                min_limit: min,
+                initial_limit: initial,
+                max_limit: max,
+                backoff_ratio: ratio,
+                timeout,
+            })
         })
-    })
 }
 
 fn vegas() -> impl Strategy<Value = LimitConfig> {
@@ -86,8 +98,11 @@ fn envoy() -> impl Strategy<Value = LimitConfig> {
     (
         (1u32..20, 0u32..2000),
         0.0f64..=100.0,
-        ms(1)..ms(500),
-        (ms(1)..secs(5), prop::option::of(1..ms(100))),
+        span(Nanos::from_millis(1), Nanos::from_millis(500)),
+        (
+            span(Nanos::from_millis(1), Nanos::from_secs(5)),
+            prop::option::of(span(Nanos::NANOSECOND, Nanos::from_millis(100))),
+        ),
         (1u32..100, 0.0f64..=100.0, 0.0f64..=100.0, 1u32..256),
     )
         .prop_map(
@@ -118,8 +133,8 @@ fn windowed() -> impl Strategy<Value = LimitConfig> {
         .prop_map(|(inner, min_ms, extra_ms, size)| {
             LimitConfig::Windowed(WindowedLimitConfig {
                 window: WindowedConfig {
-                    min_window: min_ms * MILLISECOND,
-                    max_window: (min_ms + extra_ms) * MILLISECOND,
+                    min_window: min_ms * Nanos::MILLISECOND,
+                    max_window: (min_ms + extra_ms) * Nanos::MILLISECOND,
                     window_size: size,
                     ..WindowedConfig::default()
                 },
@@ -137,7 +152,7 @@ fn trajectory(limit: &mut AnyLimit, steps: &[Step], seed: u64) -> Result<Vec<u32
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     let (min, max) = (limit.min_limit(), limit.max_limit());
     prop_assert!(min >= 1 && min <= max);
-    let mut now = 0;
+    let mut now = Nanos::ZERO;
     let mut seen = Vec::with_capacity(steps.len());
     for &(dt, rtt, inflight, dropped) in steps {
         // Time only moves forward: a timer check halfway, then the sample.
@@ -185,13 +200,13 @@ proptest! {
     #[test]
     fn limiter_never_admits_past_the_limit(
         config in any_config(),
-        ops in prop::collection::vec((0..ms(50), any::<bool>(), 0u8..3), 1..400),
+        ops in prop::collection::vec((span(Nanos::ZERO, Nanos::from_millis(50)), any::<bool>(), 0u8..3), 1..400),
         seed in any::<u64>(),
     ) {
         let mut limiter = Limiter::new(config.build().unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let mut held = Vec::new();
-        let mut now = 0;
+        let mut now = Nanos::ZERO;
         for (dt, acquire, kind) in ops {
             now += dt;
             if acquire || held.is_empty() {

@@ -27,12 +27,11 @@ use stormbreak_policy::limit::{
     Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2, Gradient2Config,
     LimitAlgorithm, Limiter, Outcome, Permit, Vegas, VegasConfig, Windowed, WindowedConfig,
 };
-use stormbreak_policy::time::{ms, secs};
 
 const K: u32 = 40;
-const BASE: Nanos = ms(10);
+const BASE: Nanos = Nanos::from_millis(10);
 const QUEUE: u32 = K;
-const RUN: Nanos = secs(120);
+const RUN: Nanos = Nanos::from_secs(120);
 
 /// (completion time, sequence, permit start, permit inflight, dropped);
 /// the sequence number breaks ties in admission order.
@@ -54,17 +53,17 @@ fn run<A: LimitAlgorithm>(algorithm: A, seed: u64) -> Run {
     let mut service_rng = Pcg64Mcg::seed_from_u64(seed ^ 0x5eed);
     // Worker free-at times; FIFO admission in time order makes the start
     // time max(now, earliest free worker) and the finish time known at once.
-    let mut workers: BinaryHeap<Reverse<Nanos>> = (0..K).map(|_| Reverse(0)).collect();
+    let mut workers: BinaryHeap<Reverse<Nanos>> = (0..K).map(|_| Reverse(Nanos::ZERO)).collect();
     let mut at_server: u32 = 0;
     let mut events: BinaryHeap<Reverse<Completion>> = BinaryHeap::new();
     let mut seq = 0u64;
 
     let settle_from = RUN / 2;
-    let (mut area, mut last_t, mut last_limit) = (0.0f64, 0, limiter.limit());
+    let (mut area, mut last_t, mut last_limit) = (0.0f64, Nanos::ZERO, limiter.limit());
     let (mut rtt_sum, mut done, mut dropped) = (0u128, 0u64, 0u64);
     let (mut low, mut high) = (u32::MAX, 0);
 
-    let mut now: Nanos = 0;
+    let mut now: Nanos = Nanos::ZERO;
     loop {
         while let Some(permit) = limiter.try_acquire(now) {
             seq += 1;
@@ -79,7 +78,9 @@ fn run<A: LimitAlgorithm>(algorithm: A, seed: u64) -> Run {
             } else {
                 at_server += 1;
                 let Reverse(free) = workers.pop().unwrap();
-                let service = (BASE as f64 * service_rng.random_range(0.9..1.1)) as Nanos;
+                let service = Nanos::from_nanos(
+                    (BASE.as_nanos() as f64 * service_rng.random_range(0.9..1.1)) as u64,
+                );
                 let finish = now.max(free) + service;
                 workers.push(Reverse(finish));
                 events.push(Reverse((finish, seq, permit.start, permit.inflight, false)));
@@ -94,11 +95,11 @@ fn run<A: LimitAlgorithm>(algorithm: A, seed: u64) -> Run {
         }
         if t > settle_from {
             let from = last_t.max(settle_from);
-            area += f64::from(last_limit) * (t - from) as f64;
+            area += f64::from(last_limit) * (t - from).as_nanos() as f64;
             if was_dropped {
                 dropped += 1;
             } else {
-                rtt_sum += u128::from(t - permit.start);
+                rtt_sum += u128::from((t - permit.start).as_nanos());
             }
             done += 1;
             low = low.min(last_limit);
@@ -117,7 +118,7 @@ fn run<A: LimitAlgorithm>(algorithm: A, seed: u64) -> Run {
         last_t = now;
         last_limit = limiter.limit();
     }
-    let span = (last_t - settle_from) as f64;
+    let span = (last_t - settle_from).as_nanos() as f64;
     let served = done - dropped;
     Run {
         settled_limit: area / span,
@@ -152,7 +153,7 @@ fn assert_band(name: &str, r: &Run, low: f64, high: f64) {
 }
 
 /// The server's capacity, K workers / 10 ms.
-const CAPACITY_PER_S: f64 = K as f64 * 1e9 / BASE as f64;
+const CAPACITY_PER_S: f64 = K as f64 * 1e9 / BASE.as_nanos() as f64;
 
 fn assert_uses_capacity(name: &str, r: &Run) {
     assert!(

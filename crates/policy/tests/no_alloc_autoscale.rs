@@ -1,11 +1,11 @@
 //! An HPA sync — refilling the pod table and deciding — allocates nothing
 //! after construction.
 
+use stormbreak_policy::Nanos;
 use stormbreak_policy::autoscale::{
     ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
     ResourceName, ScalingPolicy, ScalingRules,
 };
-use stormbreak_policy::time::{MINUTE, secs};
 
 mod common;
 use common::allocations_during;
@@ -51,15 +51,15 @@ fn config() -> HpaConfig {
         ],
         behavior: stormbreak_policy::autoscale::Behavior {
             scale_up: ScalingRules {
-                stabilization_window: Some(secs(60)),
+                stabilization_window: Some(Nanos::from_secs(60)),
                 policies: Some(vec![
-                    ScalingPolicy::pods(4, 30 * MINUTE),
-                    ScalingPolicy::percent(50, secs(60)),
+                    ScalingPolicy::pods(4, 30 * Nanos::MINUTE),
+                    ScalingPolicy::percent(50, Nanos::from_secs(60)),
                 ]),
                 ..ScalingRules::default()
             },
             scale_down: ScalingRules {
-                stabilization_window: Some(60 * MINUTE),
+                stabilization_window: Some(60 * Nanos::MINUTE),
                 ..ScalingRules::default()
             },
         },
@@ -69,15 +69,15 @@ fn config() -> HpaConfig {
 
 /// One sync's view: load swings with `i` so every path (up, down, within
 /// tolerance, missing and initialising pods) is exercised.
-fn fill(table: &mut PodTable, replicas: u32, i: u64, now: u64) {
+fn fill(table: &mut PodTable, replicas: u32, i: u64, now: Nanos) {
     table.clear(replicas);
     let load = 0.2 + 0.8 * (((i / 40) % 5) as f64 / 4.0);
     for p in 0..(replicas as usize).min(PODS) {
         let status = match p % 17 {
-            0 => PodStatus::starting(now.saturating_sub(secs(20)), now),
-            1 => PodStatus::ready(0, now).without_sample(),
+            0 => PodStatus::starting(now.saturating_sub(Nanos::from_secs(20)), now),
+            1 => PodStatus::ready(Nanos::ZERO, now).without_sample(),
             2 => PodStatus::pending(),
-            _ => PodStatus::ready(0, now),
+            _ => PodStatus::ready(Nanos::ZERO, now),
         };
         let mut app = ContainerSample::cpu(load, 1.0);
         app.memory_usage = 200.0;
@@ -102,7 +102,7 @@ fn ten_thousand_syncs_allocate_nothing() {
     let mut changes = 0u32;
     let allocations = allocations_during(|| {
         for i in 0..SYNCS {
-            let now = 60 * MINUTE + i * secs(15);
+            let now = 60 * Nanos::MINUTE + i * Nanos::from_secs(15);
             fill(&mut table, replicas, i, now);
             let d = hpa.sync(now, &table);
             if d.rescale() {

@@ -6,12 +6,12 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::limit::{
     Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Fixed, FixedConfig, Gradient2,
     Gradient2Config, LimitAlgorithm, LimitConfig, Limiter, Outcome, Vegas, VegasConfig, Windowed,
     WindowedConfig,
 };
-use stormbreak_policy::time::{MICROSECOND, ms, secs};
 
 mod common;
 use common::allocations_during;
@@ -25,7 +25,7 @@ fn drive<A: LimitAlgorithm>(limiter: &mut Limiter<A>) -> usize {
     let mut held = [None; 64];
     allocations_during(|| {
         for i in 0..DECISIONS {
-            let now = i * 500 * MICROSECOND;
+            let now = i * 500 * Nanos::MICROSECOND;
             let slot = (i % 64) as usize;
             if let Some(permit) = held[slot].take() {
                 let outcome = match i % 97 {
@@ -63,7 +63,7 @@ fn fixed_does_not_allocate() {
 #[test]
 fn aimd_does_not_allocate() {
     let config = AimdConfig {
-        timeout: ms(20),
+        timeout: Nanos::from_millis(20),
         ..AimdConfig::default()
     };
     assert_no_alloc("aimd", Aimd::new(config).unwrap());
@@ -92,7 +92,7 @@ fn envoy_gradient_does_not_allocate() {
     // several probes inside the 5 s run.
     let config = EnvoyGradientConfig {
         sample_capacity: 8,
-        min_rtt_interval: secs(1),
+        min_rtt_interval: Nanos::from_secs(1),
         min_rtt_request_count: 5,
         ..EnvoyGradientConfig::default()
     };
@@ -102,8 +102,8 @@ fn envoy_gradient_does_not_allocate() {
 #[test]
 fn windowed_does_not_allocate() {
     let config = WindowedConfig {
-        min_window: ms(100),
-        max_window: ms(100),
+        min_window: Nanos::from_millis(100),
+        max_window: Nanos::from_millis(100),
         ..WindowedConfig::default()
     };
     let inner = Gradient2::new(Gradient2Config::default()).unwrap();

@@ -3,10 +3,10 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::breaker::{Breaker, BreakerConfig};
 use stormbreak_policy::failover::{Failover, FailoverConfig, RegionRates};
 use stormbreak_policy::ramp::{Ramp, RampConfig, StagedRestore, StagedRestoreConfig};
-use stormbreak_policy::time::{MILLISECOND, SECOND};
 
 mod common;
 use common::allocations_during;
@@ -24,7 +24,7 @@ fn breaker_decisions_do_not_allocate() {
     let config = BreakerConfig {
         sliding_window_size: 50,
         minimum_number_of_calls: 10,
-        wait_duration_in_open_state: 100 * MILLISECOND,
+        wait_duration_in_open_state: 100 * Nanos::MILLISECOND,
         permitted_number_of_calls_in_half_open_state: 3,
         ..BreakerConfig::default()
     };
@@ -32,7 +32,7 @@ fn breaker_decisions_do_not_allocate() {
     let n = allocations_during(|| {
         // Failure bursts walk it through closed → open → half-open → closed/open.
         for i in 0..DECISIONS {
-            let now = i * MILLISECOND;
+            let now = i * Nanos::MILLISECOND;
             if let Some(t) = breaker.allow(now).ticket() {
                 if (i / 200) % 2 == 0 {
                     let _ = breaker.on_success(now, t);
@@ -49,11 +49,11 @@ fn breaker_decisions_do_not_allocate() {
 #[test]
 fn ramp_decisions_do_not_allocate() {
     let mut ramp = Ramp::new(&RampConfig::default()).unwrap();
-    ramp.start(0);
+    ramp.start(Nanos::ZERO);
     let mut rng = Pcg64Mcg::seed_from_u64(3);
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
-            let now = i * 300 * MILLISECOND; // 50 min in total
+            let now = i * 300 * Nanos::MILLISECOND; // 50 min in total
             if ramp.admit(now, &mut rng) {
                 ramp.observe(now, i % 7 != 0);
             }
@@ -65,11 +65,11 @@ fn ramp_decisions_do_not_allocate() {
 #[test]
 fn staged_restore_decisions_do_not_allocate() {
     let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 4).unwrap();
-    restore.start(0);
+    restore.start(Nanos::ZERO);
     let mut rng = Pcg64Mcg::seed_from_u64(4);
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
-            let now = i * SECOND; // ≈ 2.8 h: every site starts and completes
+            let now = i * Nanos::SECOND; // ≈ 2.8 h: every site starts and completes
             let site = (i % 4) as usize;
             if restore.admit(now, site, &mut rng) {
                 restore.observe(now, site, true);
@@ -87,7 +87,7 @@ fn failover_decisions_do_not_allocate() {
     let n = allocations_during(|| {
         let mut spilled = 0u64;
         for i in 0..DECISIONS {
-            let now = i * MILLISECOND;
+            let now = i * Nanos::MILLISECOND;
             if i % 100 == 0 {
                 failover.observe(
                     now,

@@ -8,6 +8,7 @@
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use std::hint::black_box;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{
     AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig, RatioBudget,
     RatioBudgetConfig, RetryBudget, RetryCause, Unlimited,
@@ -17,7 +18,6 @@ use stormbreak_policy::retry::{
     retry_after_from_delta_seconds, retry_after_from_header, retry_after_from_http_date,
     retry_after_from_reset_epoch,
 };
-use stormbreak_policy::time::{MILLISECOND, SECOND};
 
 mod common;
 use common::allocations_during;
@@ -26,7 +26,7 @@ const DECISIONS: u64 = 10_000;
 
 fn policy(jitter: Jitter) -> RetryPolicy {
     RetryPolicy::new(&RetryConfig {
-        per_try_timeout: Some(250 * MILLISECOND),
+        per_try_timeout: Some(250 * Nanos::MILLISECOND),
         backoff: BackoffConfig {
             jitter,
             ..BackoffConfig::default()
@@ -39,7 +39,7 @@ fn policy(jitter: Jitter) -> RetryPolicy {
 /// One logical request: a 503, a timeout, then a 200.
 fn one_request<B: RetryBudget + ?Sized>(
     policy: &RetryPolicy,
-    now: u64,
+    now: Nanos,
     budget: &mut B,
     rng: &mut Pcg64Mcg,
 ) {
@@ -47,15 +47,15 @@ fn one_request<B: RetryBudget + ?Sized>(
     black_box(state.attempt_deadline(policy));
     let d = state.on_outcome_budgeted(
         policy,
-        now + MILLISECOND,
+        now + Nanos::MILLISECOND,
         AttemptOutcome::status(503),
         budget,
         rng,
     );
-    let next = d.retry_at().unwrap_or(now + MILLISECOND);
+    let next = d.retry_at().unwrap_or(now + Nanos::MILLISECOND);
     let d = state.on_outcome_budgeted(
         policy,
-        next + 250 * MILLISECOND,
+        next + 250 * Nanos::MILLISECOND,
         AttemptOutcome::Timeout,
         budget,
         rng,
@@ -63,7 +63,7 @@ fn one_request<B: RetryBudget + ?Sized>(
     let next = d.retry_at().unwrap_or(next);
     let _ = black_box(state.on_outcome_budgeted(
         policy,
-        next + MILLISECOND,
+        next + Nanos::MILLISECOND,
         AttemptOutcome::status(200),
         budget,
         rng,
@@ -93,23 +93,29 @@ fn retry_state_decisions_do_not_allocate() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let throttled = AttemptOutcome::Response {
             status: 429,
-            retry_after: Some(2 * SECOND),
+            retry_after: Some(2 * Nanos::SECOND),
             pushback: Pushback::None,
         };
         let pushed = AttemptOutcome::Response {
             status: 503,
             retry_after: None,
-            pushback: Pushback::RetryAfter(300 * MILLISECOND),
+            pushback: Pushback::RetryAfter(300 * Nanos::MILLISECOND),
         };
         let n = allocations_during(|| {
             for i in 0..DECISIONS {
-                let now = i * SECOND;
+                let now = Nanos::SECOND * i;
                 let mut state = RetryState::new(&policy, now);
-                let _ = black_box(state.on_outcome(&policy, now + 1, throttled, &mut rng));
-                let _ = black_box(state.on_outcome(&policy, now + 3 * SECOND, pushed, &mut rng));
                 let _ = black_box(state.on_outcome(
                     &policy,
-                    now + 4 * SECOND,
+                    now + Nanos::from_nanos(1),
+                    throttled,
+                    &mut rng,
+                ));
+                let _ =
+                    black_box(state.on_outcome(&policy, now + 3 * Nanos::SECOND, pushed, &mut rng));
+                let _ = black_box(state.on_outcome(
+                    &policy,
+                    now + 4 * Nanos::SECOND,
                     AttemptOutcome::Reset,
                     &mut rng,
                 ));
@@ -152,14 +158,14 @@ fn ratio_budget_decisions_do_not_allocate() {
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
             // 10 ms apart: the ring rotates through every bucket many times.
-            let now = i * 10 * MILLISECOND;
+            let now = i * 10 * Nanos::MILLISECOND;
             budget.on_request(now);
             black_box(budget.try_withdraw(now, RetryCause::Error));
             black_box(budget.balance(now));
             one_request(&policy, now, &mut budget, &mut rng);
         }
         // A jump far ahead clears the whole ring.
-        black_box(budget.try_withdraw(DECISIONS * SECOND * 100, RetryCause::Timeout));
+        black_box(budget.try_withdraw(DECISIONS * Nanos::SECOND * 100, RetryCause::Timeout));
     });
     assert_eq!(n, 0);
 }
@@ -171,10 +177,10 @@ fn grpc_throttle_decisions_do_not_allocate() {
     let mut rng = Pcg64Mcg::seed_from_u64(3);
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
-            budget.on_failure(i);
-            black_box(budget.try_withdraw(i, RetryCause::Error));
-            budget.on_success(i, None);
-            one_request(&policy, i * SECOND, &mut budget, &mut rng);
+            budget.on_failure(Nanos::from_nanos(i));
+            black_box(budget.try_withdraw(Nanos::from_nanos(i), RetryCause::Error));
+            budget.on_success(Nanos::from_nanos(i), None);
+            one_request(&policy, Nanos::SECOND * i, &mut budget, &mut rng);
         }
     });
     assert_eq!(n, 0);
@@ -187,9 +193,9 @@ fn aws_quota_decisions_do_not_allocate() {
     let mut rng = Pcg64Mcg::seed_from_u64(4);
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
-            black_box(budget.try_withdraw(i, RetryCause::Timeout));
-            budget.on_success(i, Some(RetryCause::Timeout));
-            one_request(&policy, i * SECOND, &mut budget, &mut rng);
+            black_box(budget.try_withdraw(Nanos::from_nanos(i), RetryCause::Timeout));
+            budget.on_success(Nanos::from_nanos(i), Some(RetryCause::Timeout));
+            one_request(&policy, Nanos::SECOND * i, &mut budget, &mut rng);
         }
     });
     assert_eq!(n, 0);
@@ -203,9 +209,9 @@ fn unlimited_and_dyn_budgets_do_not_allocate() {
     let mut rng = Pcg64Mcg::seed_from_u64(5);
     let n = allocations_during(|| {
         for i in 0..DECISIONS {
-            one_request(&policy, i * SECOND, &mut unlimited, &mut rng);
+            one_request(&policy, Nanos::SECOND * i, &mut unlimited, &mut rng);
             let dynamic: &mut dyn RetryBudget = &mut quota;
-            one_request(&policy, i * SECOND, dynamic, &mut rng);
+            one_request(&policy, Nanos::SECOND * i, dynamic, &mut rng);
         }
     });
     assert_eq!(n, 0);

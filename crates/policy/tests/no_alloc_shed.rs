@@ -7,12 +7,12 @@
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
 use stormbreak_policy::ratelimit::{KeyedRateLimiter, RateLimitConfig};
 use stormbreak_policy::shed::{
     AdaptiveThrottle, Criticality, SaturationConfig, SaturationShedder, ShedConfig, ShedRule,
     Shedder, ThrottleConfig,
 };
-use stormbreak_policy::time::{MICROSECOND, SECOND};
 
 mod common;
 use common::allocations_during;
@@ -47,7 +47,7 @@ fn shedder_decide_and_rule_lookup_do_not_allocate() {
             route: route * 2,
             class: (route % 3 == 0).then_some(Criticality::Sheddable),
             status: 429,
-            retry_after: Some(SECOND),
+            retry_after: Some(Nanos::SECOND),
         };
         shedder.add_rule(rule).unwrap();
     }
@@ -73,7 +73,7 @@ fn adaptive_throttle_does_not_allocate() {
         // 10 000 requests over 10 minutes, a backend accepting one in three:
         // the ring wraps several times.
         for i in 0..N {
-            let now = i * 60_000 * MICROSECOND;
+            let now = i * 60_000 * Nanos::MICROSECOND;
             if throttle.should_send(now, &mut rng) {
                 sent += 1;
                 throttle.on_response(now, i % 3 == 0);
@@ -96,11 +96,11 @@ fn keyed_rate_limiter_does_not_allocate_even_under_a_flood_of_unique_keys() {
     let n = allocations_during(|| {
         // A hot key and a small working set.
         for i in 0..N {
-            admitted += u64::from(limiter.check(i * MICROSECOND, i % 50).is_ok());
+            admitted += u64::from(limiter.check(i * Nanos::MICROSECOND, i % 50).is_ok());
         }
         // 10⁶ unique keys, almost a thousand times the capacity.
         for i in 0..1_000_000u64 {
-            admitted += u64::from(limiter.check(N + i, 1 << 40 | i).is_ok());
+            admitted += u64::from(limiter.check(Nanos::from_nanos(N + i), 1 << 40 | i).is_ok());
             assert!(limiter.len() <= 1024);
         }
     });

@@ -7,16 +7,15 @@
 use proptest::prelude::*;
 use stormbreak_policy::Nanos;
 use stormbreak_policy::ramp::{ErrorGuardConfig, RampConfig, StagedRestore, StagedRestoreConfig};
-use stormbreak_policy::time::{MILLISECOND as MS, SECOND as S};
 
 fn config(hold_s: u64, step_back_s: u64) -> StagedRestoreConfig {
     StagedRestoreConfig {
         ramp: RampConfig {
             steps: vec![0.1, 0.3, 0.6, 1.0],
-            hold: hold_s * S,
-            step_back_after: step_back_s * S,
+            hold: hold_s * Nanos::SECOND,
+            step_back_after: step_back_s * Nanos::SECOND,
             guard: ErrorGuardConfig {
-                window: 10 * S,
+                window: 10 * Nanos::SECOND,
                 buckets: 5,
                 error_rate_threshold: 0.2,
                 min_requests: 5,
@@ -53,14 +52,14 @@ proptest! {
         let cfg = config(hold_s, step_back_s);
         let mut outcomes = outcomes;
         outcomes.sort_by_key(|o| o.0);
-        let end = 300 * S;
+        let end = 300 * Nanos::SECOND;
 
         // Polling every 100 ms (outcomes land on the grid too).
         let mut polled = StagedRestore::new(&cfg, sites).unwrap();
-        polled.start(0);
+        polled.start(Nanos::ZERO);
         let mut next = 0;
-        for tick in 0..=end / (100 * MS) {
-            let now = tick * 100 * MS;
+        for tick in 0..=end / (100 * Nanos::MILLISECOND) {
+            let now = tick * 100 * Nanos::MILLISECOND;
             while next < outcomes.len() && outcomes[next].0 == tick {
                 let (_, site, ok) = outcomes[next];
                 polled.observe(now, site % sites, ok);
@@ -71,12 +70,12 @@ proptest! {
 
         // Waking only at outcomes and at poll_timeout().
         let mut woken = StagedRestore::new(&cfg, sites).unwrap();
-        woken.start(0);
+        woken.start(Nanos::ZERO);
         let mut wakes = 0u64;
         let mut next = 0;
         loop {
             let due = woken.poll_timeout();
-            let outcome_at = outcomes.get(next).map(|o| o.0 * 100 * MS);
+            let outcome_at = outcomes.get(next).map(|o| o.0 * 100 * Nanos::MILLISECOND);
             let now = match (due, outcome_at) {
                 (Some(d), Some(o)) => d.min(o),
                 (Some(d), None) => d,
@@ -86,7 +85,7 @@ proptest! {
             if now > end {
                 break;
             }
-            while next < outcomes.len() && outcomes[next].0 * 100 * MS == now {
+            while next < outcomes.len() && outcomes[next].0 * 100 * Nanos::MILLISECOND == now {
                 let (_, site, ok) = outcomes[next];
                 woken.observe(now, site % sites, ok);
                 next += 1;
@@ -108,9 +107,13 @@ proptest! {
 fn an_idle_or_finished_restore_asks_for_no_wake_up() {
     let mut r = StagedRestore::new(&config(5, 0), 2).unwrap();
     assert_eq!(r.poll_timeout(), None, "not started");
-    r.start(0);
-    assert_eq!(r.poll_timeout(), Some(5 * S), "the first hold ends");
-    r.advance(60 * S);
+    r.start(Nanos::ZERO);
+    assert_eq!(
+        r.poll_timeout(),
+        Some(5 * Nanos::SECOND),
+        "the first hold ends"
+    );
+    r.advance(60 * Nanos::SECOND);
     assert!(r.is_complete());
     assert_eq!(r.poll_timeout(), None, "complete with a clear guard");
 }

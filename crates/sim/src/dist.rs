@@ -26,20 +26,17 @@ pub enum ServiceTimeSpec {
     /// Memoryless service (M/M/c): the mean is the only parameter.
     Exponential {
         /// Mean service time.
-        #[serde(with = "units::duration")]
         mean: Nanos,
     },
     /// Every request takes exactly `value`.
     Constant {
         /// The service time.
-        #[serde(with = "units::duration")]
         value: Nanos,
     },
     /// Heavy-tailed service: `ln(T)` is normal with median `median` and
     /// standard deviation `sigma` (mean = median·e^(σ²/2)).
     Lognormal {
         /// Median service time.
-        #[serde(with = "units::duration")]
         median: Nanos,
         /// Shape: standard deviation of `ln(T)`.
         sigma: f64,

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use stormbreak_policy::time::to_secs_f64;
+use stormbreak_policy::Nanos;
 
 use crate::record::{Cause, Recording};
 
@@ -98,10 +98,10 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
         "scenario": rec.scenario,
         "seed": rec.seed,
         "scale": rec.scale,
-        "duration_s": to_secs_f64(rec.duration),
-        "interval_s": to_secs_f64(rec.interval),
+        "duration_s": rec.duration.as_secs_f64(),
+        "interval_s": rec.interval.as_secs_f64(),
         "routes": route_totals(rec),
-        "actions": rec.actions.iter().map(|a| json!({"at_s": to_secs_f64(a.at), "what": a.what})).collect::<Vec<_>>(),
+        "actions": rec.actions.iter().map(|a| json!({"at_s": a.at.as_secs_f64(), "what": a.what})).collect::<Vec<_>>(),
         "engine": {
             "events": rec.events,
             "attempts": rec.attempts,
@@ -112,7 +112,7 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
                 "bound": h.bound,
                 "component": h.component,
                 "count": h.count,
-                "first_at_s": to_secs_f64(h.first_at),
+                "first_at_s": h.first_at.as_secs_f64(),
             })).collect::<Vec<_>>(),
         },
     });
@@ -126,7 +126,7 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
 /// (`t_s,kind,entity,metric,value`), loadable straight into pandas/polars.
 pub fn timeseries_csv(rec: &Recording) -> String {
     let mut out = String::from("t_s,kind,entity,metric,value\n");
-    let dt = to_secs_f64(rec.interval);
+    let dt = rec.interval.as_secs_f64();
     for i in 0..rec.intervals() {
         let t = dt * (i + 1) as f64;
         for r in &rec.routes {
@@ -165,7 +165,7 @@ pub fn timeseries_csv(rec: &Recording) -> String {
         let _ = writeln!(
             out,
             "{},action,timeline,{},1",
-            to_secs_f64(a.at),
+            a.at.as_secs_f64(),
             csv_field(&a.what)
         );
     }

@@ -14,7 +14,6 @@ use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::RatioBudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
-use stormbreak_policy::time::{MINUTE, SECOND};
 use toml::Spanned;
 
 use crate::record::Recording;
@@ -29,9 +28,9 @@ pub const SCENARIO_FILE: &str = "<builtin>/scenarios/github-2026-08-17.toml";
 pub const DEFAULT_SCALE: f64 = 0.01;
 
 /// The trigger (a traffic peak at the Central US edge) starts at 13:28 …
-pub const TRIGGER_START: Nanos = 28 * MINUTE;
+pub const TRIGGER_START: Nanos = 28 * Nanos::MINUTE;
 /// … and has passed by 13:58 (the scenario's peak ramps down by then).
-pub const TRIGGER_END: Nanos = 58 * MINUTE;
+pub const TRIGGER_END: Nanos = 58 * Nanos::MINUTE;
 
 /// The scenario's name (its default output directory).
 pub fn scenario_name() -> &'static str {
@@ -135,7 +134,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                     if let (Some(a), Some(_)) = (&mut s.autoscaler, &s.sidecar) {
                         a.metric = ScaleMetric::SidecarSaturation;
                         a.target = 0.7;
-                        a.pod_start = a.pod_start.min(60 * SECOND);
+                        a.pod_start = a.pod_start.min(60 * Nanos::SECOND);
                     }
                 }
             }
@@ -156,7 +155,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                 for g in &mut sc.gateways {
                     if let Some(r) = &mut g.retry {
                         r.max_attempts = r.max_attempts.min(2);
-                        r.backoff = jittered(50 * stormbreak_policy::time::MILLISECOND);
+                        r.backoff = jittered(50 * stormbreak_policy::Nanos::MILLISECOND);
                     }
                     g.budget = budget();
                 }
@@ -165,7 +164,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                         r.backoff.base = r
                             .backoff
                             .base
-                            .max(100 * stormbreak_policy::time::MILLISECOND);
+                            .max(100 * stormbreak_policy::Nanos::MILLISECOND);
                         r.backoff.kind = BackoffKind::Exponential;
                         r.backoff.jitter = Jitter::Full;
                         c.budget = budget();
@@ -181,7 +180,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                         c.give_up_after = None;
                         c.retry = Some(RetryConfig {
                             max_attempts: 3,
-                            backoff: jittered(SECOND),
+                            backoff: jittered(Nanos::SECOND),
                             ..RetryConfig::default()
                         });
                     }
@@ -392,8 +391,8 @@ pub struct ReplaySummary {
 /// Computes the replay's figures from a recording of the incident scenario.
 pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
     let iv = rec.interval.max(1);
-    let five = (5 * MINUTE / iv).max(1) as usize;
-    let one = (MINUTE / iv).max(1) as usize;
+    let five = (5 * Nanos::MINUTE / iv).max(1) as usize;
+    let one = (Nanos::MINUTE / iv).max(1) as usize;
     let secs = |i: usize| ((i + 1) as u64 * iv) as f64 / 1e9;
     let web_api = path_counts(rec, &["web", "web-nva", "api", "api-nva"]);
     let web_api_5m = trailing_error_rate(&web_api, five);
@@ -418,7 +417,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         demand = per_s(t.first_attempts.iter().sum(), t.first_attempts.len().max(1));
     }
     let after =
-        (((TRIGGER_END + 30 * MINUTE) / iv) as usize).min(web_api_5m.len().saturating_sub(1));
+        (((TRIGGER_END + 30 * Nanos::MINUTE) / iv) as usize).min(web_api_5m.len().saturating_sub(1));
     let after_rate = web_api_5m.get(after).copied().unwrap_or(0.0);
     let headline = Headline {
         web_api_peak_error_rate: peak(&web_api_5m),
@@ -449,7 +448,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
                     Some(i) if i + 1 >= e.len() => None,
                     // The first window under the SLO after the last bad one
                     // covers the 5 minutes before it: recovery began then.
-                    Some(i) => Some(secs(i + 1) - (five as u64 * iv) as f64 / 1e9),
+                    Some(i) => Some(Nanos::from_secs(i + 1) - (five as u64 * iv) as f64 / 1e9),
                 },
                 worst_error_rate: peak(&e),
                 worst_job_wait_s: (!waits.is_empty()).then(|| peak(&waits)),

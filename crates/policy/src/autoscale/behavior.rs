@@ -22,7 +22,7 @@ pub(crate) struct TimedRing {
 impl TimedRing {
     pub(crate) fn new(capacity: usize) -> Self {
         TimedRing {
-            entries: vec![(0, 0); capacity.max(1)].into_boxed_slice(),
+            entries: vec![(Nanos::ZERO, 0); capacity.max(1)].into_boxed_slice(),
             next: 0,
             len: 0,
         }
@@ -59,7 +59,11 @@ pub(crate) struct Rules {
 
 impl Rules {
     pub(crate) fn longest_period(&self) -> Nanos {
-        self.policies.iter().map(|p| p.period).max().unwrap_or(0)
+        self.policies
+            .iter()
+            .map(|p| p.period)
+            .max()
+            .unwrap_or(Nanos::ZERO)
     }
 }
 
@@ -101,7 +105,9 @@ impl History {
     /// Rings holding one entry per sync over the longest look-back, plus slack
     /// for a sync landing early.
     pub(crate) fn new(up: &Rules, down: &Rules, sync_period: Nanos) -> Self {
-        let per_sync = |span: Nanos| (span.div_ceil(sync_period.max(1)) as usize).saturating_add(2);
+        let per_sync = |span: Nanos| {
+            (span.div_ceil(sync_period.max(Nanos::from_nanos(1))) as usize).saturating_add(2)
+        };
         let window = up.stabilization_window.max(down.stabilization_window);
         let period = up.longest_period().max(down.longest_period());
         History {
@@ -262,11 +268,11 @@ fn signed_ceil(x: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::secs;
+    use crate::Nanos;
 
     fn rules(window: u64, select: SelectPolicy, policies: &[ScalingPolicy]) -> Rules {
         Rules {
-            stabilization_window: secs(window),
+            stabilization_window: Nanos::from_secs(window),
             select,
             policies: policies.to_vec().into_boxed_slice(),
         }
@@ -277,8 +283,8 @@ mod tests {
             0,
             SelectPolicy::Max,
             &[
-                ScalingPolicy::percent(100, secs(15)),
-                ScalingPolicy::pods(4, secs(15)),
+                ScalingPolicy::percent(100, Nanos::from_secs(15)),
+                ScalingPolicy::pods(4, Nanos::from_secs(15)),
             ],
         )
     }
@@ -287,17 +293,19 @@ mod tests {
         rules(
             300,
             SelectPolicy::Max,
-            &[ScalingPolicy::percent(100, secs(15))],
+            &[ScalingPolicy::percent(100, Nanos::from_secs(15))],
         )
     }
 
     #[test]
     fn ring_forgets_the_oldest_when_full() {
         let mut r = TimedRing::new(2);
-        r.push(secs(1), 1);
-        r.push(secs(2), 2);
-        r.push(secs(3), 3);
-        let mut seen: Vec<u32> = r.within(secs(3), secs(100)).collect();
+        r.push(Nanos::from_secs(1), 1);
+        r.push(Nanos::from_secs(2), 2);
+        r.push(Nanos::from_secs(3), 3);
+        let mut seen: Vec<u32> = r
+            .within(Nanos::from_secs(3), Nanos::from_secs(100))
+            .collect();
         seen.sort();
         assert_eq!(seen, [2, 3]);
     }
@@ -305,29 +313,35 @@ mod tests {
     #[test]
     fn window_excludes_an_entry_exactly_one_period_old() {
         let mut r = TimedRing::new(4);
-        r.push(0, 7);
+        r.push(Nanos::ZERO, 7);
         // At t = 15 s with a 15 s period the cutoff is 0 and 0 is not after 0.
-        assert_eq!(r.within(secs(15), secs(15)).count(), 0);
-        assert_eq!(r.within(secs(14), secs(15)).count(), 1);
+        assert_eq!(
+            r.within(Nanos::from_secs(15), Nanos::from_secs(15)).count(),
+            0
+        );
+        assert_eq!(
+            r.within(Nanos::from_secs(14), Nanos::from_secs(15)).count(),
+            1
+        );
     }
 
     #[test]
     fn default_scale_up_is_max_of_double_and_plus_four() {
-        let h = History::new(&default_up(), &default_down(), secs(15));
+        let h = History::new(&default_up(), &default_down(), Nanos::from_secs(15));
         // 1 replica: max(ceil(1 × 2), 1 + 4) = 5.
-        assert_eq!(h.scale_up_limit(0, 1, &default_up()), 5);
+        assert_eq!(h.scale_up_limit(Nanos::ZERO, 1, &default_up()), 5);
         // 10 replicas: max(20, 14) = 20.
-        assert_eq!(h.scale_up_limit(0, 10, &default_up()), 20);
+        assert_eq!(h.scale_up_limit(Nanos::ZERO, 10, &default_up()), 20);
     }
 
     #[test]
     fn scale_up_limit_counts_from_the_start_of_the_period() {
-        let mut h = History::new(&default_up(), &default_down(), secs(15));
-        h.record_scale(0, 1, 5);
+        let mut h = History::new(&default_up(), &default_down(), Nanos::from_secs(15));
+        h.record_scale(Nanos::ZERO, 1, 5);
         // 5 s later the period started at 1 replica: limit still 5.
-        assert_eq!(h.scale_up_limit(secs(5), 5, &default_up()), 5);
+        assert_eq!(h.scale_up_limit(Nanos::from_secs(5), 5, &default_up()), 5);
         // 15 s later the event has left the period: max(10, 9) = 10.
-        assert_eq!(h.scale_up_limit(secs(15), 5, &default_up()), 10);
+        assert_eq!(h.scale_up_limit(Nanos::from_secs(15), 5, &default_up()), 10);
     }
 
     #[test]
@@ -335,16 +349,16 @@ mod tests {
         let up = rules(
             0,
             SelectPolicy::Max,
-            &[ScalingPolicy::percent(10, secs(60))],
+            &[ScalingPolicy::percent(10, Nanos::from_secs(60))],
         );
-        let h = History::new(&up, &default_down(), secs(15));
+        let h = History::new(&up, &default_down(), Nanos::from_secs(15));
         // 50 × (1 + 10/100) is 55.00000000000001 in binary (Go's float64 too),
         // so the controller's ceil allows 56, not 55.
-        assert_eq!(h.scale_up_limit(0, 50, &up), 56);
+        assert_eq!(h.scale_up_limit(Nanos::ZERO, 50, &up), 56);
         // 10 × 1.1 rounds to exactly 11.0: ceil 11.
-        assert_eq!(h.scale_up_limit(0, 10, &up), 11);
+        assert_eq!(h.scale_up_limit(Nanos::ZERO, 10, &up), 11);
         // 1 replica +10 %: ceil(1.1) = 2, never stuck at 1.
-        assert_eq!(h.scale_up_limit(0, 1, &up), 2);
+        assert_eq!(h.scale_up_limit(Nanos::ZERO, 1, &up), 2);
     }
 
     #[test]
@@ -352,32 +366,32 @@ mod tests {
         let off = rules(
             0,
             SelectPolicy::Disabled,
-            &[ScalingPolicy::pods(4, secs(15))],
+            &[ScalingPolicy::pods(4, Nanos::from_secs(15))],
         );
-        let h = History::new(&off, &off, secs(15));
+        let h = History::new(&off, &off, Nanos::from_secs(15));
         assert_eq!(
-            h.rate_limit(0, 3, 9, (1, 10), &off, &off),
+            h.rate_limit(Nanos::ZERO, 3, 9, (1, 10), &off, &off),
             (3, ScaleLimit::ScaleUpLimit)
         );
         assert_eq!(
-            h.rate_limit(0, 3, 1, (1, 10), &off, &off),
+            h.rate_limit(Nanos::ZERO, 3, 1, (1, 10), &off, &off),
             (3, ScaleLimit::ScaleDownLimit)
         );
     }
 
     #[test]
     fn bounds_apply_only_in_the_direction_of_change() {
-        let h = History::new(&default_up(), &default_down(), secs(15));
+        let h = History::new(&default_up(), &default_down(), Nanos::from_secs(15));
         assert_eq!(
-            h.rate_limit(0, 8, 30, (1, 10), &default_up(), &default_down()),
+            h.rate_limit(Nanos::ZERO, 8, 30, (1, 10), &default_up(), &default_down()),
             (10, ScaleLimit::TooManyReplicas)
         );
         assert_eq!(
-            h.rate_limit(0, 8, 0, (2, 10), &default_up(), &default_down()),
+            h.rate_limit(Nanos::ZERO, 8, 0, (2, 10), &default_up(), &default_down()),
             (2, ScaleLimit::TooFewReplicas)
         );
         assert_eq!(
-            h.rate_limit(0, 8, 8, (1, 10), &default_up(), &default_down()),
+            h.rate_limit(Nanos::ZERO, 8, 8, (1, 10), &default_up(), &default_down()),
             (8, ScaleLimit::DesiredWithinRange)
         );
     }
@@ -385,52 +399,63 @@ mod tests {
     #[test]
     fn stabilization_takes_the_highest_recommendation_of_the_down_window() {
         let (up, down) = (default_up(), default_down());
-        let mut h = History::new(&up, &down, secs(15));
+        let mut h = History::new(&up, &down, Nanos::from_secs(15));
         assert_eq!(
-            h.stabilize(0, 10, 10, &up, &down),
+            h.stabilize(Nanos::ZERO, 10, 10, &up, &down),
             (10, Stabilization::None)
         );
         assert_eq!(
-            h.stabilize(secs(15), 10, 4, &up, &down),
+            h.stabilize(Nanos::from_secs(15), 10, 4, &up, &down),
             (10, Stabilization::ScaleDownStabilized)
         );
         assert_eq!(
-            h.stabilize(secs(30), 10, 6, &up, &down),
+            h.stabilize(Nanos::from_secs(30), 10, 6, &up, &down),
             (10, Stabilization::ScaleDownStabilized)
         );
         // At 300 s the 10 recorded at 0 s has aged out; the highest left is 6 (at 30 s).
         assert_eq!(
-            h.stabilize(secs(300), 10, 3, &up, &down),
+            h.stabilize(Nanos::from_secs(300), 10, 3, &up, &down),
             (6, Stabilization::ScaleDownStabilized)
         );
     }
 
     #[test]
     fn scale_up_window_takes_the_lowest_recommendation() {
-        let up = rules(60, SelectPolicy::Max, &[ScalingPolicy::pods(100, secs(15))]);
+        let up = rules(
+            60,
+            SelectPolicy::Max,
+            &[ScalingPolicy::pods(100, Nanos::from_secs(15))],
+        );
         let down = default_down();
-        let mut h = History::new(&up, &down, secs(15));
-        assert_eq!(h.stabilize(0, 4, 4, &up, &down), (4, Stabilization::None));
+        let mut h = History::new(&up, &down, Nanos::from_secs(15));
+        assert_eq!(
+            h.stabilize(Nanos::ZERO, 4, 4, &up, &down),
+            (4, Stabilization::None)
+        );
         // A one-sync spike to 12 is held at the lowest of the minute: 4.
         assert_eq!(
-            h.stabilize(secs(15), 4, 12, &up, &down),
+            h.stabilize(Nanos::from_secs(15), 4, 12, &up, &down),
             (4, Stabilization::ScaleUpStabilized)
         );
         assert_eq!(
-            h.stabilize(secs(30), 4, 9, &up, &down),
+            h.stabilize(Nanos::from_secs(30), 4, 9, &up, &down),
             (4, Stabilization::ScaleUpStabilized)
         );
         // Once the 4 has aged out (60 s), the lowest left is 9.
         assert_eq!(
-            h.stabilize(secs(60), 4, 12, &up, &down),
+            h.stabilize(Nanos::from_secs(60), 4, 12, &up, &down),
             (9, Stabilization::ScaleUpStabilized)
         );
     }
 
     #[test]
     fn rings_are_sized_from_the_longest_window_and_period() {
-        let up = rules(0, SelectPolicy::Max, &[ScalingPolicy::pods(4, secs(60))]);
-        let h = History::new(&up, &default_down(), secs(15));
+        let up = rules(
+            0,
+            SelectPolicy::Max,
+            &[ScalingPolicy::pods(4, Nanos::from_secs(60))],
+        );
+        let h = History::new(&up, &default_down(), Nanos::from_secs(15));
         // 300 s / 15 s + 2 = 22 recommendations; 60 s / 15 s + 2 = 6 events.
         assert_eq!(h.capacities(), (22, 6));
     }

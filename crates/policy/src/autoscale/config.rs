@@ -7,7 +7,6 @@
 //! `stabilizationWindowSeconds` become duration strings (`"60s"`).
 
 use crate::Nanos;
-use crate::time::{MINUTE, SECOND, secs};
 use serde::Deserialize;
 use std::fmt;
 
@@ -146,7 +145,6 @@ pub struct ScalingPolicy {
     /// Pods or percent, ≥ 1.
     pub value: u32,
     /// Look-back over which the policy must hold, in (0, 30 min].
-    #[serde(with = "crate::units::duration")]
     pub period: Nanos,
 }
 
@@ -188,7 +186,7 @@ pub enum SelectPolicy {
 #[serde(deny_unknown_fields)]
 pub struct ScalingRules {
     /// Look-back over past recommendations (0 s up, 300 s down), ≤ 1 h.
-    #[serde(default, with = "crate::units::opt_duration")]
+    #[serde(default)]
     pub stabilization_window: Option<Nanos>,
     /// Policy selection (default `Max`).
     #[serde(default)]
@@ -205,7 +203,7 @@ impl ScalingRules {
     /// The published scale-up defaults, spelt out.
     pub fn scale_up_default() -> Self {
         ScalingRules {
-            stabilization_window: Some(0),
+            stabilization_window: Some(Nanos::ZERO),
             select_policy: Some(SelectPolicy::Max),
             policies: Some(default_scale_up_policies().to_vec()),
             tolerance: None,
@@ -245,19 +243,19 @@ impl Default for Behavior {
 }
 
 /// `--horizontal-pod-autoscaler-downscale-stabilization`: 5 minutes.
-pub const DEFAULT_DOWNSCALE_STABILIZATION: Nanos = 5 * MINUTE;
+pub const DEFAULT_DOWNSCALE_STABILIZATION: Nanos = Nanos::from_secs(5 * 60);
 
 /// Scale-up default policies: 100 % and 4 pods, each per 15 s (the larger wins).
 pub const fn default_scale_up_policies() -> [ScalingPolicy; 2] {
     [
-        ScalingPolicy::percent(100, secs(15)),
-        ScalingPolicy::pods(4, secs(15)),
+        ScalingPolicy::percent(100, Nanos::from_secs(15)),
+        ScalingPolicy::pods(4, Nanos::from_secs(15)),
     ]
 }
 
 /// Scale-down default policy: 100 % per 15 s, i.e. straight to the recommendation.
 pub const fn default_scale_down_policies() -> [ScalingPolicy; 1] {
-    [ScalingPolicy::percent(100, secs(15))]
+    [ScalingPolicy::percent(100, Nanos::from_secs(15))]
 }
 
 /// A HorizontalPodAutoscaler: its `autoscaling/v2` spec plus the
@@ -288,23 +286,17 @@ pub struct HpaConfig {
     #[serde(default)]
     pub behavior: Behavior,
     /// `--horizontal-pod-autoscaler-sync-period` (15 s).
-    #[serde(default = "default_sync_period", with = "crate::units::duration")]
+    #[serde(default = "default_sync_period")]
     pub sync_period: Nanos,
     /// `--horizontal-pod-autoscaler-tolerance` (0.1): no action while
     /// |ratio − 1| ≤ tolerance, unless a direction sets its own.
     #[serde(default = "default_tolerance")]
     pub tolerance: f64,
     /// `--horizontal-pod-autoscaler-cpu-initialization-period` (5 min).
-    #[serde(
-        default = "default_cpu_initialization_period",
-        with = "crate::units::duration"
-    )]
+    #[serde(default = "default_cpu_initialization_period")]
     pub cpu_initialization_period: Nanos,
     /// `--horizontal-pod-autoscaler-initial-readiness-delay` (30 s).
-    #[serde(
-        default = "default_initial_readiness_delay",
-        with = "crate::units::duration"
-    )]
+    #[serde(default = "default_initial_readiness_delay")]
     pub initial_readiness_delay: Nanos,
 }
 
@@ -315,16 +307,16 @@ fn default_metrics() -> Vec<MetricSpec> {
     vec![MetricSpec::cpu_utilization(80)]
 }
 fn default_sync_period() -> Nanos {
-    secs(15)
+    Nanos::from_secs(15)
 }
 fn default_tolerance() -> f64 {
     0.1
 }
 fn default_cpu_initialization_period() -> Nanos {
-    5 * MINUTE
+    5 * Nanos::MINUTE
 }
 fn default_initial_readiness_delay() -> Nanos {
-    secs(30)
+    Nanos::from_secs(30)
 }
 
 impl Default for HpaConfig {
@@ -344,9 +336,9 @@ impl Default for HpaConfig {
 }
 
 /// Kubernetes' ceiling on `periodSeconds`.
-const MAX_POLICY_PERIOD: Nanos = 30 * MINUTE;
+const MAX_POLICY_PERIOD: Nanos = Nanos::from_secs(30 * 60);
 /// Kubernetes' ceiling on `stabilizationWindowSeconds`.
-const MAX_STABILIZATION_WINDOW: Nanos = 3600 * SECOND;
+const MAX_STABILIZATION_WINDOW: Nanos = Nanos::HOUR;
 
 impl HpaConfig {
     /// Checks every rule the API server and the controller would enforce.
@@ -360,7 +352,7 @@ impl HpaConfig {
     /// );
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.sync_period == 0 {
+        if self.sync_period == Nanos::ZERO {
             return Err(ConfigError::new("sync_period", "must be > 0, got 0"));
         }
         check_tolerance("tolerance", self.tolerance)?;
@@ -542,7 +534,7 @@ fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), ConfigError> {
                     "must be ≥ 1, got 0",
                 ));
             }
-            if p.period == 0 || p.period > MAX_POLICY_PERIOD {
+            if p.period == Nanos::ZERO || p.period > MAX_POLICY_PERIOD {
                 return Err(ConfigError::new(
                     format!("{path}.policies[{i}].period"),
                     format!(
@@ -571,28 +563,28 @@ mod tests {
     #[test]
     fn defaults_are_the_published_ones() {
         let c = HpaConfig::default();
-        assert_eq!(c.sync_period, secs(15));
+        assert_eq!(c.sync_period, Nanos::from_secs(15));
         assert_eq!(c.tolerance, 0.1);
         assert_eq!(c.min_replicas, 1);
-        assert_eq!(c.cpu_initialization_period, 5 * MINUTE);
-        assert_eq!(c.initial_readiness_delay, secs(30));
+        assert_eq!(c.cpu_initialization_period, 5 * Nanos::MINUTE);
+        assert_eq!(c.initial_readiness_delay, Nanos::from_secs(30));
         assert_eq!(c.metrics, vec![MetricSpec::cpu_utilization(80)]);
         let up = &c.behavior.scale_up;
-        assert_eq!(up.stabilization_window, Some(0));
+        assert_eq!(up.stabilization_window, Some(Nanos::ZERO));
         assert_eq!(
             up.policies.as_deref(),
             Some(
                 &[
-                    ScalingPolicy::percent(100, secs(15)),
-                    ScalingPolicy::pods(4, secs(15))
+                    ScalingPolicy::percent(100, Nanos::from_secs(15)),
+                    ScalingPolicy::pods(4, Nanos::from_secs(15))
                 ][..]
             )
         );
         let down = &c.behavior.scale_down;
-        assert_eq!(down.stabilization_window, Some(secs(300)));
+        assert_eq!(down.stabilization_window, Some(Nanos::from_secs(300)));
         assert_eq!(
             down.policies.as_deref(),
-            Some(&[ScalingPolicy::percent(100, secs(15))][..])
+            Some(&[ScalingPolicy::percent(100, Nanos::from_secs(15))][..])
         );
         assert_eq!(c.validate(), Ok(()));
     }
@@ -643,20 +635,23 @@ mod tests {
                 target: MetricTarget::AverageValue { average_value: 0.8 },
             }
         );
-        assert_eq!(c.behavior.scale_down.stabilization_window, Some(secs(60)));
+        assert_eq!(
+            c.behavior.scale_down.stabilization_window,
+            Some(Nanos::from_secs(60))
+        );
         assert_eq!(c.behavior.scale_down.select_policy, Some(SelectPolicy::Min));
         assert_eq!(
             c.behavior.scale_down.policies.as_deref(),
             Some(
                 &[
-                    ScalingPolicy::percent(10, secs(60)),
-                    ScalingPolicy::pods(5, secs(60))
+                    ScalingPolicy::percent(10, Nanos::from_secs(60)),
+                    ScalingPolicy::pods(5, Nanos::from_secs(60))
                 ][..]
             )
         );
         // An omitted direction is left to the defaults, field by field.
         assert_eq!(c.behavior.scale_up, ScalingRules::default());
-        assert_eq!(c.sync_period, secs(15));
+        assert_eq!(c.sync_period, Nanos::from_secs(15));
         assert_eq!(c.validate(), Ok(()));
     }
 
@@ -804,21 +799,21 @@ mod tests {
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
-                policies: Some(vec![ScalingPolicy::pods(4, 31 * MINUTE)]),
+                policies: Some(vec![ScalingPolicy::pods(4, 31 * Nanos::MINUTE)]),
                 ..ScalingRules::default()
             })),
             "behavior.scale_down.policies[0].period must be in (0s, 30m], got 31m"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
-                policies: Some(vec![ScalingPolicy::percent(0, secs(15))]),
+                policies: Some(vec![ScalingPolicy::percent(0, Nanos::from_secs(15))]),
                 ..ScalingRules::default()
             })),
             "behavior.scale_down.policies[0].value must be ≥ 1, got 0"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
-                stabilization_window: Some(secs(3601)),
+                stabilization_window: Some(Nanos::from_secs(3601)),
                 ..ScalingRules::default()
             })),
             "behavior.scale_down.stabilization_window must be ≤ 1h, got 1h1s"
@@ -835,7 +830,7 @@ mod tests {
     #[test]
     fn controller_flags_are_checked() {
         let c = HpaConfig {
-            sync_period: 0,
+            sync_period: Nanos::ZERO,
             ..HpaConfig::default()
         };
         assert_eq!(error_of(c), "sync_period must be > 0, got 0");

@@ -41,7 +41,7 @@
 //!
 //! ```
 //! use stormbreak_policy::autoscale::{ContainerSample, Hpa, HpaConfig, PodStatus, PodTable};
-//! use stormbreak_policy::time::secs;
+//! use stormbreak_policy::Nanos;
 //!
 //! // CPU target 50 % of request; 4 pods at 100 %.
 //! let config = HpaConfig {
@@ -50,15 +50,15 @@
 //! };
 //! let mut hpa = Hpa::new(config).unwrap();
 //! let mut pods = PodTable::with_capacity(16, 1, 1);
-//! let now = secs(3600);
+//! let now = Nanos::from_secs(3600);
 //! pods.clear(4);
 //! for _ in 0..4 {
-//!     pods.push_pod(PodStatus::ready(0, now), &[ContainerSample::cpu(0.5, 0.5)]);
+//!     pods.push_pod(PodStatus::ready(Nanos::ZERO, now), &[ContainerSample::cpu(0.5, 0.5)]);
 //! }
 //! // ratio 100 / 50 = 2 ⇒ ceil(4 × 2) = 8, within max(100 %, 4 pods) per 15 s.
 //! let decision = hpa.sync(now, &pods);
 //! assert_eq!(decision.desired, 8);
-//! assert_eq!(hpa.next_sync(), now + secs(15));
+//! assert_eq!(hpa.next_sync(), now + Nanos::from_secs(15));
 //! ```
 
 mod behavior;
@@ -174,7 +174,11 @@ impl Hpa {
                 .unwrap_or_else(|| policies.to_vec())
                 .into_boxed_slice(),
         };
-        let up = rules(&config.behavior.scale_up, 0, &default_scale_up_policies());
+        let up = rules(
+            &config.behavior.scale_up,
+            Nanos::ZERO,
+            &default_scale_up_policies(),
+        );
         let down = rules(
             &config.behavior.scale_down,
             DEFAULT_DOWNSCALE_STABILIZATION,
@@ -212,7 +216,7 @@ impl Hpa {
 
     /// When the next sync is due (0 before the first one: due at once).
     pub fn next_sync(&self) -> Nanos {
-        self.next_sync.unwrap_or(0)
+        self.next_sync.unwrap_or(Nanos::ZERO)
     }
 
     /// When the next sync is due, once the first sync has set the cadence
@@ -325,7 +329,7 @@ impl Hpa {
         let next = match self.next_sync {
             Some(due) if due <= now => {
                 let behind = (now - due) / self.sync_period;
-                due.saturating_add((behind + 1).saturating_mul(self.sync_period))
+                due.saturating_add(self.sync_period.saturating_mul(behind + 1))
             }
             _ => now.saturating_add(self.sync_period),
         };

@@ -512,15 +512,15 @@ fn object_average_value<V: MetricsView + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Nanos;
     use crate::autoscale::view::{ContainerSample, PodTable};
-    use crate::time::{MINUTE, secs};
 
     const TOLERANCE: Tolerances = Tolerances { down: 0.1, up: 0.1 };
     const READINESS: Readiness = Readiness {
-        cpu_initialization_period: 5 * MINUTE,
-        initial_readiness_delay: secs(30),
+        cpu_initialization_period: Nanos::from_secs(5 * 60),
+        initial_readiness_delay: Nanos::from_secs(30),
     };
-    const NOW: Nanos = 60 * MINUTE;
+    const NOW: Nanos = Nanos::HOUR;
 
     fn inputs(spec: u32) -> SyncInputs {
         SyncInputs {
@@ -540,7 +540,7 @@ mod tests {
     }
 
     fn old_ready() -> PodStatus {
-        PodStatus::ready(0, NOW)
+        PodStatus::ready(Nanos::ZERO, NOW)
     }
 
     #[test]
@@ -643,7 +643,7 @@ mod tests {
     fn cpu_samples_of_initialising_pods_are_set_aside_but_custom_metrics_are_not() {
         // Started 60 s ago (inside the 5 min CPU initialisation period) and
         // not ready: its hot CPU is start-up noise.
-        let started = NOW - secs(60);
+        let started = NOW - Nanos::from_secs(60);
         let mut t = PodTable::with_capacity(4, 1, 1);
         t.clear(2);
         let p = t.push_pod(old_ready(), &[ContainerSample::cpu(0.5, 1.0)]);
@@ -671,8 +671,8 @@ mod tests {
     fn a_ready_pod_sampled_before_a_full_window_since_ready_is_set_aside() {
         // Ready 5 s ago, inside initialisation; the sample (15 s window) ends
         // now, so it partly covers the unready time.
-        let mut s = PodStatus::ready(NOW - secs(5), NOW);
-        s.started_at = Some(NOW - secs(40));
+        let mut s = PodStatus::ready(NOW - Nanos::from_secs(5), NOW);
+        s.started_at = Some(NOW - Nanos::from_secs(40));
         assert!(cpu_sample_untrusted(
             &s,
             s.resource_sample.unwrap(),
@@ -680,7 +680,7 @@ mod tests {
             &READINESS
         ));
         // 20 s after becoming ready a full window fits.
-        s.ready_changed_at = NOW - secs(20);
+        s.ready_changed_at = NOW - Nanos::from_secs(20);
         assert!(!cpu_sample_untrusted(
             &s,
             s.resource_sample.unwrap(),
@@ -691,9 +691,9 @@ mod tests {
 
     #[test]
     fn after_initialisation_only_never_ready_pods_are_set_aside() {
-        let mut s = PodStatus::starting(NOW - 10 * MINUTE, NOW);
+        let mut s = PodStatus::starting(NOW - 10 * Nanos::MINUTE, NOW);
         // Unready since 10 s after start (< 30 s delay): never became ready.
-        s.ready_changed_at = NOW - 10 * MINUTE + secs(10);
+        s.ready_changed_at = NOW - 10 * Nanos::MINUTE + Nanos::from_secs(10);
         assert!(cpu_sample_untrusted(
             &s,
             s.resource_sample.unwrap(),
@@ -701,7 +701,7 @@ mod tests {
             &READINESS
         ));
         // Went unready 2 min after start: it was ready before, sample counts.
-        s.ready_changed_at = NOW - 8 * MINUTE;
+        s.ready_changed_at = NOW - 8 * Nanos::MINUTE;
         assert!(!cpu_sample_untrusted(
             &s,
             s.resource_sample.unwrap(),

@@ -8,7 +8,6 @@
 
 use super::config::ResourceName;
 use crate::Nanos;
-use crate::time::secs;
 
 /// Position of a metric in [`HpaConfig::metrics`](super::HpaConfig::metrics).
 ///
@@ -45,7 +44,7 @@ impl MetricSample {
     pub const fn at(at: Nanos) -> Self {
         MetricSample {
             at,
-            window: secs(15),
+            window: Nanos::from_secs(15),
         }
     }
 }
@@ -101,7 +100,7 @@ impl PodStatus {
             deleting: false,
             ready: false,
             started_at: None,
-            ready_changed_at: 0,
+            ready_changed_at: Nanos::ZERO,
             resource_sample: None,
         }
     }
@@ -199,11 +198,12 @@ pub trait MetricsView {
 ///
 /// ```
 /// use stormbreak_policy::autoscale::{ContainerSample, MetricId, PodStatus, PodTable};
+/// use stormbreak_policy::Nanos;
 /// let mut table = PodTable::with_capacity(100, 2, 1);
 /// table.clear(3);
 /// for _ in 0..3 {
 ///     let p = table.push_pod(
-///         PodStatus::ready(0, 0),
+///         PodStatus::ready(Nanos::ZERO, Nanos::ZERO),
 ///         &[ContainerSample::cpu(0.2, 1.0), ContainerSample::cpu(0.1, 0.1)],
 ///     );
 ///     table.set_pod_metric(p, MetricId(0), 0.95);

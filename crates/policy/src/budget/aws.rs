@@ -61,11 +61,12 @@ impl AwsRetryQuotaConfig {
 ///
 /// ```
 /// use stormbreak_policy::budget::{AwsRetryQuota, AwsRetryQuotaConfig, RetryBudget, RetryCause};
+/// use stormbreak_policy::Nanos;
 /// let mut q = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
-/// let retries = (0..1000).filter(|_| q.try_withdraw(0, RetryCause::Error)).count();
+/// let retries = (0..1000).filter(|_| q.try_withdraw(Nanos::ZERO, RetryCause::Error)).count();
 /// assert_eq!(retries, 100);
-/// q.on_success(0, Some(RetryCause::Error)); // a retry succeeded: its 5 come back
-/// assert!(q.try_withdraw(0, RetryCause::Error));
+/// q.on_success(Nanos::ZERO, Some(RetryCause::Error)); // a retry succeeded: its 5 come back
+/// assert!(q.try_withdraw(Nanos::ZERO, RetryCause::Error));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AwsRetryQuota {
@@ -135,7 +136,7 @@ mod tests {
         let mut q = quota();
         assert_eq!(
             (0..1000)
-                .filter(|_| q.try_withdraw(0, RetryCause::Error))
+                .filter(|_| q.try_withdraw(Nanos::ZERO, RetryCause::Error))
                 .count(),
             100
         );
@@ -143,7 +144,7 @@ mod tests {
         let mut q = quota();
         assert_eq!(
             (0..1000)
-                .filter(|_| q.try_withdraw(0, RetryCause::Timeout))
+                .filter(|_| q.try_withdraw(Nanos::ZERO, RetryCause::Timeout))
                 .count(),
             50
         );
@@ -155,28 +156,28 @@ mod tests {
         // succeeding error-retry: 5 < 10 refuses a timeout retry, 5 ≥ 5 allows an error retry.
         let mut q = quota();
         for _ in 0..50 {
-            assert!(q.try_withdraw(0, RetryCause::Timeout));
+            assert!(q.try_withdraw(Nanos::ZERO, RetryCause::Timeout));
         }
-        q.on_success(0, Some(RetryCause::Error));
+        q.on_success(Nanos::ZERO, Some(RetryCause::Error));
         assert_eq!(q.available(), 5);
-        assert!(!q.try_withdraw(0, RetryCause::Timeout));
+        assert!(!q.try_withdraw(Nanos::ZERO, RetryCause::Timeout));
         assert_eq!(q.available(), 5, "a refused withdrawal costs nothing");
-        assert!(q.try_withdraw(0, RetryCause::Error));
+        assert!(q.try_withdraw(Nanos::ZERO, RetryCause::Error));
     }
 
     #[test]
     fn successes_refund_what_their_retry_cost_or_one() {
         let mut q = quota();
-        assert!(q.try_withdraw(0, RetryCause::Timeout)); // 490
-        assert!(q.try_withdraw(0, RetryCause::Error)); // 485
-        q.on_success(0, Some(RetryCause::Timeout)); // 495
+        assert!(q.try_withdraw(Nanos::ZERO, RetryCause::Timeout)); // 490
+        assert!(q.try_withdraw(Nanos::ZERO, RetryCause::Error)); // 485
+        q.on_success(Nanos::ZERO, Some(RetryCause::Timeout)); // 495
         assert_eq!(q.available(), 495);
-        q.on_success(0, None); // 496
-        q.on_success(0, None); // 497
+        q.on_success(Nanos::ZERO, None); // 496
+        q.on_success(Nanos::ZERO, None); // 497
         assert_eq!(q.available(), 497);
-        q.on_success(0, Some(RetryCause::Error)); // 502 → capped at 500
+        q.on_success(Nanos::ZERO, Some(RetryCause::Error)); // 502 → capped at 500
         assert_eq!(q.available(), 500);
-        q.on_success(0, None);
+        q.on_success(Nanos::ZERO, None);
         assert_eq!(q.available(), 500, "never above the initial capacity");
     }
 
@@ -184,8 +185,8 @@ mod tests {
     fn failures_alone_do_not_drain_the_quota() {
         let mut q = quota();
         (0..1000).for_each(|_| {
-            q.on_failure(0);
-            q.on_timeout(0);
+            q.on_failure(Nanos::ZERO);
+            q.on_timeout(Nanos::ZERO);
         });
         assert_eq!(q.available(), 500, "only retries spend capacity");
     }
@@ -217,7 +218,7 @@ mod tests {
             let (mut granted, mut spent) = (0u32, 0u32);
             for timeout in causes {
                 let cause = if timeout { RetryCause::Timeout } else { RetryCause::Error };
-                if q.try_withdraw(0, cause) {
+                if q.try_withdraw(Nanos::ZERO, cause) {
                     granted += 1;
                     spent += if timeout { 10 } else { 5 };
                 }

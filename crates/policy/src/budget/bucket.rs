@@ -88,14 +88,15 @@ impl TokenBucketConfig {
 ///
 /// ```
 /// use stormbreak_policy::budget::{RetryBudget, RetryCause, TokenBucket, TokenBucketConfig};
+/// use stormbreak_policy::Nanos;
 /// let mut b = TokenBucket::new(&TokenBucketConfig::default()).unwrap();
 /// // Total failure: the 10 starting tokens buy 10 retries, then none.
-/// let sent = (0..100).filter(|_| b.try_withdraw(0, RetryCause::Error)).count();
+/// let sent = (0..100).filter(|_| b.try_withdraw(Nanos::ZERO, RetryCause::Error)).count();
 /// assert_eq!(sent, 10);
 /// // Ten successes earn one retry back.
-/// for _ in 0..10 { b.on_success(0, None) }
-/// assert!(b.try_withdraw(0, RetryCause::Error));
-/// assert!(!b.try_withdraw(0, RetryCause::Error));
+/// for _ in 0..10 { b.on_success(Nanos::ZERO, None) }
+/// assert!(b.try_withdraw(Nanos::ZERO, RetryCause::Error));
+/// assert!(!b.try_withdraw(Nanos::ZERO, RetryCause::Error));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenBucket {
@@ -165,9 +166,9 @@ mod tests {
             let (mut retries, mut successes) = (0u64, 0u64);
             for ok in events {
                 if ok {
-                    b.on_success(0, None);
+                    b.on_success(Nanos::ZERO, None);
                     successes += 1;
-                } else if b.try_withdraw(0, RetryCause::Error) {
+                } else if b.try_withdraw(Nanos::ZERO, RetryCause::Error) {
                     retries += 1;
                 }
             }
@@ -196,10 +197,10 @@ mod tests {
                 loop {
                     attempts += 1;
                     if next() >= p {
-                        b.on_success(0, None);
+                        b.on_success(Nanos::ZERO, None);
                         break;
                     }
-                    if !b.try_withdraw(0, RetryCause::Error) {
+                    if !b.try_withdraw(Nanos::ZERO, RetryCause::Error) {
                         break;
                     }
                 }

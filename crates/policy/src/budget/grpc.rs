@@ -71,11 +71,12 @@ impl GrpcThrottleConfig {
 ///
 /// ```
 /// use stormbreak_policy::budget::{GrpcThrottle, GrpcThrottleConfig, RetryBudget, RetryCause};
+/// use stormbreak_policy::Nanos;
 /// let mut t = GrpcThrottle::new(&GrpcThrottleConfig::default()).unwrap();
 /// let mut retries = 0;
 /// for _ in 0..100 {
-///     t.on_failure(0);
-///     if t.try_withdraw(0, RetryCause::Error) { retries += 1 }
+///     t.on_failure(Nanos::ZERO);
+///     if t.try_withdraw(Nanos::ZERO, RetryCause::Error) { retries += 1 }
 /// }
 /// assert_eq!(retries, 4); // after failures 1..=4 the count is 9, 8, 7, 6 > 5
 /// ```
@@ -146,28 +147,34 @@ mod tests {
         let mut t = throttle(10, 0.1);
         assert_eq!(t.tokens(), 10.0);
         for expected in [9.0, 8.0, 7.0, 6.0] {
-            t.on_failure(0);
+            t.on_failure(Nanos::ZERO);
             assert_eq!(t.tokens(), expected);
-            assert!(t.try_withdraw(0, RetryCause::Error), "{expected} > 5");
+            assert!(
+                t.try_withdraw(Nanos::ZERO, RetryCause::Error),
+                "{expected} > 5"
+            );
         }
-        t.on_failure(0);
+        t.on_failure(Nanos::ZERO);
         assert_eq!(t.tokens(), 5.0);
-        assert!(!t.try_withdraw(0, RetryCause::Error), "5 is not > 5");
+        assert!(
+            !t.try_withdraw(Nanos::ZERO, RetryCause::Error),
+            "5 is not > 5"
+        );
     }
 
     #[test]
     fn one_success_above_the_threshold_reopens_retries() {
         // At 5.0, one success adds 0.1 → 5.1 > 5.
         let mut t = throttle(10, 0.1);
-        (0..5).for_each(|_| t.on_failure(0));
+        (0..5).for_each(|_| t.on_failure(Nanos::ZERO));
         assert!(!t.allows_retries());
-        t.on_success(0, None);
+        t.on_success(Nanos::ZERO, None);
         assert!((t.tokens() - 5.1).abs() < 1e-9);
         assert!(t.allows_retries());
         // And ten successes are needed to undo one failure.
-        t.on_failure(0);
+        t.on_failure(Nanos::ZERO);
         assert!((t.tokens() - 4.1).abs() < 1e-9);
-        (0..9).for_each(|_| t.on_success(0, None));
+        (0..9).for_each(|_| t.on_success(Nanos::ZERO, None));
         assert!((t.tokens() - 5.0).abs() < 1e-9);
         assert!(!t.allows_retries());
     }
@@ -175,9 +182,9 @@ mod tests {
     #[test]
     fn count_stays_between_zero_and_max() {
         let mut t = throttle(3, 0.5);
-        (0..10).for_each(|_| t.on_failure(0));
+        (0..10).for_each(|_| t.on_failure(Nanos::ZERO));
         assert_eq!(t.tokens(), 0.0);
-        (0..100).for_each(|_| t.on_success(0, None));
+        (0..100).for_each(|_| t.on_success(Nanos::ZERO, None));
         assert_eq!(t.tokens(), 3.0);
     }
 
@@ -185,17 +192,17 @@ mod tests {
     fn odd_maximum_compares_exactly() {
         // max 3: threshold 1.5. 2 > 1.5 retries; 1 does not.
         let mut t = throttle(3, 0.1);
-        t.on_failure(0);
+        t.on_failure(Nanos::ZERO);
         assert!(t.allows_retries());
-        t.on_failure(0);
+        t.on_failure(Nanos::ZERO);
         assert!(!t.allows_retries());
     }
 
     #[test]
     fn ratio_keeps_three_decimals() {
         let mut t = throttle(10, 0.0125); // rounds to 0.013
-        (0..6).for_each(|_| t.on_failure(0));
-        t.on_success(0, None);
+        (0..6).for_each(|_| t.on_failure(Nanos::ZERO));
+        t.on_success(Nanos::ZERO, None);
         assert!((t.tokens() - 4.013).abs() < 1e-9);
     }
 
@@ -241,9 +248,9 @@ mod tests {
             let mut granted_after_a_failure = 0u32;
             for is_failure in ops {
                 if is_failure {
-                    t.on_failure(0);
+                    t.on_failure(Nanos::ZERO);
                     failures += 1;
-                } else if t.try_withdraw(0, RetryCause::Error) {
+                } else if t.try_withdraw(Nanos::ZERO, RetryCause::Error) {
                     prop_assert!(2 * failures < max_tokens, "retry granted after {} failures of {}", failures, max_tokens);
                     if failures > 0 { granted_after_a_failure = failures; }
                 }
@@ -263,10 +270,10 @@ mod tests {
             let mut model = f64::from(max_tokens);
             for success in ops {
                 if success {
-                    t.on_success(0, None);
+                    t.on_success(Nanos::ZERO, None);
                     model = (model + f64::from(ratio_milli) / 1000.0).min(f64::from(max_tokens));
                 } else {
-                    t.on_failure(0);
+                    t.on_failure(Nanos::ZERO);
                     model = (model - 1.0).max(0.0);
                 }
                 prop_assert!((t.tokens() - model).abs() < 1e-6);

@@ -151,15 +151,15 @@ mod tests {
     #[test]
     fn unlimited_always_allows() {
         let mut b = Unlimited;
-        b.on_request(0);
-        b.on_failure(0);
-        assert!((0..10_000).all(|t| b.try_withdraw(t, RetryCause::Error)));
+        b.on_request(Nanos::ZERO);
+        b.on_failure(Nanos::ZERO);
+        assert!((0..10_000).all(|t| b.try_withdraw(Nanos::from_nanos(t), RetryCause::Error)));
     }
 
     #[test]
     fn a_mutable_reference_is_a_budget_too() {
         fn spend(mut b: impl RetryBudget) -> bool {
-            b.try_withdraw(0, RetryCause::Timeout)
+            b.try_withdraw(Nanos::ZERO, RetryCause::Timeout)
         }
         let mut quota = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
         assert!(spend(&mut quota));

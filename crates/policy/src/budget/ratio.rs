@@ -2,7 +2,6 @@
 
 use super::{ConfigError, RetryBudget, RetryCause};
 use crate::Nanos;
-use crate::time::SECOND;
 use serde::Deserialize;
 
 /// One retry, in the budget's fixed-point token unit. Integer tokens keep the
@@ -26,7 +25,6 @@ pub struct RatioBudgetConfig {
     #[serde(with = "crate::units::rate")]
     pub min_retries_per_sec: f64,
     /// How long a deposit (and a withdrawal) counts, in `[1 s, 60 s]` (Finagle's range).
-    #[serde(with = "crate::units::duration")]
     pub ttl: Nanos,
     /// Time buckets per `ttl`, in `1..=1000`; more buckets expire more smoothly.
     pub buckets: u32,
@@ -37,7 +35,7 @@ impl Default for RatioBudgetConfig {
         RatioBudgetConfig {
             retry_ratio: 0.2,
             min_retries_per_sec: 10.0,
-            ttl: 10 * SECOND,
+            ttl: 10 * Nanos::SECOND,
             buckets: 10,
         }
     }
@@ -62,7 +60,7 @@ impl RatioBudgetConfig {
                 self.min_retries_per_sec,
             ));
         }
-        if !(SECOND..=60 * SECOND).contains(&self.ttl) {
+        if !(Nanos::SECOND..=60 * Nanos::SECOND).contains(&self.ttl) {
             return Err(ConfigError::new(
                 "ttl",
                 "between 1s and 60s",
@@ -102,11 +100,12 @@ impl RatioBudgetConfig {
 ///
 /// ```
 /// use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, RetryBudget, RetryCause};
+/// use stormbreak_policy::Nanos;
 /// let mut budget = RatioBudget::new(&RatioBudgetConfig::default()).unwrap();
 /// for _ in 0..50 {
-///     budget.on_request(0); // 50 first attempts deposit 50 × 0.2 = 10
+///     budget.on_request(Nanos::ZERO); // 50 first attempts deposit 50 × 0.2 = 10
 /// }
-/// let allowed = (0..1000).filter(|_| budget.try_withdraw(0, RetryCause::Error)).count();
+/// let allowed = (0..1000).filter(|_| budget.try_withdraw(Nanos::ZERO, RetryCause::Error)).count();
 /// assert_eq!(allowed, 10 + 100); // deposits + reserve (10/s × 10 s)
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,10 +123,10 @@ impl RatioBudget {
     pub fn new(config: &RatioBudgetConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let buckets = u64::from(config.buckets);
-        let ttl_secs = config.ttl as f64 / SECOND as f64;
+        let ttl_secs = config.ttl.as_secs_f64();
         Ok(RatioBudget {
             slots: vec![0; buckets as usize + 1].into_boxed_slice(),
-            slot_width: config.ttl.div_ceil(buckets),
+            slot_width: Nanos::from_nanos(config.ttl.as_nanos().div_ceil(buckets)),
             head: 0,
             window: 0,
             // Rounded down so the budget never grants more than the law allows.
@@ -195,7 +194,7 @@ impl RetryBudget for RatioBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{MILLISECOND, ms, secs};
+    use crate::Nanos;
     use proptest::prelude::*;
 
     fn default_budget() -> RatioBudget {
@@ -212,9 +211,9 @@ mod tests {
     fn a_fresh_budget_holds_exactly_the_reserve() {
         // 10 retries/s × 10 s = 100.
         let mut b = default_budget();
-        assert_eq!(b.balance(0), 100);
-        assert_eq!(drain(&mut b, 0), 100);
-        assert!(!b.try_withdraw(0, RetryCause::Error));
+        assert_eq!(b.balance(Nanos::ZERO), 100);
+        assert_eq!(drain(&mut b, Nanos::ZERO), 100);
+        assert!(!b.try_withdraw(Nanos::ZERO, RetryCause::Error));
     }
 
     #[test]
@@ -222,10 +221,10 @@ mod tests {
         // 37 requests × 0.2 = 7.4 → 7 whole retries on top of the reserve.
         let mut b = default_budget();
         for _ in 0..37 {
-            b.on_request(secs(3));
+            b.on_request(Nanos::from_secs(3));
         }
-        assert_eq!(b.balance(secs(3)), 107);
-        assert_eq!(drain(&mut b, secs(3)), 107);
+        assert_eq!(b.balance(Nanos::from_secs(3)), 107);
+        assert_eq!(drain(&mut b, Nanos::from_secs(3)), 107);
     }
 
     #[test]
@@ -234,34 +233,38 @@ mod tests {
         // stays live until bucket 11 begins at t = 11 s.
         let mut b = default_budget();
         for _ in 0..50 {
-            b.on_request(ms(500));
+            b.on_request(Nanos::from_millis(500));
         }
-        assert_eq!(b.balance(ms(500)), 110);
+        assert_eq!(b.balance(Nanos::from_millis(500)), 110);
         assert_eq!(
-            b.balance(ms(10_500)),
+            b.balance(Nanos::from_millis(10_500)),
             110,
             "exactly ttl later: still counted"
         );
-        assert_eq!(b.balance(ms(10_999)), 110);
-        assert_eq!(b.balance(secs(11)), 100, "expired; the reserve stands");
+        assert_eq!(b.balance(Nanos::from_millis(10_999)), 110);
+        assert_eq!(
+            b.balance(Nanos::from_secs(11)),
+            100,
+            "expired; the reserve stands"
+        );
     }
 
     #[test]
     fn withdrawals_expire_too_so_the_reserve_refills_once_per_ttl() {
         let mut b = default_budget();
-        assert_eq!(drain(&mut b, 0), 100);
-        assert_eq!(b.balance(secs(5)), 0);
-        assert_eq!(b.balance(ms(10_999)), 0);
-        assert_eq!(b.balance(secs(11)), 100);
+        assert_eq!(drain(&mut b, Nanos::ZERO), 100);
+        assert_eq!(b.balance(Nanos::from_secs(5)), 0);
+        assert_eq!(b.balance(Nanos::from_millis(10_999)), 0);
+        assert_eq!(b.balance(Nanos::from_secs(11)), 100);
     }
 
     #[test]
     fn time_running_backwards_is_ignored() {
         let mut b = default_budget();
-        b.on_request(secs(30));
-        assert_eq!(drain(&mut b, secs(30)), 100);
-        assert!(!b.try_withdraw(secs(1), RetryCause::Error));
-        assert_eq!(b.balance(secs(1)), 0);
+        b.on_request(Nanos::from_secs(30));
+        assert_eq!(drain(&mut b, Nanos::from_secs(30)), 100);
+        assert!(!b.try_withdraw(Nanos::from_secs(1), RetryCause::Error));
+        assert_eq!(b.balance(Nanos::from_secs(1)), 0);
     }
 
     #[test]
@@ -272,7 +275,7 @@ mod tests {
         let mut b = default_budget();
         let mut per_second = Vec::new();
         for s in 0..120 {
-            let now = secs(s);
+            let now = Nanos::from_secs(s);
             for _ in 0..100 {
                 b.on_request(now);
             }
@@ -301,9 +304,9 @@ mod tests {
         })
         .unwrap();
         for _ in 0..1000 {
-            b.on_request(0);
+            b.on_request(Nanos::ZERO);
         }
-        assert!(!b.try_withdraw(0, RetryCause::Error));
+        assert!(!b.try_withdraw(Nanos::ZERO, RetryCause::Error));
     }
 
     #[test]
@@ -333,14 +336,14 @@ mod tests {
             ),
             (
                 RatioBudgetConfig {
-                    ttl: ms(500),
+                    ttl: Nanos::from_millis(500),
                     ..base.clone()
                 },
                 "ttl must be between 1s and 60s, got 500ms",
             ),
             (
                 RatioBudgetConfig {
-                    ttl: secs(61),
+                    ttl: Nanos::from_secs(61),
                     ..base.clone()
                 },
                 "ttl must be between 1s and 60s, got 1m1s",
@@ -365,10 +368,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.min_retries_per_sec, 5.0);
-        assert_eq!(cfg.ttl, secs(20));
+        assert_eq!(cfg.ttl, Nanos::from_secs(20));
         assert_eq!(cfg.buckets, 10);
         let mut b = RatioBudget::new(&cfg).unwrap();
-        assert_eq!(b.balance(0), 100); // 5/s × 20 s
+        assert_eq!(b.balance(Nanos::ZERO), 100); // 5/s × 20 s
     }
 
     #[derive(Clone, Debug)]
@@ -379,11 +382,11 @@ mod tests {
 
     fn gap() -> impl Strategy<Value = Nanos> {
         prop_oneof![
-            4 => Just(0u64),                            // bursts
-            4 => (0u64..50).prop_map(|m| m * MILLISECOND),
-            2 => (0u64..3_000).prop_map(|m| m * MILLISECOND),
-            1 => (0u64..40_000).prop_map(|m| m * MILLISECOND), // idle periods
-            1 => 0u64..1_000,                           // sub-microsecond jitter
+            4 => Just(Nanos::ZERO),                     // bursts
+            4 => (0u64..50).prop_map(|m| m * Nanos::MILLISECOND),
+            2 => (0u64..3_000).prop_map(|m| m * Nanos::MILLISECOND),
+            1 => (0u64..40_000).prop_map(|m| m * Nanos::MILLISECOND), // idle periods
+            1 => (0u64..1_000).prop_map(Nanos::from_nanos), // sub-microsecond jitter
         ]
     }
 
@@ -401,18 +404,19 @@ mod tests {
             start in 0u64..1_000_000_000_000,
             events in prop::collection::vec((gap(), prop_oneof![Just(Event::Request), Just(Event::Retry)]), 1..1500),
         ) {
-            let cfg = RatioBudgetConfig { retry_ratio: ratio, min_retries_per_sec: floor, ttl: secs(ttl_s), buckets };
+            let cfg = RatioBudgetConfig { retry_ratio: ratio, min_retries_per_sec: floor, ttl: Nanos::from_secs(ttl_s), buckets };
             let mut b = RatioBudget::new(&cfg).unwrap();
+            let start = Nanos::from_nanos(start);
             let mut now = start;
             let (mut requests, mut retries) = (0u64, 0u64);
             for (gap, event) in &events {
-                now += gap;
+                now += *gap;
                 match event {
                     Event::Request => { b.on_request(now); requests += 1; }
                     Event::Retry => if b.try_withdraw(now, RetryCause::Error) { retries += 1 },
                 }
             }
-            let elapsed = (now - start) as f64 / SECOND as f64;
+            let elapsed = (now - start).as_secs_f64();
             let bound = ratio * requests as f64 + floor * elapsed + floor * ttl_s as f64;
             prop_assert!(retries as f64 <= bound + 1e-6,
                 "retries {} > bound {} (requests {}, elapsed {} s)", retries, bound, requests, elapsed);
@@ -430,18 +434,18 @@ mod tests {
             buckets in 1u32..=20,
             later_buckets in 1u64..100,
         ) {
-            let cfg = RatioBudgetConfig { min_retries_per_sec: f64::from(floor), ttl: secs(ttl_s), buckets, ..RatioBudgetConfig::default() };
+            let cfg = RatioBudgetConfig { min_retries_per_sec: f64::from(floor), ttl: Nanos::from_secs(ttl_s), buckets, ..RatioBudgetConfig::default() };
             let mut b = RatioBudget::new(&cfg).unwrap();
-            let width = secs(ttl_s).div_ceil(u64::from(buckets));
+            let width = Nanos::from_nanos(Nanos::from_secs(ttl_s).as_nanos().div_ceil(u64::from(buckets)));
             let reserve = u64::from(floor) * ttl_s;
-            let first = width - 1;
+            let first = width - Nanos::NANOSECOND;
             let mut retries = drain(&mut b, first) as u64;
             for bucket in 1..=later_buckets {
-                retries += drain(&mut b, bucket * width) as u64;
+                retries += drain(&mut b, width * bucket) as u64;
             }
             let refills = later_buckets / (u64::from(buckets) + 1);
             prop_assert_eq!(retries, reserve * (1 + refills));
-            let elapsed = (later_buckets * width - first) as f64 / SECOND as f64;
+            let elapsed = (width * later_buckets - first).as_secs_f64();
             let bound = f64::from(floor) * (elapsed + ttl_s as f64);
             prop_assert!(retries as f64 <= bound + 1e-6, "retries {} > bound {}", retries, bound);
         }
@@ -451,12 +455,12 @@ mod tests {
         fn an_idle_client_gets_its_reserve_back_every_ttl_and_a_bucket(
             floor in 1u32..50, ttl_s in 1u64..=60, windows in 1u64..5,
         ) {
-            let cfg = RatioBudgetConfig { min_retries_per_sec: floor as f64, ttl: secs(ttl_s), ..RatioBudgetConfig::default() };
+            let cfg = RatioBudgetConfig { min_retries_per_sec: floor as f64, ttl: Nanos::from_secs(ttl_s), ..RatioBudgetConfig::default() };
             let mut b = RatioBudget::new(&cfg).unwrap();
             let reserve = u64::from(floor) * ttl_s;
-            let period = secs(ttl_s) + secs(ttl_s).div_ceil(10);
+            let period = Nanos::from_secs(ttl_s) + Nanos::from_nanos(Nanos::from_secs(ttl_s).as_nanos().div_ceil(10));
             for w in 0..windows {
-                prop_assert_eq!(drain(&mut b, w * period) as u64, reserve);
+                prop_assert_eq!(drain(&mut b, period * w) as u64, reserve);
             }
         }
     }

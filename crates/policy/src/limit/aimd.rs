@@ -1,7 +1,6 @@
 use super::error::check_limit_range;
 use super::{ConfigError, LimitAlgorithm, Sample, truncate_to_limit};
 use crate::Nanos;
-use crate::time::secs;
 use rand::Rng;
 use serde::Deserialize;
 
@@ -18,7 +17,6 @@ pub struct AimdConfig {
     /// Multiplier applied on a drop, in `[0.5, 1.0)`. Default 0.9.
     pub backoff_ratio: f64,
     /// A sample slower than this counts as a drop. Default 5 s.
-    #[serde(with = "crate::units::duration")]
     pub timeout: Nanos,
 }
 
@@ -29,7 +27,7 @@ impl Default for AimdConfig {
             min_limit: 20,
             max_limit: 200,
             backoff_ratio: 0.9,
-            timeout: secs(5),
+            timeout: Nanos::from_secs(5),
         }
     }
 }
@@ -50,7 +48,7 @@ impl AimdConfig {
                 self.backoff_ratio,
             ));
         }
-        if self.timeout == 0 {
+        if self.timeout == Nanos::ZERO {
             return Err(ConfigError::new("aimd.timeout", "> 0", "0"));
         }
         Ok(())
@@ -70,10 +68,11 @@ impl AimdConfig {
 ///
 /// ```
 /// use stormbreak_policy::limit::{Aimd, AimdConfig, LimitAlgorithm, Sample};
+/// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
 /// let mut aimd = Aimd::new(AimdConfig { min_limit: 1, ..AimdConfig::default() }).unwrap();
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(0);
-/// aimd.on_sample(0, Sample { rtt: 1_000_000, inflight: 20, dropped: true }, &mut rng);
+/// aimd.on_sample(Nanos::ZERO, Sample { rtt: Nanos::from_millis(1), inflight: 20, dropped: true }, &mut rng);
 /// assert_eq!(aimd.limit(), 18); // floor(20 × 0.9)
 /// ```
 #[derive(Clone, Debug)]
@@ -127,7 +126,7 @@ impl LimitAlgorithm for Aimd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::ms;
+    use crate::Nanos;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 
@@ -148,48 +147,53 @@ mod tests {
             inflight,
             dropped,
         };
-        a.on_sample(0, sample, &mut rng);
+        a.on_sample(Nanos::ZERO, sample, &mut rng);
     }
 
     #[test]
     fn drop_multiplies_by_backoff() {
         let mut a = aimd(1, 20, 200);
-        feed(&mut a, ms(10), 20, true);
+        feed(&mut a, Nanos::from_millis(10), 20, true);
         assert_eq!(a.limit(), 18); // floor(20 × 0.9) = 18
-        feed(&mut a, ms(10), 20, true);
+        feed(&mut a, Nanos::from_millis(10), 20, true);
         assert_eq!(a.limit(), 16); // floor(18 × 0.9) = floor(16.2) = 16
     }
 
     #[test]
     fn default_floor_holds_a_drop_at_twenty() {
         let mut a = Aimd::new(AimdConfig::default()).unwrap();
-        feed(&mut a, ms(10), 20, true);
+        feed(&mut a, Nanos::from_millis(10), 20, true);
         assert_eq!(a.limit(), 20); // 18 clamped up to min_limit 20
     }
 
     #[test]
     fn rtt_over_timeout_counts_as_drop_but_equal_does_not() {
         let mut a = aimd(1, 100, 200);
-        feed(&mut a, secs(5), 100, false);
+        feed(&mut a, Nanos::from_secs(5), 100, false);
         assert_eq!(a.limit(), 101, "rtt == timeout is not a drop (strict >)");
-        feed(&mut a, secs(5) + 1, 100, false);
+        feed(
+            &mut a,
+            Nanos::from_secs(5) + Nanos::from_nanos(1),
+            100,
+            false,
+        );
         assert_eq!(a.limit(), 90); // floor(101 × 0.9) = floor(90.9) = 90
     }
 
     #[test]
     fn grows_only_when_half_the_limit_is_in_use() {
         let mut a = aimd(1, 40, 200);
-        feed(&mut a, ms(10), 19, false); // 2 × 19 = 38 < 40: app-limited
+        feed(&mut a, Nanos::from_millis(10), 19, false); // 2 × 19 = 38 < 40: app-limited
         assert_eq!(a.limit(), 40);
-        feed(&mut a, ms(10), 20, false); // 2 × 20 = 40 ≥ 40
+        feed(&mut a, Nanos::from_millis(10), 20, false); // 2 × 20 = 40 ≥ 40
         assert_eq!(a.limit(), 41);
     }
 
     #[test]
     fn growth_stops_at_max() {
         let mut a = aimd(1, 199, 200);
-        feed(&mut a, ms(1), 199, false);
-        feed(&mut a, ms(1), 200, false);
+        feed(&mut a, Nanos::from_millis(1), 199, false);
+        feed(&mut a, Nanos::from_millis(1), 200, false);
         assert_eq!(a.limit(), 200);
     }
 
@@ -209,7 +213,7 @@ mod tests {
         };
         assert_eq!(bad.validate().unwrap_err().field(), "aimd.initial_limit");
         let bad = AimdConfig {
-            timeout: 0,
+            timeout: Nanos::ZERO,
             ..AimdConfig::default()
         };
         assert_eq!(bad.validate().unwrap_err().field(), "aimd.timeout");

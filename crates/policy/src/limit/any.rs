@@ -190,8 +190,8 @@ mod tests {
         let LimitConfig::EnvoyGradient(c) = config else {
             panic!("wrong kind")
         };
-        assert_eq!(c.concurrency_update_interval, 250_000_000);
-        assert_eq!(c.min_rtt_fixed_value, Some(12_000_000));
+        assert_eq!(c.concurrency_update_interval, Nanos::from_millis(250));
+        assert_eq!(c.min_rtt_fixed_value, Some(Nanos::from_millis(12)));
         assert_eq!(c.min_rtt_jitter, 10.0);
         assert_eq!(c.min_concurrency, 3);
     }

@@ -2,7 +2,6 @@ use super::error::check_closed;
 use super::sample_buffer::SampleBuffer;
 use super::{ConfigError, LimitAlgorithm, Sample, truncate_to_limit};
 use crate::Nanos;
-use crate::time::{MILLISECOND, ms, secs};
 use rand::Rng;
 use serde::Deserialize;
 
@@ -19,17 +18,14 @@ pub struct EnvoyGradientConfig {
     pub sample_aggregate_percentile: f64,
     /// Length of a sample window; the limit is recomputed at each end.
     /// Envoy requires it; default 100 ms, the value in Envoy's docs example.
-    #[serde(with = "crate::units::duration")]
     pub concurrency_update_interval: Nanos,
     /// Ceiling on the limit. Default 1000.
     pub max_concurrency_limit: u32,
     /// Time between minRTT measurements. Envoy requires it; default 60 s,
     /// the value in Envoy's docs example.
-    #[serde(with = "crate::units::duration")]
     pub min_rtt_interval: Nanos,
     /// A fixed minRTT instead of measuring it (Envoy's `fixed_value`); no
     /// probe windows then. Default unset.
-    #[serde(with = "crate::units::opt_duration")]
     pub min_rtt_fixed_value: Option<Nanos>,
     /// Samples a minRTT measurement aggregates. Default 50.
     pub min_rtt_request_count: u32,
@@ -49,9 +45,9 @@ impl Default for EnvoyGradientConfig {
     fn default() -> Self {
         EnvoyGradientConfig {
             sample_aggregate_percentile: 50.0,
-            concurrency_update_interval: ms(100),
+            concurrency_update_interval: Nanos::from_millis(100),
             max_concurrency_limit: 1000,
-            min_rtt_interval: secs(60),
+            min_rtt_interval: Nanos::from_secs(60),
             min_rtt_fixed_value: None,
             min_rtt_request_count: 50,
             min_rtt_jitter: 15.0,
@@ -87,7 +83,7 @@ impl EnvoyGradientConfig {
             0.0,
             100.0,
         )?;
-        if self.concurrency_update_interval == 0 {
+        if self.concurrency_update_interval == Nanos::ZERO {
             return Err(ConfigError::new(
                 "envoy_gradient.concurrency_update_interval",
                 "> 0",
@@ -116,7 +112,7 @@ impl EnvoyGradientConfig {
             ));
         }
         match self.min_rtt_fixed_value {
-            Some(0) => {
+            Some(Nanos::ZERO) => {
                 return Err(ConfigError::new(
                     "envoy_gradient.min_rtt_fixed_value",
                     "> 0 when set",
@@ -124,7 +120,7 @@ impl EnvoyGradientConfig {
                 ));
             }
             Some(_) => {}
-            None if self.min_rtt_interval < MILLISECOND => {
+            None if self.min_rtt_interval < Nanos::MILLISECOND => {
                 return Err(ConfigError::new(
                     "envoy_gradient.min_rtt_interval",
                     "≥ 1ms when min_rtt_fixed_value is unset",
@@ -189,14 +185,15 @@ enum Phase {
 ///
 /// ```
 /// use stormbreak_policy::limit::{EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Sample};
+/// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
-/// let config = EnvoyGradientConfig { min_rtt_fixed_value: Some(10_000_000), ..Default::default() };
+/// let config = EnvoyGradientConfig { min_rtt_fixed_value: Some(Nanos::from_millis(10)), ..Default::default() };
 /// let mut envoy = EnvoyGradient::new(config).unwrap();
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
-/// envoy.advance(0); // the first window ends at 100 ms
-/// let fast = Sample { rtt: 5_000_000, inflight: 3, dropped: false };
-/// envoy.on_sample(50_000_000, fast, &mut rng);
-/// envoy.advance(100_000_000);
+/// envoy.advance(Nanos::ZERO); // the first window ends at 100 ms
+/// let fast = Sample { rtt: Nanos::from_millis(5), inflight: 3, dropped: false };
+/// envoy.on_sample(Nanos::from_millis(50), fast, &mut rng);
+/// envoy.advance(Nanos::from_millis(100));
 /// // gradient = clamp(12.5 / 5, 0.5, 2) = 2; 3 × 2 = 6; floor(6 + √6) = 8
 /// assert_eq!(envoy.limit(), 8);
 /// ```
@@ -237,15 +234,15 @@ impl EnvoyGradient {
                 Phase::Probing {
                     deferred_limit: config.min_concurrency,
                 },
-                0,
+                Nanos::ZERO,
             ),
         };
         Ok(EnvoyGradient {
             limit: config.min_concurrency,
             phase,
             min_rtt,
-            sample_rtt: 0,
-            epoch: 0,
+            sample_rtt: Nanos::ZERO,
+            epoch: Nanos::ZERO,
             consecutive_min: 0,
             samples: SampleBuffer::with_capacity(config.sample_capacity as usize),
             percentile: config.sample_aggregate_percentile / 100.0,
@@ -289,11 +286,13 @@ impl EnvoyGradient {
         }
         self.samples.clear();
         self.set_limit(deferred_limit, now, true);
-        let range = (self.min_rtt_interval as f64 * self.jitter).ceil() as Nanos;
-        let delay = if range == 0 {
-            0
+        let range = Nanos::from_nanos(
+            (self.min_rtt_interval.as_nanos() as f64 * self.jitter).ceil() as u64,
+        );
+        let delay = if range == Nanos::ZERO {
+            Nanos::ZERO
         } else {
-            rng.random_range(0..range)
+            Nanos::from_nanos(rng.random_range(0..range.as_nanos()))
         };
         self.phase = Phase::Sampling {
             next_tick: Some(now.saturating_add(self.update_interval)),
@@ -347,8 +346,9 @@ fn gradient_limit(
     min: u32,
     max: u32,
 ) -> u32 {
-    let buffered_min_rtt = min_rtt as f64 + min_rtt as f64 * buffer;
-    let gradient = (buffered_min_rtt / sample_rtt.max(1) as f64).clamp(0.5, 2.0);
+    let buffered_min_rtt = min_rtt.as_nanos() as f64 + min_rtt.as_nanos() as f64 * buffer;
+    let gradient = (buffered_min_rtt / (sample_rtt.max(Nanos::from_nanos(1))).as_nanos() as f64)
+        .clamp(0.5, 2.0);
     let scaled = f64::from(limit) * gradient;
     truncate_to_limit(scaled + scaled.sqrt()).clamp(min, max)
 }
@@ -398,7 +398,7 @@ impl LimitAlgorithm for EnvoyGradient {
             // only after `advance`), and Envoy skips empty windows without
             // touching the limit, so jump straight past `now`.
             let skipped = (now - tick) / self.update_interval + 1;
-            let next = tick.saturating_add(skipped.saturating_mul(self.update_interval));
+            let next = tick.saturating_add(self.update_interval.saturating_mul(skipped));
             if let Phase::Sampling { next_tick, .. } = &mut self.phase {
                 *next_tick = Some(next);
             }
@@ -444,7 +444,11 @@ mod tests {
     /// Feeds `rtts` into the window ending at `end`, then closes it.
     fn window(e: &mut EnvoyGradient, rng: &mut Pcg64Mcg, end: Nanos, rtts: &[Nanos]) {
         for (i, &rtt) in rtts.iter().enumerate() {
-            e.on_sample(end - ms(50) + i as Nanos, sample(rtt), rng);
+            e.on_sample(
+                end - Nanos::from_millis(50) + Nanos::from_nanos(i as u64),
+                sample(rtt),
+                rng,
+            );
         }
         e.advance(end);
     }
@@ -453,64 +457,144 @@ mod tests {
     fn published_example_gradient_one() {
         // minRTT 10 ms, buffer 25 % ⇒ 12.5 ms; sampleRTT 12.5 ms ⇒ g = 1.0;
         // L = 100 ⇒ 100 + √100 = 110.
-        assert_eq!(gradient_limit(100, ms(10), 12_500_000, 0.25, 3, 1000), 110);
+        assert_eq!(
+            gradient_limit(
+                100,
+                Nanos::from_millis(10),
+                Nanos::from_micros(12500),
+                0.25,
+                3,
+                1000
+            ),
+            110
+        );
     }
 
     #[test]
     fn gradient_is_clamped_to_half_and_double() {
         // g = 12.5 / 100 = 0.125 → 0.5: 100 × 0.5 = 50; floor(50 + 7.07) = 57
-        assert_eq!(gradient_limit(100, ms(10), ms(100), 0.25, 3, 1000), 57);
+        assert_eq!(
+            gradient_limit(
+                100,
+                Nanos::from_millis(10),
+                Nanos::from_millis(100),
+                0.25,
+                3,
+                1000
+            ),
+            57
+        );
         // g = 12.5 / 1 → 2.0: 200 + √200 = 214.14 → 214
-        assert_eq!(gradient_limit(100, ms(10), ms(1), 0.25, 3, 1000), 214);
+        assert_eq!(
+            gradient_limit(
+                100,
+                Nanos::from_millis(10),
+                Nanos::from_millis(1),
+                0.25,
+                3,
+                1000
+            ),
+            214
+        );
         // g = 12.5 / 25 = 0.5 exactly: same as the clamp
-        assert_eq!(gradient_limit(100, ms(10), ms(25), 0.25, 3, 1000), 57);
+        assert_eq!(
+            gradient_limit(
+                100,
+                Nanos::from_millis(10),
+                Nanos::from_millis(25),
+                0.25,
+                3,
+                1000
+            ),
+            57
+        );
         // clamps to [min, max]
-        assert_eq!(gradient_limit(900, ms(10), ms(1), 0.25, 3, 1000), 1000);
-        assert_eq!(gradient_limit(1, ms(10), ms(100), 0.25, 3, 1000), 3);
+        assert_eq!(
+            gradient_limit(
+                900,
+                Nanos::from_millis(10),
+                Nanos::from_millis(1),
+                0.25,
+                3,
+                1000
+            ),
+            1000
+        );
+        assert_eq!(
+            gradient_limit(
+                1,
+                Nanos::from_millis(10),
+                Nanos::from_millis(100),
+                0.25,
+                3,
+                1000
+            ),
+            3
+        );
     }
 
     #[test]
     fn fixed_min_rtt_grows_by_doubling_plus_headroom() {
         let mut rng = Pcg64Mcg::seed_from_u64(2);
-        let mut e = fixed(ms(10));
+        let mut e = fixed(Nanos::from_millis(10));
         assert!(!e.in_probe());
-        e.advance(0);
+        e.advance(Nanos::ZERO);
         // fast windows: g = clamp(12.5 / 5) = 2
-        window(&mut e, &mut rng, ms(100), &[ms(5); 10]);
+        window(
+            &mut e,
+            &mut rng,
+            Nanos::from_millis(100),
+            &[Nanos::from_millis(5); 10],
+        );
         assert_eq!(e.limit(), 8); // 3·2 = 6, floor(6 + 2.449) = 8
-        window(&mut e, &mut rng, ms(200), &[ms(5); 10]);
+        window(
+            &mut e,
+            &mut rng,
+            Nanos::from_millis(200),
+            &[Nanos::from_millis(5); 10],
+        );
         assert_eq!(e.limit(), 20); // 16 + 4 = 20
-        window(&mut e, &mut rng, ms(300), &[ms(5); 10]);
+        window(
+            &mut e,
+            &mut rng,
+            Nanos::from_millis(300),
+            &[Nanos::from_millis(5); 10],
+        );
         assert_eq!(e.limit(), 46); // 40 + 6.32 = 46.32
         // a 12.5 ms window: g = 1, 46 + 6.78 = 52.78
-        window(&mut e, &mut rng, ms(400), &[12_500_000; 10]);
+        window(
+            &mut e,
+            &mut rng,
+            Nanos::from_millis(400),
+            &[Nanos::from_micros(12_500); 10],
+        );
         assert_eq!(e.limit(), 52);
-        assert_eq!(e.sample_rtt(), 12_500_000);
+        assert_eq!(e.sample_rtt(), Nanos::from_micros(12500));
     }
 
     #[test]
     fn window_uses_the_configured_percentile() {
         let mut rng = Pcg64Mcg::seed_from_u64(2);
         let mut e = EnvoyGradient::new(EnvoyGradientConfig {
-            min_rtt_fixed_value: Some(ms(10)),
+            min_rtt_fixed_value: Some(Nanos::from_millis(10)),
             sample_aggregate_percentile: 90.0,
             ..EnvoyGradientConfig::default()
         })
         .unwrap();
-        e.advance(0);
-        let rtts: Vec<Nanos> = (1..=10).map(ms).collect();
-        window(&mut e, &mut rng, ms(100), &rtts);
+        e.advance(Nanos::ZERO);
+        let rtts: Vec<Nanos> = (1..=10).map(Nanos::from_millis).collect();
+        window(&mut e, &mut rng, Nanos::from_millis(100), &rtts);
         // p90 of 1..=10 ms: rank ceil(9.0) = 9 ⇒ 9 ms
-        assert_eq!(e.sample_rtt(), ms(9));
+        assert_eq!(e.sample_rtt(), Nanos::from_millis(9));
     }
 
     #[test]
     fn empty_windows_leave_the_limit_alone() {
-        let mut e = fixed(ms(10));
-        e.advance(0);
-        e.advance(secs(10));
+        let mut e = fixed(Nanos::from_millis(10));
+        e.advance(Nanos::ZERO);
+        e.advance(Nanos::from_secs(10));
         assert_eq!(e.limit(), 3);
-        assert_eq!(e.sample_rtt(), 0);
+        assert_eq!(e.sample_rtt(), Nanos::ZERO);
     }
 
     #[test]
@@ -519,14 +603,22 @@ mod tests {
         let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
         assert!(e.in_probe());
         assert_eq!(e.limit(), 3);
-        for i in 0..49 {
-            e.on_sample(ms(10) + i, sample(ms(10) + i), &mut rng);
+        for i in (0..49).map(Nanos::from_nanos) {
+            e.on_sample(
+                Nanos::from_millis(10) + i,
+                sample(Nanos::from_millis(10) + i),
+                &mut rng,
+            );
         }
         assert!(e.in_probe(), "49 < 50 samples");
-        e.on_sample(ms(20), sample(ms(10) + 49), &mut rng);
+        e.on_sample(
+            Nanos::from_millis(20),
+            sample(Nanos::from_millis(10) + Nanos::from_nanos(49)),
+            &mut rng,
+        );
         assert!(!e.in_probe());
         // p50 of 10 ms + 0..=49 ns: rank 25 ⇒ 10 ms + 24 ns
-        assert_eq!(e.min_rtt(), ms(10) + 24);
+        assert_eq!(e.min_rtt(), Nanos::from_millis(10) + Nanos::from_nanos(24));
         assert_eq!(e.limit(), 3, "restores the limit held before the probe");
     }
 
@@ -534,32 +626,36 @@ mod tests {
     fn next_probe_after_interval_plus_jitter_pins_limit() {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
         let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
-        let probe_end = ms(20);
+        let probe_end = Nanos::from_millis(20);
         for _ in 0..50 {
-            e.on_sample(probe_end, sample(ms(10)), &mut rng);
+            e.on_sample(probe_end, sample(Nanos::from_millis(10)), &mut rng);
         }
         assert!(!e.in_probe());
         // Grow with fast windows until the next probe is near.
         let mut t = probe_end;
-        while t < probe_end + secs(60) - ms(100) {
-            t += ms(100);
-            e.on_sample(t - 1, sample(ms(5)), &mut rng);
+        while t < probe_end + Nanos::from_secs(60) - Nanos::from_millis(100) {
+            t += Nanos::from_millis(100);
+            e.on_sample(
+                t - Nanos::from_nanos(1),
+                sample(Nanos::from_millis(5)),
+                &mut rng,
+            );
             e.advance(t);
         }
         assert!(!e.in_probe(), "no probe before 60 s");
         assert_eq!(e.limit(), 1000, "fast windows drive the limit to max");
         // Jitter is 15 % of 60 s: the probe starts within [60 s, 69 s).
-        e.advance(probe_end + secs(69));
+        e.advance(probe_end + Nanos::from_secs(69));
         assert!(e.in_probe(), "probe must start by 69 s");
         assert_eq!(e.limit(), 3);
         // 50 samples later the old limit comes back.
-        let t = probe_end + secs(70);
+        let t = probe_end + Nanos::from_secs(70);
         for _ in 0..50 {
-            e.on_sample(t, sample(ms(11)), &mut rng);
+            e.on_sample(t, sample(Nanos::from_millis(11)), &mut rng);
         }
         assert!(!e.in_probe());
         assert_eq!(e.limit(), 1000);
-        assert_eq!(e.min_rtt(), ms(11));
+        assert_eq!(e.min_rtt(), Nanos::from_millis(11));
     }
 
     #[test]
@@ -571,21 +667,33 @@ mod tests {
         })
         .unwrap();
         for _ in 0..50 {
-            e.on_sample(ms(20), sample(ms(10)), &mut rng);
+            e.on_sample(
+                Nanos::from_millis(20),
+                sample(Nanos::from_millis(10)),
+                &mut rng,
+            );
         }
-        let probe_at = ms(20) + secs(60);
+        let probe_at = Nanos::from_millis(20) + Nanos::from_secs(60);
         e.advance(probe_at);
         assert!(e.in_probe());
         // Admitted 1 ns before the probe began: ignored, however many.
         for _ in 0..100 {
-            e.on_sample(probe_at + ms(30), sample(ms(30) + 1), &mut rng);
+            e.on_sample(
+                probe_at + Nanos::from_millis(30),
+                sample(Nanos::from_millis(30) + Nanos::from_nanos(1)),
+                &mut rng,
+            );
         }
         assert!(e.in_probe());
         for _ in 0..50 {
-            e.on_sample(probe_at + ms(30), sample(ms(30)), &mut rng);
+            e.on_sample(
+                probe_at + Nanos::from_millis(30),
+                sample(Nanos::from_millis(30)),
+                &mut rng,
+            );
         }
         assert!(!e.in_probe());
-        assert_eq!(e.min_rtt(), ms(30));
+        assert_eq!(e.min_rtt(), Nanos::from_millis(30));
     }
 
     #[test]
@@ -593,14 +701,22 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
         let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
         for _ in 0..50 {
-            e.on_sample(ms(20), sample(ms(10)), &mut rng);
+            e.on_sample(
+                Nanos::from_millis(20),
+                sample(Nanos::from_millis(10)),
+                &mut rng,
+            );
         }
         // Slow windows: g = 0.5, 3 × 0.5 = 1.5, floor(1.5 + 1.22) = 2 → clamped 3.
         // Window 1 sets 3 from 3: count 1 ... window 5: count 5 ⇒ probe now.
-        let mut t = ms(20);
+        let mut t = Nanos::from_millis(20);
         for n in 1..=5 {
-            t += ms(100);
-            e.on_sample(t - 1, sample(ms(200)), &mut rng);
+            t += Nanos::from_millis(100);
+            e.on_sample(
+                t - Nanos::from_nanos(1),
+                sample(Nanos::from_millis(200)),
+                &mut rng,
+            );
             e.advance(t);
             assert_eq!(e.in_probe(), n == 5, "window {n}");
         }
@@ -625,7 +741,7 @@ mod tests {
             "envoy_gradient.max_concurrency_limit"
         );
         let bad = EnvoyGradientConfig {
-            min_rtt_interval: 0,
+            min_rtt_interval: Nanos::ZERO,
             ..EnvoyGradientConfig::default()
         };
         assert_eq!(

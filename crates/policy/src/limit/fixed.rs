@@ -85,11 +85,11 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         for i in 0..100 {
             let sample = Sample {
-                rtt: i * 1_000_000_000,
+                rtt: Nanos::from_secs(i),
                 inflight: 7,
                 dropped: i % 2 == 0,
             };
-            fixed.on_sample(i, sample, &mut rng);
+            fixed.on_sample(Nanos::from_nanos(i), sample, &mut rng);
         }
         assert_eq!(fixed.limit(), 7);
     }

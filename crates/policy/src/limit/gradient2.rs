@@ -188,10 +188,10 @@ impl LimitAlgorithm for Gradient2 {
     }
 
     fn on_sample<R: Rng + ?Sized>(&mut self, _now: Nanos, sample: Sample, _rng: &mut R) {
-        if sample.rtt == 0 {
+        if sample.rtt == Nanos::ZERO {
             return;
         }
-        let short = sample.rtt as f64;
+        let short = sample.rtt.as_nanos() as f64;
         let long = self.long_rtt.add(short);
         if long / short > 2.0 {
             self.long_rtt.value *= 0.95;
@@ -210,7 +210,7 @@ impl LimitAlgorithm for Gradient2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::ms;
+    use crate::Nanos;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 
@@ -230,7 +230,7 @@ mod tests {
             inflight,
             dropped: false,
         };
-        g.on_sample(0, sample, &mut rng);
+        g.on_sample(Nanos::ZERO, sample, &mut rng);
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -241,7 +241,7 @@ mod tests {
     fn steady_rtt_grows_by_smoothed_queue_size() {
         let mut g = gradient2(1, 100);
         // gradient = clamp(1.5 × 10/10) = 1; new = 100 + 4; 0.8·100 + 0.2·104 = 100.8
-        step(&mut g, ms(10), 100);
+        step(&mut g, Nanos::from_millis(10), 100);
         assert!(close(g.estimate(), 100.8), "{}", g.estimate());
     }
 
@@ -249,13 +249,13 @@ mod tests {
     fn rtt_spike_applies_half_gradient_floor() {
         let mut g = gradient2(1, 100);
         for _ in 0..10 {
-            step(&mut g, ms(10), 200); // warm-up: each +0.8, long = 10 ms
+            step(&mut g, Nanos::from_millis(10), 200); // warm-up: each +0.8, long = 10 ms
         }
         assert!(close(g.estimate(), 108.0));
         // long = 10 + (100 − 10)·2/601 = 10.29950 ms;
         // gradient = 1.5 × 10.2995 / 100 = 0.154 → clamped to 0.5;
         // new = 108 × 0.5 + 4 = 58; 0.8·108 + 0.2·58 = 86.4 + 11.6 = 98
-        step(&mut g, ms(100), 200);
+        step(&mut g, Nanos::from_millis(100), 200);
         assert!(close(g.estimate(), 98.0), "{}", g.estimate());
         assert!(
             close(g.long_rtt(), 10_299_500.831_946_756),
@@ -268,12 +268,12 @@ mod tests {
     fn gradient_between_bounds_is_proportional() {
         let mut g = gradient2(1, 100);
         for _ in 0..10 {
-            step(&mut g, ms(10), 200);
+            step(&mut g, Nanos::from_millis(10), 200);
         }
         // long = 10 + (20 − 10)·2/601 = 10.033278 ms;
         // gradient = 1.5 × 10.033278 / 20 = 0.752496;
         // new = 108 × 0.752496 + 4 = 85.269; 0.8·108 + 0.2·85.269 = 103.454
-        step(&mut g, ms(20), 200);
+        step(&mut g, Nanos::from_millis(20), 200);
         let long = 10.0 + 10.0 * 2.0 / 601.0;
         let expected = 0.8 * 108.0 + 0.2 * (108.0 * 1.5 * long / 20.0 + 4.0);
         assert!(close(g.estimate(), expected), "{}", g.estimate());
@@ -284,10 +284,10 @@ mod tests {
     fn drift_recovery_decays_long_rtt() {
         let mut g = gradient2(1, 100);
         for _ in 0..10 {
-            step(&mut g, ms(100), 200); // long = 100 ms
+            step(&mut g, Nanos::from_millis(100), 200); // long = 100 ms
         }
         // long = 100 − 90·2/601 = 99.70050 ms; long / 10 > 2 ⇒ × 0.95 = 94.71547 ms
-        step(&mut g, ms(10), 200);
+        step(&mut g, Nanos::from_millis(10), 200);
         let expected = (100.0e6 - 90.0e6 * 2.0 / 601.0) * 0.95;
         assert!(close(g.long_rtt(), expected), "{}", g.long_rtt());
         assert!((g.long_rtt() - 94_715_474.2).abs() < 1.0);
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn app_limited_still_tracks_rtt_but_holds_limit() {
         let mut g = gradient2(1, 100);
-        step(&mut g, ms(10), 49); // 49 < 100 / 2
+        step(&mut g, Nanos::from_millis(10), 49); // 49 < 100 / 2
         assert_eq!(g.estimate(), 100.0);
         assert!(close(g.long_rtt(), 10e6));
     }
@@ -305,12 +305,12 @@ mod tests {
     fn never_below_min_limit() {
         let mut g = gradient2(20, 20);
         for _ in 0..10 {
-            step(&mut g, ms(10), 20); // warm-up: long = 10 ms, L = 28
+            step(&mut g, Nanos::from_millis(10), 20); // warm-up: long = 10 ms, L = 28
         }
         // Each slow sample: g = 0.5, L = 0.8·L + 0.2·(0.5·L + 4) = 0.9·L + 0.8,
         // whose fixed point 8 lies below the floor.
         for _ in 0..100 {
-            step(&mut g, ms(1000), 20);
+            step(&mut g, Nanos::from_millis(1000), 20);
         }
         assert_eq!(g.limit(), 20);
     }

@@ -40,14 +40,15 @@ pub enum Outcome {
 ///
 /// ```
 /// use stormbreak_policy::limit::{Fixed, FixedConfig, Limiter, Outcome};
+/// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
 ///
 /// let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 1 }).unwrap());
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
-/// let permit = limiter.try_acquire(0).unwrap();
-/// assert!(limiter.try_acquire(0).is_none(), "the single slot is taken");
-/// limiter.release(10, permit, Outcome::Success, &mut rng);
-/// assert!(limiter.try_acquire(10).is_some());
+/// let permit = limiter.try_acquire(Nanos::ZERO).unwrap();
+/// assert!(limiter.try_acquire(Nanos::ZERO).is_none(), "the single slot is taken");
+/// limiter.release(Nanos::from_nanos(10), permit, Outcome::Success, &mut rng);
+/// assert!(limiter.try_acquire(Nanos::from_nanos(10)).is_some());
 /// ```
 #[derive(Clone, Debug)]
 pub struct Limiter<A> {
@@ -129,10 +130,12 @@ mod tests {
     #[test]
     fn admits_up_to_the_limit_then_rejects() {
         let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 3 }).unwrap());
-        let permits: Vec<_> = (0..3).map(|t| limiter.try_acquire(t).unwrap()).collect();
+        let permits: Vec<_> = (0..3)
+            .map(|t| limiter.try_acquire(Nanos::from_nanos(t)).unwrap())
+            .collect();
         assert_eq!(permits[2].inflight, 3);
-        assert_eq!(permits[1].start, 1);
-        assert!(limiter.try_acquire(4).is_none());
+        assert_eq!(permits[1].start, Nanos::from_nanos(1));
+        assert!(limiter.try_acquire(Nanos::from_nanos(4)).is_none());
         assert_eq!(limiter.inflight(), 3);
     }
 
@@ -144,15 +147,15 @@ mod tests {
         };
         let mut limiter = Limiter::new(Aimd::new(config).unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
-        let a = limiter.try_acquire(0).unwrap();
-        let b = limiter.try_acquire(0).unwrap();
-        limiter.release(1_000, a, Outcome::Ignore, &mut rng);
+        let a = limiter.try_acquire(Nanos::ZERO).unwrap();
+        let b = limiter.try_acquire(Nanos::ZERO).unwrap();
+        limiter.release(Nanos::from_micros(1), a, Outcome::Ignore, &mut rng);
         assert_eq!(
             limiter.limit(),
             20,
             "ignored outcomes leave the limit alone"
         );
-        limiter.release(1_000, b, Outcome::Dropped, &mut rng);
+        limiter.release(Nanos::from_micros(1), b, Outcome::Dropped, &mut rng);
         // AIMD: 20 * 0.9 = 18.
         assert_eq!(limiter.limit(), 18);
         assert_eq!(limiter.inflight(), 0);
@@ -162,9 +165,9 @@ mod tests {
     fn double_release_saturates_instead_of_wrapping() {
         let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 2 }).unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
-        let p = limiter.try_acquire(0).unwrap();
-        limiter.release(1, p, Outcome::Success, &mut rng);
-        limiter.release(1, p, Outcome::Success, &mut rng);
+        let p = limiter.try_acquire(Nanos::ZERO).unwrap();
+        limiter.release(Nanos::from_nanos(1), p, Outcome::Success, &mut rng);
+        limiter.release(Nanos::from_nanos(1), p, Outcome::Success, &mut rng);
         assert_eq!(limiter.inflight(), 0);
     }
 
@@ -188,13 +191,13 @@ mod tests {
         }
         let mut limiter = Limiter::new(Spy::default());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
-        let _first = limiter.try_acquire(100).unwrap();
-        let second = limiter.try_acquire(250).unwrap();
-        limiter.release(900, second, Outcome::Success, &mut rng);
+        let _first = limiter.try_acquire(Nanos::from_nanos(100)).unwrap();
+        let second = limiter.try_acquire(Nanos::from_nanos(250)).unwrap();
+        limiter.release(Nanos::from_nanos(900), second, Outcome::Success, &mut rng);
         assert_eq!(
             limiter.algorithm().0,
             Some(Sample {
-                rtt: 650,
+                rtt: Nanos::from_nanos(650),
                 inflight: 2,
                 dropped: false
             })

@@ -19,14 +19,15 @@
 //!
 //! ```
 //! use stormbreak_policy::limit::{LimitConfig, Limiter, Outcome};
+//! use stormbreak_policy::Nanos;
 //! use rand::SeedableRng;
 //!
 //! let config: LimitConfig = serde_json::from_str(r#"{"kind": "aimd", "timeout": "200ms"}"#).unwrap();
 //! let mut limiter = Limiter::new(config.build().unwrap());
 //! let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
 //!
-//! let permit = limiter.try_acquire(0).expect("AIMD starts at 20");
-//! limiter.release(5_000_000, permit, Outcome::Success, &mut rng);
+//! let permit = limiter.try_acquire(Nanos::ZERO).expect("AIMD starts at 20");
+//! limiter.release(Nanos::from_millis(5), permit, Outcome::Success, &mut rng);
 //! assert_eq!(limiter.inflight(), 0);
 //! ```
 

@@ -20,7 +20,7 @@ impl SampleBuffer {
     /// `capacity` must be at least 1 (checked by the owning config).
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         SampleBuffer {
-            slots: vec![0; capacity.max(1)].into_boxed_slice(),
+            slots: vec![Nanos::ZERO; capacity.max(1)].into_boxed_slice(),
             len: 0,
             seen: 0,
         }
@@ -75,15 +75,15 @@ mod tests {
     fn nearest_rank_percentiles() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let mut b = SampleBuffer::with_capacity(16);
-        for v in [50, 10, 40, 20, 30] {
+        for v in [50, 10, 40, 20, 30].map(Nanos::from_nanos) {
             b.push(v, &mut rng);
         }
         // n = 5: p50 → rank ceil(2.5) = 3 → 30; p90 → rank 5 → 50; p0 → rank 1 → 10
-        assert_eq!(b.percentile(0.5), Some(30));
-        assert_eq!(b.percentile(0.9), Some(50));
-        assert_eq!(b.percentile(0.0), Some(10));
-        assert_eq!(b.percentile(0.2), Some(10)); // rank ceil(1.0) = 1
-        assert_eq!(b.percentile(1.0), Some(50));
+        assert_eq!(b.percentile(0.5), Some(Nanos::from_nanos(30)));
+        assert_eq!(b.percentile(0.9), Some(Nanos::from_nanos(50)));
+        assert_eq!(b.percentile(0.0), Some(Nanos::from_nanos(10)));
+        assert_eq!(b.percentile(0.2), Some(Nanos::from_nanos(10))); // rank ceil(1.0) = 1
+        assert_eq!(b.percentile(1.0), Some(Nanos::from_nanos(50)));
     }
 
     #[test]
@@ -91,7 +91,7 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let mut b = SampleBuffer::with_capacity(4);
         assert_eq!(b.percentile(0.5), None);
-        b.push(7, &mut rng);
+        b.push(Nanos::from_nanos(7), &mut rng);
         b.clear();
         assert_eq!(b.seen(), 0);
         assert_eq!(b.percentile(0.5), None);
@@ -105,11 +105,14 @@ mod tests {
         // five standard errors.
         let mut rng = Pcg64Mcg::seed_from_u64(42);
         let mut b = SampleBuffer::with_capacity(1000);
-        for v in 0..10_000 {
+        for v in (0..10_000).map(Nanos::from_nanos) {
             b.push(v, &mut rng);
         }
         assert_eq!(b.seen(), 10_000);
         let median = b.percentile(0.5).unwrap();
-        assert!((4200..=5800).contains(&median), "median {median}");
+        assert!(
+            (4200..=5800).contains(&median.as_nanos()),
+            "median {median}"
+        );
     }
 }

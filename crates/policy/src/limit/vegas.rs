@@ -107,7 +107,7 @@ impl Vegas {
             max_concurrency: config.max_concurrency,
             smoothing: config.smoothing,
             probe_multiplier: config.probe_multiplier,
-            rtt_noload: 0,
+            rtt_noload: Nanos::ZERO,
             probe_count: 0,
             probe_jitter: None,
         })
@@ -139,7 +139,9 @@ impl Vegas {
         if 2.0 * f64::from(sample.inflight) < limit {
             return None;
         }
-        let queue = (limit * (1.0 - self.rtt_noload as f64 / sample.rtt as f64)).ceil();
+        let queue = (limit
+            * (1.0 - self.rtt_noload.as_nanos() as f64 / sample.rtt.as_nanos() as f64))
+            .ceil();
         let (alpha, beta, threshold) = (3.0 * log, 6.0 * log, log);
         if queue <= threshold {
             Some(limit + beta)
@@ -167,7 +169,7 @@ impl LimitAlgorithm for Vegas {
     }
 
     fn on_sample<R: Rng + ?Sized>(&mut self, _now: Nanos, sample: Sample, rng: &mut R) {
-        if sample.rtt == 0 {
+        if sample.rtt == Nanos::ZERO {
             return;
         }
         self.probe_count += 1;
@@ -177,7 +179,7 @@ impl LimitAlgorithm for Vegas {
             self.rtt_noload = sample.rtt;
             return;
         }
-        if self.rtt_noload == 0 || sample.rtt < self.rtt_noload {
+        if self.rtt_noload == Nanos::ZERO || sample.rtt < self.rtt_noload {
             self.rtt_noload = sample.rtt;
             return;
         }
@@ -191,7 +193,7 @@ impl LimitAlgorithm for Vegas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::ms;
+    use crate::Nanos;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 
@@ -200,12 +202,12 @@ mod tests {
         let mut v = Vegas::new(config).unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(5);
         let first = Sample {
-            rtt: ms(10),
+            rtt: Nanos::from_millis(10),
             inflight: 1,
             dropped: false,
         };
-        v.on_sample(0, first, &mut rng);
-        assert_eq!(v.rtt_noload(), ms(10));
+        v.on_sample(Nanos::ZERO, first, &mut rng);
+        assert_eq!(v.rtt_noload(), Nanos::from_millis(10));
         (v, rng)
     }
 
@@ -215,14 +217,14 @@ mod tests {
             inflight,
             dropped,
         };
-        v.on_sample(0, sample, rng);
+        v.on_sample(Nanos::ZERO, sample, rng);
     }
 
     #[test]
     fn no_queue_grows_by_beta() {
         let (mut v, mut rng) = primed(VegasConfig::default());
         // queue = ceil(20 × (1 − 10/10)) = 0 ≤ threshold 1 ⇒ 20 + beta (6·1) = 26
-        step(&mut v, &mut rng, ms(10), 20, false);
+        step(&mut v, &mut rng, Nanos::from_millis(10), 20, false);
         assert_eq!(v.limit(), 26);
     }
 
@@ -230,7 +232,7 @@ mod tests {
     fn small_queue_grows_by_log() {
         let (mut v, mut rng) = primed(VegasConfig::default());
         // queue = ceil(20 × (1 − 10/11)) = ceil(1.82) = 2; 1 < 2 < alpha 3 ⇒ 20 + 1
-        step(&mut v, &mut rng, ms(11), 20, false);
+        step(&mut v, &mut rng, Nanos::from_millis(11), 20, false);
         assert_eq!(v.limit(), 21);
     }
 
@@ -238,7 +240,7 @@ mod tests {
     fn queue_between_alpha_and_beta_holds() {
         let (mut v, mut rng) = primed(VegasConfig::default());
         // queue = ceil(20 × (1 − 10/12)) = ceil(3.33) = 4, 3 ≤ 4 ≤ 6 ⇒ unchanged
-        step(&mut v, &mut rng, ms(12), 20, false);
+        step(&mut v, &mut rng, Nanos::from_millis(12), 20, false);
         assert_eq!(v.estimate(), 20.0);
     }
 
@@ -246,7 +248,7 @@ mod tests {
     fn long_queue_shrinks_by_log() {
         let (mut v, mut rng) = primed(VegasConfig::default());
         // queue = ceil(20 × (1 − 10/20)) = 10 > beta 6 ⇒ 20 − 1 = 19
-        step(&mut v, &mut rng, ms(20), 20, false);
+        step(&mut v, &mut rng, Nanos::from_millis(20), 20, false);
         assert_eq!(v.limit(), 19);
     }
 
@@ -258,29 +260,29 @@ mod tests {
         });
         // L = 200, log = 2: alpha 6, beta 12, threshold 2.
         // queue = ceil(200 × (1 − 10/10.1)) = ceil(1.98) = 2 ≤ 2 ⇒ 200 + 12 = 212
-        step(&mut v, &mut rng, 10_100_000, 200, false);
+        step(&mut v, &mut rng, Nanos::from_micros(10100), 200, false);
         assert_eq!(v.limit(), 212);
     }
 
     #[test]
     fn drop_shrinks_even_when_app_limited() {
         let (mut v, mut rng) = primed(VegasConfig::default());
-        step(&mut v, &mut rng, ms(10), 1, true);
+        step(&mut v, &mut rng, Nanos::from_millis(10), 1, true);
         assert_eq!(v.limit(), 19); // 20 − log10(20) = 19
     }
 
     #[test]
     fn app_limited_samples_do_not_grow() {
         let (mut v, mut rng) = primed(VegasConfig::default());
-        step(&mut v, &mut rng, ms(10), 9, false); // 2 × 9 = 18 < 20
+        step(&mut v, &mut rng, Nanos::from_millis(10), 9, false); // 2 × 9 = 18 < 20
         assert_eq!(v.estimate(), 20.0);
     }
 
     #[test]
     fn lower_rtt_only_updates_noload() {
         let (mut v, mut rng) = primed(VegasConfig::default());
-        step(&mut v, &mut rng, ms(5), 20, false);
-        assert_eq!(v.rtt_noload(), ms(5));
+        step(&mut v, &mut rng, Nanos::from_millis(5), 20, false);
+        assert_eq!(v.rtt_noload(), Nanos::from_millis(5));
         assert_eq!(v.estimate(), 20.0);
     }
 
@@ -291,7 +293,7 @@ mod tests {
             ..VegasConfig::default()
         });
         // new = 26 (see no_queue_grows_by_beta); 0.5 × 20 + 0.5 × 26 = 23
-        step(&mut v, &mut rng, ms(10), 20, false);
+        step(&mut v, &mut rng, Nanos::from_millis(10), 20, false);
         assert_eq!(v.estimate(), 23.0);
     }
 
@@ -302,15 +304,19 @@ mod tests {
         // jitter × 30 × 20 samples, jitter ∈ [0.5, 1): between 300 and 600.
         // The priming sample counted as 1.
         for _ in 1..299 {
-            step(&mut v, &mut rng, ms(20), 1, false);
-        }
-        assert_eq!(v.rtt_noload(), ms(10), "no probe before 300 samples");
-        for _ in 299..600 {
-            step(&mut v, &mut rng, ms(20), 1, false);
+            step(&mut v, &mut rng, Nanos::from_millis(20), 1, false);
         }
         assert_eq!(
             v.rtt_noload(),
-            ms(20),
+            Nanos::from_millis(10),
+            "no probe before 300 samples"
+        );
+        for _ in 299..600 {
+            step(&mut v, &mut rng, Nanos::from_millis(20), 1, false);
+        }
+        assert_eq!(
+            v.rtt_noload(),
+            Nanos::from_millis(20),
             "probe must have fired by 600 samples"
         );
     }
@@ -318,8 +324,8 @@ mod tests {
     #[test]
     fn zero_rtt_is_ignored() {
         let (mut v, mut rng) = primed(VegasConfig::default());
-        step(&mut v, &mut rng, 0, 20, true);
-        assert_eq!(v.rtt_noload(), ms(10));
+        step(&mut v, &mut rng, Nanos::ZERO, 20, true);
+        assert_eq!(v.rtt_noload(), Nanos::from_millis(10));
         assert_eq!(v.estimate(), 20.0);
     }
 

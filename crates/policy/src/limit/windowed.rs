@@ -1,6 +1,5 @@
 use super::{ConfigError, LimitAlgorithm, Sample};
 use crate::Nanos;
-use crate::time::{MICROSECOND, ms, secs};
 use rand::Rng;
 use serde::Deserialize;
 
@@ -9,26 +8,23 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, default)]
 pub struct WindowedConfig {
     /// Shortest window, `≥ 100ms`. Default 1 s.
-    #[serde(with = "crate::units::duration")]
     pub min_window: Nanos,
     /// Longest window, `≥ 100ms` and `≥ min_window`. Default 1 s.
-    #[serde(with = "crate::units::duration")]
     pub max_window: Nanos,
     /// Samples a window needs before it is passed on, `≥ 10`. Default 10.
     pub window_size: u32,
     /// Samples faster than this are discarded (too fast to be real work,
     /// e.g. a local rejection). Default 100 µs.
-    #[serde(with = "crate::units::duration")]
     pub min_rtt_threshold: Nanos,
 }
 
 impl Default for WindowedConfig {
     fn default() -> Self {
         WindowedConfig {
-            min_window: secs(1),
-            max_window: secs(1),
+            min_window: Nanos::from_secs(1),
+            max_window: Nanos::from_secs(1),
             window_size: 10,
-            min_rtt_threshold: 100 * MICROSECOND,
+            min_rtt_threshold: 100 * Nanos::MICROSECOND,
         }
     }
 }
@@ -36,14 +32,14 @@ impl Default for WindowedConfig {
 impl WindowedConfig {
     /// Checks the bounds `WindowedLimit.Builder` enforces.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.min_window < ms(100) {
+        if self.min_window < Nanos::from_millis(100) {
             return Err(ConfigError::new(
                 "windowed.min_window",
                 "≥ 100ms",
                 crate::units::format_duration(self.min_window),
             ));
         }
-        if self.max_window < ms(100) || self.max_window < self.min_window {
+        if self.max_window < Nanos::from_millis(100) || self.max_window < self.min_window {
             return Err(ConfigError::new(
                 "windowed.max_window",
                 "≥ 100ms and ≥ min_window",
@@ -82,7 +78,7 @@ impl AverageWindow {
 
     fn add(&mut self, sample: Sample) {
         self.min_rtt = self.min_rtt.min(sample.rtt);
-        self.rtt_sum += u128::from(sample.rtt);
+        self.rtt_sum += u128::from(sample.rtt.as_nanos());
         self.max_inflight = self.max_inflight.max(sample.inflight);
         self.count = self.count.saturating_add(1);
         self.dropped |= sample.dropped;
@@ -90,9 +86,9 @@ impl AverageWindow {
 
     fn mean_rtt(&self) -> Nanos {
         if self.count == 0 {
-            0
+            Nanos::ZERO
         } else {
-            (self.rtt_sum / u128::from(self.count)) as Nanos
+            Nanos::from_nanos((self.rtt_sum / u128::from(self.count)) as u64)
         }
     }
 }
@@ -135,7 +131,7 @@ impl<A: LimitAlgorithm> Windowed<A> {
         Ok(Windowed {
             inner,
             window: AverageWindow::EMPTY,
-            next_update: 0,
+            next_update: Nanos::ZERO,
             min_window: config.min_window,
             max_window: config.max_window,
             window_size: config.window_size,
@@ -230,22 +226,30 @@ mod tests {
         let mut w = Windowed::new(WindowedConfig::default(), Spy::default()).unwrap();
         // First sample closes the (empty-start) window at next_update = 0: one
         // sample < window_size, so it is dropped; the next window ends at 1 s + 1 s.
-        w.on_sample(secs(1), s(ms(10), 1, false), &mut rng);
+        w.on_sample(
+            Nanos::from_secs(1),
+            s(Nanos::from_millis(10), 1, false),
+            &mut rng,
+        );
         assert!(w.inner().0.is_empty());
         for i in 0..10u32 {
             let dropped = i == 3;
             w.on_sample(
-                secs(1) + u64::from(i),
-                s(ms(10 + u64::from(i)), i, dropped),
+                Nanos::from_secs(1) + Nanos::from_nanos(u64::from(i)),
+                s(Nanos::from_millis(10 + u64::from(i)), i, dropped),
                 &mut rng,
             );
         }
         assert!(w.inner().0.is_empty(), "window still open until 2 s");
-        w.on_sample(secs(2) + 1, s(ms(30), 2, false), &mut rng);
+        w.on_sample(
+            Nanos::from_secs(2) + Nanos::from_nanos(1),
+            s(Nanos::from_millis(30), 2, false),
+            &mut rng,
+        );
         // 11 samples: 10..=19 ms and 30 ms ⇒ mean (145 + 30) / 11 = 15.909 ms
         let (at, agg) = w.inner().0[0];
-        assert_eq!(at, secs(2) + 1);
-        assert_eq!(agg.rtt, 175_000_000 / 11);
+        assert_eq!(at, Nanos::from_secs(2) + Nanos::from_nanos(1));
+        assert_eq!(agg.rtt, Nanos::from_nanos(175_000_000 / 11));
         assert_eq!(agg.inflight, 9);
         assert!(agg.dropped);
     }
@@ -254,36 +258,60 @@ mod tests {
     fn short_windows_and_fast_samples_are_discarded() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let mut w = Windowed::new(WindowedConfig::default(), Spy::default()).unwrap();
-        w.on_sample(1, s(ms(10), 1, false), &mut rng);
+        w.on_sample(
+            Nanos::from_nanos(1),
+            s(Nanos::from_millis(10), 1, false),
+            &mut rng,
+        );
         for i in 0..8 {
-            w.on_sample(2 + i, s(ms(10), 1, false), &mut rng);
+            w.on_sample(
+                Nanos::from_nanos(2 + i),
+                s(Nanos::from_millis(10), 1, false),
+                &mut rng,
+            );
         }
         for i in 0..50 {
-            w.on_sample(20 + i, s(99 * MICROSECOND, 1, false), &mut rng);
+            w.on_sample(
+                Nanos::from_nanos(20 + i),
+                s(99 * Nanos::MICROSECOND, 1, false),
+                &mut rng,
+            );
         }
-        w.on_sample(secs(2), s(ms(10), 1, false), &mut rng);
+        w.on_sample(
+            Nanos::from_secs(2),
+            s(Nanos::from_millis(10), 1, false),
+            &mut rng,
+        );
         assert!(
             w.inner().0.is_empty(),
             "9 samples incl. the closing one; the fast ones do not count"
         );
-        assert_eq!(w.next_update, secs(3));
+        assert_eq!(w.next_update, Nanos::from_secs(3));
     }
 
     #[test]
     fn window_length_tracks_twice_min_rtt_within_bounds() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let config = WindowedConfig {
-            min_window: ms(100),
-            max_window: secs(2),
+            min_window: Nanos::from_millis(100),
+            max_window: Nanos::from_secs(2),
             ..WindowedConfig::default()
         };
         let mut w = Windowed::new(config, Spy::default()).unwrap();
-        w.on_sample(1, s(ms(300), 1, false), &mut rng);
-        assert_eq!(w.next_update, 1 + ms(600));
-        w.on_sample(ms(700), s(ms(10), 1, false), &mut rng);
+        w.on_sample(
+            Nanos::from_nanos(1),
+            s(Nanos::from_millis(300), 1, false),
+            &mut rng,
+        );
+        assert_eq!(w.next_update, Nanos::NANOSECOND + Nanos::from_millis(600));
+        w.on_sample(
+            Nanos::from_millis(700),
+            s(Nanos::from_millis(10), 1, false),
+            &mut rng,
+        );
         assert_eq!(
             w.next_update,
-            ms(700) + ms(100),
+            Nanos::from_millis(700) + Nanos::from_millis(100),
             "20 ms clamped up to 100 ms"
         );
     }
@@ -299,7 +327,7 @@ mod tests {
             "windowed.window_size must be ≥ 10, got 5"
         );
         let bad = WindowedConfig {
-            min_window: ms(50),
+            min_window: Nanos::from_millis(50),
             ..WindowedConfig::default()
         };
         assert_eq!(

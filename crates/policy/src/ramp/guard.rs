@@ -21,7 +21,6 @@ use serde::Deserialize;
 #[serde(default, deny_unknown_fields)]
 pub struct ErrorGuardConfig {
     /// Length of the rolling window. Default 60 s.
-    #[serde(with = "crate::units::duration")]
     pub window: Nanos,
     /// Slices the window is divided into; the window slides one slice at a time. Default 6.
     pub buckets: u32,
@@ -34,7 +33,7 @@ pub struct ErrorGuardConfig {
 impl Default for ErrorGuardConfig {
     fn default() -> Self {
         ErrorGuardConfig {
-            window: 60 * crate::time::SECOND,
+            window: 60 * crate::Nanos::SECOND,
             buckets: 6,
             error_rate_threshold: 0.05,
             min_requests: 20,
@@ -72,7 +71,7 @@ impl ErrorGuard {
     /// Assumes a validated config (`buckets ≥ 1`, `window ≥ buckets`).
     pub(crate) fn new(config: &ErrorGuardConfig) -> Self {
         ErrorGuard {
-            width: (config.window / u64::from(config.buckets)).max(1),
+            width: (config.window / u64::from(config.buckets)).max(Nanos::from_nanos(1)),
             threshold: config.error_rate_threshold,
             min_requests: u64::from(config.min_requests),
             buckets: vec![EMPTY; config.buckets as usize].into_boxed_slice(),
@@ -125,7 +124,7 @@ impl ErrorGuard {
             .iter()
             .filter(|b| b.slot != u64::MAX && b.slot <= current && b.slot + n > current)
             .filter(|b| b.ok + b.errors > 0)
-            .map(|b| (b.slot + n).saturating_mul(self.width))
+            .map(|b| self.width.saturating_mul(b.slot + n))
             .min()
     }
 
@@ -137,7 +136,7 @@ impl ErrorGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::secs;
+    use crate::Nanos;
 
     #[test]
     fn window_slides_by_whole_buckets() {
@@ -147,15 +146,18 @@ mod tests {
             ..ErrorGuardConfig::default()
         };
         let mut g = ErrorGuard::new(&config);
-        g.record(secs(5), 9, 1); // slot 0
-        g.record(secs(15), 10, 0); // slot 1
-        assert_eq!(g.counts(secs(15)), (19, 1));
+        g.record(Nanos::from_secs(5), 9, 1); // slot 0
+        g.record(Nanos::from_secs(15), 10, 0); // slot 1
+        assert_eq!(g.counts(Nanos::from_secs(15)), (19, 1));
         // At 59.9 s the window is slots 0..=5: both still in.
-        assert_eq!(g.error_rate(secs(60) - 1), Some(1.0 / 20.0));
+        assert_eq!(
+            g.error_rate(Nanos::from_secs(60) - Nanos::from_nanos(1)),
+            Some(1.0 / 20.0)
+        );
         // At 60 s (slot 6) slot 0 falls out.
-        assert_eq!(g.counts(secs(60)), (10, 0));
+        assert_eq!(g.counts(Nanos::from_secs(60)), (10, 0));
         // At 70 s slot 1 falls out too.
-        assert_eq!(g.error_rate(secs(70)), None);
+        assert_eq!(g.error_rate(Nanos::from_secs(70)), None);
     }
 
     #[test]
@@ -165,23 +167,23 @@ mod tests {
             ..ErrorGuardConfig::default()
         };
         let mut g = ErrorGuard::new(&config);
-        g.record(secs(1), 0, 50); // slot 0, ring index 0
-        g.record(secs(61), 5, 0); // slot 6, ring index 0 again
-        assert_eq!(g.counts(secs(61)), (5, 0));
+        g.record(Nanos::from_secs(1), 0, 50); // slot 0, ring index 0
+        g.record(Nanos::from_secs(61), 5, 0); // slot 6, ring index 0 again
+        assert_eq!(g.counts(Nanos::from_secs(61)), (5, 0));
     }
 
     #[test]
     fn breach_needs_volume_and_a_rate_strictly_above_threshold() {
         let mut g = ErrorGuard::new(&ErrorGuardConfig::default());
         // 19 requests all failing: below min_requests 20.
-        g.record(0, 0, 19);
-        assert!(!g.breached(0));
+        g.record(Nanos::ZERO, 0, 19);
+        assert!(!g.breached(Nanos::ZERO));
         let mut g = ErrorGuard::new(&ErrorGuardConfig::default());
         // 1 error in 20 = 0.05: not above 0.05.
-        g.record(0, 19, 1);
-        assert!(!g.breached(0));
+        g.record(Nanos::ZERO, 19, 1);
+        assert!(!g.breached(Nanos::ZERO));
         // 2 in 21 ≈ 0.095 > 0.05.
-        g.record(0, 0, 1);
-        assert!(g.breached(0));
+        g.record(Nanos::ZERO, 0, 1);
+        assert!(g.breached(Nanos::ZERO));
     }
 }

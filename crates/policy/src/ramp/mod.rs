@@ -45,13 +45,13 @@
 //!
 //! ```
 //! use stormbreak_policy::ramp::{Ramp, RampConfig};
-//! use stormbreak_policy::time::MINUTE;
+//! use stormbreak_policy::Nanos;
 //!
 //! let mut ramp = Ramp::new(&RampConfig::default()).unwrap();
-//! ramp.start(0);
-//! assert_eq!(ramp.fraction(0), 0.05);
-//! assert_eq!(ramp.fraction(5 * MINUTE), 0.1);
-//! assert_eq!(ramp.fraction(20 * MINUTE), 1.0);
+//! ramp.start(Nanos::ZERO);
+//! assert_eq!(ramp.fraction(Nanos::ZERO), 0.05);
+//! assert_eq!(ramp.fraction(5 * Nanos::MINUTE), 0.1);
+//! assert_eq!(ramp.fraction(20 * Nanos::MINUTE), 1.0);
 //! ```
 
 mod guard;
@@ -61,7 +61,6 @@ pub use guard::{ErrorGuardConfig, MAX_BUCKETS};
 pub use staged::{MAX_SITES, StagedRestore, StagedRestoreConfig};
 
 use crate::Nanos;
-use crate::time::MINUTE;
 use guard::ErrorGuard;
 use rand::Rng;
 use serde::Deserialize;
@@ -79,12 +78,10 @@ pub struct RampConfig {
     /// Default [0.05, 0.1, 0.25, 0.5, 1.0].
     pub steps: Vec<f64>,
     /// Minimum time at a step, with the guard clear, before the next. Default 5 min.
-    #[serde(with = "crate::units::duration")]
     pub hold: Nanos,
     /// Breach duration after which the ramp steps back one step; 0 never steps
     /// back (hold only). Must be at least the guard window, so the decision
     /// rests on outcomes observed at the current step. Default 5 min.
-    #[serde(with = "crate::units::duration")]
     pub step_back_after: Nanos,
     /// The error-rate guard.
     pub guard: ErrorGuardConfig,
@@ -94,8 +91,8 @@ impl Default for RampConfig {
     fn default() -> Self {
         RampConfig {
             steps: vec![0.05, 0.1, 0.25, 0.5, 1.0],
-            hold: 5 * MINUTE,
-            step_back_after: 5 * MINUTE,
+            hold: 5 * Nanos::MINUTE,
+            step_back_after: 5 * Nanos::MINUTE,
             guard: ErrorGuardConfig::default(),
         }
     }
@@ -134,7 +131,7 @@ impl RampConfig {
                 format!("{:?}", self.steps.last()),
             ));
         }
-        if self.hold == 0 {
+        if self.hold == Nanos::ZERO {
             return Err(config_error("hold", "> 0", "0".to_owned()));
         }
         let g = &self.guard;
@@ -145,7 +142,7 @@ impl RampConfig {
                 g.buckets.to_string(),
             ));
         }
-        if g.window < u64::from(g.buckets) {
+        if g.window < Nanos::from_nanos(u64::from(g.buckets)) {
             return Err(config_error(
                 "guard.window",
                 "at least 1 ns per bucket",
@@ -162,7 +159,7 @@ impl RampConfig {
         if g.min_requests == 0 {
             return Err(config_error("guard.min_requests", "≥ 1", "0".to_owned()));
         }
-        if self.step_back_after != 0 && self.step_back_after < g.window {
+        if self.step_back_after != Nanos::ZERO && self.step_back_after < g.window {
             return Err(config_error(
                 "step_back_after",
                 "0 (never) or at least guard.window",
@@ -226,10 +223,10 @@ impl Ramp {
             guard: ErrorGuard::new(&config.guard),
             started: false,
             step: 0,
-            hold_since: 0,
+            hold_since: Nanos::ZERO,
             breach_since: None,
             entered_at: vec![None; config.steps.len()].into_boxed_slice(),
-            last_now: 0,
+            last_now: Nanos::ZERO,
             steps_back: 0,
         })
     }
@@ -286,7 +283,10 @@ impl Ramp {
         self.last_now = now;
         if self.guard.breached(now) {
             let since = *self.breach_since.get_or_insert(now);
-            if self.step_back_after > 0 && now - since >= self.step_back_after && self.step > 0 {
+            if self.step_back_after > Nanos::ZERO
+                && now - since >= self.step_back_after
+                && self.step > 0
+            {
                 self.step -= 1;
                 self.steps_back += 1;
                 self.hold_since = now;
@@ -353,11 +353,11 @@ impl Ramp {
     ///
     /// ```
     /// use stormbreak_policy::ramp::{Ramp, RampConfig};
-    /// use stormbreak_policy::time::MINUTE;
+    /// use stormbreak_policy::Nanos;
     /// let mut ramp = Ramp::new(&RampConfig::default()).unwrap();
     /// assert_eq!(ramp.poll_timeout(), None); // idle
-    /// ramp.start(0);
-    /// assert_eq!(ramp.poll_timeout(), Some(5 * MINUTE)); // the first hold ends
+    /// ramp.start(Nanos::ZERO);
+    /// assert_eq!(ramp.poll_timeout(), Some(5 * Nanos::MINUTE)); // the first hold ends
     /// ```
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
@@ -370,7 +370,7 @@ impl Ramp {
             earliest(self.hold_since.saturating_add(self.hold));
         }
         if let Some(since) = self.breach_since {
-            if self.step_back_after > 0 && self.step > 0 {
+            if self.step_back_after > Nanos::ZERO && self.step > 0 {
                 earliest(since.saturating_add(self.step_back_after));
             }
         }
@@ -431,12 +431,12 @@ pub fn admit_with<R: Rng + ?Sized>(fraction: f64, rng: &mut R) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{SECOND, secs};
+    use crate::Nanos;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 
-    const M: Nanos = MINUTE;
+    const M: Nanos = Nanos::MINUTE;
 
     fn started(config: &RampConfig, at: Nanos) -> Ramp {
         let mut r = Ramp::new(config).unwrap();
@@ -454,7 +454,7 @@ mod tests {
         // Start at 2 min; hold 5 min: 0.05 @2, 0.1 @7, 0.25 @12, 0.5 @17, 1.0 @22.
         let mut r = started(&RampConfig::default(), 2 * M);
         assert_eq!(r.fraction(2 * M), 0.05);
-        assert_eq!(r.fraction(7 * M - 1), 0.05);
+        assert_eq!(r.fraction(7 * M - Nanos::from_nanos(1)), 0.05);
         assert_eq!(r.fraction(7 * M), 0.1);
         assert_eq!(r.phase(), RampPhase::Ramping);
         // Called rarely: a single call at 30 min catches up on the exact times.
@@ -470,11 +470,11 @@ mod tests {
     #[test]
     fn healthy_traffic_does_not_slow_the_schedule() {
         // 2% errors (below 5%) every 10 s never breach.
-        let mut r = started(&RampConfig::default(), 0);
-        let mut t = 0;
+        let mut r = started(&RampConfig::default(), Nanos::ZERO);
+        let mut t = Nanos::ZERO;
         while t <= 20 * M {
             batch(&mut r, t, 2);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
         assert_eq!(r.entered_step_at(4), Some(20 * M));
     }
@@ -482,34 +482,34 @@ mod tests {
     #[test]
     fn breach_holds_the_step_and_resuming_restarts_the_hold() {
         let config = RampConfig {
-            step_back_after: 0,
+            step_back_after: Nanos::ZERO,
             ..RampConfig::default()
         };
-        let mut r = started(&config, 0);
+        let mut r = started(&config, Nanos::ZERO);
         // Step 1 (0.1) from 5 min. From 6:00 to 9:50, 10% errors every 10 s.
         let mut t = 6 * M;
         while t < 10 * M {
             batch(&mut r, t, 10);
             assert_eq!(r.phase(), RampPhase::Holding);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
         assert_eq!(r.breach_since(), Some(6 * M));
         // At 10 min step 2 would be due; the guard still sees the 9:50 bucket.
         assert_eq!(r.fraction(10 * M), 0.1);
-        assert_eq!(r.fraction(650 * SECOND - 1), 0.1);
+        assert_eq!(r.fraction(650 * Nanos::SECOND - Nanos::from_nanos(1)), 0.1);
         // Last bad bucket is slot 59 (590 s); it leaves the 6-slot window at slot 65 = 650 s.
         // The guard clears at 650 s: the hold restarts, next step at 650 + 300 = 950 s.
-        assert_eq!(r.fraction(650 * SECOND), 0.1);
+        assert_eq!(r.fraction(650 * Nanos::SECOND), 0.1);
         assert_eq!(r.phase(), RampPhase::Ramping);
-        assert_eq!(r.fraction(950 * SECOND - 1), 0.1);
-        assert_eq!(r.fraction(950 * SECOND), 0.25);
-        assert_eq!(r.entered_step_at(2), Some(950 * SECOND));
+        assert_eq!(r.fraction(950 * Nanos::SECOND - Nanos::from_nanos(1)), 0.1);
+        assert_eq!(r.fraction(950 * Nanos::SECOND), 0.25);
+        assert_eq!(r.entered_step_at(2), Some(950 * Nanos::SECOND));
         assert_eq!(r.steps_back(), 0);
     }
 
     #[test]
     fn long_breach_steps_back_one_step_per_step_back_after() {
-        let mut r = started(&RampConfig::default(), 0);
+        let mut r = started(&RampConfig::default(), Nanos::ZERO);
         // Healthy until 16 min: at step 3 (0.5) since 15 min.
         assert_eq!(r.fraction(16 * M), 0.5);
         // 30% errors every 10 s from 16 min on.
@@ -517,17 +517,17 @@ mod tests {
         while t < 21 * M {
             batch(&mut r, t, 30);
             assert_eq!(r.current_fraction(), 0.5, "holds at 20 min, no advance");
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
         // Breach since 16 min; step_back_after 5 min → back to 0.25 at 21 min.
         batch(&mut r, 21 * M, 30);
         assert_eq!(r.current_fraction(), 0.25);
         assert_eq!(r.steps_back(), 1);
         // Breach clock restarted at 21 min → 0.1 at 26 min.
-        let mut t = 21 * M + 10 * SECOND;
+        let mut t = 21 * M + 10 * Nanos::SECOND;
         while t <= 26 * M {
             batch(&mut r, t, 30);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
         assert_eq!(r.current_fraction(), 0.1);
         assert_eq!(r.steps_back(), 2);
@@ -535,11 +535,11 @@ mod tests {
 
     #[test]
     fn step_back_stops_at_the_first_step() {
-        let mut r = started(&RampConfig::default(), 0);
-        let mut t = 0;
+        let mut r = started(&RampConfig::default(), Nanos::ZERO);
+        let mut t = Nanos::ZERO;
         while t <= 30 * M {
             batch(&mut r, t, 50);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
         assert_eq!(r.step_index(), 0);
         assert_eq!(r.current_fraction(), 0.05);
@@ -550,18 +550,18 @@ mod tests {
     fn idle_ramp_admits_nothing_and_ignores_outcomes() {
         let mut r = Ramp::new(&RampConfig::default()).unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(1);
-        r.observe_counts(0, 0, 1000);
-        assert!(!r.admit(secs(1), &mut rng));
+        r.observe_counts(Nanos::ZERO, 0, 1000);
+        assert!(!r.admit(Nanos::from_secs(1), &mut rng));
         assert_eq!(r.phase(), RampPhase::Idle);
-        r.start(secs(2));
-        assert_eq!(r.error_rate(secs(2)), None);
+        r.start(Nanos::from_secs(2));
+        assert_eq!(r.error_rate(Nanos::from_secs(2)), None);
     }
 
     #[test]
     fn admit_matches_the_fraction_statistically() {
         // fraction 0.25 (step 2 at 10 min). 40 000 draws: σ = √(n p (1−p)) ≈ 86.6;
         // accept 10 000 ± 5σ ≈ ± 433.
-        let mut r = started(&RampConfig::default(), 0);
+        let mut r = started(&RampConfig::default(), Nanos::ZERO);
         let mut rng = Pcg64Mcg::seed_from_u64(7);
         let admitted = (0..40_000).filter(|_| r.admit(10 * M, &mut rng)).count();
         assert!((9_567..=10_433).contains(&admitted), "admitted {admitted}");
@@ -578,9 +578,12 @@ mod tests {
         assert_eq!(bad(|c| c.steps = vec![0.5, 0.2, 1.0]).field, "steps");
         assert_eq!(bad(|c| c.steps = vec![0.0, 1.0]).field, "steps");
         assert_eq!(bad(|c| c.steps = vec![0.5, 0.9]).field, "steps");
-        assert_eq!(bad(|c| c.hold = 0).field, "hold");
+        assert_eq!(bad(|c| c.hold = Nanos::ZERO).field, "hold");
         assert_eq!(bad(|c| c.guard.buckets = 0).field, "guard.buckets");
-        assert_eq!(bad(|c| c.guard.window = 3).field, "guard.window");
+        assert_eq!(
+            bad(|c| c.guard.window = Nanos::from_nanos(3)).field,
+            "guard.window"
+        );
         assert_eq!(
             bad(|c| c.guard.error_rate_threshold = f64::NAN).field,
             "guard.error_rate_threshold"
@@ -589,7 +592,7 @@ mod tests {
             bad(|c| c.guard.min_requests = 0).field,
             "guard.min_requests"
         );
-        let e = bad(|c| c.step_back_after = secs(30));
+        let e = bad(|c| c.step_back_after = Nanos::from_secs(30));
         assert_eq!(
             e.to_string(),
             "ramp: step_back_after must be 0 (never) or at least guard.window, got 30s"
@@ -603,7 +606,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.hold, 2 * M);
-        assert_eq!(c.guard.window, secs(30));
+        assert_eq!(c.guard.window, Nanos::from_secs(30));
         assert_eq!(c.guard.buckets, 6);
         assert!(serde_json::from_str::<RampConfig>(r#"{"holds": "2m"}"#).is_err());
         assert!(serde_json::from_str::<RampConfig>(r#"{"guard": {"size": 1}}"#).is_err());
@@ -616,12 +619,12 @@ mod tests {
         #[test]
         fn ramp_invariants(events in proptest::collection::vec((0u64..120, 0u64..40, 0u64..40), 1..300)) {
             let config = RampConfig::default();
-            let mut r = started(&config, 0);
-            let mut now = 0;
-            let mut last_change = 0;
+            let mut r = started(&config, Nanos::ZERO);
+            let mut now = Nanos::ZERO;
+            let mut last_change = Nanos::ZERO;
             let mut last_step = 0;
             for (dt_s, ok, err) in events {
-                now += dt_s * SECOND;
+                now += dt_s * Nanos::SECOND;
                 r.observe_counts(now, ok, err);
                 let step = r.step_index();
                 prop_assert!(config.steps.contains(&r.current_fraction()));
@@ -630,7 +633,7 @@ mod tests {
                     // Climbing k steps needs k full holds since the last change,
                     // and no step is entered after a breach began.
                     prop_assert!(r.breach_since().is_none_or(|b| r.hold_since <= b));
-                    prop_assert!(r.hold_since >= last_change + (step - last_step) as u64 * config.hold);
+                    prop_assert!(r.hold_since >= last_change + config.hold * (step - last_step) as u64);
                 }
                 if step != last_step {
                     last_change = r.hold_since;

@@ -62,13 +62,13 @@ impl StagedRestoreConfig {
 ///
 /// ```
 /// use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
-/// use stormbreak_policy::time::MINUTE;
+/// use stormbreak_policy::Nanos;
 ///
 /// let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
-/// restore.start(0);
-/// assert_eq!(restore.fraction(19 * MINUTE, 1), 0.0); // site 0 not at 1.0 yet
-/// assert_eq!(restore.fraction(20 * MINUTE, 1), 0.05); // site 0 full at 20 min
-/// assert_eq!(restore.fraction(40 * MINUTE, 1), 1.0);
+/// restore.start(Nanos::ZERO);
+/// assert_eq!(restore.fraction(19 * Nanos::MINUTE, 1), 0.0); // site 0 not at 1.0 yet
+/// assert_eq!(restore.fraction(20 * Nanos::MINUTE, 1), 0.05); // site 0 full at 20 min
+/// assert_eq!(restore.fraction(40 * Nanos::MINUTE, 1), 1.0);
 /// assert!(restore.is_complete());
 /// ```
 #[derive(Clone, Debug)]
@@ -175,11 +175,11 @@ impl StagedRestore {
     ///
     /// ```
     /// use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
-    /// use stormbreak_policy::time::MINUTE;
+    /// use stormbreak_policy::Nanos;
     /// let mut restore = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
     /// assert_eq!(restore.poll_timeout(), None);
-    /// restore.start(0);
-    /// assert_eq!(restore.poll_timeout(), Some(5 * MINUTE));
+    /// restore.start(Nanos::ZERO);
+    /// assert_eq!(restore.poll_timeout(), Some(5 * Nanos::MINUTE));
     /// ```
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
@@ -216,26 +216,36 @@ impl StagedRestore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{MINUTE as M, SECOND};
+    use crate::Nanos;
 
     #[test]
     fn sites_restore_one_after_another_on_the_hand_computed_schedule() {
         // Default ramp: 20 min per site (4 holds of 5 min). Three sites from t = 1 min:
         // site 0 full at 21, site 1 starts 21 and is full at 41, site 2 full at 61.
         let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 3).unwrap();
-        r.start(M);
+        r.start(Nanos::MINUTE);
         assert_eq!(r.started_sites(), 1);
-        assert_eq!(r.fraction(21 * M - 1, 1), 0.0);
-        assert_eq!(r.fraction(21 * M, 1), 0.05);
-        assert_eq!(r.fraction(21 * M, 2), 0.0);
+        assert_eq!(
+            r.fraction(21 * Nanos::MINUTE - Nanos::from_nanos(1), 1),
+            0.0
+        );
+        assert_eq!(r.fraction(21 * Nanos::MINUTE, 1), 0.05);
+        assert_eq!(r.fraction(21 * Nanos::MINUTE, 2), 0.0);
         // One late call catches every site up on exact times.
-        assert_eq!(r.fraction(90 * M, 2), 1.0);
+        assert_eq!(r.fraction(90 * Nanos::MINUTE, 2), 1.0);
         let start = |i: usize| r.site(i).unwrap().entered_step_at(0);
         assert_eq!(
             [start(0), start(1), start(2)],
-            [Some(M), Some(21 * M), Some(41 * M)]
+            [
+                Some(Nanos::MINUTE),
+                Some(21 * Nanos::MINUTE),
+                Some(41 * Nanos::MINUTE)
+            ]
         );
-        assert_eq!(r.site(2).unwrap().entered_step_at(4), Some(61 * M));
+        assert_eq!(
+            r.site(2).unwrap().entered_step_at(4),
+            Some(61 * Nanos::MINUTE)
+        );
         assert!(r.is_complete());
     }
 
@@ -247,36 +257,39 @@ mod tests {
             ..StagedRestoreConfig::default()
         };
         let mut r = StagedRestore::new(&config, 3).unwrap();
-        r.start(0);
-        assert_eq!(r.fraction(10 * M, 1), 0.05);
-        assert_eq!(r.fraction(20 * M, 2), 0.05);
-        assert_eq!(r.fraction(20 * M, 0), 1.0);
+        r.start(Nanos::ZERO);
+        assert_eq!(r.fraction(10 * Nanos::MINUTE, 1), 0.05);
+        assert_eq!(r.fraction(20 * Nanos::MINUTE, 2), 0.05);
+        assert_eq!(r.fraction(20 * Nanos::MINUTE, 0), 1.0);
     }
 
     #[test]
     fn a_breach_at_one_site_delays_the_next_site() {
         let config = StagedRestoreConfig {
             ramp: RampConfig {
-                step_back_after: 0,
+                step_back_after: Nanos::ZERO,
                 ..RampConfig::default()
             },
             ..StagedRestoreConfig::default()
         };
         let mut r = StagedRestore::new(&config, 2).unwrap();
-        r.start(0);
+        r.start(Nanos::ZERO);
         // Site 0 at 0.5 from 15 min; 20% errors every 10 s from 16:00 to 24:50.
-        let mut t = 16 * M;
-        while t < 25 * M {
+        let mut t = 16 * Nanos::MINUTE;
+        while t < 25 * Nanos::MINUTE {
             r.observe_counts(t, 0, 80, 20);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
-        assert_eq!(r.fraction(25 * M, 0), 0.5);
-        assert_eq!(r.fraction(25 * M, 1), 0.0);
+        assert_eq!(r.fraction(25 * Nanos::MINUTE, 0), 0.5);
+        assert_eq!(r.fraction(25 * Nanos::MINUTE, 1), 0.0);
         // Last bad slot 149 (1490 s) leaves the window at slot 155 = 1550 s:
         // site 0 clears at 1550 s, full at 1850 s, and only then site 1 starts.
-        assert_eq!(r.fraction(1550 * SECOND, 0), 0.5);
-        assert_eq!(r.fraction(1850 * SECOND - 1, 1), 0.0);
-        assert_eq!(r.fraction(1850 * SECOND, 1), 0.05);
+        assert_eq!(r.fraction(1550 * Nanos::SECOND, 0), 0.5);
+        assert_eq!(
+            r.fraction(1850 * Nanos::SECOND - Nanos::from_nanos(1), 1),
+            0.0
+        );
+        assert_eq!(r.fraction(1850 * Nanos::SECOND, 1), 0.05);
     }
 
     #[test]
@@ -286,22 +299,22 @@ mod tests {
             ..StagedRestoreConfig::default()
         };
         let mut r = StagedRestore::new(&config, 2).unwrap();
-        r.start(0);
-        let mut t = 0;
-        while t < 5 * M {
+        r.start(Nanos::ZERO);
+        let mut t = Nanos::ZERO;
+        while t < 5 * Nanos::MINUTE {
             r.observe_counts(t, 0, 0, 100);
-            t += 10 * SECOND;
+            t += 10 * Nanos::SECOND;
         }
-        assert_eq!(r.fraction(5 * M, 1), 0.1);
-        assert_eq!(r.fraction(5 * M, 0), 0.05);
+        assert_eq!(r.fraction(5 * Nanos::MINUTE, 1), 0.1);
+        assert_eq!(r.fraction(5 * Nanos::MINUTE, 0), 0.05);
     }
 
     #[test]
     fn out_of_range_sites_and_bad_counts_are_rejected_gracefully() {
         let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 1).unwrap();
-        r.start(0);
-        assert_eq!(r.fraction(0, 5), 0.0);
-        r.observe(0, 5, false);
+        r.start(Nanos::ZERO);
+        assert_eq!(r.fraction(Nanos::ZERO, 5), 0.0);
+        r.observe(Nanos::ZERO, 5, false);
         assert_eq!(
             StagedRestore::new(&StagedRestoreConfig::default(), 0)
                 .unwrap_err()
@@ -321,10 +334,10 @@ mod tests {
     #[test]
     fn restart_idles_later_sites() {
         let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 2).unwrap();
-        r.start(0);
-        assert_eq!(r.fraction(25 * M, 1), 0.1);
-        r.start(30 * M);
-        assert_eq!(r.fraction(30 * M, 1), 0.0);
-        assert_eq!(r.fraction(30 * M, 0), 0.05);
+        r.start(Nanos::ZERO);
+        assert_eq!(r.fraction(25 * Nanos::MINUTE, 1), 0.1);
+        r.start(30 * Nanos::MINUTE);
+        assert_eq!(r.fraction(30 * Nanos::MINUTE, 1), 0.0);
+        assert_eq!(r.fraction(30 * Nanos::MINUTE, 0), 0.05);
     }
 }

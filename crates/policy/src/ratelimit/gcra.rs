@@ -20,8 +20,8 @@ pub struct Gcra {
 impl Gcra {
     /// From the emission interval `T` (≥ 1 ns) and burst (≥ 1); `None` if `(burst − 1)·T` overflows.
     pub fn new(emission_interval: Nanos, burst: u32) -> Option<Self> {
-        let tolerance = emission_interval.checked_mul(Nanos::from(burst.checked_sub(1)?))?;
-        (emission_interval > 0).then_some(Gcra {
+        let tolerance = emission_interval.checked_mul(u64::from(burst.checked_sub(1)?))?;
+        (emission_interval > Nanos::ZERO).then_some(Gcra {
             emission_interval,
             tolerance,
         })
@@ -60,23 +60,23 @@ impl Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::ms;
+    use crate::Nanos;
     use proptest::prelude::*;
 
     #[test]
     fn new_refuses_zero_interval_zero_burst_and_overflow() {
-        assert!(Gcra::new(0, 5).is_none());
-        assert!(Gcra::new(ms(1), 0).is_none());
-        assert!(Gcra::new(u64::MAX / 2, 4).is_none());
-        let g = Gcra::new(ms(100), 5).unwrap();
-        assert_eq!(g.tolerance(), ms(400)); // (5 − 1)·100 ms
+        assert!(Gcra::new(Nanos::ZERO, 5).is_none());
+        assert!(Gcra::new(Nanos::from_millis(1), 0).is_none());
+        assert!(Gcra::new(Nanos::MAX / 2, 4).is_none());
+        let g = Gcra::new(Nanos::from_millis(100), 5).unwrap();
+        assert_eq!(g.tolerance(), Nanos::from_millis(400)); // (5 − 1)·100 ms
     }
 
     #[test]
     fn burst_then_one_per_interval_with_exact_retry_after() {
         // rate 10/s → T = 100 ms; burst 3 → τ = 200 ms.
-        let g = Gcra::new(ms(100), 3).unwrap();
-        let now = ms(1_000);
+        let g = Gcra::new(Nanos::from_millis(100), 3).unwrap();
+        let now = Nanos::from_millis(1_000);
         let tat = g.fresh(now); // 1100
         let tat = g.check(tat, now).unwrap(); // 1100 − 200 = 900 ≤ 1000: ok, TAT 1200
         let tat = g.check(tat, now).unwrap(); // 1200 − 200 = 1000 ≤ 1000: ok, TAT 1300
@@ -84,18 +84,20 @@ mod tests {
         assert_eq!(
             g.check(tat, now),
             Err(NotUntil {
-                retry_after: ms(100)
+                retry_after: Nanos::from_millis(100)
             })
         );
         assert_eq!(
-            g.check(tat, ms(1_100) - 1),
-            Err(NotUntil { retry_after: 1 })
-        );
-        let tat = g.check(tat, ms(1_100)).unwrap(); // TAT 1400
-        assert_eq!(
-            g.check(tat, ms(1_100)),
+            g.check(tat, Nanos::from_millis(1_100) - Nanos::from_nanos(1)),
             Err(NotUntil {
-                retry_after: ms(100)
+                retry_after: Nanos::from_nanos(1)
+            })
+        );
+        let tat = g.check(tat, Nanos::from_millis(1_100)).unwrap(); // TAT 1400
+        assert_eq!(
+            g.check(tat, Nanos::from_millis(1_100)),
+            Err(NotUntil {
+                retry_after: Nanos::from_millis(100)
             })
         );
     }
@@ -110,12 +112,13 @@ mod tests {
             tat in 0u64..1_000_000_000_000,
             now in 0u64..1_000_000_000_000,
         ) {
+            let (t, tat, now) = (Nanos::from_nanos(t), Nanos::from_nanos(tat), Nanos::from_nanos(now));
             let g = Gcra::new(t, burst).unwrap();
             match g.check(tat, now) {
                 Ok(new_tat) => prop_assert_eq!(new_tat, tat.max(now) + t),
                 Err(NotUntil { retry_after }) => {
-                    prop_assert!(retry_after > 0);
-                    prop_assert!(g.check(tat, now + retry_after - 1).is_err());
+                    prop_assert!(retry_after > Nanos::ZERO);
+                    prop_assert!(g.check(tat, now + retry_after - Nanos::NANOSECOND).is_err());
                     prop_assert!(g.check(tat, now + retry_after).is_ok());
                 }
             }

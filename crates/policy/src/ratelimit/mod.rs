@@ -21,7 +21,6 @@ mod table;
 pub use gcra::Gcra;
 
 use crate::Nanos;
-use crate::time::SECOND;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use table::KeyTable;
@@ -118,7 +117,10 @@ impl RateLimitConfig {
 
     /// Checks every field, then builds the per-key law.
     pub fn gcra(&self) -> Result<Gcra, ConfigError> {
-        if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= SECOND as f64) {
+        if !(self.rate.is_finite()
+            && self.rate > 0.0
+            && self.rate <= Nanos::SECOND.as_nanos() as f64)
+        {
             return Err(ConfigError::new(
                 "rate",
                 format!(
@@ -161,14 +163,14 @@ impl RateLimitConfig {
 /// exceeds the configured rate; a quotient within 1e-6 ns of an integer is
 /// taken as that integer, so 1000/s gives exactly 1 ms despite float error.
 fn emission_interval(rate: f64) -> Nanos {
-    let exact = SECOND as f64 / rate;
+    let exact = Nanos::SECOND.as_nanos() as f64 / rate;
     let nearest = exact.round();
     let t = if (exact - nearest).abs() < 1e-6 {
         nearest
     } else {
         exact.ceil()
     };
-    (t.min(u64::MAX as f64) as Nanos).max(1)
+    (Nanos::from_nanos(t.min(u64::MAX as f64) as u64)).max(Nanos::from_nanos(1))
 }
 
 /// Per-key GCRA rate limiter with a fixed key capacity.
@@ -210,14 +212,14 @@ fn emission_interval(rate: f64) -> Nanos {
 ///
 /// ```
 /// use stormbreak_policy::ratelimit::{KeyedRateLimiter, NotUntil, RateLimitConfig};
-/// use stormbreak_policy::time::ms;
+/// use stormbreak_policy::Nanos;
 /// let cfg = RateLimitConfig { rate: 10.0, burst: 2, max_keys: 1024 };
 /// let mut limiter = KeyedRateLimiter::new(&cfg).unwrap();
 /// let client = 0x0a00_0001; // the caller's (keyed) hash of the client IP
-/// assert!(limiter.check(0, client).is_ok());
-/// assert!(limiter.check(0, client).is_ok());
-/// assert_eq!(limiter.check(0, client), Err(NotUntil { retry_after: ms(100) }));
-/// assert!(limiter.check(ms(100), client).is_ok());
+/// assert!(limiter.check(Nanos::ZERO, client).is_ok());
+/// assert!(limiter.check(Nanos::ZERO, client).is_ok());
+/// assert_eq!(limiter.check(Nanos::ZERO, client), Err(NotUntil { retry_after: Nanos::from_millis(100) }));
+/// assert!(limiter.check(Nanos::from_millis(100), client).is_ok());
 /// ```
 #[derive(Clone, Debug)]
 pub struct KeyedRateLimiter {
@@ -293,7 +295,7 @@ impl KeyedRateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{MILLISECOND, ms};
+    use crate::Nanos;
     use proptest::prelude::*;
 
     fn limiter(rate: f64, burst: u32, max_keys: usize) -> KeyedRateLimiter {
@@ -307,20 +309,20 @@ mod tests {
 
     #[test]
     fn emission_interval_rounds_up_except_float_noise() {
-        assert_eq!(emission_interval(1000.0), MILLISECOND);
-        assert_eq!(emission_interval(10.0), ms(100));
+        assert_eq!(emission_interval(1000.0), Nanos::MILLISECOND);
+        assert_eq!(emission_interval(10.0), Nanos::from_millis(100));
         // 1e9/3 = 333 333 333.3… → 333 333 334: never faster than 3/s.
-        assert_eq!(emission_interval(3.0), 333_333_334);
-        assert_eq!(emission_interval(1e9), 1);
+        assert_eq!(emission_interval(3.0), Nanos::from_nanos(333333334));
+        assert_eq!(emission_interval(1e9), Nanos::from_nanos(1));
         // 1e9 / (1e9/7) is 7 up to float error, taken as exactly 7 ns.
-        assert_eq!(emission_interval(1e9 / 7.0), 7);
+        assert_eq!(emission_interval(1e9 / 7.0), Nanos::from_nanos(7));
     }
 
     #[test]
     fn exactly_burst_pass_after_idle_then_one_per_interval() {
         // 100/s → T = 10 ms; burst 5.
         let mut l = limiter(100.0, 5, 16);
-        let start = 1_000 * ms(1);
+        let start = 1_000 * Nanos::from_millis(1);
         for _ in 0..5 {
             assert!(l.check(start, 42).is_ok());
         }
@@ -328,22 +330,22 @@ mod tests {
         assert_eq!(
             l.check(start, 42),
             Err(NotUntil {
-                retry_after: ms(10)
+                retry_after: Nanos::from_millis(10)
             })
         );
         // Then exactly one per 10 ms.
         for i in 1..=20 {
-            let now = start + i * ms(10);
+            let now = start + i * Nanos::from_millis(10);
             assert!(l.check(now, 42).is_ok(), "at +{i}·T");
             assert_eq!(
                 l.check(now, 42),
                 Err(NotUntil {
-                    retry_after: ms(10)
+                    retry_after: Nanos::from_millis(10)
                 })
             );
         }
         // After an idle period of burst·T the full burst is back, and no more.
-        let later = start + 20 * ms(10) + 5 * ms(10);
+        let later = start + 20 * Nanos::from_millis(10) + 5 * Nanos::from_millis(10);
         for _ in 0..5 {
             assert!(l.check(later, 42).is_ok());
         }
@@ -355,16 +357,21 @@ mod tests {
     #[test]
     fn refused_requests_do_not_push_the_key_further_back() {
         let mut l = limiter(10.0, 1, 4);
-        assert!(l.check(0, 1).is_ok());
-        for t in [0, ms(10), ms(50), ms(99)] {
+        assert!(l.check(Nanos::ZERO, 1).is_ok());
+        for t in [
+            Nanos::ZERO,
+            Nanos::from_millis(10),
+            Nanos::from_millis(50),
+            Nanos::from_millis(99),
+        ] {
             assert_eq!(
                 l.check(t, 1),
                 Err(NotUntil {
-                    retry_after: ms(100) - t
+                    retry_after: Nanos::from_millis(100) - t
                 })
             );
         }
-        assert!(l.check(ms(100), 1).is_ok());
+        assert!(l.check(Nanos::from_millis(100), 1).is_ok());
     }
 
     #[test]
@@ -375,7 +382,7 @@ mod tests {
             let mut l = limiter(10.0, burst, 1024);
             let (mut hot_ok, mut hot_tries) = (0u64, 0u64);
             for i in 0..1_000_000u64 {
-                let now = i * 1_000;
+                let now = Nanos::from_micros(i);
                 assert!(
                     l.check(now, 1_000_000 + i).is_ok(),
                     "a fresh key always passes"
@@ -400,16 +407,22 @@ mod tests {
     #[test]
     fn eviction_prefers_idle_keys_then_smallest_tat() {
         let mut l = limiter(10.0, 1, 2); // T = 100 ms
-        l.check(0, 1).unwrap(); // TAT 100 ms
-        l.check(ms(50), 2).unwrap(); // TAT 150 ms
+        l.check(Nanos::ZERO, 1).unwrap(); // TAT 100 ms
+        l.check(Nanos::from_millis(50), 2).unwrap(); // TAT 150 ms
         // At 120 ms key 1 is idle (TAT 100 ≤ 120): it goes, nothing forgiven.
-        l.check(ms(120), 3).unwrap(); // TAT 220 ms
+        l.check(Nanos::from_millis(120), 3).unwrap(); // TAT 220 ms
         assert_eq!((l.evictions(), l.forgiving_evictions()), (1, 0));
-        assert!(l.check(ms(120), 2).is_err(), "key 2 kept its state");
+        assert!(
+            l.check(Nanos::from_millis(120), 2).is_err(),
+            "key 2 kept its state"
+        );
         // At 130 ms nobody is idle; key 2 (TAT 150) is closest to idle and is forgiven.
-        l.check(ms(130), 4).unwrap();
+        l.check(Nanos::from_millis(130), 4).unwrap();
         assert_eq!((l.evictions(), l.forgiving_evictions()), (2, 1));
-        assert!(l.check(ms(130), 3).is_err(), "key 3 kept its state");
+        assert!(
+            l.check(Nanos::from_millis(130), 3).is_err(),
+            "key 3 kept its state"
+        );
     }
 
     #[test]
@@ -481,10 +494,10 @@ mod tests {
             arrivals in proptest::collection::vec((0u64..50_000_000, 0u64..4), 1..300),
         ) {
             let mut l = limiter(rate, burst, 8);
-            let mut now = 0;
+            let mut now = Nanos::ZERO;
             let mut admitted: Vec<Nanos> = Vec::new();
             for (gap, key) in arrivals {
-                now += gap;
+                now += Nanos::from_nanos(gap);
                 if l.check(now, key).is_ok() && key == 0 {
                     admitted.push(now);
                 }
@@ -492,7 +505,7 @@ mod tests {
             for i in 0..admitted.len() {
                 for j in i..admitted.len() {
                     let count = (j - i + 1) as f64;
-                    let span = (admitted[j] - admitted[i]) as f64 / SECOND as f64;
+                    let span = (admitted[j] - admitted[i]).as_secs_f64();
                     prop_assert!(
                         count <= f64::from(burst) + rate * span + 1e-9,
                         "{} admitted in {}s at {}/s burst {}", count, span, rate, burst
@@ -508,12 +521,12 @@ mod tests {
             gaps in proptest::collection::vec(0u64..200_000_000, 1..50),
         ) {
             let mut l = limiter(7.0, burst, 4);
-            let mut now = 0;
+            let mut now = Nanos::ZERO;
             for gap in gaps {
-                now += gap;
+                now += Nanos::from_nanos(gap);
                 if let Err(NotUntil { retry_after }) = l.check(now, 9) {
-                    prop_assert!(retry_after > 0);
-                    prop_assert!(l.check(now + retry_after - 1, 9).is_err());
+                    prop_assert!(retry_after > Nanos::ZERO);
+                    prop_assert!(l.check(now + retry_after - Nanos::NANOSECOND, 9).is_err());
                     prop_assert!(l.check(now + retry_after, 9).is_ok());
                     now += retry_after;
                 }

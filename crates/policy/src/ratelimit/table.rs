@@ -90,12 +90,13 @@ impl KeyTable {
             mask: index_len - 1,
             keys: vec![0; capacity].into_boxed_slice(),
             node: ids(),
-            list_tat: vec![0; capacity].into_boxed_slice(),
+            list_tat: vec![Nanos::ZERO; capacity].into_boxed_slice(),
             prev: ids(),
             next: ids(),
             head: NIL,
             tail: NIL,
-            tats: vec![TatLine([0; ARITY]); capacity.div_ceil(ARITY) + 1].into_boxed_slice(),
+            tats: vec![TatLine([Nanos::ZERO; ARITY]); capacity.div_ceil(ARITY) + 1]
+                .into_boxed_slice(),
             ids: ids(),
             heap_len: 0,
             len: 0,
@@ -347,7 +348,7 @@ impl KeyTable {
                 assert!(self.node_tat((node - 1) / ARITY) <= self.node_tat(node));
             }
         }
-        let (mut listed, mut id, mut prev, mut last_tat) = (0, self.head, NIL, 0);
+        let (mut listed, mut id, mut prev, mut last_tat) = (0, self.head, NIL, Nanos::ZERO);
         while id != NIL {
             listed += 1;
             assert_eq!(self.node[id as usize], NIL);
@@ -370,21 +371,36 @@ mod tests {
     #[test]
     fn full_table_evicts_the_smallest_tat() {
         let mut t = KeyTable::with_capacity(3);
-        assert_eq!(t.insert(10, 300), None); // list
-        assert_eq!(t.insert(11, 100), None); // earlier than the list tail: heap
-        assert_eq!(t.insert(12, 200), None); // heap
-        assert_eq!(t.min_tat(), Some(100));
-        assert_eq!(t.insert(13, 50), Some((11, 100)));
+        assert_eq!(t.insert(10, Nanos::from_nanos(300)), None); // list
+        assert_eq!(t.insert(11, Nanos::from_nanos(100)), None); // earlier than the list tail: heap
+        assert_eq!(t.insert(12, Nanos::from_nanos(200)), None); // heap
+        assert_eq!(t.min_tat(), Some(Nanos::from_nanos(100)));
+        assert_eq!(
+            t.insert(13, Nanos::from_nanos(50)),
+            Some((11, Nanos::from_nanos(100)))
+        );
         assert_eq!(t.len(), 3);
         assert_eq!(t.find(11), None);
         // The new key may itself be the smallest now.
-        assert_eq!(t.insert(14, 400), Some((13, 50)));
+        assert_eq!(
+            t.insert(14, Nanos::from_nanos(400)),
+            Some((13, Nanos::from_nanos(50)))
+        );
         t.check_invariants();
         // A list key is evicted when its TAT is smallest: 200 (heap) < 300 (list)
         // < 400 (list), then 300, then 400.
-        assert_eq!(t.insert(15, 500), Some((12, 200)));
-        assert_eq!(t.insert(16, 600), Some((10, 300)));
-        assert_eq!(t.insert(17, 700), Some((14, 400)));
+        assert_eq!(
+            t.insert(15, Nanos::from_nanos(500)),
+            Some((12, Nanos::from_nanos(200)))
+        );
+        assert_eq!(
+            t.insert(16, Nanos::from_nanos(600)),
+            Some((10, Nanos::from_nanos(300)))
+        );
+        assert_eq!(
+            t.insert(17, Nanos::from_nanos(700)),
+            Some((14, Nanos::from_nanos(400)))
+        );
         t.check_invariants();
     }
 
@@ -392,14 +408,14 @@ mod tests {
     fn raise_reorders_the_heap() {
         let mut t = KeyTable::with_capacity(4);
         for (k, tat) in [(1, 10), (2, 20), (3, 30)] {
-            t.insert(k, tat);
+            t.insert(k, Nanos::from_nanos(tat));
         }
         t.check_invariants();
         let id = t.find(1).unwrap();
-        t.raise(id, 35);
+        t.raise(id, Nanos::from_nanos(35));
         t.check_invariants();
-        assert_eq!(t.min_tat(), Some(20));
-        assert_eq!(t.tat(t.find(1).unwrap()), 35);
+        assert_eq!(t.min_tat(), Some(Nanos::from_nanos(20)));
+        assert_eq!(t.tat(t.find(1).unwrap()), Nanos::from_nanos(35));
     }
 
     #[test]
@@ -410,16 +426,22 @@ mod tests {
             .find_map(|k| seen.insert(mix(k), k).map(|other| (other, k)))
             .unwrap();
         let mut t = KeyTable::with_capacity(2);
-        t.insert(a, 10);
+        t.insert(a, Nanos::from_nanos(10));
         assert_eq!(t.find(b), None);
-        t.insert(b, 20);
+        t.insert(b, Nanos::from_nanos(20));
         let (ia, ib) = (t.find(a).unwrap(), t.find(b).unwrap());
         assert_ne!(ia, ib);
-        assert_eq!((t.tat(ia), t.tat(ib)), (10, 20));
+        assert_eq!(
+            (t.tat(ia), t.tat(ib)),
+            (Nanos::from_nanos(10), Nanos::from_nanos(20))
+        );
         // Evicting `a` (smallest TAT) must leave `b` reachable.
-        assert_eq!(t.insert(a ^ (1 << 63), 30), Some((a, 10)));
+        assert_eq!(
+            t.insert(a ^ (1 << 63), Nanos::from_nanos(30)),
+            Some((a, Nanos::from_nanos(10)))
+        );
         assert_eq!(t.find(a), None);
-        assert_eq!(t.find(b).map(|id| t.tat(id)), Some(20));
+        assert_eq!(t.find(b).map(|id| t.tat(id)), Some(Nanos::from_nanos(20)));
         t.check_invariants();
     }
 
@@ -434,6 +456,7 @@ mod tests {
             let mut t = KeyTable::with_capacity(capacity);
             let mut model: HashMap<u64, Nanos> = HashMap::new();
             for (key, tat) in ops {
+                let tat = Nanos::from_nanos(tat);
                 match t.find(key) {
                     Some(id) => {
                         let new = t.tat(id).max(tat);

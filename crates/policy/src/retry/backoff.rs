@@ -25,7 +25,6 @@
 
 use super::ConfigError;
 use crate::Nanos;
-use crate::time::MILLISECOND;
 use rand::Rng;
 use serde::Deserialize;
 
@@ -68,10 +67,8 @@ pub struct BackoffConfig {
     pub kind: BackoffKind,
     /// Initial pause. Zero means "retry immediately", which is how naive
     /// clients behave and why it is allowed.
-    #[serde(with = "crate::units::duration")]
     pub base: Nanos,
     /// Largest un-jittered pause; unset means 10 × `base` (Envoy's rule).
-    #[serde(with = "crate::units::opt_duration")]
     pub max: Option<Nanos>,
     /// Growth factor per retry for [`BackoffKind::Exponential`]; at least 1.
     pub multiplier: f64,
@@ -85,7 +82,7 @@ impl Default for BackoffConfig {
     fn default() -> Self {
         BackoffConfig {
             kind: BackoffKind::Exponential,
-            base: 25 * MILLISECOND,
+            base: 25 * Nanos::MILLISECOND,
             max: None,
             multiplier: 2.0,
             jitter: Jitter::Full,
@@ -99,8 +96,8 @@ impl BackoffConfig {
     pub fn grpc_connection() -> Self {
         BackoffConfig {
             kind: BackoffKind::Exponential,
-            base: 1_000 * MILLISECOND,
-            max: Some(120_000 * MILLISECOND),
+            base: 1_000 * Nanos::MILLISECOND,
+            max: Some(120_000 * Nanos::MILLISECOND),
             multiplier: 1.6,
             jitter: Jitter::Proportional,
             jitter_spread: 0.2,
@@ -111,8 +108,8 @@ impl BackoffConfig {
     pub fn grpc_retry_example() -> Self {
         BackoffConfig {
             kind: BackoffKind::Exponential,
-            base: 100 * MILLISECOND,
-            max: Some(1_000 * MILLISECOND),
+            base: 100 * Nanos::MILLISECOND,
+            max: Some(1_000 * Nanos::MILLISECOND),
             multiplier: 2.0,
             jitter: Jitter::Full,
             jitter_spread: 0.2,
@@ -130,8 +127,8 @@ impl BackoffConfig {
             if max < self.base {
                 return Err(ConfigError::new(
                     "backoff.max",
-                    format!("≥ backoff.base ({} ns)", self.base),
-                    format!("{max} ns"),
+                    format!("≥ backoff.base ({})", self.base),
+                    max,
                 ));
             }
         }
@@ -192,21 +189,22 @@ impl Backoff {
     ///
     /// ```
     /// use stormbreak_policy::retry::{Backoff, BackoffConfig};
-    /// use stormbreak_policy::time::ms;
+    /// use stormbreak_policy::Nanos;
     /// let b = Backoff::new(&BackoffConfig::default()).unwrap(); // Envoy: 25 ms × 2, cap 250 ms
     /// let steps: Vec<_> = (0..6).map(|n| b.ceiling(n)).collect();
-    /// assert_eq!(steps, [ms(25), ms(50), ms(100), ms(200), ms(250), ms(250)]);
+    /// assert_eq!(steps, [Nanos::from_millis(25), Nanos::from_millis(50), Nanos::from_millis(100), Nanos::from_millis(200), Nanos::from_millis(250), Nanos::from_millis(250)]);
     /// ```
     #[inline]
     pub fn ceiling(&self, n: u32) -> Nanos {
         match self.kind {
             BackoffKind::Constant => self.base,
             BackoffKind::Exponential => {
-                let grown = self.base as f64 * self.multiplier.powi(n.min(i32::MAX as u32) as i32);
-                if grown >= self.max as f64 {
+                let grown = self.base.as_nanos() as f64
+                    * self.multiplier.powi(n.min(i32::MAX as u32) as i32);
+                if grown >= self.max.as_nanos() as f64 {
                     self.max
                 } else {
-                    grown.round() as Nanos
+                    Nanos::from_nanos(grown.round() as u64)
                 }
             }
         }
@@ -219,19 +217,20 @@ impl Backoff {
     pub fn pause<R: Rng + ?Sized>(&self, n: u32, previous: Nanos, rng: &mut R) -> Nanos {
         match self.jitter {
             Jitter::None => self.ceiling(n),
-            Jitter::Full => rng.random_range(0..=self.ceiling(n)),
+            Jitter::Full => Nanos::from_nanos(rng.random_range(0..=self.ceiling(n).as_nanos())),
             Jitter::Equal => {
                 let half = self.ceiling(n) / 2;
-                half + rng.random_range(0..=half)
+                half + Nanos::from_nanos(rng.random_range(0..=half.as_nanos()))
             }
             Jitter::Decorrelated => {
                 let hi = previous.max(self.base).saturating_mul(3);
-                rng.random_range(self.base..=hi).min(self.max)
+                Nanos::from_nanos(rng.random_range(self.base.as_nanos()..=hi.as_nanos()))
+                    .min(self.max)
             }
             Jitter::Proportional => {
-                let temp = self.ceiling(n) as f64;
+                let temp = self.ceiling(n).as_nanos() as f64;
                 let u = rng.random::<f64>() * 2.0 - 1.0;
-                (temp * (1.0 + self.spread * u)).round() as Nanos
+                Nanos::from_nanos((temp * (1.0 + self.spread * u)).round() as u64)
             }
         }
     }
@@ -240,7 +239,7 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{SECOND, ms};
+    use crate::Nanos;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
@@ -256,12 +255,15 @@ mod tests {
     #[test]
     fn envoy_default_max_is_ten_times_base() {
         let cfg = BackoffConfig {
-            base: ms(100),
+            base: Nanos::from_millis(100),
             max: None,
             ..BackoffConfig::default()
         };
-        assert_eq!(cfg.effective_max(), ms(1000));
-        assert_eq!(BackoffConfig::default().effective_max(), ms(250));
+        assert_eq!(cfg.effective_max(), Nanos::from_millis(1000));
+        assert_eq!(
+            BackoffConfig::default().effective_max(),
+            Nanos::from_millis(250)
+        );
     }
 
     #[test]
@@ -269,32 +271,42 @@ mod tests {
         // 25, 50, 100, 200, then 400 > 250 is capped.
         let b = backoff(Jitter::None);
         let mut rng = Pcg64Mcg::seed_from_u64(1);
-        let seq: Vec<Nanos> = (0..6).map(|n| b.pause(n, 0, &mut rng)).collect();
-        assert_eq!(seq, [ms(25), ms(50), ms(100), ms(200), ms(250), ms(250)]);
+        let seq: Vec<Nanos> = (0..6).map(|n| b.pause(n, Nanos::ZERO, &mut rng)).collect();
+        assert_eq!(
+            seq,
+            [
+                Nanos::from_millis(25),
+                Nanos::from_millis(50),
+                Nanos::from_millis(100),
+                Nanos::from_millis(200),
+                Nanos::from_millis(250),
+                Nanos::from_millis(250)
+            ]
+        );
     }
 
     #[test]
     fn grpc_connection_backoff_grows_by_1_6_to_120s() {
         // 1 s · 1.6^n: 1, 1.6, 2.56, 4.096, 6.5536 s; 1.6^10 = 109.95 s; 1.6^11 = 175.9 s > 120 s.
         let b = Backoff::new(&BackoffConfig::grpc_connection()).unwrap();
-        assert_eq!(b.ceiling(0), SECOND);
-        assert_eq!(b.ceiling(1), 1_600_000_000);
-        assert_eq!(b.ceiling(2), 2_560_000_000);
-        assert_eq!(b.ceiling(4), 6_553_600_000);
-        assert_eq!(b.ceiling(10), 109_951_162_778); // 109.9511627776 s, rounded
-        assert_eq!(b.ceiling(11), 120 * SECOND);
+        assert_eq!(b.ceiling(0), Nanos::SECOND);
+        assert_eq!(b.ceiling(1), Nanos::from_millis(1600));
+        assert_eq!(b.ceiling(2), Nanos::from_millis(2560));
+        assert_eq!(b.ceiling(4), Nanos::from_micros(6553600));
+        assert_eq!(b.ceiling(10), Nanos::from_nanos(109951162778)); // 109.9511627776 s, rounded
+        assert_eq!(b.ceiling(11), 120 * Nanos::SECOND);
     }
 
     #[test]
     fn constant_backoff_never_grows() {
         let b = Backoff::new(&BackoffConfig {
             kind: BackoffKind::Constant,
-            base: ms(40),
+            base: Nanos::from_millis(40),
             jitter: Jitter::None,
             ..BackoffConfig::default()
         })
         .unwrap();
-        assert!((0..20).all(|n| b.ceiling(n) == ms(40)));
+        assert!((0..20).all(|n| b.ceiling(n) == Nanos::from_millis(40)));
     }
 
     #[test]
@@ -303,12 +315,17 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(42);
         for n in 0..8 {
             let cap = b.ceiling(n);
-            let draws: Vec<Nanos> = (0..2000).map(|_| b.pause(n, 0, &mut rng)).collect();
+            let draws: Vec<Nanos> = (0..2000)
+                .map(|_| b.pause(n, Nanos::ZERO, &mut rng))
+                .collect();
             assert!(draws.iter().all(|&d| d <= cap), "n={n}");
             // Uniform on [0, cap] has mean cap/2; 2000 draws put the sample mean
             // within ±4 % of cap (σ = cap/√12/√2000 ≈ 0.0065 cap, so 6σ).
-            let mean = draws.iter().map(|&d| d as f64).sum::<f64>() / 2000.0;
-            assert!((mean / cap as f64 - 0.5).abs() < 0.04, "n={n} mean={mean}");
+            let mean = draws.iter().map(|&d| d.as_nanos() as f64).sum::<f64>() / 2000.0;
+            assert!(
+                (mean / cap.as_nanos() as f64 - 0.5).abs() < 0.04,
+                "n={n} mean={mean}"
+            );
         }
     }
 
@@ -319,7 +336,7 @@ mod tests {
         for n in 0..8 {
             let temp = b.ceiling(n);
             for _ in 0..500 {
-                let d = b.pause(n, 0, &mut rng);
+                let d = b.pause(n, Nanos::ZERO, &mut rng);
                 assert!(d >= temp / 2 && d <= temp, "n={n} d={d} temp={temp}");
             }
         }
@@ -333,9 +350,12 @@ mod tests {
         let mut reached_cap = false;
         for n in 0..200 {
             let d = b.pause(n, previous, &mut rng);
-            assert!(d >= ms(25), "{d}");
-            assert!(d <= (3 * previous).min(ms(250)), "{d} vs 3·{previous}");
-            reached_cap |= d == ms(250);
+            assert!(d >= Nanos::from_millis(25), "{d}");
+            assert!(
+                d <= (3 * previous).min(Nanos::from_millis(250)),
+                "{d} vs 3·{previous}"
+            );
+            reached_cap |= d == Nanos::from_millis(250);
             previous = d;
         }
         assert!(
@@ -350,11 +370,14 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(5);
         let (mut below, mut above) = (false, false);
         for _ in 0..1000 {
-            let d = b.pause(1, 0, &mut rng);
+            let d = b.pause(1, Nanos::ZERO, &mut rng);
             // 1.6 s ± 20 % = [1.28 s, 1.92 s].
-            assert!((1_280_000_000..=1_920_000_000).contains(&d), "{d}");
-            below |= d < 1_600_000_000;
-            above |= d > 1_600_000_000;
+            assert!(
+                (Nanos::from_millis(1280)..=Nanos::from_millis(1920)).contains(&d),
+                "{d}"
+            );
+            below |= d < Nanos::from_millis(1600);
+            above |= d > Nanos::from_millis(1600);
         }
         assert!(below && above, "the spread goes both ways");
     }
@@ -364,7 +387,9 @@ mod tests {
         let b = backoff(Jitter::Full);
         let draw = |seed| {
             let mut rng = Pcg64Mcg::seed_from_u64(seed);
-            (0..5).map(|n| b.pause(n, 0, &mut rng)).collect::<Vec<_>>()
+            (0..5)
+                .map(|n| b.pause(n, Nanos::ZERO, &mut rng))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(11), draw(11));
         assert_ne!(draw(11), draw(12));
@@ -373,15 +398,15 @@ mod tests {
     #[test]
     fn invalid_backoff_is_rejected_by_name() {
         let bad = BackoffConfig {
-            base: ms(100),
-            max: Some(ms(10)),
+            base: Nanos::from_millis(100),
+            max: Some(Nanos::from_millis(10)),
             ..BackoffConfig::default()
         };
         let e = bad.validate().unwrap_err();
         assert_eq!(e.field(), "backoff.max");
         assert_eq!(
             e.to_string(),
-            "backoff.max must be ≥ backoff.base (100000000 ns), got 10000000 ns"
+            "backoff.max must be ≥ backoff.base (100ms), got 10ms"
         );
         let bad = BackoffConfig {
             multiplier: 0.5,
@@ -406,12 +431,12 @@ mod tests {
     #[test]
     fn zero_base_means_immediate_retries() {
         let b = Backoff::new(&BackoffConfig {
-            base: 0,
+            base: Nanos::ZERO,
             ..BackoffConfig::default()
         })
         .unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(0);
-        assert!((0..10).all(|n| b.pause(n, 0, &mut rng) == 0));
+        assert!((0..10).all(|n| b.pause(n, Nanos::ZERO, &mut rng) == Nanos::ZERO));
     }
 
     #[test]
@@ -421,8 +446,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.kind, BackoffKind::Constant);
-        assert_eq!(cfg.base, SECOND);
-        assert_eq!(cfg.effective_max(), 10 * SECOND);
+        assert_eq!(cfg.base, Nanos::SECOND);
+        assert_eq!(cfg.effective_max(), 10 * Nanos::SECOND);
         assert_eq!(cfg.jitter, Jitter::Proportional);
     }
 
@@ -437,29 +462,29 @@ mod tests {
             previous_ms in 0u64..100_000,
         ) {
             let cfg = BackoffConfig {
-                base: ms(base_ms),
-                max: Some(ms(base_ms * max_factor)),
+                base: Nanos::from_millis(base_ms),
+                max: Some(Nanos::from_millis(base_ms * max_factor)),
                 multiplier,
                 ..BackoffConfig::default()
             };
             let mut rng = Pcg64Mcg::seed_from_u64(seed);
             let temp_of = || {
                 // min(cap, base · multiplier^n), computed independently.
-                let t = ms(base_ms) as f64 * multiplier.powi(n as i32);
-                t.min(ms(base_ms * max_factor) as f64)
+                let t = Nanos::from_millis(base_ms).as_nanos() as f64 * multiplier.powi(n as i32);
+                t.min(Nanos::from_millis(base_ms * max_factor).as_nanos() as f64)
             };
             for jitter in [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::Proportional] {
                 let b = Backoff::new(&BackoffConfig { jitter, ..cfg.clone() }).unwrap();
                 let temp = temp_of();
-                let d = b.pause(n, ms(previous_ms), &mut rng) as f64;
+                let d = (b.pause(n, Nanos::from_millis(previous_ms), &mut rng)).as_nanos() as f64;
                 match jitter {
                     Jitter::None => prop_assert!((d - temp).abs() <= 1.0),
                     Jitter::Full => prop_assert!(d <= temp + 1.0),
                     Jitter::Equal => prop_assert!(d >= (temp / 2.0).floor() - 1.0 && d <= temp + 1.0),
                     Jitter::Decorrelated => {
-                        let hi = (3 * ms(previous_ms).max(ms(base_ms))) as f64;
-                        prop_assert!(d >= ms(base_ms).min(b.max()) as f64);
-                        prop_assert!(d <= hi.min(b.max() as f64));
+                        let hi = (3 * Nanos::from_millis(previous_ms).max(Nanos::from_millis(base_ms))).as_nanos() as f64;
+                        prop_assert!(d >= (Nanos::from_millis(base_ms).min(b.max())).as_nanos() as f64);
+                        prop_assert!(d <= hi.min(b.max().as_nanos() as f64));
                     }
                     Jitter::Proportional => prop_assert!(d >= temp * 0.8 - 1.0 && d <= temp * 1.2 + 1.0),
                 }

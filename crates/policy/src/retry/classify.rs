@@ -246,7 +246,7 @@ impl Classifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::SECOND;
+    use crate::Nanos;
 
     fn default_classifier() -> Classifier {
         Classifier::new(&RetryOn::DEFAULT, &[], &[501]).unwrap()
@@ -255,7 +255,7 @@ mod tests {
     fn with_retry_after(status: u16) -> AttemptOutcome {
         AttemptOutcome::Response {
             status,
-            retry_after: Some(SECOND),
+            retry_after: Some(Nanos::SECOND),
             pushback: Pushback::None,
         }
     }

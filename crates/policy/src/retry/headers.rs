@@ -21,7 +21,6 @@
 
 use super::Pushback;
 use crate::Nanos;
-use crate::time::{MILLISECOND, SECOND};
 
 /// RFC 9111 §1.2.2: an overflowing delta-seconds is taken as 2³¹ seconds.
 const DELTA_SECONDS_CEILING: u64 = 1 << 31;
@@ -30,8 +29,8 @@ const DELTA_SECONDS_CEILING: u64 = 1 << 31;
 ///
 /// ```
 /// use stormbreak_policy::retry::retry_after_from_delta_seconds;
-/// use stormbreak_policy::time::secs;
-/// assert_eq!(retry_after_from_delta_seconds("120"), Some(secs(120)));
+/// use stormbreak_policy::Nanos;
+/// assert_eq!(retry_after_from_delta_seconds("120"), Some(Nanos::from_secs(120)));
 /// assert_eq!(retry_after_from_delta_seconds("1.5"), None);
 /// ```
 pub fn retry_after_from_delta_seconds(value: &str) -> Option<Nanos> {
@@ -47,21 +46,21 @@ pub fn retry_after_from_delta_seconds(value: &str) -> Option<Nanos> {
             break;
         }
     }
-    Some(seconds * SECOND)
+    Some(seconds * Nanos::SECOND)
 }
 
 /// Parses `Retry-After: <HTTP-date>` into the delay from `now_unix_secs`.
 ///
 /// ```
 /// use stormbreak_policy::retry::retry_after_from_http_date;
-/// use stormbreak_policy::time::secs;
+/// use stormbreak_policy::Nanos;
 /// // The RFC's example date is Unix second 784_111_777.
 /// let d = retry_after_from_http_date("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777 - 30);
-/// assert_eq!(d, Some(secs(30)));
+/// assert_eq!(d, Some(Nanos::from_secs(30)));
 /// ```
 pub fn retry_after_from_http_date(date: &str, now_unix_secs: u64) -> Option<Nanos> {
     let at = http_date_to_unix_secs(date, now_unix_secs)?;
-    Some(at.saturating_sub(now_unix_secs).saturating_mul(SECOND))
+    Some(Nanos::from_secs(at.saturating_sub(now_unix_secs)))
 }
 
 /// Parses a whole `Retry-After` value, whichever of its two forms it takes.
@@ -75,9 +74,9 @@ pub fn retry_after_from_header(value: &str, now_unix_secs: u64) -> Option<Nanos>
 ///
 /// ```
 /// use stormbreak_policy::retry::retry_after_from_reset_epoch;
-/// use stormbreak_policy::time::secs;
-/// assert_eq!(retry_after_from_reset_epoch("1786973400", 1786973340), Some(secs(60)));
-/// assert_eq!(retry_after_from_reset_epoch("1786973400", 1786973500), Some(0));
+/// use stormbreak_policy::Nanos;
+/// assert_eq!(retry_after_from_reset_epoch("1786973400", 1786973340), Some(Nanos::from_secs(60)));
+/// assert_eq!(retry_after_from_reset_epoch("1786973400", 1786973500), Some(Nanos::ZERO));
 /// ```
 pub fn retry_after_from_reset_epoch(value: &str, now_unix_secs: u64) -> Option<Nanos> {
     let digits = value.trim_matches([' ', '\t']);
@@ -85,7 +84,7 @@ pub fn retry_after_from_reset_epoch(value: &str, now_unix_secs: u64) -> Option<N
         return None;
     }
     let reset: u64 = digits.parse().ok()?;
-    Some(reset.saturating_sub(now_unix_secs).saturating_mul(SECOND))
+    Some(Nanos::from_secs(reset.saturating_sub(now_unix_secs)))
 }
 
 impl Pushback {
@@ -93,8 +92,8 @@ impl Pushback {
     ///
     /// ```
     /// use stormbreak_policy::retry::Pushback;
-    /// use stormbreak_policy::time::ms;
-    /// assert_eq!(Pushback::from_grpc_header("250"), Pushback::RetryAfter(ms(250)));
+    /// use stormbreak_policy::Nanos;
+    /// assert_eq!(Pushback::from_grpc_header("250"), Pushback::RetryAfter(Nanos::from_millis(250)));
     /// assert_eq!(Pushback::from_grpc_header("-1"), Pushback::DoNotRetry);
     /// assert_eq!(Pushback::from_grpc_header("soon"), Pushback::DoNotRetry);
     /// ```
@@ -105,7 +104,7 @@ impl Pushback {
             && value.bytes().all(|b| b.is_ascii_digit())
             && (value == "0" || !value.starts_with('0'));
         match value.parse::<i32>() {
-            Ok(ms) if canonical => Pushback::RetryAfter(ms as u64 * MILLISECOND),
+            Ok(ms) if canonical => Pushback::RetryAfter(ms as u64 * Nanos::MILLISECOND),
             _ => Pushback::DoNotRetry,
         }
     }
@@ -311,7 +310,7 @@ fn year_of_unix_secs(secs: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::secs;
+    use crate::Nanos;
 
     /// 1994-11-06 08:49:37 UTC: 9075 days after 1970-01-01 (24 years with 6
     /// leap days = 8766 days, plus Jan..Oct 1994 = 304 days, plus 5) →
@@ -364,11 +363,11 @@ mod tests {
         let now = AUG_17_2026 + 13 * 3600 + 28 * 60;
         assert_eq!(
             retry_after_from_http_date("Mon, 17 Aug 2026 13:30:00 GMT", now),
-            Some(secs(120))
+            Some(Nanos::from_secs(120))
         );
         assert_eq!(
             retry_after_from_http_date("Mon, 17 Aug 2026 13:00:00 GMT", now),
-            Some(0),
+            Some(Nanos::ZERO),
             "a date in the past means retry now"
         );
     }
@@ -416,47 +415,62 @@ mod tests {
 
     #[test]
     fn delta_seconds() {
-        assert_eq!(retry_after_from_delta_seconds("0"), Some(0));
-        assert_eq!(retry_after_from_delta_seconds("120"), Some(secs(120)));
-        assert_eq!(retry_after_from_delta_seconds(" 5 "), Some(secs(5)));
+        assert_eq!(retry_after_from_delta_seconds("0"), Some(Nanos::ZERO));
+        assert_eq!(
+            retry_after_from_delta_seconds("120"),
+            Some(Nanos::from_secs(120))
+        );
+        assert_eq!(
+            retry_after_from_delta_seconds(" 5 "),
+            Some(Nanos::from_secs(5))
+        );
         for bad in ["", "-1", "1.5", "5s", "+5", "١٢"] {
             assert_eq!(retry_after_from_delta_seconds(bad), None, "{bad:?}");
         }
         // RFC 9111 §1.2.2: overflow is taken as 2^31 s.
         assert_eq!(
             retry_after_from_delta_seconds("99999999999999999999999999"),
-            Some(secs(2_147_483_648))
+            Some(Nanos::from_secs(2_147_483_648))
         );
     }
 
     #[test]
     fn header_accepts_either_form() {
-        assert_eq!(retry_after_from_header("7", 0), Some(secs(7)));
+        assert_eq!(retry_after_from_header("7", 0), Some(Nanos::from_secs(7)));
         assert_eq!(
             retry_after_from_header("Sun, 06 Nov 1994 08:49:37 GMT", RFC_EXAMPLE - 7),
-            Some(secs(7))
+            Some(Nanos::from_secs(7))
         );
         assert_eq!(retry_after_from_header("later", 0), None);
     }
 
     #[test]
     fn reset_epoch() {
-        assert_eq!(retry_after_from_reset_epoch("1000", 940), Some(secs(60)));
-        assert_eq!(retry_after_from_reset_epoch("1000", 2000), Some(0));
+        assert_eq!(
+            retry_after_from_reset_epoch("1000", 940),
+            Some(Nanos::from_secs(60))
+        );
+        assert_eq!(
+            retry_after_from_reset_epoch("1000", 2000),
+            Some(Nanos::ZERO)
+        );
         assert_eq!(retry_after_from_reset_epoch("soon", 0), None);
         assert_eq!(retry_after_from_reset_epoch("-5", 0), None);
     }
 
     #[test]
     fn grpc_pushback_follows_a6() {
-        assert_eq!(Pushback::from_grpc_header("0"), Pushback::RetryAfter(0));
+        assert_eq!(
+            Pushback::from_grpc_header("0"),
+            Pushback::RetryAfter(Nanos::ZERO)
+        );
         assert_eq!(
             Pushback::from_grpc_header("1500"),
-            Pushback::RetryAfter(secs(3) / 2)
+            Pushback::RetryAfter(Nanos::from_secs(3) / 2)
         );
         assert_eq!(
             Pushback::from_grpc_header("2147483647"),
-            Pushback::RetryAfter(2_147_483_647 * MILLISECOND)
+            Pushback::RetryAfter(2_147_483_647 * Nanos::MILLISECOND)
         );
         for stop in [
             "-1",

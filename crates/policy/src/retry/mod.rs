@@ -23,26 +23,26 @@
 //!
 //! ```
 //! use stormbreak_policy::retry::{AttemptOutcome, RetryConfig, RetryDecision, RetryPolicy, RetryState};
-//! use stormbreak_policy::time::{ms, secs};
+//! use stormbreak_policy::Nanos;
 //! use rand::SeedableRng;
 //!
 //! let policy = RetryPolicy::new(&RetryConfig::default()).unwrap();
 //! let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
-//! let mut request = RetryState::new(&policy, 0);
+//! let mut request = RetryState::new(&policy, Nanos::ZERO);
 //!
 //! // A 503 at t = 40 ms: retried after full-jitter backoff in [0, 25 ms].
-//! let d = request.on_outcome(&policy, ms(40), AttemptOutcome::status(503), &mut rng);
+//! let d = request.on_outcome(&policy, Nanos::from_millis(40), AttemptOutcome::status(503), &mut rng);
 //! let RetryDecision::RetryAt(at) = d else { panic!("{d:?}") };
-//! assert!(at >= ms(40) && at <= ms(65));
+//! assert!(at >= Nanos::from_millis(40) && at <= Nanos::from_millis(65));
 //!
 //! // A 429 asking for 2 s: never sooner than the server said.
 //! let throttled = AttemptOutcome::Response {
 //!     status: 429,
-//!     retry_after: Some(secs(2)),
+//!     retry_after: Some(Nanos::from_secs(2)),
 //!     pushback: Default::default(),
 //! };
-//! assert_eq!(request.on_outcome(&policy, ms(100), throttled, &mut rng),
-//!            RetryDecision::RetryAt(ms(100) + secs(2)));
+//! assert_eq!(request.on_outcome(&policy, Nanos::from_millis(100), throttled, &mut rng),
+//!            RetryDecision::RetryAt(Nanos::from_millis(100) + Nanos::from_secs(2)));
 //! ```
 
 pub mod backoff;
@@ -59,7 +59,6 @@ pub use headers::{
 pub use state::{GiveUpReason, RetryDecision, RetryState};
 
 use crate::Nanos;
-use crate::time::SECOND;
 use serde::Deserialize;
 use std::fmt;
 
@@ -103,10 +102,8 @@ pub struct RetryConfig {
     /// model a client without that guard.
     pub max_attempts_cap: u32,
     /// Time allowed for one attempt; `None` lets each attempt run to the deadline.
-    #[serde(with = "crate::units::opt_duration")]
     pub per_try_timeout: Option<Nanos>,
     /// Time allowed for the whole logical request, retries and pauses included.
-    #[serde(with = "crate::units::opt_duration")]
     pub overall_timeout: Option<Nanos>,
     /// Which failures are retried.
     pub retry_on: Vec<RetryOn>,
@@ -124,7 +121,7 @@ impl Default for RetryConfig {
             max_attempts: 3,
             max_attempts_cap: GRPC_MAX_ATTEMPTS,
             per_try_timeout: None,
-            overall_timeout: Some(15 * SECOND),
+            overall_timeout: Some(15 * Nanos::SECOND),
             retry_on: RetryOn::DEFAULT.to_vec(),
             retriable_status_codes: Vec::new(),
             non_retriable_status_codes: vec![501],
@@ -153,10 +150,10 @@ impl RetryConfig {
                 self.max_attempts,
             ));
         }
-        if self.per_try_timeout == Some(0) {
+        if self.per_try_timeout == Some(Nanos::ZERO) {
             return Err(ConfigError::new("per_try_timeout", "> 0 or absent", "0"));
         }
-        if self.overall_timeout == Some(0) {
+        if self.overall_timeout == Some(Nanos::ZERO) {
             return Err(ConfigError::new("overall_timeout", "> 0 or absent", "0"));
         }
         Classifier::new(
@@ -273,7 +270,7 @@ mod tests {
         cfg.validate().unwrap();
         let policy = RetryPolicy::new(&cfg).unwrap();
         assert_eq!(policy.max_attempts(), 3);
-        assert_eq!(policy.overall_timeout(), Some(15 * SECOND));
+        assert_eq!(policy.overall_timeout(), Some(15 * Nanos::SECOND));
         assert_eq!(policy.per_try_timeout(), None);
     }
 
@@ -307,12 +304,12 @@ mod tests {
     #[test]
     fn zero_timeouts_are_rejected() {
         let cfg = RetryConfig {
-            per_try_timeout: Some(0),
+            per_try_timeout: Some(Nanos::ZERO),
             ..RetryConfig::default()
         };
         assert_eq!(cfg.validate().unwrap_err().field(), "per_try_timeout");
         let cfg = RetryConfig {
-            overall_timeout: Some(0),
+            overall_timeout: Some(Nanos::ZERO),
             ..RetryConfig::default()
         };
         assert_eq!(cfg.validate().unwrap_err().field(), "overall_timeout");
@@ -325,8 +322,8 @@ mod tests {
                 "retry_on": ["5xx", "reset"], "non_retriable_status_codes": [501, 500]}"#,
         )
         .unwrap();
-        assert_eq!(cfg.per_try_timeout, Some(250_000_000));
-        assert_eq!(cfg.overall_timeout, Some(2 * SECOND));
+        assert_eq!(cfg.per_try_timeout, Some(Nanos::from_millis(250)));
+        assert_eq!(cfg.overall_timeout, Some(2 * Nanos::SECOND));
         assert_eq!(cfg.retry_on, vec![RetryOn::ServerError, RetryOn::Reset]);
         assert_eq!(cfg.max_attempts, 3, "missing fields take the defaults");
         let err = serde_json::from_str::<RetryConfig>(r#"{"max_retries": 3}"#).unwrap_err();

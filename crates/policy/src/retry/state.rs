@@ -83,26 +83,26 @@ impl Finished {
 ///
 /// ```
 /// use stormbreak_policy::retry::*;
-/// use stormbreak_policy::time::{ms, secs};
+/// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
 ///
 /// let cfg = RetryConfig {
-///     per_try_timeout: Some(ms(200)),
-///     overall_timeout: Some(secs(1)),
+///     per_try_timeout: Some(Nanos::from_millis(200)),
+///     overall_timeout: Some(Nanos::from_secs(1)),
 ///     backoff: BackoffConfig { jitter: Jitter::None, ..Default::default() },
 ///     ..Default::default()
 /// };
 /// let policy = RetryPolicy::new(&cfg).unwrap();
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
-/// let mut req = RetryState::new(&policy, 0);
-/// assert_eq!(req.attempt_deadline(&policy), Some(ms(200)));
+/// let mut req = RetryState::new(&policy, Nanos::ZERO);
+/// assert_eq!(req.attempt_deadline(&policy), Some(Nanos::from_millis(200)));
 ///
 /// // Timed out at 200 ms: retry after 25 ms, with a fresh 200 ms.
-/// assert_eq!(req.on_outcome(&policy, ms(200), AttemptOutcome::Timeout, &mut rng),
-///            RetryDecision::RetryAt(ms(225)));
-/// assert_eq!(req.attempt_deadline(&policy), Some(ms(425)));
+/// assert_eq!(req.on_outcome(&policy, Nanos::from_millis(200), AttemptOutcome::Timeout, &mut rng),
+///            RetryDecision::RetryAt(Nanos::from_millis(225)));
+/// assert_eq!(req.attempt_deadline(&policy), Some(Nanos::from_millis(425)));
 /// // A 403 shed is final.
-/// assert_eq!(req.on_outcome(&policy, ms(300), AttemptOutcome::status(403), &mut rng),
+/// assert_eq!(req.on_outcome(&policy, Nanos::from_millis(300), AttemptOutcome::status(403), &mut rng),
 ///            RetryDecision::GiveUp(GiveUpReason::NonRetryable));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,7 +234,7 @@ impl RetryState {
                 (pause, self.backoff_step.saturating_add(1), pause)
             }
         };
-        let pause = pause.max(outcome.retry_after().unwrap_or(0));
+        let pause = pause.max(outcome.retry_after().unwrap_or(Nanos::ZERO));
         let at = now.saturating_add(pause);
         if self.deadline != NO_DEADLINE && at >= self.deadline {
             return self.give_up(GiveUpReason::Deadline);
@@ -265,9 +265,9 @@ impl RetryState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Nanos;
     use crate::budget::{AwsRetryQuota, AwsRetryQuotaConfig, GrpcThrottle, GrpcThrottleConfig};
     use crate::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig, RetryOn};
-    use crate::time::{ms, secs};
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
@@ -309,15 +309,25 @@ mod tests {
     #[test]
     fn success_ends_the_request() {
         let p = plain(3);
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
-            s.on_outcome(&p, ms(5), AttemptOutcome::status(200), &mut rng()),
+            s.on_outcome(
+                &p,
+                Nanos::from_millis(5),
+                AttemptOutcome::status(200),
+                &mut rng()
+            ),
             RetryDecision::Success
         );
         assert_eq!(s.finished(), Some(RetryDecision::Success));
         // Later outcomes cannot reopen it.
         assert_eq!(
-            s.on_outcome(&p, ms(6), AttemptOutcome::status(503), &mut rng()),
+            s.on_outcome(
+                &p,
+                Nanos::from_millis(6),
+                AttemptOutcome::status(503),
+                &mut rng()
+            ),
             RetryDecision::Success
         );
         assert_eq!(s.attempts(), 1);
@@ -329,15 +339,15 @@ mod tests {
         // Retry k waits 25·2^k ms: 25, 50, 100, 200.
         let p = plain(5);
         let mut r = rng();
-        let mut s = RetryState::new(&p, 0);
-        let mut now = ms(10);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
+        let mut now = Nanos::from_millis(10);
         for expected_pause in [25, 50, 100, 200] {
             let at = s
                 .on_outcome(&p, now, AttemptOutcome::status(502), &mut r)
                 .retry_at()
                 .unwrap();
-            assert_eq!(at, now + ms(expected_pause));
-            now = at + ms(10);
+            assert_eq!(at, now + Nanos::from_millis(expected_pause));
+            now = at + Nanos::from_millis(10);
         }
         assert_eq!(s.attempts(), 5);
         assert_eq!(
@@ -350,9 +360,14 @@ mod tests {
     fn non_retryable_statuses_give_up_at_once() {
         let p = plain(5);
         for status in [400, 403, 404, 501] {
-            let mut s = RetryState::new(&p, 0);
+            let mut s = RetryState::new(&p, Nanos::ZERO);
             assert_eq!(
-                s.on_outcome(&p, ms(1), AttemptOutcome::status(status), &mut rng()),
+                s.on_outcome(
+                    &p,
+                    Nanos::from_millis(1),
+                    AttemptOutcome::status(status),
+                    &mut rng()
+                ),
                 RetryDecision::GiveUp(GiveUpReason::NonRetryable),
                 "{status}"
             );
@@ -363,70 +378,78 @@ mod tests {
     fn retry_after_is_never_undercut() {
         // Backoff would say 25 ms; the server said 3 s.
         let p = plain(3);
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         let d = s.on_outcome(
             &p,
-            ms(100),
-            response(429, Some(secs(3)), Pushback::None),
+            Nanos::from_millis(100),
+            response(429, Some(Nanos::from_secs(3)), Pushback::None),
             &mut rng(),
         );
-        assert_eq!(d, RetryDecision::RetryAt(ms(100) + secs(3)));
+        assert_eq!(
+            d,
+            RetryDecision::RetryAt(Nanos::from_millis(100) + Nanos::from_secs(3))
+        );
         // A Retry-After shorter than the backoff does not shorten it: the second
         // pause is 50 ms, the server asks for 10 ms.
-        let now = ms(100) + secs(3) + ms(5);
+        let now = Nanos::from_millis(100) + Nanos::from_secs(3) + Nanos::from_millis(5);
         let d = s.on_outcome(
             &p,
             now,
-            response(503, Some(ms(10)), Pushback::None),
+            response(503, Some(Nanos::from_millis(10)), Pushback::None),
             &mut rng(),
         );
-        assert_eq!(d, RetryDecision::RetryAt(now + ms(50)));
+        assert_eq!(d, RetryDecision::RetryAt(now + Nanos::from_millis(50)));
     }
 
     #[test]
     fn retry_after_beyond_the_deadline_gives_up() {
         // Overall timeout 15 s from t = 0; a 429 at 1 s asking for 20 s.
         let p = plain(3);
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
             s.on_outcome(
                 &p,
-                secs(1),
-                response(429, Some(secs(20)), Pushback::None),
+                Nanos::from_secs(1),
+                response(429, Some(Nanos::from_secs(20)), Pushback::None),
                 &mut rng()
             ),
             RetryDecision::GiveUp(GiveUpReason::Deadline)
         );
         // Exactly landing on the deadline leaves no time for the attempt either.
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
             s.on_outcome(
                 &p,
-                secs(1),
-                response(429, Some(secs(14)), Pushback::None),
+                Nanos::from_secs(1),
+                response(429, Some(Nanos::from_secs(14)), Pushback::None),
                 &mut rng()
             ),
             RetryDecision::GiveUp(GiveUpReason::Deadline)
         );
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
             s.on_outcome(
                 &p,
-                secs(1),
-                response(429, Some(secs(13)), Pushback::None),
+                Nanos::from_secs(1),
+                response(429, Some(Nanos::from_secs(13)), Pushback::None),
                 &mut rng()
             ),
-            RetryDecision::RetryAt(secs(14))
+            RetryDecision::RetryAt(Nanos::from_secs(14))
         );
     }
 
     #[test]
     fn a_timeout_at_the_deadline_gives_up() {
         let p = plain(3);
-        let mut s = RetryState::new(&p, secs(100));
-        assert_eq!(s.attempt_deadline(&p), Some(secs(115)));
+        let mut s = RetryState::new(&p, Nanos::from_secs(100));
+        assert_eq!(s.attempt_deadline(&p), Some(Nanos::from_secs(115)));
         assert_eq!(
-            s.on_outcome(&p, secs(115), AttemptOutcome::Timeout, &mut rng()),
+            s.on_outcome(
+                &p,
+                Nanos::from_secs(115),
+                AttemptOutcome::Timeout,
+                &mut rng()
+            ),
             RetryDecision::GiveUp(GiveUpReason::Deadline)
         );
     }
@@ -434,8 +457,8 @@ mod tests {
     #[test]
     fn attempt_deadline_is_the_earlier_of_per_try_and_overall() {
         let p = RetryPolicy::new(&RetryConfig {
-            per_try_timeout: Some(ms(400)),
-            overall_timeout: Some(secs(1)),
+            per_try_timeout: Some(Nanos::from_millis(400)),
+            overall_timeout: Some(Nanos::from_secs(1)),
             backoff: BackoffConfig {
                 jitter: Jitter::None,
                 ..BackoffConfig::default()
@@ -443,24 +466,34 @@ mod tests {
             ..RetryConfig::default()
         })
         .unwrap();
-        let mut s = RetryState::new(&p, 0);
-        assert_eq!(s.attempt_deadline(&p), Some(ms(400)));
+        let mut s = RetryState::new(&p, Nanos::ZERO);
+        assert_eq!(s.attempt_deadline(&p), Some(Nanos::from_millis(400)));
         // Second attempt starts at 425 ms: min(825, 1000).
-        let _ = s.on_outcome(&p, ms(400), AttemptOutcome::Timeout, &mut rng());
-        assert_eq!(s.attempt_deadline(&p), Some(ms(825)));
+        let _ = s.on_outcome(
+            &p,
+            Nanos::from_millis(400),
+            AttemptOutcome::Timeout,
+            &mut rng(),
+        );
+        assert_eq!(s.attempt_deadline(&p), Some(Nanos::from_millis(825)));
         // Third starts at 875 ms: min(1275, 1000) = the overall deadline.
         assert_eq!(
-            s.on_outcome(&p, ms(825), AttemptOutcome::Timeout, &mut rng()),
-            RetryDecision::RetryAt(ms(875))
+            s.on_outcome(
+                &p,
+                Nanos::from_millis(825),
+                AttemptOutcome::Timeout,
+                &mut rng()
+            ),
+            RetryDecision::RetryAt(Nanos::from_millis(875))
         );
-        assert_eq!(s.attempt_deadline(&p), Some(secs(1)));
+        assert_eq!(s.attempt_deadline(&p), Some(Nanos::from_secs(1)));
 
         let unlimited = RetryPolicy::new(&RetryConfig {
             overall_timeout: None,
             ..RetryConfig::default()
         })
         .unwrap();
-        let s = RetryState::new(&unlimited, 0);
+        let s = RetryState::new(&unlimited, Nanos::ZERO);
         assert_eq!(s.attempt_deadline(&unlimited), None);
         assert_eq!(s.deadline(), None);
     }
@@ -468,11 +501,11 @@ mod tests {
     #[test]
     fn pushback_stop_gives_up_even_for_retryable_statuses() {
         let p = plain(5);
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
             s.on_outcome(
                 &p,
-                ms(1),
+                Nanos::from_millis(1),
                 response(503, None, Pushback::DoNotRetry),
                 &mut rng()
             ),
@@ -486,45 +519,59 @@ mod tests {
         // second pause exactly, and the third pause starts again from 25 ms.
         let p = plain(5);
         let mut r = rng();
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
-            s.on_outcome(&p, ms(10), AttemptOutcome::status(503), &mut r),
-            RetryDecision::RetryAt(ms(35))
+            s.on_outcome(
+                &p,
+                Nanos::from_millis(10),
+                AttemptOutcome::status(503),
+                &mut r
+            ),
+            RetryDecision::RetryAt(Nanos::from_millis(35))
         );
         assert_eq!(
             s.on_outcome(
                 &p,
-                ms(40),
-                response(503, None, Pushback::RetryAfter(ms(700))),
+                Nanos::from_millis(40),
+                response(503, None, Pushback::RetryAfter(Nanos::from_millis(700))),
                 &mut r
             ),
-            RetryDecision::RetryAt(ms(740))
+            RetryDecision::RetryAt(Nanos::from_millis(740))
         );
         assert_eq!(
-            s.on_outcome(&p, ms(750), AttemptOutcome::status(503), &mut r),
-            RetryDecision::RetryAt(ms(775))
+            s.on_outcome(
+                &p,
+                Nanos::from_millis(750),
+                AttemptOutcome::status(503),
+                &mut r
+            ),
+            RetryDecision::RetryAt(Nanos::from_millis(775))
         );
         // A pushback delay is still floored by Retry-After.
         assert_eq!(
             s.on_outcome(
                 &p,
-                ms(780),
-                response(503, Some(secs(2)), Pushback::RetryAfter(ms(10))),
+                Nanos::from_millis(780),
+                response(
+                    503,
+                    Some(Nanos::from_secs(2)),
+                    Pushback::RetryAfter(Nanos::from_millis(10))
+                ),
                 &mut r
             ),
-            RetryDecision::RetryAt(ms(2_780))
+            RetryDecision::RetryAt(Nanos::from_millis(2_780))
         );
     }
 
     #[test]
     fn pushback_delay_does_not_make_a_fatal_status_retryable() {
         let p = plain(5);
-        let mut s = RetryState::new(&p, 0);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
         assert_eq!(
             s.on_outcome(
                 &p,
-                ms(1),
-                response(400, None, Pushback::RetryAfter(ms(5))),
+                Nanos::from_millis(1),
+                response(400, None, Pushback::RetryAfter(Nanos::from_millis(5))),
                 &mut rng()
             ),
             RetryDecision::GiveUp(GiveUpReason::NonRetryable)
@@ -545,9 +592,9 @@ mod tests {
             AttemptOutcome::status(429),
             AttemptOutcome::status(500),
         ] {
-            let mut s = RetryState::new(&p, 0);
+            let mut s = RetryState::new(&p, Nanos::ZERO);
             assert_eq!(
-                s.on_outcome(&p, ms(1), outcome, &mut rng()),
+                s.on_outcome(&p, Nanos::from_millis(1), outcome, &mut rng()),
                 RetryDecision::GiveUp(GiveUpReason::NonRetryable),
                 "{outcome:?}"
             );
@@ -563,16 +610,28 @@ mod tests {
         })
         .unwrap();
         let mut r = rng();
-        let mut s = RetryState::begin(&p, 0, &mut quota);
+        let mut s = RetryState::begin(&p, Nanos::ZERO, &mut quota);
         // 12 → a timeout retry costs 10 → 2 left; an error retry (5) is refused.
         assert!(
-            s.on_outcome_budgeted(&p, ms(1), AttemptOutcome::Timeout, &mut quota, &mut r)
-                .retry_at()
-                .is_some()
+            s.on_outcome_budgeted(
+                &p,
+                Nanos::from_millis(1),
+                AttemptOutcome::Timeout,
+                &mut quota,
+                &mut r
+            )
+            .retry_at()
+            .is_some()
         );
         assert_eq!(quota.available(), 2);
         assert_eq!(
-            s.on_outcome_budgeted(&p, ms(50), AttemptOutcome::status(503), &mut quota, &mut r),
+            s.on_outcome_budgeted(
+                &p,
+                Nanos::from_millis(50),
+                AttemptOutcome::status(503),
+                &mut quota,
+                &mut r
+            ),
             RetryDecision::GiveUp(GiveUpReason::BudgetExhausted)
         );
         assert_eq!(s.attempts(), 2, "a refused retry is not counted");
@@ -583,17 +642,29 @@ mod tests {
         let p = plain(5);
         let mut quota = AwsRetryQuota::new(&AwsRetryQuotaConfig::default()).unwrap();
         let mut r = rng();
-        let mut s = RetryState::begin(&p, 0, &mut quota);
-        let _ = s.on_outcome_budgeted(&p, ms(1), AttemptOutcome::Timeout, &mut quota, &mut r);
+        let mut s = RetryState::begin(&p, Nanos::ZERO, &mut quota);
+        let _ = s.on_outcome_budgeted(
+            &p,
+            Nanos::from_millis(1),
+            AttemptOutcome::Timeout,
+            &mut quota,
+            &mut r,
+        );
         assert_eq!(quota.available(), 490);
-        let _ = s.on_outcome_budgeted(&p, ms(100), AttemptOutcome::status(200), &mut quota, &mut r);
+        let _ = s.on_outcome_budgeted(
+            &p,
+            Nanos::from_millis(100),
+            AttemptOutcome::status(200),
+            &mut quota,
+            &mut r,
+        );
         assert_eq!(quota.available(), 500, "the timeout retry's 10 came back");
 
-        let mut first_try = RetryState::begin(&p, 0, &mut quota);
-        assert!(quota.try_withdraw(0, RetryCause::Error)); // someone else spends 5 → 495
+        let mut first_try = RetryState::begin(&p, Nanos::ZERO, &mut quota);
+        assert!(quota.try_withdraw(Nanos::ZERO, RetryCause::Error)); // someone else spends 5 → 495
         let _ = first_try.on_outcome_budgeted(
             &p,
-            ms(1),
+            Nanos::from_millis(1),
             AttemptOutcome::status(200),
             &mut quota,
             &mut r,
@@ -607,33 +678,33 @@ mod tests {
         let p = plain(5);
         let mut t = GrpcThrottle::new(&GrpcThrottleConfig::default()).unwrap();
         let mut r = rng();
-        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, Nanos::ZERO).on_outcome_budgeted(
             &p,
-            0,
+            Nanos::ZERO,
             AttemptOutcome::status(400),
             &mut t,
             &mut r,
         );
         assert_eq!(t.tokens(), 10.0);
-        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, Nanos::ZERO).on_outcome_budgeted(
             &p,
-            0,
+            Nanos::ZERO,
             response(400, None, Pushback::DoNotRetry),
             &mut t,
             &mut r,
         );
         assert_eq!(t.tokens(), 9.0);
-        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, Nanos::ZERO).on_outcome_budgeted(
             &p,
-            0,
+            Nanos::ZERO,
             AttemptOutcome::Timeout,
             &mut t,
             &mut r,
         );
         assert_eq!(t.tokens(), 8.0);
-        let _ = RetryState::new(&p, 0).on_outcome_budgeted(
+        let _ = RetryState::new(&p, Nanos::ZERO).on_outcome_budgeted(
             &p,
-            0,
+            Nanos::ZERO,
             AttemptOutcome::status(200),
             &mut t,
             &mut r,
@@ -652,13 +723,13 @@ mod tests {
         let mut r = rng();
         let mut attempts = 0;
         for i in 0..1000u64 {
-            let mut s = RetryState::begin(&p, secs(i), &mut t);
-            let mut now = secs(i);
+            let mut s = RetryState::begin(&p, Nanos::from_secs(i), &mut t);
+            let mut now = Nanos::from_secs(i);
             loop {
                 attempts += 1;
                 match s.on_outcome_budgeted(
                     &p,
-                    now + ms(1),
+                    now + Nanos::from_millis(1),
                     AttemptOutcome::status(503),
                     &mut t,
                     &mut r,
@@ -684,9 +755,9 @@ mod tests {
         })
         .unwrap();
         let mut r = rng();
-        let mut s = RetryState::new(&p, 0);
-        let mut now = 0;
-        let mut previous = ms(25);
+        let mut s = RetryState::new(&p, Nanos::ZERO);
+        let mut now = Nanos::ZERO;
+        let mut previous = Nanos::from_millis(25);
         for _ in 0..4 {
             let at = s
                 .on_outcome(&p, now, AttemptOutcome::Reset, &mut r)
@@ -694,7 +765,8 @@ mod tests {
                 .unwrap();
             let pause = at - now;
             assert!(
-                pause >= ms(25) && pause <= (3 * previous).min(ms(250)),
+                pause >= Nanos::from_millis(25)
+                    && pause <= (3 * previous).min(Nanos::from_millis(250)),
                 "{pause}"
             );
             previous = pause;
@@ -715,31 +787,31 @@ mod tests {
         ) {
             let p = RetryPolicy::new(&RetryConfig {
                 max_attempts,
-                overall_timeout: overall_ms.map(ms),
+                overall_timeout: overall_ms.map(Nanos::from_millis),
                 ..RetryConfig::default()
             }).unwrap();
             let mut r = Pcg64Mcg::seed_from_u64(seed);
-            let start = secs(1);
+            let start = Nanos::from_secs(1);
             let mut s = RetryState::new(&p, start);
             let mut now = start;
             for (elapsed_ms, kind, retry_after_ms) in steps {
-                now += ms(elapsed_ms);
+                now += Nanos::from_millis(elapsed_ms);
                 let outcome = match kind {
                     0 => AttemptOutcome::Timeout,
                     1 => AttemptOutcome::Reset,
                     2 => AttemptOutcome::ConnectFailed,
                     3 => AttemptOutcome::status(200),
                     4 => AttemptOutcome::status(403),
-                    5 => response(429, retry_after_ms.map(ms), Pushback::None),
-                    6 => response(503, retry_after_ms.map(ms), Pushback::None),
-                    _ => response(502, retry_after_ms.map(ms), Pushback::RetryAfter(ms(retry_after_ms.unwrap_or(0)))),
+                    5 => response(429, retry_after_ms.map(Nanos::from_millis), Pushback::None),
+                    6 => response(503, retry_after_ms.map(Nanos::from_millis), Pushback::None),
+                    _ => response(502, retry_after_ms.map(Nanos::from_millis), Pushback::RetryAfter(Nanos::from_millis(retry_after_ms.unwrap_or(0)))),
                 };
                 let before = s.attempts();
                 match s.on_outcome(&p, now, outcome, &mut r) {
                     RetryDecision::RetryAt(at) => {
                         prop_assert!(s.attempts() == before + 1 && s.attempts() <= max_attempts);
-                        if let Some(o) = overall_ms { prop_assert!(at < start + ms(o)); }
-                        prop_assert!(at >= now + outcome.retry_after().unwrap_or(0));
+                        if let Some(o) = overall_ms { prop_assert!(at < start + Nanos::from_millis(o)); }
+                        prop_assert!(at >= now + outcome.retry_after().unwrap_or(Nanos::ZERO));
                         now = at;
                     }
                     RetryDecision::Success => { prop_assert_eq!(kind, 3); break; }

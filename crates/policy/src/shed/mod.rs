@@ -123,7 +123,7 @@ pub(crate) fn validate_answer(
             format!("{prefix}retry_after"),
             "must be unset (or \"0\") when status is 403: 403 tells clients not to retry",
         )),
-        Some(0) => Err(ConfigError::new(
+        Some(Nanos::ZERO) => Err(ConfigError::new(
             format!("{prefix}retry_after"),
             "must be > 0 or unset: Retry-After: 0 invites an immediate retry of shed work",
         )),
@@ -134,14 +134,14 @@ pub(crate) fn validate_answer(
 /// `#[serde(with = "retry_after")]`: a duration string where `"0"` means no header.
 pub(crate) mod retry_after {
     use crate::Nanos;
-    use serde::{Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Nanos>, D::Error> {
-        crate::units::duration::deserialize(d).map(|n| (n > 0).then_some(n))
+        Nanos::deserialize(d).map(|n| (!n.is_zero()).then_some(n))
     }
 
     pub fn serialize<S: Serializer>(n: &Option<Nanos>, s: S) -> Result<S::Ok, S::Error> {
-        crate::units::duration::serialize(&n.unwrap_or(0), s)
+        n.unwrap_or(Nanos::ZERO).serialize(s)
     }
 }
 
@@ -164,12 +164,12 @@ mod tests {
 
     #[test]
     fn retry_after_is_refused_with_403_and_accepted_with_429_and_503() {
-        let e = validate_answer("", 403, Some(crate::time::SECOND)).unwrap_err();
+        let e = validate_answer("", 403, Some(crate::Nanos::SECOND)).unwrap_err();
         assert_eq!(e.field(), "retry_after");
         assert!(e.to_string().contains("403 tells clients not to retry"));
-        assert!(validate_answer("", 429, Some(crate::time::SECOND)).is_ok());
-        assert!(validate_answer("", 503, Some(crate::time::SECOND)).is_ok());
-        assert!(validate_answer("", 503, Some(0)).is_err());
+        assert!(validate_answer("", 429, Some(crate::Nanos::SECOND)).is_ok());
+        assert!(validate_answer("", 503, Some(crate::Nanos::SECOND)).is_ok());
+        assert!(validate_answer("", 503, Some(Nanos::ZERO)).is_err());
     }
 
     #[test]

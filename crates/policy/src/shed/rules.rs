@@ -189,7 +189,7 @@ impl ShedRules {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::SECOND;
+    use crate::Nanos;
     use Criticality::*;
     use proptest::prelude::*;
 
@@ -260,7 +260,7 @@ mod tests {
                 route: 1,
                 class: None,
                 status: 403,
-                retry_after: Some(SECOND),
+                retry_after: Some(Nanos::SECOND),
             })
             .unwrap_err();
         assert!(e.to_string().contains("retry_after must be unset"), "{e}");
@@ -279,7 +279,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.class, Some(Sheddable));
-        assert_eq!(r.retry_after, Some(30 * SECOND));
+        assert_eq!(r.retry_after, Some(30 * Nanos::SECOND));
         let r: ShedRule = serde_json::from_str(r#"{"route": 3, "status": 403}"#).unwrap();
         assert_eq!(r, rule(3, None, 403));
         assert!(serde_json::from_str::<ShedRule>(r#"{"route": 3}"#).is_err());

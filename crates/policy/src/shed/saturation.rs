@@ -2,7 +2,6 @@
 
 use super::{ConfigError, Criticality, Decision, validate_answer};
 use crate::Nanos;
-use crate::time::SECOND;
 use serde::{Deserialize, Serialize};
 
 /// Saturation at or above which each class is shed.
@@ -143,7 +142,7 @@ impl Default for SaturationConfig {
         SaturationConfig {
             thresholds: ClassThresholds::default(),
             status: 503,
-            retry_after: Some(SECOND),
+            retry_after: Some(Nanos::SECOND),
         }
     }
 }
@@ -246,7 +245,7 @@ mod tests {
             s.decide(Sheddable, 0.95),
             Decision::Reject {
                 status: 503,
-                retry_after: Some(SECOND)
+                retry_after: Some(Nanos::SECOND)
             }
         );
         let cfg = SaturationConfig {
@@ -284,7 +283,7 @@ mod tests {
     fn config_parses_with_units_and_rejects_unknown_fields() {
         let cfg: SaturationConfig =
             serde_json::from_str(r#"{"status": 429, "retry_after": "2s"}"#).unwrap();
-        assert_eq!(cfg.retry_after, Some(2 * SECOND));
+        assert_eq!(cfg.retry_after, Some(2 * Nanos::SECOND));
         let cfg: SaturationConfig =
             serde_json::from_str(r#"{"status": 403, "retry_after": "0"}"#).unwrap();
         assert_eq!(cfg.retry_after, None);

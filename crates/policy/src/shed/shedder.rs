@@ -132,7 +132,7 @@ impl Shedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::SECOND;
+    use crate::Nanos;
     use Criticality::*;
 
     #[test]
@@ -151,7 +151,7 @@ mod tests {
             shedder.decide(2, Sheddable, 0.0),
             Decision::Reject {
                 status: 429,
-                retry_after: Some(5 * SECOND)
+                retry_after: Some(5 * Nanos::SECOND)
             }
         );
         assert!(shedder.decide(2, Critical, 0.0).is_admit());
@@ -161,7 +161,7 @@ mod tests {
             shedder.decide(3, Sheddable, 0.95),
             Decision::Reject {
                 status: 503,
-                retry_after: Some(SECOND)
+                retry_after: Some(Nanos::SECOND)
             }
         );
     }
@@ -173,7 +173,7 @@ mod tests {
             route: 1,
             class: None,
             status: 503,
-            retry_after: Some(10 * SECOND),
+            retry_after: Some(10 * Nanos::SECOND),
         };
         shedder.add_rule(rule).unwrap();
         assert!(!shedder.decide(1, Critical, 0.0).is_admit());

@@ -2,7 +2,6 @@
 
 use super::ConfigError;
 use crate::Nanos;
-use crate::time::MINUTE;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +17,6 @@ pub struct ThrottleConfig {
     /// throttle itself against a healthy backend.
     pub k: f64,
     /// How much history counts.
-    #[serde(with = "crate::units::duration")]
     pub window: Nanos,
     /// Number of ring buckets the window is split into; the effective window is
     /// `buckets × (window / buckets)` (integer division).
@@ -29,7 +27,7 @@ impl Default for ThrottleConfig {
     fn default() -> Self {
         ThrottleConfig {
             k: 2.0,
-            window: 2 * MINUTE,
+            window: 2 * Nanos::MINUTE,
             buckets: 120,
         }
     }
@@ -57,11 +55,11 @@ impl ThrottleConfig {
                 ),
             ));
         }
-        if self.window < Nanos::from(self.buckets) {
+        if self.window < Nanos::from_nanos(u64::from(self.buckets)) {
             return Err(ConfigError::new(
                 "window",
                 format!(
-                    "must be at least one nanosecond per bucket ({} buckets), got {} ns",
+                    "must be at least one nanosecond per bucket ({} buckets), got {}",
                     self.buckets, self.window
                 ),
             ));
@@ -112,17 +110,18 @@ struct Bucket {
 ///
 /// ```
 /// use rand::SeedableRng;
+/// use stormbreak_policy::Nanos;
 /// use stormbreak_policy::shed::{AdaptiveThrottle, ThrottleConfig};
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
 /// let mut throttle = AdaptiveThrottle::new(&ThrottleConfig::default()).unwrap();
 /// // The backend has rejected 100 requests in a row:
-/// for i in 0..100 {
+/// for i in (0..100).map(Nanos::from_nanos) {
 ///     if throttle.should_send(i, &mut rng) {
 ///         throttle.on_response(i, false);
 ///     }
 /// }
 /// // p = (100 − 2·0) / (100 + 1) ≈ 0.99
-/// assert!((throttle.reject_probability(100) - 100.0 / 101.0).abs() < 1e-12);
+/// assert!((throttle.reject_probability(Nanos::from_nanos(100)) - 100.0 / 101.0).abs() < 1e-12);
 /// ```
 #[derive(Clone, Debug)]
 pub struct AdaptiveThrottle {
@@ -141,7 +140,7 @@ impl AdaptiveThrottle {
         config.validate()?;
         Ok(AdaptiveThrottle {
             k: config.k,
-            bucket_width: config.window / Nanos::from(config.buckets),
+            bucket_width: config.window / u64::from(config.buckets),
             ring: vec![Bucket::default(); config.buckets as usize].into_boxed_slice(),
             current: 0,
             requests: 0,
@@ -214,7 +213,7 @@ impl AdaptiveThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::{SECOND, ms};
+    use crate::Nanos;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
@@ -241,31 +240,31 @@ mod tests {
     fn probability_follows_the_book_formula() {
         let mut t = throttle(2.0);
         // Empty window: p = max(0, (0 − 0) / 1) = 0.
-        assert_eq!(t.reject_probability(0), 0.0);
+        assert_eq!(t.reject_probability(Nanos::ZERO), 0.0);
         // requests 10, accepts 3: p = (10 − 2·3) / 11 = 4/11 ≈ 0.3636.
-        load(&mut t, 0, 10, 3);
-        assert_eq!(t.reject_probability(0), 4.0 / 11.0);
+        load(&mut t, Nanos::ZERO, 10, 3);
+        assert_eq!(t.reject_probability(Nanos::ZERO), 4.0 / 11.0);
         // requests 10, accepts 5: 10 − 2·5 = 0, so p = 0.
-        load(&mut t, 0, 0, 2);
-        assert_eq!(t.reject_probability(0), 0.0);
+        load(&mut t, Nanos::ZERO, 0, 2);
+        assert_eq!(t.reject_probability(Nanos::ZERO), 0.0);
 
         // K = 1.5, requests 100, accepts 20: p = (100 − 30) / 101 = 70/101 ≈ 0.693.
         let mut t = throttle(1.5);
-        load(&mut t, SECOND, 100, 20);
-        assert_eq!(t.reject_probability(SECOND), 70.0 / 101.0);
+        load(&mut t, Nanos::SECOND, 100, 20);
+        assert_eq!(t.reject_probability(Nanos::SECOND), 70.0 / 101.0);
     }
 
     #[test]
     fn locally_rejected_requests_count_in_requests() {
         let mut rng = Pcg64Mcg::seed_from_u64(7);
         let mut t = throttle(2.0);
-        load(&mut t, 0, 1000, 0); // p = 1000/1001: nearly everything is rejected locally
+        load(&mut t, Nanos::ZERO, 1000, 0); // p = 1000/1001: nearly everything is rejected locally
         let mut sent = 0;
         for _ in 0..100 {
-            sent += u64::from(t.should_send(0, &mut rng));
+            sent += u64::from(t.should_send(Nanos::ZERO, &mut rng));
         }
         assert!(sent < 5, "sent {sent}");
-        assert_eq!(t.window_counts(0), (1100, 0));
+        assert_eq!(t.window_counts(Nanos::ZERO), (1100, 0));
     }
 
     #[test]
@@ -273,7 +272,7 @@ mod tests {
         let mut t = throttle(2.0);
         let mut rng = Pcg64Mcg::seed_from_u64(3);
         let before = rng.clone();
-        for i in 0..100 {
+        for i in (0..100).map(Nanos::from_nanos) {
             assert!(t.should_send(i, &mut rng));
             t.on_response(i, true);
         }
@@ -292,7 +291,7 @@ mod tests {
         capacity_per_s: Option<u64>,
         tail: Nanos,
     ) -> (u64, u64) {
-        let gap = SECOND / rate_per_s;
+        let gap = Nanos::SECOND / rate_per_s;
         let (mut requests, mut sent) = (0, 0);
         let mut accepted_this_second = (u64::MAX, 0);
         let mut now = from;
@@ -304,7 +303,7 @@ mod tests {
                 sent += u64::from(go);
             }
             if go {
-                let second = now / SECOND;
+                let second = now / Nanos::SECOND;
                 if accepted_this_second.0 != second {
                     accepted_this_second = (second, 0);
                 }
@@ -323,7 +322,15 @@ mod tests {
     fn healthy_backend_sees_every_request() {
         let mut rng = Pcg64Mcg::seed_from_u64(11);
         let mut t = throttle(2.0);
-        let (requests, sent) = drive(&mut t, &mut rng, 0, 5 * MINUTE, 200, None, 5 * MINUTE);
+        let (requests, sent) = drive(
+            &mut t,
+            &mut rng,
+            Nanos::ZERO,
+            5 * Nanos::MINUTE,
+            200,
+            None,
+            5 * Nanos::MINUTE,
+        );
         assert_eq!(requests, 60_000);
         assert_eq!(sent, requests);
     }
@@ -334,7 +341,15 @@ mod tests {
         let mut t = throttle(2.0);
         // At 200/s the 2-minute window holds 24 000 requests and 0 accepts, so
         // p = 24000/24001 and the sent fraction tends to 1/24001 ≈ 4e-5.
-        let (requests, sent) = drive(&mut t, &mut rng, 0, 4 * MINUTE, 200, Some(0), 2 * MINUTE);
+        let (requests, sent) = drive(
+            &mut t,
+            &mut rng,
+            Nanos::ZERO,
+            4 * Nanos::MINUTE,
+            200,
+            Some(0),
+            2 * Nanos::MINUTE,
+        );
         assert_eq!(requests, 24_000);
         assert!(sent < 24, "sent {sent} of {requests}"); // < 0.1%
     }
@@ -347,8 +362,15 @@ mod tests {
             // Demand 1000/s, capacity 100/s. In steady state requests R = 1000·W and
             // accepts A = 100·W over the window W, so p ≈ 1 − K·A/R = 1 − K/10 and the
             // backend receives (1 − p)·1000 = K·100 per second.
-            let (requests, sent) =
-                drive(&mut t, &mut rng, 0, 6 * MINUTE, 1000, Some(100), 2 * MINUTE);
+            let (requests, sent) = drive(
+                &mut t,
+                &mut rng,
+                Nanos::ZERO,
+                6 * Nanos::MINUTE,
+                1000,
+                Some(100),
+                2 * Nanos::MINUTE,
+            );
             let sent_per_s = sent as f64 / 120.0;
             let want = k * 100.0;
             assert_eq!(requests, 120_000);
@@ -363,12 +385,24 @@ mod tests {
     fn quiet_client_recovers_once_the_window_has_passed() {
         let mut rng = Pcg64Mcg::seed_from_u64(14);
         let mut t = throttle(2.0);
-        drive(&mut t, &mut rng, 0, MINUTE, 200, Some(0), 0);
-        assert!(t.reject_probability(MINUTE) > 0.99);
+        drive(
+            &mut t,
+            &mut rng,
+            Nanos::ZERO,
+            Nanos::MINUTE,
+            200,
+            Some(0),
+            Nanos::ZERO,
+        );
+        assert!(t.reject_probability(Nanos::MINUTE) > 0.99);
         // Bucket 59 holds the last rejection; it leaves when bucket 59 + 120 opens.
-        assert!(t.window_counts(179 * SECOND - 1).0 > 0);
-        assert_eq!(t.window_counts(179 * SECOND), (0, 0));
-        assert_eq!(t.reject_probability(179 * SECOND), 0.0);
+        assert!(
+            t.window_counts(179 * Nanos::SECOND - Nanos::from_nanos(1))
+                .0
+                > 0
+        );
+        assert_eq!(t.window_counts(179 * Nanos::SECOND), (0, 0));
+        assert_eq!(t.reject_probability(179 * Nanos::SECOND), 0.0);
     }
 
     /// Seconds from the moment the window holds 120 accepts until p = 0, for
@@ -376,23 +410,39 @@ mod tests {
     fn recovery_time(seed: u64) -> f64 {
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let mut t = throttle(2.0);
-        drive(&mut t, &mut rng, 0, 2 * MINUTE, 200, Some(0), 0);
-        let mut now = 2 * MINUTE;
+        drive(
+            &mut t,
+            &mut rng,
+            Nanos::ZERO,
+            2 * Nanos::MINUTE,
+            200,
+            Some(0),
+            Nanos::ZERO,
+        );
+        let mut now = 2 * Nanos::MINUTE;
         // The first few accepts arrive by chance (s ≈ 1/120 per second at first);
         // start the clock once the growth is past that noise.
         while t.window_counts(now).1 < 120 {
-            drive(&mut t, &mut rng, now, SECOND, 200, None, 0);
-            now += SECOND;
+            drive(&mut t, &mut rng, now, Nanos::SECOND, 200, None, Nanos::ZERO);
+            now += Nanos::SECOND;
         }
         let start = now;
         while t.reject_probability(now) > 0.0 {
-            assert!(now < 60 * MINUTE, "never recovered");
-            drive(&mut t, &mut rng, now, SECOND, 200, None, 0);
-            now += SECOND;
+            assert!(now < 60 * Nanos::MINUTE, "never recovered");
+            drive(&mut t, &mut rng, now, Nanos::SECOND, 200, None, Nanos::ZERO);
+            now += Nanos::SECOND;
         }
-        let (requests, sent) = drive(&mut t, &mut rng, now, 10 * SECOND, 200, None, 10 * SECOND);
+        let (requests, sent) = drive(
+            &mut t,
+            &mut rng,
+            now,
+            10 * Nanos::SECOND,
+            200,
+            None,
+            10 * Nanos::SECOND,
+        );
         assert_eq!(sent, requests);
-        (now - start) as f64 / SECOND as f64
+        (now - start).as_secs_f64()
     }
 
     #[test]
@@ -417,14 +467,17 @@ mod tests {
     #[test]
     fn window_slides_one_bucket_at_a_time() {
         let mut t = throttle(2.0);
-        load(&mut t, 0, 5, 1); // bucket 0
-        load(&mut t, ms(1500), 7, 2); // bucket 1
-        assert_eq!(t.window_counts(119 * SECOND + ms(999)), (12, 3));
+        load(&mut t, Nanos::ZERO, 5, 1); // bucket 0
+        load(&mut t, Nanos::from_millis(1500), 7, 2); // bucket 1
+        assert_eq!(
+            t.window_counts(119 * Nanos::SECOND + Nanos::from_millis(999)),
+            (12, 3)
+        );
         // Bucket 0 leaves the window when bucket 120 opens.
-        assert_eq!(t.window_counts(120 * SECOND), (7, 2));
-        assert_eq!(t.window_counts(121 * SECOND), (0, 0));
+        assert_eq!(t.window_counts(120 * Nanos::SECOND), (7, 2));
+        assert_eq!(t.window_counts(121 * Nanos::SECOND), (0, 0));
         // Time going backwards does not resurrect or corrupt anything.
-        assert_eq!(t.window_counts(0), (0, 0));
+        assert_eq!(t.window_counts(Nanos::ZERO), (0, 0));
     }
 
     #[test]
@@ -454,14 +507,14 @@ mod tests {
         );
         assert!(
             bad(ThrottleConfig {
-                window: 10,
+                window: Nanos::from_nanos(10),
                 buckets: 20,
                 ..d
             })
             .starts_with("window must")
         );
         let cfg: ThrottleConfig = serde_json::from_str(r#"{"k": 1.5, "window": "1m"}"#).unwrap();
-        assert_eq!(cfg.window, MINUTE);
+        assert_eq!(cfg.window, Nanos::MINUTE);
         assert_eq!(cfg.buckets, 120);
         assert!(serde_json::from_str::<ThrottleConfig>(r#"{"K": 2}"#).is_err());
     }
@@ -474,14 +527,14 @@ mod tests {
             events in proptest::collection::vec((0u64..5_000, any::<bool>(), any::<bool>()), 1..300),
             buckets in 1u32..12,
         ) {
-            let width = ms(100);
-            let cfg = ThrottleConfig { k: 2.0, window: width * Nanos::from(buckets), buckets };
+            let width = Nanos::from_millis(100);
+            let cfg = ThrottleConfig { k: 2.0, window: width * u64::from(buckets), buckets };
             let mut t = AdaptiveThrottle::new(&cfg).unwrap();
             let mut rng = Pcg64Mcg::seed_from_u64(0);
-            let mut now = 0;
+            let mut now = Nanos::ZERO;
             let mut log: Vec<(Nanos, bool)> = Vec::new(); // (time, is_accept)
             for (dt_ms, is_request, accepted) in events {
-                now += ms(dt_ms) / 10;
+                now += Nanos::from_millis(dt_ms) / 10;
                 if is_request {
                     t.should_send(now, &mut rng);
                     log.push((now, false));
@@ -492,7 +545,7 @@ mod tests {
                     }
                 }
                 let newest = now / width;
-                let in_window = |at: Nanos| at / width + Nanos::from(buckets) > newest;
+                let in_window = |at: Nanos| at / width + u64::from(buckets) > newest;
                 let requests = log.iter().filter(|(at, a)| !a && in_window(*at)).count() as u64;
                 let accepts = log.iter().filter(|(at, a)| *a && in_window(*at)).count() as u64;
                 prop_assert_eq!(t.window_counts(now), (requests, accepts));

@@ -74,10 +74,9 @@ pub struct Meta {
     #[serde(default)]
     pub description: String,
     /// Simulated run length.
-    #[serde(with = "units::duration")]
     pub duration: Nanos,
     /// Recording interval (default 10 s).
-    #[serde(with = "units::duration", default = "default_interval")]
+    #[serde(default = "default_interval")]
     pub interval: Nanos,
     /// RNG seed (default 1); `--seed` overrides it.
     #[serde(default = "default_seed")]
@@ -89,7 +88,7 @@ pub struct Meta {
 }
 
 fn default_interval() -> Nanos {
-    10 * stormbreak_policy::time::SECOND
+    10 * stormbreak_policy::Nanos::SECOND
 }
 fn default_seed() -> u64 {
     1
@@ -98,7 +97,7 @@ fn yes() -> bool {
     true
 }
 fn default_fanout_delay() -> Nanos {
-    50 * stormbreak_policy::time::MILLISECOND
+    50 * stormbreak_policy::Nanos::MILLISECOND
 }
 
 /// A `[[lb]]` pool: nodes that each hold a flow for an attempt's whole
@@ -131,7 +130,6 @@ pub struct GatewaySpec {
     #[serde(default)]
     pub dependency: Option<Spanned<String>>,
     /// Per-try timeout on the dependency call and on the forwarded call.
-    #[serde(with = "units::duration")]
     pub timeout: Nanos,
     /// Retries of the forwarded call (none when absent).
     #[serde(default)]
@@ -175,7 +173,7 @@ pub struct SidecarSpec {
     #[serde(default)]
     pub queue: u32,
     /// How long a request may wait in that queue.
-    #[serde(with = "units::opt_duration", default)]
+    #[serde(default)]
     pub queue_timeout: Option<Nanos>,
 }
 
@@ -215,16 +213,15 @@ pub struct AutoscalerSpec {
     /// `maxReplicas`.
     pub max: u32,
     /// Time from the scale decision until a new pod is ready.
-    #[serde(with = "units::duration")]
     pub pod_start: Nanos,
     /// How often the HPA syncs (`--horizontal-pod-autoscaler-sync-period`,
     /// default 15 s as in Kubernetes), independent of the recording interval.
-    #[serde(with = "units::duration", default = "default_hpa_sync")]
+    #[serde(default = "default_hpa_sync")]
     pub sync_period: Nanos,
 }
 
 fn default_hpa_sync() -> Nanos {
-    15 * stormbreak_policy::time::SECOND
+    15 * stormbreak_policy::Nanos::SECOND
 }
 
 /// The metric an autoscaler watches.
@@ -262,12 +259,12 @@ pub struct FailoverSpec {
     pub policy: FailoverConfig,
     /// How often the controller measures the two pools and re-plans
     /// (default 10 s).
-    #[serde(with = "units::duration", default = "default_failover_period")]
+    #[serde(default = "default_failover_period")]
     pub period: Nanos,
 }
 
 /// How often a `[[failover]]` re-plans when its `period` is not given.
-pub const DEFAULT_FAILOVER_PERIOD: Nanos = 10 * stormbreak_policy::time::SECOND;
+pub const DEFAULT_FAILOVER_PERIOD: Nanos = 10 * stormbreak_policy::Nanos::SECOND;
 
 fn default_failover_period() -> Nanos {
     DEFAULT_FAILOVER_PERIOD
@@ -314,7 +311,6 @@ pub struct ClientSpec {
     #[serde(default)]
     pub diurnal: Option<DiurnalSpec>,
     /// Per-attempt timeout: the client abandons an attempt after this.
-    #[serde(with = "units::duration")]
     pub timeout: Nanos,
     /// Retry behaviour (none when absent).
     #[serde(default)]
@@ -335,10 +331,10 @@ pub struct ClientSpec {
     #[serde(default)]
     pub fanout_max_in_flight: Option<u32>,
     /// With `fanout`: delay before spawned attempts are sent (default 50 ms).
-    #[serde(with = "units::duration", default = "default_fanout_delay")]
+    #[serde(default = "default_fanout_delay")]
     pub fanout_delay: Nanos,
     /// With `fanout`: how long a logical operation keeps spawning attempts.
-    #[serde(with = "units::opt_duration", default)]
+    #[serde(default)]
     pub give_up_after: Option<Nanos>,
     /// A job queue: at most this many logical requests in flight (a
     /// dispatcher's worker pool, scaled with `--scale`); later arrivals
@@ -360,15 +356,15 @@ pub struct DiurnalSpec {
     /// Relative swing, in [0, 1).
     pub amplitude: f64,
     /// Cycle length (default 24 h).
-    #[serde(with = "units::duration", default = "one_day")]
+    #[serde(default = "one_day")]
     pub period: Nanos,
     /// Simulated time of the daily peak.
-    #[serde(with = "units::duration", default)]
+    #[serde(default)]
     pub peak_at: Nanos,
 }
 
 fn one_day() -> Nanos {
-    24 * 60 * stormbreak_policy::time::MINUTE
+    24 * 60 * stormbreak_policy::Nanos::MINUTE
 }
 
 /// A `[[client.step]]`: from `at`, the rate becomes `rate` (linearly over `ramp`).
@@ -379,13 +375,12 @@ fn one_day() -> Nanos {
 )]
 pub struct RateStep {
     /// When the change starts.
-    #[serde(with = "units::duration")]
     pub at: Nanos,
     /// The new rate.
     #[serde(with = "units::rate")]
     pub rate: f64,
     /// Length of a linear ramp to the new rate (default: a step).
-    #[serde(with = "units::duration", default)]
+    #[serde(default)]
     pub ramp: Nanos,
 }
 
@@ -395,7 +390,6 @@ pub struct RateStep {
 #[serde(expecting = "an [[action]] table with at and do")]
 pub struct ActionSpec {
     /// When it applies.
-    #[serde(with = "units::duration")]
     pub at: Nanos,
     /// What it does.
     #[serde(flatten)]
@@ -443,7 +437,7 @@ pub enum ActionKind {
         /// HTTP status.
         status: u16,
         /// `Retry-After` to advertise (not with 403).
-        #[serde(with = "units::opt_duration", default)]
+        #[serde(default)]
         retry_after: Option<Nanos>,
     },
     /// Remove the route's shed rule at an LB.
@@ -675,7 +669,7 @@ pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_INTERVALS: u64 = 200_000;
 /// Longest run, and longest duration any field may hold: far beyond any
 /// incident, and small enough that no clock sum can overflow.
-pub const MAX_DURATION: Nanos = 30 * 24 * 60 * stormbreak_policy::time::MINUTE;
+pub const MAX_DURATION: Nanos = 30 * 24 * 60 * stormbreak_policy::Nanos::MINUTE;
 /// Highest rate, per second: one arrival per nanosecond. Above it the gap
 /// between arrivals rounds to zero nanoseconds and cannot be represented.
 pub const MAX_RATE: f64 = 1e9;

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 
-use stormbreak_policy::time::{MICROSECOND, SECOND};
+use stormbreak_policy::Nanos;
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
@@ -142,7 +142,7 @@ impl<'a> Checker<'a> {
                 ),
             ));
         }
-        let expected = r * run as f64 / SECOND as f64;
+        let expected = r * run as f64 / Nanos::SECOND as f64;
         if r > 0.0 && expected < 1.0 {
             self.warn(
                 path,
@@ -279,7 +279,7 @@ impl Scenario {
         if intervals > MAX_INTERVALS {
             // The smallest interval that fits, rounded up to a whole unit.
             let min = m.duration.div_ceil(MAX_INTERVALS);
-            let unit = [SECOND, stormbreak_policy::time::MILLISECOND, MICROSECOND]
+            let unit = [Nanos::SECOND, stormbreak_policy::Nanos::MILLISECOND, Nanos::MICROSECOND]
                 .into_iter()
                 .find(|u| min >= *u)
                 .unwrap_or(1);
@@ -551,7 +551,7 @@ impl Scenario {
             // Spawned attempts sent with no delay would all land in the
             // same instant as the failure that spawned them.
             let (path, what) = field("fanout_delay");
-            ck.duration(&path, &what, c.fanout_delay, MICROSECOND)?;
+            ck.duration(&path, &what, c.fanout_delay, Nanos::MICROSECOND)?;
             if let Some(t) = c.give_up_after {
                 let (path, what) = field("give_up_after");
                 ck.duration(&path, &what, t, 1)?;
