@@ -203,7 +203,7 @@ fn timeline(r: &Run) -> String {
         .rec
         .actions
         .iter()
-        .map(|a| (a.at as f64 / 1e9, format!("action: {}", a.what)))
+        .map(|a| (a.at.as_nanos() as f64 / 1e9, format!("action: {}", a.what)))
         .collect();
     for p in &r.summary.paths {
         if let Some(t) = p.degraded_at_s {

@@ -9,7 +9,9 @@
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::sync::Arc;
+
 use std::sync::atomic::{AtomicU64, Ordering};
+use stormbreak_policy::Nanos;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use stormbreak_client::RetryLayer;
@@ -74,7 +76,7 @@ fn config() -> RetryConfig {
     RetryConfig {
         backoff: BackoffConfig {
             kind: BackoffKind::Constant,
-            base: 0,
+            base: Nanos::ZERO,
             jitter: Jitter::None,
             ..BackoffConfig::default()
         },

@@ -55,6 +55,7 @@ pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
 ///
 /// ```
 /// use stormbreak_client::{Classify, HttpClassifier};
+/// use stormbreak_policy::Nanos;
 /// use stormbreak_policy::retry::AttemptOutcome;
 ///
 /// let shed = http::Response::builder()
@@ -63,7 +64,7 @@ pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
 ///     .body(())
 ///     .unwrap();
 /// let outcome = HttpClassifier::default().response(&shed);
-/// assert_eq!(outcome.retry_after(), Some(2_000_000_000));
+/// assert_eq!(outcome.retry_after(), Some(Nanos::from_secs(2)));
 /// assert!(matches!(outcome, AttemptOutcome::Response { status: 429, .. }));
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -120,6 +121,7 @@ fn unix_now_secs() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stormbreak_policy::Nanos;
 
     #[test]
     fn refused_connections_and_timeouts_are_told_apart_through_the_source_chain() {
@@ -160,7 +162,7 @@ mod tests {
             .body(())
             .unwrap();
         let honoured = HttpClassifier::default().response(&r);
-        assert_eq!(honoured.retry_after(), Some(5_000_000_000));
+        assert_eq!(honoured.retry_after(), Some(Nanos::from_secs(5)));
         assert_eq!(honoured.pushback(), Pushback::DoNotRetry);
         let ignored = HttpClassifier::ignoring_retry_after().response(&r);
         assert_eq!(ignored.retry_after(), None);

@@ -19,6 +19,7 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use stormbreak_client::RetryLayer;
+//! use stormbreak_policy::Nanos;
 //! use stormbreak_policy::retry::{BackoffConfig, RetryConfig};
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
@@ -37,7 +38,7 @@
 //!     }
 //! });
 //! let config = RetryConfig {
-//!     backoff: BackoffConfig { base: 1_000_000, ..BackoffConfig::default() },
+//!     backoff: BackoffConfig { base: Nanos::from_millis(1), ..BackoffConfig::default() },
 //!     ..RetryConfig::default()
 //! };
 //! let client = RetryLayer::builder(&config).unwrap().seed(1).build().layer(backend);

@@ -66,15 +66,11 @@ struct Decide {
 
 impl Shared {
     fn now(&self) -> Nanos {
-        Instant::now()
-            .saturating_duration_since(self.origin)
-            .as_nanos()
-            .try_into()
-            .unwrap_or(Nanos::MAX)
+        Nanos::from(Instant::now().saturating_duration_since(self.origin))
     }
 
     fn instant(&self, at: Nanos) -> Instant {
-        self.origin + std::time::Duration::from_nanos(at)
+        self.origin + std::time::Duration::from(at)
     }
 
     fn begin(&self) -> RetryState {

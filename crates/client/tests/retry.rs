@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stormbreak_client::{AttemptTimedOut, BoxError, RetryLayer};
+use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{
     AwsRetryQuota, AwsRetryQuotaConfig, RatioBudget, RatioBudgetConfig, TokenBucket,
     TokenBucketConfig, Unlimited,
 };
 use stormbreak_policy::retry::{BackoffConfig, BackoffKind, GiveUpReason, Jitter, RetryConfig};
-use stormbreak_policy::Nanos;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt, service_fn};
 

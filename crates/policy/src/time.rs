@@ -38,7 +38,9 @@
 //!
 //! A `Nanos` is written as the duration string a person types (`"250ms"`,
 //! `"7h47m"`, see [`crate::units`]) and read back from one; a bare `0` is
-//! also accepted, any other bare number is refused as ambiguous.
+//! also accepted, any other bare number is refused as ambiguous. Machine
+//! formats whose readers expect an integer count of nanoseconds (the
+//! simulator's `recording.json`) use [`count`] instead.
 
 use crate::units;
 use std::fmt;
@@ -387,6 +389,36 @@ impl serde::de::Visitor<'_> for NanosVisitor {
             "a bare number is ambiguous: expected {}",
             units::DURATION_EXPECTED
         )))
+    }
+}
+
+/// `#[serde(with = "stormbreak_policy::time::count")]`: a [`Nanos`] as a bare
+/// integer count of nanoseconds, for machine formats read by other programs.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use stormbreak_policy::Nanos;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Row {
+///     #[serde(with = "stormbreak_policy::time::count")]
+///     at: Nanos,
+/// }
+/// let row = Row { at: Nanos::from_millis(250) };
+/// assert_eq!(serde_json::to_string(&row).unwrap(), r#"{"at":250000000}"#);
+/// ```
+pub mod count {
+    use super::Nanos;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the count of nanoseconds.
+    pub fn serialize<S: Serializer>(n: &Nanos, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(n.as_nanos())
+    }
+
+    /// Reads a count of nanoseconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
+        u64::deserialize(d).map(Nanos::from_nanos)
     }
 }
 

@@ -11,13 +11,14 @@
 
 use std::time::Instant;
 
+use stormbreak_policy::Nanos;
 use stormbreak_report::{ReportExtras, render};
 use stormbreak_sim::Recording;
 use stormbreak_sim::record::{Cause, ComponentSeries, RouteSeries};
 
 /// Ten-second intervals over ten minutes.
 const INTERVALS: usize = 60;
-const S: u64 = 1_000_000_000;
+const S: Nanos = Nanos::SECOND;
 
 fn recording(routes: usize) -> Recording {
     let route = |k: usize| {
@@ -45,7 +46,7 @@ fn recording(routes: usize) -> Recording {
         seed: 1,
         scale: 1.0,
         interval: 10 * S,
-        duration: n as u64 * 10 * S,
+        duration: S * (n as u64 * 10),
         clock_origin_s: 13 * 3600,
         routes: (0..routes).map(route).collect(),
         components: vec![ComponentSeries {

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
+use stormbreak_policy::Nanos;
 use stormbreak_sim::Recording;
 use stormbreak_sim::output::{RouteTotals, route_totals};
 use stormbreak_sim::record::{ComponentSeries, RouteSeries};
@@ -69,7 +70,7 @@ impl<'a> Run<'a> {
         Run {
             label,
             rec,
-            dt: rec.interval as f64 / 1e9,
+            dt: rec.interval.as_nanos() as f64 / 1e9,
             totals: route_totals(rec),
             routes: positions(rec.routes.iter().map(|r| r.name.as_str())),
             components: positions(rec.components.iter().map(|c| c.name.as_str())),
@@ -98,7 +99,7 @@ impl<'a> Run<'a> {
 
     /// Simulated length, seconds.
     pub fn duration_s(&self) -> f64 {
-        let d = self.rec.duration as f64 / 1e9;
+        let d = self.rec.duration.as_nanos() as f64 / 1e9;
         if d > 0.0 {
             d
         } else {
@@ -149,13 +150,13 @@ pub fn error_rate(r: &RouteSeries, i: usize) -> f64 {
 
 /// The window of the headline error rates, nanoseconds: `stormbreak
 /// replay` judges a path by its error rate over trailing 5-minute windows.
-pub const HEADLINE_WINDOW_NS: u64 = 5 * 60 * 1_000_000_000;
+pub const HEADLINE_WINDOW: Nanos = Nanos::from_secs(5 * 60);
 
 /// Intervals in the headline window: the whole intervals that fit in 5
 /// minutes, at least one. The same as `stormbreak_sim::replay::summarize`
 /// (which keeps its own copy private).
-pub fn window_intervals(interval_ns: u64) -> usize {
-    usize::try_from(HEADLINE_WINDOW_NS / interval_ns.max(1))
+pub fn window_intervals(interval: Nanos) -> usize {
+    usize::try_from(HEADLINE_WINDOW / interval.max(Nanos::NANOSECOND))
         .unwrap_or(usize::MAX)
         .max(1)
 }
@@ -264,7 +265,7 @@ pub fn actions(runs: &[Run]) -> Vec<Action> {
     let mut out: Vec<Action> = Vec::new();
     for (ri, run) in runs.iter().enumerate() {
         for a in &run.rec.actions {
-            let at_s = a.at as f64 / 1e9;
+            let at_s = a.at.as_nanos() as f64 / 1e9;
             match out
                 .iter_mut()
                 .find(|x| x.what == a.what && (x.at_s - at_s).abs() < 1e-9)
@@ -558,14 +559,14 @@ mod tests {
 
     #[test]
     fn the_window_is_the_whole_intervals_in_five_minutes() {
-        const S: u64 = 1_000_000_000;
+        const S: Nanos = Nanos::SECOND;
         assert_eq!(window_intervals(10 * S), 30);
         assert_eq!(window_intervals(60 * S), 5);
         assert_eq!(window_intervals(120 * S), 2);
         assert_eq!(window_intervals(600 * S), 1);
         assert_eq!(
-            window_intervals(0),
-            usize::try_from(HEADLINE_WINDOW_NS).unwrap()
+            window_intervals(Nanos::ZERO),
+            usize::try_from(HEADLINE_WINDOW.as_nanos()).unwrap()
         );
     }
 

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use stormbreak_policy::Nanos;
 use stormbreak_sim::Recording;
 use stormbreak_sim::record::{Cause, ComponentSeries, RouteSeries};
 
@@ -119,7 +120,7 @@ const KINDS: [&str; 3] = ["lb", "gateway", "service"];
 /// kinds, actions in time order within the run.
 pub fn check_recording(rec: &Recording) -> Result<(), Invalid> {
     let mut p = Problems::default();
-    if rec.interval == 0 {
+    if rec.interval == Nanos::ZERO {
         p.push(
             "interval",
             "is 0, expected a positive number of nanoseconds",
@@ -137,7 +138,7 @@ pub fn check_recording(rec: &Recording) -> Result<(), Invalid> {
             ),
         );
     }
-    let expected = rec.duration.checked_div(rec.interval);
+    let expected = rec.duration.as_nanos().checked_div(rec.interval.as_nanos());
     if let Some(n) = expected {
         lengths(rec, n, &mut p);
     }
@@ -153,22 +154,24 @@ pub fn check_recording(rec: &Recording) -> Result<(), Invalid> {
         rec.components.iter().map(|c| c.name.as_str()),
         &mut p,
     );
-    let mut last = 0;
+    let mut last = Nanos::ZERO;
     for (i, a) in rec.actions.iter().enumerate() {
         if a.at > rec.duration {
             p.push(
                 format!("actions[{i}]"),
                 format!(
                     "at {} ns is after the end of the run, expected at most the duration ({} ns)",
-                    a.at, rec.duration
+                    a.at.as_nanos(),
+                    rec.duration.as_nanos()
                 ),
             );
         } else if a.at < last {
             p.push(
                 format!("actions[{i}]"),
                 format!(
-                    "at {} ns comes before the previous action ({last} ns), expected actions in time order",
-                    a.at
+                    "at {} ns comes before the previous action ({} ns), expected actions in time order",
+                    a.at.as_nanos(),
+                    last.as_nanos()
                 ),
             );
         }
@@ -221,7 +224,8 @@ fn lengths(rec: &Recording, n: u64, p: &mut Problems) {
             "duration",
             format!(
                 "{} ns at an interval of {} ns is {n} intervals, but every series has {common} values",
-                rec.duration, rec.interval
+                rec.duration.as_nanos(),
+                rec.interval.as_nanos()
             ),
         );
         return;
@@ -396,7 +400,7 @@ mod tests {
     use super::*;
     use stormbreak_sim::record::AppliedAction;
 
-    const S: u64 = 1_000_000_000;
+    const S: Nanos = Nanos::SECOND;
 
     fn route(name: &str, n: usize) -> RouteSeries {
         RouteSeries {
@@ -515,7 +519,7 @@ mod tests {
     #[test]
     fn zero_interval_and_bad_scalars_are_named() {
         let mut rec = good();
-        rec.interval = 0;
+        rec.interval = Nanos::ZERO;
         rec.scale = f64::NAN;
         rec.clock_origin_s = 90_000;
         assert_eq!(

@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use stormbreak_policy::Nanos;
 use stormbreak_report::{REPORT_FILE, ReportExtras, render, write_report};
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::output::{self, SUMMARY_SCHEMA};
@@ -163,8 +164,8 @@ fn an_empty_recording_renders_a_page_without_charts() {
         scenario: "empty".into(),
         seed: 1,
         scale: 1.0,
-        interval: 1_000_000_000,
-        duration: 0,
+        interval: Nanos::from_secs(1),
+        duration: Nanos::ZERO,
         clock_origin_s: 0,
         routes: Vec::new(),
         components: Vec::new(),
@@ -343,8 +344,8 @@ fn many_routes(count: usize, n: usize, salt: u64, reversed: bool) -> Recording {
         scenario: "many-routes".into(),
         seed: 1,
         scale: 1.0,
-        interval: 10_000_000_000,
-        duration: n as u64 * 10_000_000_000,
+        interval: Nanos::from_secs(10),
+        duration: Nanos::from_secs(n as u64 * 10),
         clock_origin_s: 0,
         routes,
         components: Vec::new(),
@@ -423,7 +424,7 @@ fn eight_thousand_routes_get_their_own_totals() {
 fn burst(interval_s: u64) -> Recording {
     let n = (900 / interval_s) as usize;
     let mut rec = many_routes(1, n, 0, false);
-    rec.interval = interval_s * 1_000_000_000;
+    rec.interval = Nanos::from_secs(interval_s);
     rec.duration = n as u64 * rec.interval;
     let r = &mut rec.routes[0];
     r.name = "archive".into();

@@ -24,6 +24,7 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::Nanos;
 use stormbreak_sim::queue::{EventQueue, Lane};
 
 /// Same size as the engine's `Ev` (a tag and a generational key): 12 bytes.
@@ -71,7 +72,7 @@ struct Lanes {
 impl Lanes {
     fn new() -> Self {
         let mut q = EventQueue::new();
-        let lane = q.lane(TIMEOUT);
+        let lane = q.lane(Nanos::from_nanos(TIMEOUT));
         Lanes { q, lane }
     }
 }
@@ -79,15 +80,16 @@ impl Lanes {
 impl Fel for Lanes {
     #[inline]
     fn push_timer(&mut self, now: u64, p: Payload) {
-        self.q.schedule_in_lane(self.lane, now, p);
+        self.q
+            .schedule_in_lane(self.lane, Nanos::from_nanos(now), p);
     }
     #[inline]
     fn push_at(&mut self, at: u64, p: Payload) {
-        self.q.schedule(at, p);
+        self.q.schedule(Nanos::from_nanos(at), p);
     }
     #[inline]
     fn pop(&mut self) -> Option<(u64, Payload)> {
-        self.q.pop()
+        self.q.pop().map(|(t, p)| (t.as_nanos(), p))
     }
 }
 
@@ -97,15 +99,15 @@ struct HeapOnly(EventQueue<Payload>);
 impl Fel for HeapOnly {
     #[inline]
     fn push_timer(&mut self, now: u64, p: Payload) {
-        self.0.schedule(now + TIMEOUT, p);
+        self.0.schedule(Nanos::from_nanos(now + TIMEOUT), p);
     }
     #[inline]
     fn push_at(&mut self, at: u64, p: Payload) {
-        self.0.schedule(at, p);
+        self.0.schedule(Nanos::from_nanos(at), p);
     }
     #[inline]
     fn pop(&mut self) -> Option<(u64, Payload)> {
-        self.0.pop()
+        self.0.pop().map(|(t, p)| (t.as_nanos(), p))
     }
 }
 

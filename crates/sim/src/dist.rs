@@ -47,10 +47,10 @@ impl ServiceTimeSpec {
     /// Mean service time in nanoseconds.
     pub fn mean(&self) -> f64 {
         match *self {
-            ServiceTimeSpec::Exponential { mean } => mean as f64,
-            ServiceTimeSpec::Constant { value } => value as f64,
+            ServiceTimeSpec::Exponential { mean } => mean.as_nanos() as f64,
+            ServiceTimeSpec::Constant { value } => value.as_nanos() as f64,
             ServiceTimeSpec::Lognormal { median, sigma } => {
-                median as f64 * (sigma * sigma / 2.0).exp()
+                median.as_nanos() as f64 * (sigma * sigma / 2.0).exp()
             }
         }
     }
@@ -67,7 +67,7 @@ impl ServiceTimeSpec {
             ServiceTimeSpec::Lognormal { median, .. } => ("median", median),
         };
         let positive = !matches!(self, ServiceTimeSpec::Constant { .. });
-        if positive && t == 0 {
+        if positive && t == Nanos::ZERO {
             return Err(format!("{field} must be > 0"));
         }
         if t > MAX_DURATION {
@@ -91,11 +91,11 @@ impl ServiceTimeSpec {
     pub fn sampler(&self) -> ServiceTime {
         match *self {
             ServiceTimeSpec::Exponential { mean } => {
-                ServiceTime::Exp(Exp::new(1.0 / mean as f64).expect("checked"))
+                ServiceTime::Exp(Exp::new(1.0 / mean.as_nanos() as f64).expect("checked"))
             }
             ServiceTimeSpec::Constant { value } => ServiceTime::Const(value),
             ServiceTimeSpec::Lognormal { median, sigma } => ServiceTime::LogNormal(
-                LogNormal::new((median as f64).ln(), sigma).expect("checked"),
+                LogNormal::new((median.as_nanos() as f64).ln(), sigma).expect("checked"),
             ),
         }
     }
@@ -118,9 +118,9 @@ impl ServiceTime {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Nanos {
         let t = match self {
             ServiceTime::Exp(d) => d.sample(rng),
-            ServiceTime::Const(v) => return (*v).max(1),
+            ServiceTime::Const(v) => return (*v).max(Nanos::from_nanos(1)),
             ServiceTime::LogNormal(d) => d.sample(rng),
         };
-        (t.round() as Nanos).max(1)
+        (Nanos::from_nanos(t.round() as u64)).max(Nanos::from_nanos(1))
     }
 }

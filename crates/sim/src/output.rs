@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use stormbreak_policy::Nanos;
 
 use crate::record::{Cause, Recording};
 

@@ -53,13 +53,15 @@ pub struct Lane(usize);
 /// A deterministic future-event list.
 ///
 /// ```
+/// use stormbreak_policy::Nanos;
 /// use stormbreak_sim::queue::EventQueue;
+/// let ms = Nanos::from_millis;
 /// let mut q = EventQueue::new();
-/// let timeouts = q.lane(200);
-/// q.schedule(50, "service done");
-/// q.schedule_in_lane(timeouts, 0, "timeout"); // fires at 200
-/// assert_eq!(q.pop(), Some((50, "service done")));
-/// assert_eq!(q.pop(), Some((200, "timeout")));
+/// let timeouts = q.lane(ms(200));
+/// q.schedule(ms(50), "service done");
+/// q.schedule_in_lane(timeouts, Nanos::ZERO, "timeout"); // fires at 200 ms
+/// assert_eq!(q.pop(), Some((ms(50), "service done")));
+/// assert_eq!(q.pop(), Some((ms(200), "timeout")));
 /// assert_eq!(q.pop(), None);
 /// ```
 #[derive(Debug)]
@@ -181,12 +183,13 @@ mod tests {
     #[test]
     fn equal_times_pop_in_scheduling_order_across_heap_and_lanes() {
         let mut q = EventQueue::new();
-        let l = q.lane(10);
-        q.schedule(10, 1);
-        q.schedule_in_lane(l, 0, 2);
-        q.schedule(10, 3);
+        let l = q.lane(Nanos::from_nanos(10));
+        q.schedule(Nanos::from_nanos(10), 1);
+        q.schedule_in_lane(l, Nanos::ZERO, 2);
+        q.schedule(Nanos::from_nanos(10), 3);
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert_eq!(order, vec![(10, 1), (10, 2), (10, 3)]);
+        let ten = Nanos::from_nanos(10);
+        assert_eq!(order, vec![(ten, 1), (ten, 2), (ten, 3)]);
     }
 
     proptest! {
@@ -197,20 +200,20 @@ mod tests {
             ops in prop::collection::vec((0u64..1000, prop::option::of(0usize..3)), 1..300)
         ) {
             let mut q = EventQueue::new();
-            let lanes = [q.lane(5), q.lane(50), q.lane(500)];
-            let durations = [5u64, 50, 500];
-            let mut now = 0u64;
+            let lanes = [q.lane(Nanos::from_nanos(5)), q.lane(Nanos::from_nanos(50)), q.lane(Nanos::from_nanos(500))];
+            let durations = [5u64, 50, 500].map(Nanos::from_nanos);
+            let mut now = Nanos::ZERO;
             let mut expected = Vec::new();
             for (i, (dt, lane)) in ops.iter().enumerate() {
-                now += dt % 7; // lanes are armed with a non-decreasing clock
+                now += Nanos::from_nanos(dt % 7); // lanes are armed with a non-decreasing clock
                 match lane {
                     Some(l) => {
                         q.schedule_in_lane(lanes[*l], now, i);
                         expected.push((now + durations[*l], i));
                     }
                     None => {
-                        q.schedule(now + dt, i);
-                        expected.push((now + dt, i));
+                        q.schedule(now + Nanos::from_nanos(*dt), i);
+                        expected.push((now + Nanos::from_nanos(*dt), i));
                     }
                 }
             }

@@ -115,8 +115,9 @@ impl RouteAcc {
 
     #[inline]
     pub fn record_latency(&mut self, ns: Nanos) {
-        self.latency_us.saturating_record((ns / 1000).max(1));
-        self.latency_sum_ns += ns as f64;
+        self.latency_us
+            .saturating_record((ns.as_nanos() / 1000).max(1));
+        self.latency_sum_ns += ns.as_nanos() as f64;
     }
 }
 
@@ -197,7 +198,8 @@ pub struct LittleTotals {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppliedAction {
-    /// Simulated time.
+    /// Simulated time (nanoseconds in `recording.json`).
+    #[serde(with = "stormbreak_policy::time::count")]
     pub at: Nanos,
     /// Human description.
     pub what: String,
@@ -213,9 +215,11 @@ pub struct Recording {
     pub seed: u64,
     /// Traffic scale used.
     pub scale: f64,
-    /// Interval length.
+    /// Interval length (nanoseconds in `recording.json`).
+    #[serde(with = "stormbreak_policy::time::count")]
     pub interval: Nanos,
-    /// Simulated duration.
+    /// Simulated duration (nanoseconds in `recording.json`).
+    #[serde(with = "stormbreak_policy::time::count")]
     pub duration: Nanos,
     /// Seconds after midnight of simulated time zero (for clock labels).
     pub clock_origin_s: u64,

@@ -28,9 +28,9 @@ pub const SCENARIO_FILE: &str = "<builtin>/scenarios/github-2026-08-17.toml";
 pub const DEFAULT_SCALE: f64 = 0.01;
 
 /// The trigger (a traffic peak at the Central US edge) starts at 13:28 …
-pub const TRIGGER_START: Nanos = 28 * Nanos::MINUTE;
+pub const TRIGGER_START: Nanos = Nanos::from_secs(28 * 60);
 /// … and has passed by 13:58 (the scenario's peak ramps down by then).
-pub const TRIGGER_END: Nanos = 58 * Nanos::MINUTE;
+pub const TRIGGER_END: Nanos = Nanos::from_secs(58 * 60);
 
 /// The scenario's name (its default output directory).
 pub fn scenario_name() -> &'static str {
@@ -390,17 +390,18 @@ pub struct ReplaySummary {
 
 /// Computes the replay's figures from a recording of the incident scenario.
 pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
-    let iv = rec.interval.max(1);
+    let iv = rec.interval.max(Nanos::from_nanos(1));
     let five = (5 * Nanos::MINUTE / iv).max(1) as usize;
     let one = (Nanos::MINUTE / iv).max(1) as usize;
-    let secs = |i: usize| ((i + 1) as u64 * iv) as f64 / 1e9;
+    let secs = |i: usize| ((i + 1) as u64 * iv).as_nanos() as f64 / 1e9;
     let web_api = path_counts(rec, &["web", "web-nva", "api", "api-nva"]);
     let web_api_5m = trailing_error_rate(&web_api, five);
     let archive_5m = trailing_error_rate(&path_counts(rec, &["archive"]), five);
     let peak = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let scale = rec.scale;
-    let per_s =
-        |count: u64, intervals: usize| count as f64 / (intervals as f64 * iv as f64 / 1e9) / scale;
+    let per_s = |count: u64, intervals: usize| {
+        count as f64 / (intervals as f64 * iv.as_nanos() as f64 / 1e9) / scale
+    };
     let token = rec.route("copilot-token");
     let (mut before, mut peak_arrivals, mut demand, mut peak_demand) = (0.0, 0.0, 0.0, 0.0);
     if let Some(t) = token {
@@ -416,8 +417,8 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         }
         demand = per_s(t.first_attempts.iter().sum(), t.first_attempts.len().max(1));
     }
-    let after =
-        (((TRIGGER_END + 30 * Nanos::MINUTE) / iv) as usize).min(web_api_5m.len().saturating_sub(1));
+    let after = (((TRIGGER_END + 30 * Nanos::MINUTE) / iv) as usize)
+        .min(web_api_5m.len().saturating_sub(1));
     let after_rate = web_api_5m.get(after).copied().unwrap_or(0.0);
     let headline = Headline {
         web_api_peak_error_rate: peak(&web_api_5m),
@@ -448,7 +449,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
                     Some(i) if i + 1 >= e.len() => None,
                     // The first window under the SLO after the last bad one
                     // covers the 5 minutes before it: recovery began then.
-                    Some(i) => Some(Nanos::from_secs(i + 1) - (five as u64 * iv) as f64 / 1e9),
+                    Some(i) => Some(secs(i + 1) - (five as u64 * iv).as_nanos() as f64 / 1e9),
                 },
                 worst_error_rate: peak(&e),
                 worst_job_wait_s: (!waits.is_empty()).then(|| peak(&waits)),

@@ -5,12 +5,13 @@
 //! autoscaler scale-down reproducer of the engine's second cut.
 
 use proptest::prelude::*;
+use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::Cause;
 
-/// Runs `text` to its end, auditing the conservation law every `step` ns.
-fn run_audited(text: &str, seed: u64, step: u64) -> stormbreak_sim::Recording {
+/// Runs `text` to its end, auditing the conservation law every `step`.
+fn run_audited(text: &str, seed: u64, step: Nanos) -> stormbreak_sim::Recording {
     let sc = Scenario::parse("case.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let mut e = Engine::new(
         &sc,
@@ -19,12 +20,12 @@ fn run_audited(text: &str, seed: u64, step: u64) -> stormbreak_sim::Recording {
             scale: 1.0,
         },
     );
-    let mut t = 0;
+    let mut t = Nanos::ZERO;
     loop {
         t += step;
         let more = e.run_until(t).unwrap_or_else(|err| panic!("{err}\n{text}"));
         if let Err(err) = e.audit() {
-            panic!("at {t} ns: {err}\n{text}");
+            panic!("at {t}: {err}\n{text}");
         }
         if !more {
             break;
@@ -62,7 +63,7 @@ step = [{ at = "330s", rate = "3/min" }]
 #[test]
 fn scale_down_with_attempts_in_flight_keeps_every_pod_handle_valid() {
     for seed in 1..=12 {
-        let rec = run_audited(PODSHIFT, seed, 5_000_000_000);
+        let rec = run_audited(PODSHIFT, seed, Nanos::from_secs(5));
         let svc = rec.components.iter().find(|c| c.name == "svc").unwrap();
         let r = &svc.replicas;
         // The first syncs scale 4 pods, each busy for 100 s, down to one or
@@ -215,7 +216,7 @@ proptest! {
     ) {
         let text = scenario(nodes, flows, gateway, retries, sidecar, workers, app_queue,
             drop_expired, mean_ms, replicas, rate, spike, timeout_ms, &actions, failover);
-        run_audited(&text, seed, 1_700_000_000);
+        run_audited(&text, seed, Nanos::from_millis(1700));
     }
 }
 
@@ -263,7 +264,7 @@ nodes = 1
 #[test]
 fn pausing_an_lb_that_a_dependency_route_crosses_too_resets_each_flow_once() {
     for seed in 0..5 {
-        let rec = run_audited(SHARED_LB, seed, 5_000_000_000);
+        let rec = run_audited(SHARED_LB, seed, Nanos::from_secs(5));
         let resets: u64 = rec
             .route("main")
             .unwrap()
@@ -301,7 +302,7 @@ step = [{ at = "40s", rate = "1/s" }]
 
 #[test]
 fn a_scale_down_cancels_starting_pods_before_serving_ones() {
-    let rec = run_audited(HPA, 1, 5_000_000_000);
+    let rec = run_audited(HPA, 1, Nanos::from_secs(5));
     let api = &rec.components[0];
     assert!(
         api.replicas.iter().all(|&r| r >= 1.0),

@@ -101,7 +101,7 @@ fn run(interval: &str) -> (u64, Recording) {
 /// in seconds: when the path was last seen failing.
 fn last_failure_s(rec: &Recording, route: &str) -> f64 {
     let r = rec.route(route).unwrap();
-    let iv = rec.interval as f64 / 1e9;
+    let iv = rec.interval.as_nanos() as f64 / 1e9;
     r.errors
         .iter()
         .rposition(|e| e.iter().sum::<u64>() > 0)

@@ -3,6 +3,7 @@
 //! bound that refuses work is reported. Honest runs never meet a bound
 //! (every other test runs with the defaults).
 
+use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, Limits, RunError, RunOptions};
 use stormbreak_sim::record::Cause;
@@ -50,7 +51,7 @@ fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
     let err = engine(text).run().map(|_| ()).unwrap_err();
     match &err {
         RunError::WorkBudget { at, component, .. } => {
-            assert!(*at < 10_000_000_000, "stopped only at {at} ns");
+            assert!(*at < Nanos::from_secs(10), "stopped only at {at}");
             assert!(component.contains("client retries"), "{component}");
             assert!(component.contains("\"bug\""), "{component}");
         }
@@ -79,7 +80,10 @@ fn requests_piling_up_stop_the_run_naming_the_population() {
             assert_eq!(component, "client \"users\"");
             assert!(what.contains("500 requests in flight"), "{what}");
             // 500 requests at 100/s: about 5 s in.
-            assert!((4_000_000_000..7_000_000_000).contains(&at), "at {at}");
+            assert!(
+                (Nanos::from_secs(4)..Nanos::from_secs(7)).contains(&at),
+                "at {at}"
+            );
         }
         other => panic!("expected InFlight, got {other:?}"),
     }
@@ -145,7 +149,7 @@ fn the_default_app_queue_bound_refuses_and_is_reported() {
     assert_eq!(rec.bounds_hit, hits);
     // 21 s in: 1 in service + 20 queued, the next one refused.
     assert!(
-        (2_000_000_000..2_300_000_000).contains(&hits[0].first_at),
+        (Nanos::from_secs(2)..Nanos::from_millis(2300)).contains(&hits[0].first_at),
         "{}",
         hits[0].first_at
     );

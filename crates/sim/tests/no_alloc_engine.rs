@@ -5,6 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 
@@ -78,9 +79,9 @@ retry = { max_attempts = 2, backoff = { base = "20ms" } }
 "#;
     let sc = Scenario::parse("steady.toml", text).unwrap();
     let mut engine = Engine::new(&sc, RunOptions::default());
-    engine.run_until(120 * 1_000_000_000).unwrap(); // warm up to the steady population
+    engine.run_until(Nanos::from_secs(120)).unwrap(); // warm up to the steady population
     let (a0, e0) = (allocations(), engine.events());
-    engine.run_until(300 * 1_000_000_000).unwrap();
+    engine.run_until(Nanos::from_secs(300)).unwrap();
     let (allocs, events) = (allocations() - a0, engine.events() - e0);
     assert!(events > 1_000_000, "too few events to judge: {events}");
     eprintln!("{allocs} allocations over {events} events");

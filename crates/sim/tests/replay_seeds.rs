@@ -137,7 +137,7 @@ fn with_the_five_follow_ups_no_seed_goes_metastable() {
         for p in &r.paths {
             if p.degraded_at_s.is_some() {
                 let back = p.recovered_at_s.unwrap_or(f64::INFINITY);
-                let limit = (TRIGGER_END as f64 / 1e9) + 15.0 * 60.0;
+                let limit = (TRIGGER_END.as_nanos() as f64 / 1e9) + 15.0 * 60.0;
                 assert!(
                     back <= limit,
                     "seed {seed}: {} back only at {back} s",

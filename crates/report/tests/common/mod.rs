@@ -4,11 +4,12 @@
 
 #![allow(dead_code)]
 
+use stormbreak_policy::Nanos;
 use stormbreak_report::{ReportExtras, Table};
 use stormbreak_sim::Recording;
 use stormbreak_sim::record::{AppliedAction, Cause, ComponentSeries, RouteSeries};
 
-const S: u64 = 1_000_000_000;
+const S: Nanos = Nanos::SECOND;
 
 /// Seconds after 13:00 of `hh:mm`.
 fn at(h: u64, m: u64) -> f64 {
@@ -254,7 +255,7 @@ pub fn storm(fixed: bool, interval_s: u64) -> Recording {
     if !fixed {
         let mut act = |h, m, what: &str| {
             actions.push(AppliedAction {
-                at: at(h, m) as u64 * S,
+                at: S * at(h, m) as u64,
                 what: what.into(),
             })
         };
@@ -270,8 +271,8 @@ pub fn storm(fixed: bool, interval_s: u64) -> Recording {
         scenario: "github-2026-08-17".into(),
         seed: 1,
         scale: 1.0,
-        interval: interval_s * S,
-        duration: duration_s * S,
+        interval: S * interval_s,
+        duration: S * duration_s,
         clock_origin_s: 13 * 3600,
         routes,
         components,

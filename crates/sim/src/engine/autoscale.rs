@@ -90,9 +90,9 @@ impl Autoscaler {
         self.table.clear(current);
         for p in pods {
             let status = if p.ready {
-                PodStatus::ready(0, now)
+                PodStatus::ready(Nanos::ZERO, now)
             } else {
-                PodStatus::ready(0, now).deleting()
+                PodStatus::ready(Nanos::ZERO, now).deleting()
             };
             let app = ContainerSample::cpu(p.app_utilisation, 1.0);
             let sidecar =
@@ -131,7 +131,7 @@ impl Engine {
             }
         });
         let desired = hpa.sync(now, current, samples);
-        let next = hpa.poll_timeout().max(now + 1);
+        let next = hpa.poll_timeout().max(now + Nanos::from_nanos(1));
         self.queue.schedule(next, Ev::Autoscale { svc: s });
         let svc = &mut self.services[s.ix()];
         if desired > current {

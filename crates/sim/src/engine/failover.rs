@@ -56,7 +56,7 @@ impl Engine {
     pub(crate) fn on_failover(&mut self, i: usize) {
         let now = self.now;
         let f = &self.failovers[i];
-        let secs = (now - f.seen.at) as f64 / 1e9;
+        let secs = (now - f.seen.at).as_nanos() as f64 / 1e9;
         let (p, s) = (&self.lbs[f.primary], &self.lbs[f.secondary]);
         let spilled_total: u64 = f
             .pops

@@ -119,6 +119,7 @@ pub struct BoundHit {
     pub component: String,
     /// Requests it refused.
     pub count: u64,
-    /// Simulated time of the first refusal.
+    /// Simulated time of the first refusal (nanoseconds in `recording.json`).
+    #[serde(with = "stormbreak_policy::time::count")]
     pub first_at: Nanos,
 }

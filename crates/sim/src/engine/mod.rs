@@ -404,12 +404,12 @@ impl Engine {
                     drop_expired: s.app.drop_expired,
                     service_time: s.app.service_time.sampler(),
                     autoscaler,
-                    pod_start: s.autoscaler.as_ref().map_or(0, |a| a.pod_start),
+                    pod_start: s.autoscaler.as_ref().map_or(Nanos::ZERO, |a| a.pod_start),
                     rng: entity_rng(seed, 2_000 + i as u64),
                     series: rec.add_component(s.name.get_ref(), "service"),
                 };
                 for _ in 0..fleet.pods(s.replicas) {
-                    svc.add_pod(0);
+                    svc.add_pod(Nanos::ZERO);
                 }
                 svc
             })
@@ -457,7 +457,7 @@ impl Engine {
                     backlog: VecDeque::new(),
                     backlog_peak: 0,
                     pending_dispatch: 0,
-                    wait_max: 0,
+                    wait_max: Nanos::ZERO,
                     rng: entity_rng(seed, i as u64),
                 }
             })
@@ -483,9 +483,9 @@ impl Engine {
             .iter()
             .map(|a| Planned::resolve(a.get_ref().at, &a.get_ref().kind, &names))
             .collect();
-        let now_lane = queue.lane(0);
+        let now_lane = queue.lane(Nanos::ZERO);
         let mut e = Engine {
-            now: 0,
+            now: Nanos::ZERO,
             end: sc.scenario.duration,
             queue,
             now_lane,
@@ -620,7 +620,7 @@ impl Engine {
         }
         let elapsed = self.now - b.since_now;
         let fast = u128::from(b.since_events) * 1_000_000_000
-            > u128::from(self.limits.events_per_sim_second) * u128::from(elapsed);
+            > u128::from(self.limits.events_per_sim_second) * u128::from(elapsed.as_nanos());
         let total = self.work > self.limits.events_total;
         if !(fast || total) {
             return;
@@ -734,7 +734,7 @@ const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 #[inline]
 fn fnv(mut h: u64, now: Nanos, words: [u64; 2]) -> u64 {
-    for w in [now, words[0], words[1]] {
+    for w in [now.as_nanos(), words[0], words[1]] {
         h ^= w;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }

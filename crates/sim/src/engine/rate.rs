@@ -37,7 +37,7 @@ impl RateSchedule {
     /// ramp over `ramp` to `rate`, starting at `at`.
     pub(crate) fn new(initial: f64, steps: &[(Nanos, f64, Nanos)]) -> Self {
         let mut pieces = Vec::with_capacity(steps.len() * 2 + 1);
-        let (mut t, mut r) = (0, initial);
+        let (mut t, mut r) = (Nanos::ZERO, initial);
         let mut push = |start, end, a, b| {
             pieces.push(Piece {
                 start,
@@ -50,7 +50,7 @@ impl RateSchedule {
             if at > t {
                 push(t, at, r, r);
             }
-            if ramp > 0 {
+            if ramp > Nanos::ZERO {
                 push(at, at + ramp, r, rate);
             }
             t = at + ramp;
@@ -77,7 +77,7 @@ impl RateSchedule {
     pub(crate) fn constant_from(&self, now: Nanos, rate: f64) -> Self {
         RateSchedule {
             diurnal: self.diurnal,
-            ..RateSchedule::new(0.0, &[(now, rate, 0)])
+            ..RateSchedule::new(0.0, &[(now, rate, Nanos::ZERO)])
         }
     }
 
@@ -85,7 +85,8 @@ impl RateSchedule {
         match self.diurnal {
             None => 1.0,
             Some(d) => {
-                let phase = (t as f64 - d.peak as f64) / d.period as f64;
+                let phase =
+                    (t.as_nanos() as f64 - d.peak.as_nanos() as f64) / d.period.as_nanos() as f64;
                 1.0 + d.amplitude * (std::f64::consts::TAU * phase).cos()
             }
         }
@@ -109,7 +110,8 @@ impl RateSchedule {
             let gap: f64 = Exp1.sample(rng);
             // The float→int cast saturates: a gap beyond the representable
             // horizon lands at `Nanos::MAX`, after any run's end.
-            let cand = now.saturating_add(((gap / max) * 1e9).ceil().max(1.0) as Nanos);
+            let cand =
+                now.saturating_add(Nanos::from_nanos(((gap / max) * 1e9).ceil().max(1.0) as u64));
             if cand >= p.end {
                 if p.end == Nanos::MAX {
                     return None;
@@ -122,7 +124,7 @@ impl RateSchedule {
             if p.rate_at_start == p.rate_at_end && self.diurnal.is_none() {
                 return Some(cand);
             }
-            let frac = (cand - p.start) as f64 / (p.end - p.start) as f64;
+            let frac = (cand - p.start).as_nanos() as f64 / (p.end - p.start).as_nanos() as f64;
             let rate =
                 (p.rate_at_start + (p.rate_at_end - p.rate_at_start) * frac) * self.cycle(cand);
             if rng.random::<f64>() * max < rate {

@@ -136,11 +136,11 @@ impl Engine {
         rec.events_at_tick = self.events;
         rec.peak_events_per_s = rec
             .peak_events_per_s
-            .max(events as f64 / (rec.interval as f64 / 1e9));
+            .max(events as f64 / (rec.interval.as_nanos() as f64 / 1e9));
         for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
-            let oldest = pop.backlog.front().map_or(0, |&t| now - t);
-            let wait = pop.wait_max.max(oldest) as f64 / 1e9;
-            pop.wait_max = 0;
+            let oldest = pop.backlog.front().map_or(Nanos::ZERO, |&t| now - t);
+            let wait = pop.wait_max.max(oldest).as_secs_f64();
+            pop.wait_max = Nanos::ZERO;
             let series = &mut rec.routes[pop.route.ix()].series;
             let i = series.attempts.len();
             if series.job_wait_s.len() <= i {
@@ -242,9 +242,13 @@ impl Engine {
         let rec = &mut self.rec;
         for (c, l) in rec.comps.iter_mut().zip(&mut rec.little) {
             l.advance(end);
-            let secs = end as f64 / 1e9;
+            let secs = end.as_nanos() as f64 / 1e9;
             c.little = LittleTotals {
-                mean_in_system: if end == 0 { 0.0 } else { l.area / end as f64 },
+                mean_in_system: if end == Nanos::ZERO {
+                    0.0
+                } else {
+                    l.area / end.as_nanos() as f64
+                },
                 throughput_per_s: l.departures as f64 / secs,
                 mean_sojourn_s: if l.departures == 0 {
                     0.0

@@ -24,7 +24,7 @@ impl Avg {
     /// The gauge is about to change from `level`.
     #[inline]
     pub(crate) fn touch(&mut self, now: Nanos, level: u32) {
-        self.area += level as f64 * (now - self.last) as f64;
+        self.area += level as f64 * (now - self.last).as_nanos() as f64;
         self.last = now;
     }
 
@@ -32,10 +32,10 @@ impl Avg {
     pub(crate) fn take(&mut self, now: Nanos, level: u32) -> f64 {
         self.touch(now, level);
         let span = now.saturating_sub(self.since);
-        let v = if span == 0 {
+        let v = if span == Nanos::ZERO {
             0.0
         } else {
-            self.area / span as f64
+            self.area / span.as_nanos() as f64
         };
         self.area = 0.0;
         self.since = now;
@@ -65,13 +65,13 @@ impl Little {
     pub(crate) fn depart(&mut self, now: Nanos, sojourn: Nanos) {
         self.advance(now);
         self.present -= 1;
-        self.sojourn += sojourn as f64;
+        self.sojourn += sojourn.as_nanos() as f64;
         self.departures += 1;
     }
 
     #[inline]
     pub(crate) fn advance(&mut self, now: Nanos) {
-        self.area += self.present as f64 * (now - self.last) as f64;
+        self.area += self.present as f64 * (now - self.last).as_nanos() as f64;
         self.last = now;
     }
 }

@@ -264,7 +264,7 @@ pub struct FailoverSpec {
 }
 
 /// How often a `[[failover]]` re-plans when its `period` is not given.
-pub const DEFAULT_FAILOVER_PERIOD: Nanos = 10 * stormbreak_policy::Nanos::SECOND;
+pub const DEFAULT_FAILOVER_PERIOD: Nanos = Nanos::from_secs(10);
 
 fn default_failover_period() -> Nanos {
     DEFAULT_FAILOVER_PERIOD
@@ -669,7 +669,7 @@ pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_INTERVALS: u64 = 200_000;
 /// Longest run, and longest duration any field may hold: far beyond any
 /// incident, and small enough that no clock sum can overflow.
-pub const MAX_DURATION: Nanos = 30 * 24 * 60 * stormbreak_policy::Nanos::MINUTE;
+pub const MAX_DURATION: Nanos = Nanos::from_secs(30 * 24 * 3600);
 /// Highest rate, per second: one arrival per nanosecond. Above it the gap
 /// between arrivals rounds to zero nanoseconds and cannot be represented.
 pub const MAX_RATE: f64 = 1e9;

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 
-use stormbreak_policy::Nanos;
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
@@ -93,7 +92,7 @@ impl<'a> Checker<'a> {
     /// A duration of at least `min` (0: any) and at most [`MAX_DURATION`].
     fn duration(&self, path: &str, what: &str, v: Nanos, min: Nanos) -> Result<(), ScenarioError> {
         if v < min {
-            let bound = if min == 1 {
+            let bound = if min == Nanos::from_nanos(1) {
                 "> 0".to_owned()
             } else {
                 format!("at least {}", units::format_duration(min))
@@ -142,7 +141,7 @@ impl<'a> Checker<'a> {
                 ),
             ));
         }
-        let expected = r * run as f64 / Nanos::SECOND as f64;
+        let expected = r * run.as_secs_f64();
         if r > 0.0 && expected < 1.0 {
             self.warn(
                 path,
@@ -236,7 +235,7 @@ impl Scenario {
                 &format!("{p}.timeout"),
                 &format!("{who}: timeout"),
                 g.timeout,
-                1,
+                Nanos::from_nanos(1),
             )?;
             if let Some(r) = &g.retry {
                 ck.retry(&p, &who, r)?;
@@ -253,8 +252,13 @@ impl Scenario {
 
     fn check_meta(&self, ck: &Checker) -> Result<(), ScenarioError> {
         let m = &self.scenario;
-        ck.duration("scenario.duration", "[scenario] duration", m.duration, 1)?;
-        if m.interval == 0 {
+        ck.duration(
+            "scenario.duration",
+            "[scenario] duration",
+            m.duration,
+            Nanos::from_nanos(1),
+        )?;
+        if m.interval == Nanos::ZERO {
             return Err(ck.key("scenario.interval", "[scenario] interval must be > 0"));
         }
         // When `interval` is not written its default is what is too long,
@@ -278,12 +282,16 @@ impl Scenario {
         let intervals = m.duration.div_ceil(m.interval);
         if intervals > MAX_INTERVALS {
             // The smallest interval that fits, rounded up to a whole unit.
-            let min = m.duration.div_ceil(MAX_INTERVALS);
-            let unit = [Nanos::SECOND, stormbreak_policy::Nanos::MILLISECOND, Nanos::MICROSECOND]
-                .into_iter()
-                .find(|u| min >= *u)
-                .unwrap_or(1);
-            let suggest = min.div_ceil(unit) * unit;
+            let min = Nanos::from_nanos(m.duration.as_nanos().div_ceil(MAX_INTERVALS));
+            let unit = [
+                Nanos::SECOND,
+                stormbreak_policy::Nanos::MILLISECOND,
+                Nanos::MICROSECOND,
+            ]
+            .into_iter()
+            .find(|u| min >= *u)
+            .unwrap_or(Nanos::from_nanos(1));
+            let suggest = unit * min.div_ceil(unit);
             return Err(ck.first(
                 &interval_at,
                 format!(
@@ -372,7 +380,7 @@ impl Scenario {
                 ck.count(&path, &what, sc.queue.into(), 0, MAX_SLOTS.into())?;
                 if let Some(t) = sc.queue_timeout {
                     let (path, what) = field("sidecar.queue_timeout");
-                    ck.duration(&path, &what, t, 1)?;
+                    ck.duration(&path, &what, t, Nanos::from_nanos(1))?;
                 }
                 if sc.queue > 0 && sc.queue_timeout.is_none() {
                     return Err(ck.key(
@@ -424,9 +432,9 @@ impl Scenario {
             }
             // A pod may start at once (pod_start = "0"); the HPA needs a period.
             let (path, what) = field("autoscaler.pod_start");
-            ck.duration(&path, &what, a.pod_start, 0)?;
+            ck.duration(&path, &what, a.pod_start, Nanos::ZERO)?;
             let (path, what) = field("autoscaler.sync_period");
-            ck.duration(&path, &what, a.sync_period, 1)?;
+            ck.duration(&path, &what, a.sync_period, Nanos::from_nanos(1))?;
             if a.metric == ScaleMetric::SidecarSaturation && s.sidecar.is_none() {
                 return Err(ck.key(
                     &format!("{p}.autoscaler.metric"),
@@ -513,13 +521,23 @@ impl Scenario {
             let (path, what) = field("rate");
             ck.rate(&path, &what, c.rate, run)?;
             let (path, what) = field("timeout");
-            ck.duration(&path, &what, c.timeout, 1)?;
-            let mut last: Nanos = 0;
+            ck.duration(&path, &what, c.timeout, Nanos::from_nanos(1))?;
+            let mut last: Nanos = Nanos::ZERO;
             for (j, s) in c.steps.iter().enumerate() {
                 let sp = format!("{p}.step.{j}");
                 let what = format!("{who}: step {}", j + 1);
-                ck.duration(&format!("{sp}.at"), &format!("{what}: at"), s.at, 0)?;
-                ck.duration(&format!("{sp}.ramp"), &format!("{what}: ramp"), s.ramp, 0)?;
+                ck.duration(
+                    &format!("{sp}.at"),
+                    &format!("{what}: at"),
+                    s.at,
+                    Nanos::ZERO,
+                )?;
+                ck.duration(
+                    &format!("{sp}.ramp"),
+                    &format!("{what}: ramp"),
+                    s.ramp,
+                    Nanos::ZERO,
+                )?;
                 if s.at < last {
                     return Err(ck.key(
                         &format!("{sp}.at"),
@@ -538,9 +556,9 @@ impl Scenario {
                 let (path, what) = field("diurnal.amplitude");
                 ck.fraction(&path, &what, d.amplitude, true)?;
                 let (path, what) = field("diurnal.period");
-                ck.duration(&path, &what, d.period, 1)?;
+                ck.duration(&path, &what, d.period, Nanos::from_nanos(1))?;
                 let (path, what) = field("diurnal.peak_at");
-                ck.duration(&path, &what, d.peak_at, 0)?;
+                ck.duration(&path, &what, d.peak_at, Nanos::ZERO)?;
             }
             let (path, what) = field("fanout");
             ck.count(&path, &what, c.fanout.into(), 0, MAX_FANOUT.into())?;
@@ -554,7 +572,7 @@ impl Scenario {
             ck.duration(&path, &what, c.fanout_delay, Nanos::MICROSECOND)?;
             if let Some(t) = c.give_up_after {
                 let (path, what) = field("give_up_after");
-                ck.duration(&path, &what, t, 1)?;
+                ck.duration(&path, &what, t, Nanos::from_nanos(1))?;
             }
             if c.fanout > 0 && c.give_up_after.is_none() {
                 return Err(ck.key(
@@ -883,18 +901,23 @@ impl Scenario {
                 )
             })?;
             let policy = &f.policy;
-            ck.duration(&format!("{fp}.period"), "failover: period", f.period, 1)?;
+            ck.duration(
+                &format!("{fp}.period"),
+                "failover: period",
+                f.period,
+                Nanos::from_nanos(1),
+            )?;
             ck.duration(
                 &format!("{fp}.policy.half_life"),
                 "failover policy: half_life",
                 policy.half_life,
-                0,
+                Nanos::ZERO,
             )?;
             ck.duration(
                 &format!("{fp}.policy.stale_after"),
                 "failover policy: stale_after",
                 policy.stale_after,
-                0,
+                Nanos::ZERO,
             )?;
         }
         Ok(())
