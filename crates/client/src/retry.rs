@@ -9,11 +9,11 @@ use std::task::{Context, Poll};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
-    AttemptOutcome, ConfigError, GiveUpReason, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    AttemptOutcome, GiveUpReason, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
+use stormbreak_policy::{FieldError, Nanos};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
@@ -90,7 +90,7 @@ impl Shared {
 impl RetryLayer {
     /// A layer with `config`'s policy, the default ratio budget, HTTP
     /// classification and an RNG seeded from the OS.
-    pub fn new(config: &RetryConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &RetryConfig) -> Result<Self, FieldError> {
         Ok(Self::builder(config)?.build())
     }
 
@@ -108,7 +108,7 @@ impl RetryLayer {
     ///     .build();
     /// assert_eq!(layer.policy().max_attempts(), 3);
     /// ```
-    pub fn builder(config: &RetryConfig) -> Result<RetryLayerBuilder, ConfigError> {
+    pub fn builder(config: &RetryConfig) -> Result<RetryLayerBuilder, FieldError> {
         Ok(RetryLayerBuilder {
             policy: RetryPolicy::new(config)?,
             budget: Box::new(RatioBudget::new(&RatioBudgetConfig::default()).expect("default")),

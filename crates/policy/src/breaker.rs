@@ -61,8 +61,12 @@
 //! assert!(breaker.allow(Nanos::from_secs(60)).ticket().unwrap().is_probe());
 //! ```
 
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "breaker";
 
 /// Largest accepted `sliding_window_size`; the ring is allocated up front, so
 /// a typo such as `1e9` must not turn into a gigabyte.
@@ -120,17 +124,19 @@ impl BreakerConfig {
     }
 
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let t = self.failure_rate_threshold;
         if !(t > 0.0 && t <= 1.0) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "failure_rate_threshold",
                 "in (0, 1]",
                 t.to_string(),
             ));
         }
         if self.sliding_window_size > MAX_WINDOW {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "sliding_window_size",
                 "at most 1048576",
                 self.sliding_window_size.to_string(),
@@ -139,28 +145,32 @@ impl BreakerConfig {
         if self.sliding_window_size > 0
             && !(1..=self.sliding_window_size).contains(&self.minimum_number_of_calls)
         {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "minimum_number_of_calls",
                 "between 1 and sliding_window_size",
                 self.minimum_number_of_calls.to_string(),
             ));
         }
         if self.sliding_window_size == 0 && self.consecutive_failures == 0 {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "sliding_window_size",
                 "≥ 1 when consecutive_failures is 0 (otherwise nothing can trip the breaker)",
                 "0".to_owned(),
             ));
         }
         if self.wait_duration_in_open_state == Nanos::ZERO {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "wait_duration_in_open_state",
                 "> 0",
                 "0".to_owned(),
             ));
         }
         if self.permitted_number_of_calls_in_half_open_state == 0 {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "permitted_number_of_calls_in_half_open_state",
                 "≥ 1",
                 "0".to_owned(),
@@ -168,13 +178,6 @@ impl BreakerConfig {
         }
         Ok(())
     }
-}
-
-/// A rejected breaker configuration: which field, what was expected, what was given.
-pub type ConfigError = crate::FieldError;
-
-fn config_error(field: &'static str, expected: &'static str, got: String) -> ConfigError {
-    crate::FieldError::new("breaker", field, expected, got)
 }
 
 /// The breaker's state, as exported to metrics.
@@ -342,7 +345,7 @@ pub struct Breaker {
 
 impl Breaker {
     /// A closed breaker; allocates its outcome ring once, here.
-    pub fn new(config: &BreakerConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &BreakerConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Breaker {
             config: config.clone(),
@@ -878,7 +881,7 @@ mod tests {
         ];
         for (config, field) in cases {
             let err = Breaker::new(&config).unwrap_err();
-            assert_eq!(err.field, field);
+            assert_eq!(err.field(), field);
             assert!(err.to_string().contains(field));
         }
         assert_eq!(

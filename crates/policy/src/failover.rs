@@ -62,9 +62,13 @@
 //! assert!(naive.secondary_utilisation > 1.0); // 5k/s on a 3k/s region
 //! ```
 
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "failover";
 
 /// Rates above this (per second) are clamped: larger values are measurement
 /// garbage, and keeping sums finite keeps every plan free of NaN.
@@ -214,18 +218,19 @@ impl SpillLaw {
     }
 
     /// Checks the law's parameter; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         match *self {
             SpillLaw::CapacityAware {
                 target_utilisation: t,
-            } if !(t > 0.0 && t <= 1.0) => Err(config_error(
+            } if !(t > 0.0 && t <= 1.0) => Err(FieldError::new(
+                FAMILY,
                 "law.target_utilisation",
                 "in (0, 1]",
                 t.to_string(),
             )),
-            SpillLaw::FixedFraction { fraction: f } if !(f > 0.0 && f <= 1.0) => {
-                Err(config_error("law.fraction", "in (0, 1]", f.to_string()))
-            }
+            SpillLaw::FixedFraction { fraction: f } if !(f > 0.0 && f <= 1.0) => Err(
+                FieldError::new(FAMILY, "law.fraction", "in (0, 1]", f.to_string()),
+            ),
             _ => Ok(()),
         }
     }
@@ -261,10 +266,11 @@ impl Default for FailoverConfig {
 
 impl FailoverConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.law.validate()?;
         if !(self.deadband >= 0.0 && self.deadband < 1.0) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "deadband",
                 "in [0, 1)",
                 self.deadband.to_string(),
@@ -272,13 +278,6 @@ impl FailoverConfig {
         }
         Ok(())
     }
-}
-
-/// A rejected failover configuration: which field, what was expected, what was given.
-pub type ConfigError = crate::FieldError;
-
-fn config_error(field: &'static str, expected: &'static str, got: String) -> ConfigError {
-    crate::FieldError::new("failover", field, expected, got)
 }
 
 /// Where one request goes.
@@ -305,7 +304,7 @@ pub struct Failover {
 
 impl Failover {
     /// A router that spills nothing until its first observation.
-    pub fn new(config: &FailoverConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &FailoverConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Failover {
             config: config.clone(),
@@ -630,12 +629,12 @@ mod tests {
             deadband: 1.0,
             ..FailoverConfig::default()
         };
-        assert_eq!(bad.validate().unwrap_err().field, "deadband");
+        assert_eq!(bad.validate().unwrap_err().field(), "deadband");
         let bad = FailoverConfig {
             law: SpillLaw::FixedFraction { fraction: 0.0 },
             ..FailoverConfig::default()
         };
-        assert_eq!(bad.validate().unwrap_err().field, "law.fraction");
+        assert_eq!(bad.validate().unwrap_err().field(), "law.fraction");
     }
 
     fn rate() -> impl Strategy<Value = f64> {

@@ -716,6 +716,9 @@ fn invalid_configs_are_refused_by_the_constructor() {
         ..HpaConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.to_string(), "max_replicas must be ≥ 1, got 0");
+    assert_eq!(
+        err.to_string(),
+        "autoscale: max_replicas must be ≥ 1, got 0"
+    );
     assert_eq!(err.field(), "max_replicas");
 }

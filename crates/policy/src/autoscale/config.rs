@@ -6,38 +6,10 @@
 //! manifest translates line by line. `periodSeconds` and
 //! `stabilizationWindowSeconds` become duration strings (`"60s"`).
 
+use super::FAMILY;
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
-use std::fmt;
-
-/// Why an [`HpaConfig`] was rejected: the field and what was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    field: String,
-    message: String,
-}
-
-impl ConfigError {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The offending field, as a path such as `metrics[1].target.average_utilization`.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// A container resource the resource metrics API (metrics-server) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -348,12 +320,12 @@ impl HpaConfig {
     /// let bad = HpaConfig { min_replicas: 5, max_replicas: 3, ..HpaConfig::default() };
     /// assert_eq!(
     ///     bad.validate().unwrap_err().to_string(),
-    ///     "max_replicas must be ≥ min_replicas (5), got 3"
+    ///     "autoscale: max_replicas must be ≥ min_replicas (5), got 3"
     /// );
     /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.sync_period == Nanos::ZERO {
-            return Err(ConfigError::new("sync_period", "must be > 0, got 0"));
+            return Err(FieldError::new(FAMILY, "sync_period", "> 0", "0"));
         }
         check_tolerance("tolerance", self.tolerance)?;
         let has_object = self
@@ -361,33 +333,38 @@ impl HpaConfig {
             .iter()
             .any(|m| matches!(m, MetricSpec::Object { .. }));
         if self.min_replicas == 0 && !has_object {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "min_replicas",
-                "must be ≥ 1 unless an Object metric is configured (scale to zero), got 0",
+                "≥ 1 unless an Object metric is configured (scale to zero)",
+                "0",
             ));
         }
         if self.max_replicas == 0 {
-            return Err(ConfigError::new("max_replicas", "must be ≥ 1, got 0"));
+            return Err(FieldError::new(FAMILY, "max_replicas", "≥ 1", "0"));
         }
         if self.max_replicas < self.min_replicas {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_replicas",
-                format!(
-                    "must be ≥ min_replicas ({}), got {}",
-                    self.min_replicas, self.max_replicas
-                ),
+                format!("≥ min_replicas ({})", self.min_replicas),
+                self.max_replicas,
             ));
         }
         if self.max_replicas > i32::MAX as u32 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_replicas",
-                format!("must be ≤ {} (int32), got {}", i32::MAX, self.max_replicas),
+                format!("≤ {} (int32)", i32::MAX),
+                self.max_replicas,
             ));
         }
         if self.metrics.is_empty() {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "metrics",
-                "must list at least one metric source (omit the field for CPU Utilization 80), got []",
+                "a list of at least one metric source (omit the field for CPU Utilization 80)",
+                "[]",
             ));
         }
         for (i, metric) in self.metrics.iter().enumerate() {
@@ -403,7 +380,7 @@ impl HpaConfig {
         self.pod_containers.iter().position(|c| c == name)
     }
 
-    fn check_metric(&self, i: usize, metric: &MetricSpec) -> Result<(), ConfigError> {
+    fn check_metric(&self, i: usize, metric: &MetricSpec) -> Result<(), FieldError> {
         let at = |field: &str| format!("metrics[{i}].{field}");
         let (source, target) = match metric {
             MetricSpec::Resource { target, .. } => ("Resource", target),
@@ -411,21 +388,22 @@ impl HpaConfig {
                 container, target, ..
             } => {
                 if self.container_index(container).is_none() {
-                    return Err(ConfigError::new(
+                    return Err(FieldError::new(
+                        FAMILY,
                         at("container"),
-                        format!(
-                            "must name one of pod_containers {:?}, got {container:?}",
-                            self.pod_containers
-                        ),
+                        format!("one of pod_containers {:?}", self.pod_containers),
+                        format!("{container:?}"),
                     ));
                 }
                 ("ContainerResource", target)
             }
             MetricSpec::Pods { metric, target } | MetricSpec::Object { metric, target } => {
                 if metric.is_empty() {
-                    return Err(ConfigError::new(
+                    return Err(FieldError::new(
+                        FAMILY,
                         at("metric"),
-                        "must be a non-empty name, got \"\"",
+                        "a non-empty name",
+                        "\"\"",
                     ));
                 }
                 let source = if matches!(self.metrics[i], MetricSpec::Pods { .. }) {
@@ -455,30 +433,35 @@ impl HpaConfig {
                 MetricSpec::Pods { .. } => "AverageValue",
                 MetricSpec::Object { .. } => "Value or AverageValue",
             };
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 at("target.type"),
-                format!(
-                    "must be {expected} for {source} metrics, got {}",
-                    target_kind(target)
-                ),
+                format!("{expected} for {source} metrics"),
+                target_kind(target),
             ));
         }
         match *target {
             MetricTarget::Utilization {
                 average_utilization: 0,
-            } => Err(ConfigError::new(
+            } => Err(FieldError::new(
+                FAMILY,
                 at("target.average_utilization"),
-                "must be ≥ 1, got 0",
+                "≥ 1",
+                "0",
             )),
             MetricTarget::AverageValue { average_value } if !positive(average_value) => {
-                Err(ConfigError::new(
+                Err(FieldError::new(
+                    FAMILY,
                     at("target.average_value"),
-                    format!("must be a finite number > 0, got {average_value}"),
+                    "a finite number > 0",
+                    average_value,
                 ))
             }
-            MetricTarget::Value { value } if !positive(value) => Err(ConfigError::new(
+            MetricTarget::Value { value } if !positive(value) => Err(FieldError::new(
+                FAMILY,
                 at("target.value"),
-                format!("must be a finite number > 0, got {value}"),
+                "a finite number > 0",
+                value,
             )),
             _ => Ok(()),
         }
@@ -497,24 +480,28 @@ fn positive(x: f64) -> bool {
     x.is_finite() && x > 0.0
 }
 
-fn check_tolerance(field: &str, t: f64) -> Result<(), ConfigError> {
+fn check_tolerance(field: &str, t: f64) -> Result<(), FieldError> {
     if t.is_finite() && t >= 0.0 {
         Ok(())
     } else {
-        Err(ConfigError::new(
-            field,
-            format!("must be a finite number ≥ 0, got {t}"),
+        Err(FieldError::new(
+            FAMILY,
+            field.to_owned(),
+            "a finite number ≥ 0",
+            t,
         ))
     }
 }
 
-fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), ConfigError> {
+fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), FieldError> {
     if let Some(w) = rules.stabilization_window
         && w > MAX_STABILIZATION_WINDOW
     {
-        return Err(ConfigError::new(
+        return Err(FieldError::new(
+            FAMILY,
             format!("{path}.stabilization_window"),
-            format!("must be ≤ 1h, got {}", crate::units::format_duration(w)),
+            "≤ 1h",
+            crate::units::format_duration(w),
         ));
     }
     if let Some(t) = rules.tolerance {
@@ -522,25 +509,28 @@ fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), ConfigError> {
     }
     if let Some(policies) = &rules.policies {
         if policies.is_empty() {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 format!("{path}.policies"),
-                "must list at least one policy when given (omit it for the defaults), got []",
+                "a list of at least one policy when given (omit it for the defaults)",
+                "[]",
             ));
         }
         for (i, p) in policies.iter().enumerate() {
             if p.value == 0 {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     format!("{path}.policies[{i}].value"),
-                    "must be ≥ 1, got 0",
+                    "≥ 1",
+                    "0",
                 ));
             }
             if p.period == Nanos::ZERO || p.period > MAX_POLICY_PERIOD {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     format!("{path}.policies[{i}].period"),
-                    format!(
-                        "must be in (0s, 30m], got {}",
-                        crate::units::format_duration(p.period)
-                    ),
+                    "in (0s, 30m]",
+                    crate::units::format_duration(p.period),
                 ));
             }
         }
@@ -698,11 +688,11 @@ mod tests {
         };
         assert_eq!(
             error_of(c(0, 5)),
-            "min_replicas must be ≥ 1 unless an Object metric is configured (scale to zero), got 0"
+            "autoscale: min_replicas must be ≥ 1 unless an Object metric is configured (scale to zero), got 0"
         );
         assert_eq!(
             error_of(c(5, 3)),
-            "max_replicas must be ≥ min_replicas (5), got 3"
+            "autoscale: max_replicas must be ≥ min_replicas (5), got 3"
         );
         let zero_with_object = HpaConfig {
             min_replicas: 0,
@@ -729,14 +719,14 @@ mod tests {
                     average_utilization: 50
                 },
             })),
-            "metrics[0].target.type must be AverageValue for Pods metrics, got Utilization"
+            "autoscale: metrics[0].target.type must be AverageValue for Pods metrics, got Utilization"
         );
         assert_eq!(
             error_of(with(MetricSpec::Resource {
                 name: ResourceName::Cpu,
                 target: MetricTarget::Value { value: 1.0 },
             })),
-            "metrics[0].target.type must be Utilization or AverageValue for Resource metrics, got Value"
+            "autoscale: metrics[0].target.type must be Utilization or AverageValue for Resource metrics, got Value"
         );
         assert_eq!(
             error_of(with(MetricSpec::Object {
@@ -745,11 +735,11 @@ mod tests {
                     average_utilization: 50
                 },
             })),
-            "metrics[0].target.type must be Value or AverageValue for Object metrics, got Utilization"
+            "autoscale: metrics[0].target.type must be Value or AverageValue for Object metrics, got Utilization"
         );
         assert_eq!(
             error_of(with(MetricSpec::cpu_utilization(0))),
-            "metrics[0].target.average_utilization must be ≥ 1, got 0"
+            "autoscale: metrics[0].target.average_utilization must be ≥ 1, got 0"
         );
         assert_eq!(
             error_of(with(MetricSpec::Pods {
@@ -758,7 +748,7 @@ mod tests {
                     average_value: -1.0
                 },
             })),
-            "metrics[0].target.average_value must be a finite number > 0, got -1"
+            "autoscale: metrics[0].target.average_value must be a finite number > 0, got -1"
         );
     }
 
@@ -777,7 +767,7 @@ mod tests {
         };
         assert_eq!(
             error_of(c),
-            "metrics[0].container must name one of pod_containers [\"app\"], got \"istio-proxy\""
+            "autoscale: metrics[0].container must be one of pod_containers [\"app\"], got \"istio-proxy\""
         );
     }
 
@@ -795,35 +785,35 @@ mod tests {
                 policies: Some(vec![]),
                 ..ScalingRules::default()
             })),
-            "behavior.scale_down.policies must list at least one policy when given (omit it for the defaults), got []"
+            "autoscale: behavior.scale_down.policies must be a list of at least one policy when given (omit it for the defaults), got []"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
                 policies: Some(vec![ScalingPolicy::pods(4, 31 * Nanos::MINUTE)]),
                 ..ScalingRules::default()
             })),
-            "behavior.scale_down.policies[0].period must be in (0s, 30m], got 31m"
+            "autoscale: behavior.scale_down.policies[0].period must be in (0s, 30m], got 31m"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
                 policies: Some(vec![ScalingPolicy::percent(0, Nanos::from_secs(15))]),
                 ..ScalingRules::default()
             })),
-            "behavior.scale_down.policies[0].value must be ≥ 1, got 0"
+            "autoscale: behavior.scale_down.policies[0].value must be ≥ 1, got 0"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
                 stabilization_window: Some(Nanos::from_secs(3601)),
                 ..ScalingRules::default()
             })),
-            "behavior.scale_down.stabilization_window must be ≤ 1h, got 1h1s"
+            "autoscale: behavior.scale_down.stabilization_window must be ≤ 1h, got 1h1s"
         );
         assert_eq!(
             error_of(with_down(ScalingRules {
                 tolerance: Some(-0.1),
                 ..ScalingRules::default()
             })),
-            "behavior.scale_down.tolerance must be a finite number ≥ 0, got -0.1"
+            "autoscale: behavior.scale_down.tolerance must be a finite number ≥ 0, got -0.1"
         );
     }
 
@@ -833,14 +823,14 @@ mod tests {
             sync_period: Nanos::ZERO,
             ..HpaConfig::default()
         };
-        assert_eq!(error_of(c), "sync_period must be > 0, got 0");
+        assert_eq!(error_of(c), "autoscale: sync_period must be > 0, got 0");
         let c = HpaConfig {
             tolerance: f64::NAN,
             ..HpaConfig::default()
         };
         assert_eq!(
             error_of(c),
-            "tolerance must be a finite number ≥ 0, got NaN"
+            "autoscale: tolerance must be a finite number ≥ 0, got NaN"
         );
         let c = HpaConfig {
             metrics: vec![],
@@ -848,7 +838,7 @@ mod tests {
         };
         assert_eq!(
             error_of(c),
-            "metrics must list at least one metric source (omit the field for CPU Utilization 80), got []"
+            "autoscale: metrics must be a list of at least one metric source (omit the field for CPU Utilization 80), got []"
         );
     }
 }

@@ -68,18 +68,22 @@ mod view;
 
 pub use behavior::{ScaleLimit, Stabilization};
 pub use config::{
-    Behavior, ConfigError, DEFAULT_DOWNSCALE_STABILIZATION, HpaConfig, MetricSpec, MetricTarget,
-    PolicyKind, ResourceName, ScalingPolicy, ScalingRules, SelectPolicy,
-    default_scale_down_policies, default_scale_up_policies,
+    Behavior, DEFAULT_DOWNSCALE_STABILIZATION, HpaConfig, MetricSpec, MetricTarget, PolicyKind,
+    ResourceName, ScalingPolicy, ScalingRules, SelectPolicy, default_scale_down_policies,
+    default_scale_up_policies,
 };
 pub use replicas::{MetricError, MetricReading};
 pub use view::{
     ContainerSample, MetricId, MetricSample, MetricsView, PodPhase, PodStatus, PodTable,
 };
 
+use crate::FieldError;
 use crate::Nanos;
 use behavior::{History, Rules};
 use replicas::{Readiness, ResourceTarget, Source, SyncInputs, Tolerances};
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "autoscale";
 
 /// Why a sync chose its replica count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +166,7 @@ pub struct Hpa {
 
 impl Hpa {
     /// Validates `config` and allocates all history up front.
-    pub fn new(config: HpaConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: HpaConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let sources: Box<[Source]> = config.metrics.iter().map(|m| resolve(&config, m)).collect();
         let rules = |r: &ScalingRules, window: Nanos, policies: &[ScalingPolicy]| Rules {

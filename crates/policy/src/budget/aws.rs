@@ -1,6 +1,8 @@
 //! The AWS SDK "standard" retry quota.
 
-use super::{ConfigError, RetryBudget, RetryCause};
+use super::FAMILY;
+use super::{RetryBudget, RetryCause};
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
 
@@ -36,12 +38,12 @@ impl Default for AwsRetryQuotaConfig {
 
 impl AwsRetryQuotaConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.retry_cost == 0 {
-            return Err(ConfigError::new("retry_cost", "≥ 1", 0));
+            return Err(FieldError::new(FAMILY, "retry_cost", "≥ 1", 0));
         }
         if self.timeout_retry_cost == 0 {
-            return Err(ConfigError::new("timeout_retry_cost", "≥ 1", 0));
+            return Err(FieldError::new(FAMILY, "timeout_retry_cost", "≥ 1", 0));
         }
         Ok(())
     }
@@ -79,7 +81,7 @@ pub struct AwsRetryQuota {
 
 impl AwsRetryQuota {
     /// Validates `config`; the quota starts full.
-    pub fn new(config: &AwsRetryQuotaConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &AwsRetryQuotaConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(AwsRetryQuota {
             available: config.initial_tokens,
@@ -198,7 +200,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert_eq!(e.to_string(), "retry_cost must be ≥ 1, got 0");
+        assert_eq!(e.to_string(), "budget: retry_cost must be ≥ 1, got 0");
         let e = AwsRetryQuota::new(&AwsRetryQuotaConfig {
             timeout_retry_cost: 0,
             ..Default::default()

@@ -2,7 +2,9 @@
 //! circuit breakers", Marc Brooker, 2022): each retry spends a token, each
 //! success earns a fraction of one.
 
-use super::{ConfigError, RetryBudget, RetryCause};
+use super::FAMILY;
+use super::{RetryBudget, RetryCause};
+use crate::FieldError;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -34,10 +36,11 @@ impl Default for TokenBucketConfig {
 
 impl TokenBucketConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let milli = |v: f64| v * MILLI;
         if !(self.capacity.is_finite() && milli(self.capacity) >= 1.0 && self.capacity <= 1e9) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "capacity",
                 "between 0.001 and 1e9 tokens",
                 self.capacity,
@@ -45,14 +48,16 @@ impl TokenBucketConfig {
         }
         if !(self.cost.is_finite() && milli(self.cost).round() >= 1.0 && self.cost <= self.capacity)
         {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "cost",
                 "at least 0.001 and at most the capacity",
                 self.cost,
             ));
         }
         if !(self.reward.is_finite() && self.reward >= 0.0 && self.reward <= self.capacity) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "reward",
                 "between 0 and the capacity",
                 self.reward,
@@ -108,7 +113,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// Validates `config`; the bucket starts full.
-    pub fn new(config: &TokenBucketConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &TokenBucketConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let milli = |v: f64| (v * MILLI).round() as u64;
         Ok(TokenBucket {
@@ -212,7 +217,7 @@ mod tests {
 
     #[test]
     fn bad_configs_name_their_field() {
-        let bad = |c: TokenBucketConfig| c.validate().unwrap_err().field();
+        let bad = |c: TokenBucketConfig| c.validate().unwrap_err().field().to_owned();
         let d = TokenBucketConfig::default;
         assert_eq!(
             bad(TokenBucketConfig {

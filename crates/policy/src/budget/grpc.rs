@@ -1,6 +1,8 @@
 //! gRPC retry throttling (gRFC A6, "Throttling Retry Attempts and Hedged RPCs").
 
-use super::{ConfigError, RetryBudget, RetryCause};
+use super::FAMILY;
+use super::{RetryBudget, RetryCause};
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
 
@@ -35,9 +37,10 @@ impl Default for GrpcThrottleConfig {
 
 impl GrpcThrottleConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !(1..=1000).contains(&self.max_tokens) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_tokens",
                 "between 1 and 1000",
                 self.max_tokens,
@@ -45,7 +48,8 @@ impl GrpcThrottleConfig {
         }
         let milli = self.token_ratio * f64::from(MILLI);
         if !(self.token_ratio.is_finite() && milli.round() >= 1.0 && self.token_ratio <= 1000.0) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "token_ratio",
                 "between 0.001 and 1000 (three decimals are kept)",
                 self.token_ratio,
@@ -89,7 +93,7 @@ pub struct GrpcThrottle {
 
 impl GrpcThrottle {
     /// Validates `config`; the bucket starts full.
-    pub fn new(config: &GrpcThrottleConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &GrpcThrottleConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let max = config.max_tokens * MILLI;
         Ok(GrpcThrottle {
@@ -215,7 +219,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "max_tokens must be between 1 and 1000, got 0"
+            "budget: max_tokens must be between 1 and 1000, got 0"
         );
         let e = GrpcThrottle::new(&GrpcThrottleConfig {
             max_tokens: 1001,

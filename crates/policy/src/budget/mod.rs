@@ -29,7 +29,9 @@ pub use grpc::{GrpcThrottle, GrpcThrottleConfig};
 pub use ratio::{RatioBudget, RatioBudgetConfig};
 
 use crate::Nanos;
-use std::fmt;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "budget";
 
 /// Why a retry is wanted; the AWS quota charges a retry after a timeout double.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -108,41 +110,6 @@ impl<B: RetryBudget + ?Sized> RetryBudget for &mut B {
         (**self).on_timeout(now)
     }
 }
-
-/// A rejected budget configuration: which field, what was expected, what was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    field: &'static str,
-    expected: &'static str,
-    got: String,
-}
-
-impl ConfigError {
-    fn new(field: &'static str, expected: &'static str, got: impl fmt::Display) -> Self {
-        ConfigError {
-            field,
-            expected,
-            got: got.to_string(),
-        }
-    }
-
-    /// The offending field.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,8 @@
 //! The Finagle / Linkerd ratio retry budget.
 
-use super::{ConfigError, RetryBudget, RetryCause};
+use super::FAMILY;
+use super::{RetryBudget, RetryCause};
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
 
@@ -43,9 +45,10 @@ impl Default for RatioBudgetConfig {
 
 impl RatioBudgetConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !(self.retry_ratio.is_finite() && (0.0..=1000.0).contains(&self.retry_ratio)) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "retry_ratio",
                 "between 0 and 1000",
                 self.retry_ratio,
@@ -54,21 +57,24 @@ impl RatioBudgetConfig {
         if !(self.min_retries_per_sec.is_finite()
             && (0.0..=1e6).contains(&self.min_retries_per_sec))
         {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "min_retries_per_sec",
                 "between 0 and 1e6 per second",
                 self.min_retries_per_sec,
             ));
         }
         if !(Nanos::SECOND..=60 * Nanos::SECOND).contains(&self.ttl) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "ttl",
                 "between 1s and 60s",
                 crate::units::format_duration(self.ttl),
             ));
         }
         if !(1..=1000).contains(&self.buckets) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "buckets",
                 "between 1 and 1000",
                 self.buckets,
@@ -120,7 +126,7 @@ pub struct RatioBudget {
 
 impl RatioBudget {
     /// Validates `config` and allocates the bucket ring.
-    pub fn new(config: &RatioBudgetConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &RatioBudgetConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let buckets = u64::from(config.buckets);
         let ttl_secs = config.ttl.as_secs_f64();
@@ -357,7 +363,10 @@ mod tests {
             ),
         ];
         for (cfg, msg) in cases {
-            assert_eq!(RatioBudget::new(&cfg).unwrap_err().to_string(), msg);
+            assert_eq!(
+                RatioBudget::new(&cfg).unwrap_err().to_string(),
+                format!("budget: {msg}")
+            );
         }
     }
 

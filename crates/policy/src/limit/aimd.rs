@@ -1,5 +1,7 @@
+use super::FAMILY;
 use super::error::check_limit_range;
-use super::{ConfigError, LimitAlgorithm, Sample, truncate_to_limit};
+use super::{LimitAlgorithm, Sample, truncate_to_limit};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -34,7 +36,7 @@ impl Default for AimdConfig {
 
 impl AimdConfig {
     /// Checks the ranges `AIMDLimit.Builder` enforces, plus a sane limit range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         check_limit_range(
             &["aimd.min_limit", "aimd.initial_limit", "aimd.max_limit"],
             self.min_limit,
@@ -42,14 +44,15 @@ impl AimdConfig {
             self.max_limit,
         )?;
         if !(self.backoff_ratio >= 0.5 && self.backoff_ratio < 1.0) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "aimd.backoff_ratio",
                 "in [0.5, 1.0)",
                 self.backoff_ratio,
             ));
         }
         if self.timeout == Nanos::ZERO {
-            return Err(ConfigError::new("aimd.timeout", "> 0", "0"));
+            return Err(FieldError::new(FAMILY, "aimd.timeout", "> 0", "0"));
         }
         Ok(())
     }
@@ -86,7 +89,7 @@ pub struct Aimd {
 
 impl Aimd {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: AimdConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: AimdConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Aimd {
             limit: config.initial_limit,
@@ -205,7 +208,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "aimd.backoff_ratio must be in [0.5, 1.0), got 1"
+            "limit: aimd.backoff_ratio must be in [0.5, 1.0), got 1"
         );
         let bad = AimdConfig {
             initial_limit: 10,

@@ -1,8 +1,9 @@
+use super::FAMILY;
 use super::{
-    Aimd, AimdConfig, ConfigError, EnvoyGradient, EnvoyGradientConfig, Fixed, FixedConfig,
-    Gradient2, Gradient2Config, LimitAlgorithm, Sample, Vegas, VegasConfig, Windowed,
-    WindowedConfig,
+    Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Fixed, FixedConfig, Gradient2,
+    Gradient2Config, LimitAlgorithm, Sample, Vegas, VegasConfig, Windowed, WindowedConfig,
 };
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -61,7 +62,7 @@ impl LimitConfig {
     }
 
     /// Validates the selected algorithm's config (and a wrapped one's).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         match self {
             LimitConfig::Fixed(c) => c.validate(),
             LimitConfig::Aimd(c) => c.validate(),
@@ -72,7 +73,8 @@ impl LimitConfig {
                 c.window.validate()?;
                 match *c.inner {
                     LimitConfig::EnvoyGradient(_) | LimitConfig::Windowed(_) => {
-                        Err(ConfigError::new(
+                        Err(FieldError::new(
+                            FAMILY,
                             "windowed.inner",
                             "one of fixed, aimd, vegas, gradient2",
                             c.inner.kind(),
@@ -85,7 +87,7 @@ impl LimitConfig {
     }
 
     /// Validates and builds the algorithm (allocation happens here, once).
-    pub fn build(&self) -> Result<AnyLimit, ConfigError> {
+    pub fn build(&self) -> Result<AnyLimit, FieldError> {
         self.validate()?;
         Ok(match self {
             LimitConfig::Fixed(c) => AnyLimit::Fixed(Fixed::new(c.clone())?),
@@ -209,7 +211,7 @@ mod tests {
         let config = parse(r#"{"kind": "vegas", "smoothing": 2.0}"#).unwrap();
         assert_eq!(
             config.build().unwrap_err().to_string(),
-            "vegas.smoothing must be in (0, 1], got 2"
+            "limit: vegas.smoothing must be in (0, 1], got 2"
         );
     }
 
@@ -218,7 +220,7 @@ mod tests {
         let config = parse(r#"{"kind": "windowed", "inner": {"kind": "envoy_gradient"}}"#).unwrap();
         assert_eq!(
             config.validate().unwrap_err().to_string(),
-            "windowed.inner must be one of fixed, aimd, vegas, gradient2, got envoy_gradient"
+            "limit: windowed.inner must be one of fixed, aimd, vegas, gradient2, got envoy_gradient"
         );
         let config = parse(
             r#"{"kind": "windowed", "window": {"window_size": 3}, "inner": {"kind": "aimd"}}"#,

@@ -1,6 +1,8 @@
+use super::FAMILY;
 use super::error::check_closed;
 use super::sample_buffer::SampleBuffer;
-use super::{ConfigError, LimitAlgorithm, Sample, truncate_to_limit};
+use super::{LimitAlgorithm, Sample, truncate_to_limit};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -60,7 +62,7 @@ impl Default for EnvoyGradientConfig {
 
 impl EnvoyGradientConfig {
     /// Checks the ranges Envoy's proto validation enforces, plus the buffer size.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let percent = "a percentage in [0, 100]";
         check_closed(
             "envoy_gradient.sample_aggregate_percentile",
@@ -84,28 +86,32 @@ impl EnvoyGradientConfig {
             100.0,
         )?;
         if self.concurrency_update_interval == Nanos::ZERO {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "envoy_gradient.concurrency_update_interval",
                 "> 0",
                 "0",
             ));
         }
         if self.min_concurrency < 1 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "envoy_gradient.min_concurrency",
                 "≥ 1",
                 self.min_concurrency,
             ));
         }
         if self.max_concurrency_limit < self.min_concurrency {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "envoy_gradient.max_concurrency_limit",
                 "≥ min_concurrency",
                 self.max_concurrency_limit,
             ));
         }
         if self.min_rtt_request_count < 1 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "envoy_gradient.min_rtt_request_count",
                 "≥ 1",
                 self.min_rtt_request_count,
@@ -113,7 +119,8 @@ impl EnvoyGradientConfig {
         }
         match self.min_rtt_fixed_value {
             Some(Nanos::ZERO) => {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     "envoy_gradient.min_rtt_fixed_value",
                     "> 0 when set",
                     "0",
@@ -121,7 +128,8 @@ impl EnvoyGradientConfig {
             }
             Some(_) => {}
             None if self.min_rtt_interval < Nanos::MILLISECOND => {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     "envoy_gradient.min_rtt_interval",
                     "≥ 1ms when min_rtt_fixed_value is unset",
                     crate::units::format_duration(self.min_rtt_interval),
@@ -130,7 +138,8 @@ impl EnvoyGradientConfig {
             None => {}
         }
         if !(1..=MAX_SAMPLE_CAPACITY).contains(&self.sample_capacity) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "envoy_gradient.sample_capacity",
                 "in [1, 1048576]",
                 self.sample_capacity,
@@ -220,7 +229,7 @@ pub struct EnvoyGradient {
 
 impl EnvoyGradient {
     /// Builds the controller after validating `config`; allocates the sample buffer.
-    pub fn new(config: EnvoyGradientConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: EnvoyGradientConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let (phase, min_rtt) = match config.min_rtt_fixed_value {
             Some(fixed) => (
@@ -730,7 +739,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "envoy_gradient.min_rtt_buffer must be a percentage in [0, 100], got 150"
+            "limit: envoy_gradient.min_rtt_buffer must be a percentage in [0, 100], got 150"
         );
         let bad = EnvoyGradientConfig {
             max_concurrency_limit: 2,
@@ -746,7 +755,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "envoy_gradient.min_rtt_interval must be ≥ 1ms when min_rtt_fixed_value is unset, got 0"
+            "limit: envoy_gradient.min_rtt_interval must be ≥ 1ms when min_rtt_fixed_value is unset, got 0"
         );
         let bad = EnvoyGradientConfig {
             sample_capacity: 0,

@@ -1,40 +1,5 @@
-use std::fmt;
-
-/// A limiter config was rejected; the message names the field, what was
-/// expected and what was given, e.g. `aimd.backoff_ratio must be in [0.5, 1.0), got 1.2`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    field: &'static str,
-    expected: &'static str,
-    got: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(field: &'static str, expected: &'static str, got: impl fmt::Display) -> Self {
-        ConfigError {
-            field,
-            expected,
-            got: got.to_string(),
-        }
-    }
-
-    /// The offending field, prefixed by its algorithm (`"vegas.max_concurrency"`).
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
+use super::FAMILY;
+use crate::FieldError;
 
 /// Checks `min <= initial <= max` and `min >= 1` for the Netflix-style configs.
 pub(crate) fn check_limit_range(
@@ -42,16 +7,22 @@ pub(crate) fn check_limit_range(
     min: u32,
     initial: u32,
     max: u32,
-) -> Result<(), ConfigError> {
+) -> Result<(), FieldError> {
     let [min_field, initial_field, max_field] = *prefix;
     if min < 1 {
-        return Err(ConfigError::new(min_field, "≥ 1", min));
+        return Err(FieldError::new(FAMILY, min_field, "≥ 1", min));
     }
     if max < min {
-        return Err(ConfigError::new(max_field, "≥ the minimum limit", max));
+        return Err(FieldError::new(
+            FAMILY,
+            max_field,
+            "≥ the minimum limit",
+            max,
+        ));
     }
     if initial < min || initial > max {
-        return Err(ConfigError::new(
+        return Err(FieldError::new(
+            FAMILY,
             initial_field,
             "within [minimum, maximum] limit",
             initial,
@@ -67,11 +38,11 @@ pub(crate) fn check_closed(
     value: f64,
     low: f64,
     high: f64,
-) -> Result<(), ConfigError> {
+) -> Result<(), FieldError> {
     if value >= low && value <= high {
         Ok(())
     } else {
-        Err(ConfigError::new(field, expected, value))
+        Err(FieldError::new(FAMILY, field, expected, value))
     }
 }
 
@@ -81,10 +52,10 @@ mod tests {
 
     #[test]
     fn message_names_field_expectation_and_value() {
-        let e = ConfigError::new("aimd.backoff_ratio", "in [0.5, 1.0)", 1.2);
+        let e = FieldError::new(FAMILY, "aimd.backoff_ratio", "in [0.5, 1.0)", 1.2);
         assert_eq!(
             e.to_string(),
-            "aimd.backoff_ratio must be in [0.5, 1.0), got 1.2"
+            "limit: aimd.backoff_ratio must be in [0.5, 1.0), got 1.2"
         );
         assert_eq!(e.field(), "aimd.backoff_ratio");
     }

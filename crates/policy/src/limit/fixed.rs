@@ -1,4 +1,6 @@
-use super::{ConfigError, LimitAlgorithm, Sample};
+use super::FAMILY;
+use super::{LimitAlgorithm, Sample};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -20,9 +22,9 @@ impl Default for FixedConfig {
 
 impl FixedConfig {
     /// Rejects a zero limit, which would refuse every request forever.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.limit < 1 {
-            return Err(ConfigError::new("fixed.limit", "≥ 1", self.limit));
+            return Err(FieldError::new(FAMILY, "fixed.limit", "≥ 1", self.limit));
         }
         Ok(())
     }
@@ -49,7 +51,7 @@ pub struct Fixed {
 
 impl Fixed {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: FixedConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: FixedConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Fixed {
             limit: config.limit,
@@ -97,6 +99,6 @@ mod tests {
     #[test]
     fn zero_is_rejected_with_field_name() {
         let err = Fixed::new(FixedConfig { limit: 0 }).unwrap_err();
-        assert_eq!(err.to_string(), "fixed.limit must be ≥ 1, got 0");
+        assert_eq!(err.to_string(), "limit: fixed.limit must be ≥ 1, got 0");
     }
 }

@@ -1,5 +1,7 @@
+use super::FAMILY;
 use super::error::check_limit_range;
-use super::{ConfigError, LimitAlgorithm, Sample, truncate_to_limit};
+use super::{LimitAlgorithm, Sample, truncate_to_limit};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -43,7 +45,7 @@ impl Default for Gradient2Config {
 impl Gradient2Config {
     /// Checks the limit range, `smoothing ∈ (0, 1]`, `rtt_tolerance ≥ 1`
     /// (as `Gradient2Limit.Builder` does) and `long_window ≥ 1`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         check_limit_range(
             &[
                 "gradient2.min_limit",
@@ -55,21 +57,24 @@ impl Gradient2Config {
             self.max_concurrency,
         )?;
         if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "gradient2.smoothing",
                 "in (0, 1]",
                 self.smoothing,
             ));
         }
         if !(self.rtt_tolerance >= 1.0 && self.rtt_tolerance.is_finite()) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "gradient2.rtt_tolerance",
                 "a finite number ≥ 1.0",
                 self.rtt_tolerance,
             ));
         }
         if self.long_window < 1 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "gradient2.long_window",
                 "≥ 1",
                 self.long_window,
@@ -150,7 +155,7 @@ pub struct Gradient2 {
 
 impl Gradient2 {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: Gradient2Config) -> Result<Self, ConfigError> {
+    pub fn new(config: Gradient2Config) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Gradient2 {
             estimate: f64::from(config.initial_limit),
@@ -323,7 +328,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "gradient2.rtt_tolerance must be a finite number ≥ 1.0, got 0.9"
+            "limit: gradient2.rtt_tolerance must be a finite number ≥ 1.0, got 0.9"
         );
         let bad = Gradient2Config {
             long_window: 0,

@@ -45,7 +45,6 @@ mod windowed;
 pub use aimd::{Aimd, AimdConfig};
 pub use any::{AnyLimit, LimitConfig, WindowedLimitConfig};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
-pub use error::ConfigError;
 pub use fixed::{Fixed, FixedConfig};
 pub use gradient2::{Gradient2, Gradient2Config};
 pub use limiter::{Limiter, Outcome, Permit};
@@ -54,6 +53,9 @@ pub use windowed::{Windowed, WindowedConfig};
 
 use crate::Nanos;
 use rand::Rng;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "limit";
 
 /// One finished request, as a limit algorithm sees it.
 ///

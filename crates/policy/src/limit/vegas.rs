@@ -1,4 +1,6 @@
-use super::{ConfigError, LimitAlgorithm, Sample, log10_at_least_one, truncate_to_limit};
+use super::FAMILY;
+use super::{LimitAlgorithm, Sample, log10_at_least_one, truncate_to_limit};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -32,30 +34,34 @@ impl Default for VegasConfig {
 impl VegasConfig {
     /// Checks `1 ≤ initial_limit ≤ max_concurrency`, `smoothing ∈ (0, 1]`,
     /// `probe_multiplier ≥ 1`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.max_concurrency < 1 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "vegas.max_concurrency",
                 "≥ 1",
                 self.max_concurrency,
             ));
         }
         if self.initial_limit < 1 || self.initial_limit > self.max_concurrency {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "vegas.initial_limit",
                 "within [1, max_concurrency]",
                 self.initial_limit,
             ));
         }
         if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "vegas.smoothing",
                 "in (0, 1]",
                 self.smoothing,
             ));
         }
         if self.probe_multiplier < 1 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "vegas.probe_multiplier",
                 "≥ 1",
                 self.probe_multiplier,
@@ -100,7 +106,7 @@ pub struct Vegas {
 
 impl Vegas {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: VegasConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: VegasConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Vegas {
             estimate: f64::from(config.initial_limit),
@@ -337,7 +343,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "vegas.smoothing must be in (0, 1], got 0"
+            "limit: vegas.smoothing must be in (0, 1], got 0"
         );
         let bad = VegasConfig {
             initial_limit: 2000,

@@ -1,4 +1,6 @@
-use super::{ConfigError, LimitAlgorithm, Sample};
+use super::FAMILY;
+use super::{LimitAlgorithm, Sample};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -31,23 +33,26 @@ impl Default for WindowedConfig {
 
 impl WindowedConfig {
     /// Checks the bounds `WindowedLimit.Builder` enforces.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.min_window < Nanos::from_millis(100) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "windowed.min_window",
                 "≥ 100ms",
                 crate::units::format_duration(self.min_window),
             ));
         }
         if self.max_window < Nanos::from_millis(100) || self.max_window < self.min_window {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "windowed.max_window",
                 "≥ 100ms and ≥ min_window",
                 crate::units::format_duration(self.max_window),
             ));
         }
         if self.window_size < 10 {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "windowed.window_size",
                 "≥ 10",
                 self.window_size,
@@ -126,7 +131,7 @@ pub struct Windowed<A> {
 
 impl<A: LimitAlgorithm> Windowed<A> {
     /// Wraps `inner` after validating `config`.
-    pub fn new(config: WindowedConfig, inner: A) -> Result<Self, ConfigError> {
+    pub fn new(config: WindowedConfig, inner: A) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Windowed {
             inner,
@@ -324,7 +329,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "windowed.window_size must be ≥ 10, got 5"
+            "limit: windowed.window_size must be ≥ 10, got 5"
         );
         let bad = WindowedConfig {
             min_window: Nanos::from_millis(50),
@@ -332,7 +337,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "windowed.min_window must be ≥ 100ms, got 50ms"
+            "limit: windowed.min_window must be ≥ 100ms, got 50ms"
         );
     }
 }

@@ -60,10 +60,14 @@ mod staged;
 pub use guard::{ErrorGuardConfig, MAX_BUCKETS};
 pub use staged::{MAX_SITES, StagedRestore, StagedRestoreConfig};
 
+use crate::FieldError;
 use crate::Nanos;
 use guard::ErrorGuard;
 use rand::Rng;
 use serde::Deserialize;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "ramp";
 
 /// Largest accepted number of steps.
 pub const MAX_STEPS: usize = 1000;
@@ -100,9 +104,10 @@ impl Default for RampConfig {
 
 impl RampConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.steps.is_empty() || self.steps.len() > MAX_STEPS {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "steps",
                 "a list of 1 to 1000 fractions",
                 format!("{} entries", self.steps.len()),
@@ -110,14 +115,16 @@ impl RampConfig {
         }
         for (i, &f) in self.steps.iter().enumerate() {
             if !(f > 0.0 && f <= 1.0) {
-                return Err(config_error(
+                return Err(FieldError::new(
+                    FAMILY,
                     "steps",
                     "fractions in (0, 1]",
                     format!("steps[{i}] = {f}"),
                 ));
             }
             if i > 0 && f <= self.steps[i - 1] {
-                return Err(config_error(
+                return Err(FieldError::new(
+                    FAMILY,
                     "steps",
                     "strictly increasing",
                     format!("steps[{i}] = {f} after {}", self.steps[i - 1]),
@@ -125,42 +132,52 @@ impl RampConfig {
             }
         }
         if self.steps.last() != Some(&1.0) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "steps",
                 "to end at 1.0 (a restore ends with all traffic admitted)",
                 format!("{:?}", self.steps.last()),
             ));
         }
         if self.hold == Nanos::ZERO {
-            return Err(config_error("hold", "> 0", "0".to_owned()));
+            return Err(FieldError::new(FAMILY, "hold", "> 0", "0".to_owned()));
         }
         let g = &self.guard;
         if !(1..=MAX_BUCKETS).contains(&g.buckets) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "guard.buckets",
                 "between 1 and 3600",
                 g.buckets.to_string(),
             ));
         }
         if g.window < Nanos::from_nanos(u64::from(g.buckets)) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "guard.window",
                 "at least 1 ns per bucket",
                 crate::units::format_duration(g.window),
             ));
         }
         if !(g.error_rate_threshold >= 0.0 && g.error_rate_threshold < 1.0) {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "guard.error_rate_threshold",
                 "in [0, 1)",
                 g.error_rate_threshold.to_string(),
             ));
         }
         if g.min_requests == 0 {
-            return Err(config_error("guard.min_requests", "≥ 1", "0".to_owned()));
+            return Err(FieldError::new(
+                FAMILY,
+                "guard.min_requests",
+                "≥ 1",
+                "0".to_owned(),
+            ));
         }
         if self.step_back_after != Nanos::ZERO && self.step_back_after < g.window {
-            return Err(config_error(
+            return Err(FieldError::new(
+                FAMILY,
                 "step_back_after",
                 "0 (never) or at least guard.window",
                 crate::units::format_duration(self.step_back_after),
@@ -168,17 +185,6 @@ impl RampConfig {
         }
         Ok(())
     }
-}
-
-/// A rejected ramp configuration: which field, what was expected, what was given.
-pub type ConfigError = crate::FieldError;
-
-pub(crate) fn config_error(
-    field: &'static str,
-    expected: &'static str,
-    got: String,
-) -> ConfigError {
-    crate::FieldError::new("ramp", field, expected, got)
 }
 
 /// Where a ramp is, for metrics and operator dashboards.
@@ -214,7 +220,7 @@ pub struct Ramp {
 
 impl Ramp {
     /// An idle ramp (admits nothing until [`start`](Self::start)); allocates here only.
-    pub fn new(config: &RampConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &RampConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Ramp {
             steps: config.steps.clone().into_boxed_slice(),
@@ -574,22 +580,22 @@ mod tests {
             f(&mut c);
             Ramp::new(&c).unwrap_err()
         };
-        assert_eq!(bad(|c| c.steps.clear()).field, "steps");
-        assert_eq!(bad(|c| c.steps = vec![0.5, 0.2, 1.0]).field, "steps");
-        assert_eq!(bad(|c| c.steps = vec![0.0, 1.0]).field, "steps");
-        assert_eq!(bad(|c| c.steps = vec![0.5, 0.9]).field, "steps");
-        assert_eq!(bad(|c| c.hold = Nanos::ZERO).field, "hold");
-        assert_eq!(bad(|c| c.guard.buckets = 0).field, "guard.buckets");
+        assert_eq!(bad(|c| c.steps.clear()).field(), "steps");
+        assert_eq!(bad(|c| c.steps = vec![0.5, 0.2, 1.0]).field(), "steps");
+        assert_eq!(bad(|c| c.steps = vec![0.0, 1.0]).field(), "steps");
+        assert_eq!(bad(|c| c.steps = vec![0.5, 0.9]).field(), "steps");
+        assert_eq!(bad(|c| c.hold = Nanos::ZERO).field(), "hold");
+        assert_eq!(bad(|c| c.guard.buckets = 0).field(), "guard.buckets");
         assert_eq!(
-            bad(|c| c.guard.window = Nanos::from_nanos(3)).field,
+            bad(|c| c.guard.window = Nanos::from_nanos(3)).field(),
             "guard.window"
         );
         assert_eq!(
-            bad(|c| c.guard.error_rate_threshold = f64::NAN).field,
+            bad(|c| c.guard.error_rate_threshold = f64::NAN).field(),
             "guard.error_rate_threshold"
         );
         assert_eq!(
-            bad(|c| c.guard.min_requests = 0).field,
+            bad(|c| c.guard.min_requests = 0).field(),
             "guard.min_requests"
         );
         let e = bad(|c| c.step_back_after = Nanos::from_secs(30));

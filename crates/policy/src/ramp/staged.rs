@@ -1,6 +1,8 @@
 //! Several sites restored one after another.
 
-use super::{ConfigError, Ramp, RampConfig, admit_with};
+use super::FAMILY;
+use super::{Ramp, RampConfig, admit_with};
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -34,11 +36,12 @@ impl Default for StagedRestoreConfig {
 
 impl StagedRestoreConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.ramp.validate()?;
         let f = self.next_site_at_fraction;
         if !(f > 0.0 && f <= 1.0) {
-            return Err(super::config_error(
+            return Err(super::FieldError::new(
+                FAMILY,
                 "next_site_at_fraction",
                 "in (0, 1]",
                 f.to_string(),
@@ -82,10 +85,11 @@ pub struct StagedRestore {
 
 impl StagedRestore {
     /// `sites` idle ramps (1 ..= 10 000); the whole table is allocated here.
-    pub fn new(config: &StagedRestoreConfig, sites: usize) -> Result<Self, ConfigError> {
+    pub fn new(config: &StagedRestoreConfig, sites: usize) -> Result<Self, FieldError> {
         config.validate()?;
         if !(1..=MAX_SITES).contains(&sites) {
-            return Err(super::config_error(
+            return Err(super::FieldError::new(
+                FAMILY,
                 "sites",
                 "between 1 and 10000",
                 sites.to_string(),
@@ -318,7 +322,7 @@ mod tests {
         assert_eq!(
             StagedRestore::new(&StagedRestoreConfig::default(), 0)
                 .unwrap_err()
-                .field,
+                .field(),
             "sites"
         );
         let bad = StagedRestoreConfig {

@@ -20,10 +20,14 @@ mod table;
 
 pub use gcra::Gcra;
 
+use crate::FieldError;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use table::KeyTable;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "ratelimit";
 
 /// A request did not conform; it may be retried after exactly `retry_after`.
 ///
@@ -48,32 +52,6 @@ impl fmt::Display for NotUntil {
 }
 
 impl std::error::Error for NotUntil {}
-
-/// A rate-limit config value that was out of range; the message names the field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    field: &'static str,
-    message: String,
-}
-
-impl ConfigError {
-    fn new(field: &'static str, message: String) -> Self {
-        ConfigError { field, message }
-    }
-
-    /// Name of the offending field.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Config of a [`KeyedRateLimiter`].
 ///
@@ -116,45 +94,41 @@ impl RateLimitConfig {
     pub const MAX_KEYS: usize = 1 << 24;
 
     /// Checks every field, then builds the per-key law.
-    pub fn gcra(&self) -> Result<Gcra, ConfigError> {
+    pub fn gcra(&self) -> Result<Gcra, FieldError> {
         if !(self.rate.is_finite()
             && self.rate > 0.0
             && self.rate <= Nanos::SECOND.as_nanos() as f64)
         {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "rate",
-                format!(
-                    "must be between one request per 584 years and 1e9/s, got {}/s",
-                    self.rate
-                ),
+                "between one request per 584 years and 1e9/s",
+                format!("{}/s", self.rate),
             ));
         }
         if self.burst == 0 {
-            return Err(ConfigError::new("burst", "must be ≥ 1, got 0".into()));
+            return Err(FieldError::new(FAMILY, "burst", "≥ 1", "0"));
         }
         if self.max_keys == 0 || self.max_keys > Self::MAX_KEYS {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_keys",
-                format!(
-                    "must be between 1 and {}, got {}",
-                    Self::MAX_KEYS,
-                    self.max_keys
-                ),
+                format!("between 1 and {}", Self::MAX_KEYS),
+                self.max_keys,
             ));
         }
         Gcra::new(emission_interval(self.rate), self.burst).ok_or_else(|| {
-            ConfigError::new(
+            FieldError::new(
+                FAMILY,
                 "burst",
-                format!(
-                    "times the emission interval must fit in 584 years, got {} at {}/s",
-                    self.burst, self.rate
-                ),
+                "small enough that burst × the emission interval fits in 584 years",
+                format!("{} at {}/s", self.burst, self.rate),
             )
         })
     }
 
     /// Every field in range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.gcra().map(|_| ())
     }
 }
@@ -231,7 +205,7 @@ pub struct KeyedRateLimiter {
 
 impl KeyedRateLimiter {
     /// Builds the limiter and preallocates room for `max_keys` keys.
-    pub fn new(config: &RateLimitConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &RateLimitConfig) -> Result<Self, FieldError> {
         Ok(KeyedRateLimiter {
             gcra: config.gcra()?,
             table: KeyTable::with_capacity(config.max_keys),
@@ -459,7 +433,7 @@ mod tests {
                 ..d.clone()
             })
             .to_string(),
-            "burst must be ≥ 1, got 0"
+            "ratelimit: burst must be ≥ 1, got 0"
         );
         assert_eq!(
             bad(RateLimitConfig {
@@ -467,7 +441,7 @@ mod tests {
                 ..d.clone()
             })
             .to_string(),
-            "max_keys must be between 1 and 16777216, got 0"
+            "ratelimit: max_keys must be between 1 and 16777216, got 0"
         );
         assert_eq!(
             bad(RateLimitConfig {

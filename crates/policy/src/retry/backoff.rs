@@ -23,7 +23,8 @@
 //!   full jitter; its three parameters are required, its example is
 //!   0.1 s, × 2, 1 s — [`BackoffConfig::grpc_retry_example`].
 
-use super::ConfigError;
+use super::FAMILY;
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::Deserialize;
@@ -122,10 +123,11 @@ impl BackoffConfig {
     }
 
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if let Some(max) = self.max {
             if max < self.base {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     "backoff.max",
                     format!("≥ backoff.base ({})", self.base),
                     max,
@@ -133,14 +135,16 @@ impl BackoffConfig {
             }
         }
         if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "backoff.multiplier",
                 "a finite number ≥ 1",
                 self.multiplier,
             ));
         }
         if !(0.0..=1.0).contains(&self.jitter_spread) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "backoff.jitter_spread",
                 "between 0 and 1",
                 self.jitter_spread,
@@ -163,7 +167,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// Validates and compiles `config`.
-    pub fn new(config: &BackoffConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &BackoffConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Backoff {
             kind: config.kind,
@@ -406,7 +410,7 @@ mod tests {
         assert_eq!(e.field(), "backoff.max");
         assert_eq!(
             e.to_string(),
-            "backoff.max must be ≥ backoff.base (100ms), got 10ms"
+            "retry: backoff.max must be ≥ backoff.base (100ms), got 10ms"
         );
         let bad = BackoffConfig {
             multiplier: 0.5,
@@ -414,7 +418,7 @@ mod tests {
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
-            "backoff.multiplier must be a finite number ≥ 1, got 0.5"
+            "retry: backoff.multiplier must be a finite number ≥ 1, got 0.5"
         );
         let bad = BackoffConfig {
             multiplier: f64::NAN,

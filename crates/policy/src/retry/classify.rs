@@ -10,7 +10,8 @@
 //! a well-behaved client does not retry a shed (the 2026-08-17 incident shed
 //! token traffic with 403 exactly for that reason).
 
-use super::ConfigError;
+use super::FAMILY;
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
 
@@ -152,17 +153,23 @@ impl Classifier {
         retry_on: &[RetryOn],
         retriable: &[u16],
         non_retriable: &[u16],
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, FieldError> {
         for (field, list) in [
             ("retriable_status_codes", retriable),
             ("non_retriable_status_codes", non_retriable),
         ] {
             if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
-                return Err(ConfigError::new(field, "HTTP statuses in 100..=599", bad));
+                return Err(FieldError::new(
+                    FAMILY,
+                    field,
+                    "HTTP statuses in 100..=599",
+                    bad,
+                ));
             }
         }
         if let Some(both) = retriable.iter().find(|s| non_retriable.contains(s)) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "retriable_status_codes",
                 "disjoint from non_retriable_status_codes",
                 format!("{both} in both"),
@@ -371,7 +378,7 @@ mod tests {
         let e = Classifier::new(&[], &[700], &[]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "retriable_status_codes must be HTTP statuses in 100..=599, got 700"
+            "retry: retriable_status_codes must be HTTP statuses in 100..=599, got 700"
         );
         let e = Classifier::new(&[], &[], &[42]).unwrap_err();
         assert_eq!(e.field(), "non_retriable_status_codes");

@@ -58,9 +58,12 @@ pub use headers::{
 };
 pub use state::{GiveUpReason, RetryDecision, RetryState};
 
+use crate::FieldError;
 use crate::Nanos;
 use serde::Deserialize;
-use std::fmt;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "retry";
 
 /// gRPC's client-side ceiling on `maxAttempts` (gRFC A6, "Limits on Retries
 /// and Hedges"): service configs asking for more are treated as 5.
@@ -132,15 +135,16 @@ impl Default for RetryConfig {
 
 impl RetryConfig {
     /// Checks every field; the error names the field and what was expected.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.max_attempts_cap == 0 {
-            return Err(ConfigError::new("max_attempts_cap", "≥ 1", 0));
+            return Err(FieldError::new(FAMILY, "max_attempts_cap", "≥ 1", 0));
         }
         if self.max_attempts == 0 {
-            return Err(ConfigError::new("max_attempts", "≥ 1", 0));
+            return Err(FieldError::new(FAMILY, "max_attempts", "≥ 1", 0));
         }
         if self.max_attempts > self.max_attempts_cap {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_attempts",
                 format!(
                     "≤ max_attempts_cap ({}; gRPC's client-side limit is {GRPC_MAX_ATTEMPTS}, \
@@ -151,10 +155,20 @@ impl RetryConfig {
             ));
         }
         if self.per_try_timeout == Some(Nanos::ZERO) {
-            return Err(ConfigError::new("per_try_timeout", "> 0 or absent", "0"));
+            return Err(FieldError::new(
+                FAMILY,
+                "per_try_timeout",
+                "> 0 or absent",
+                "0",
+            ));
         }
         if self.overall_timeout == Some(Nanos::ZERO) {
-            return Err(ConfigError::new("overall_timeout", "> 0 or absent", "0"));
+            return Err(FieldError::new(
+                FAMILY,
+                "overall_timeout",
+                "> 0 or absent",
+                "0",
+            ));
         }
         Classifier::new(
             &self.retry_on,
@@ -180,7 +194,7 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// Validates `config` and compiles it.
-    pub fn new(config: &RetryConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &RetryConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(RetryPolicy {
             classifier: Classifier::new(
@@ -221,45 +235,6 @@ impl RetryPolicy {
     }
 }
 
-/// A rejected retry configuration: which field, what was expected, what was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    field: &'static str,
-    expected: String,
-    got: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(
-        field: &'static str,
-        expected: impl Into<String>,
-        got: impl fmt::Display,
-    ) -> Self {
-        ConfigError {
-            field,
-            expected: expected.into(),
-            got: got.to_string(),
-        }
-    }
-
-    /// The offending field, dotted for nested ones (`"backoff.max"`).
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} must be {}, got {}",
-            self.field, self.expected, self.got
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,7 +257,7 @@ mod tests {
         };
         let e = cfg.validate().unwrap_err();
         assert_eq!(e.field(), "max_attempts");
-        assert_eq!(e.to_string(), "max_attempts must be ≥ 1, got 0");
+        assert_eq!(e.to_string(), "retry: max_attempts must be ≥ 1, got 0");
     }
 
     #[test]
@@ -294,7 +269,7 @@ mod tests {
         let e = cfg.validate().unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("max_attempts must be ≤ max_attempts_cap (5")
+                .starts_with("retry: max_attempts must be ≤ max_attempts_cap (5")
         );
         assert!(e.to_string().ends_with("got 10"));
         cfg.max_attempts_cap = 10;

@@ -42,8 +42,11 @@ pub use saturation::{ClassThresholds, SaturationConfig, SaturationShedder};
 pub use shedder::{ShedConfig, Shedder};
 pub use throttle::{AdaptiveThrottle, ThrottleConfig};
 
+use crate::FieldError;
 use crate::Nanos;
-use std::fmt;
+
+/// The family named in this module's [`FieldError`]s.
+const FAMILY: &str = "shed";
 
 /// What a shedding policy decided for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,62 +73,32 @@ impl Decision {
 /// The statuses a shed may answer with; see the module docs for why these three.
 pub const SHED_STATUSES: [u16; 3] = [403, 429, 503];
 
-/// A shedding config value that was out of range; the message names the field
-/// and what was expected.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    field: String,
-    message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The same error with `prefix` prepended to the field path (for nested configs).
-    pub(crate) fn nested(mut self, prefix: &str) -> Self {
-        self.field.insert_str(0, prefix);
-        self
-    }
-
-    /// Path of the offending field, e.g. `thresholds.sheddable` or `rules[2].status`.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 /// Checks one (status, Retry-After) pair; `prefix` is prepended to field names.
 pub(crate) fn validate_answer(
     prefix: &str,
     status: u16,
     retry_after: Option<Nanos>,
-) -> Result<(), ConfigError> {
+) -> Result<(), FieldError> {
     if !SHED_STATUSES.contains(&status) {
-        return Err(ConfigError::new(
+        return Err(FieldError::new(
+            FAMILY,
             format!("{prefix}status"),
-            format!("must be 403, 429 or 503, got {status}"),
+            "403, 429 or 503",
+            status,
         ));
     }
     match retry_after {
-        Some(_) if status == 403 => Err(ConfigError::new(
+        Some(after) if status == 403 => Err(FieldError::new(
+            FAMILY,
             format!("{prefix}retry_after"),
-            "must be unset (or \"0\") when status is 403: 403 tells clients not to retry",
+            "unset (or \"0\") when status is 403: 403 tells clients not to retry",
+            after,
         )),
-        Some(Nanos::ZERO) => Err(ConfigError::new(
+        Some(Nanos::ZERO) => Err(FieldError::new(
+            FAMILY,
             format!("{prefix}retry_after"),
-            "must be > 0 or unset: Retry-After: 0 invites an immediate retry of shed work",
+            "> 0 or unset: Retry-After: 0 invites an immediate retry of shed work",
+            Nanos::ZERO,
         )),
         _ => Ok(()),
     }
@@ -158,7 +131,7 @@ mod tests {
         assert_eq!(e.field(), "rules[1].status");
         assert_eq!(
             e.to_string(),
-            "rules[1].status must be 403, 429 or 503, got 500"
+            "shed: rules[1].status must be 403, 429 or 503, got 500"
         );
     }
 

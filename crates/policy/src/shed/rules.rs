@@ -1,6 +1,8 @@
 //! Static shed rules, as an operator adds them at a load balancer.
 
-use super::{ConfigError, Criticality, Decision, validate_answer};
+use super::FAMILY;
+use super::{Criticality, Decision, validate_answer};
+use crate::FieldError;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -27,7 +29,7 @@ pub struct ShedRule {
 
 impl ShedRule {
     /// Status one of 403/429/503, and no `Retry-After` with 403.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         validate_answer("", self.status, self.retry_after)
     }
 
@@ -52,7 +54,7 @@ fn rule_key(route: u32, class: Option<Criticality>) -> (u32, u8) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AddRuleError {
     /// The rule itself is invalid (status, or `Retry-After` with 403).
-    Invalid(ConfigError),
+    Invalid(FieldError),
     /// The table already holds `capacity` rules; remove one first.
     Full {
         /// The table's fixed capacity.
@@ -109,14 +111,13 @@ impl ShedRules {
     pub const MAX_CAPACITY: usize = 4096;
 
     /// An empty table holding up to `capacity` rules (1..=[`Self::MAX_CAPACITY`]).
-    pub fn with_capacity(capacity: usize) -> Result<Self, ConfigError> {
+    pub fn with_capacity(capacity: usize) -> Result<Self, FieldError> {
         if capacity == 0 || capacity > Self::MAX_CAPACITY {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "max_rules",
-                format!(
-                    "must be between 1 and {}, got {capacity}",
-                    Self::MAX_CAPACITY
-                ),
+                format!("between 1 and {}", Self::MAX_CAPACITY),
+                capacity,
             ));
         }
         Ok(ShedRules {
@@ -268,7 +269,7 @@ mod tests {
         assert!(rules.is_empty());
         assert_eq!(
             ShedRules::with_capacity(0).unwrap_err().to_string(),
-            "max_rules must be between 1 and 4096, got 0"
+            "shed: max_rules must be between 1 and 4096, got 0"
         );
     }
 

@@ -1,6 +1,8 @@
 //! Shedding by criticality under a saturation signal.
 
-use super::{ConfigError, Criticality, Decision, validate_answer};
+use super::FAMILY;
+use super::{Criticality, Decision, validate_answer};
+use crate::FieldError;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
@@ -62,24 +64,27 @@ impl ClassThresholds {
     }
 
     /// Each threshold ≥ 0 (or `never`), non-decreasing with importance.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         let values = self.as_array();
         for (class, value) in Criticality::ALL.iter().zip(values) {
             if value.is_nan() || value < 0.0 {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     format!("thresholds.{class}"),
-                    format!("must be a number ≥ 0 or \"never\", got {value}"),
+                    "a number ≥ 0 or \"never\"",
+                    value,
                 ));
             }
         }
         for i in 1..values.len() {
             let (lower, higher) = (Criticality::ALL[i - 1], Criticality::ALL[i]);
             if values[i] < values[i - 1] {
-                return Err(ConfigError::new(
+                return Err(FieldError::new(
+                    FAMILY,
                     format!("thresholds.{higher}"),
+                    format!("≥ thresholds.{lower} ({})", values[i - 1]),
                     format!(
-                        "must be ≥ thresholds.{lower} ({}), got {}: a class may only be shed once every lower class is",
-                        values[i - 1],
+                        "{}: a class may only be shed once every lower class is",
                         values[i]
                     ),
                 ));
@@ -149,7 +154,7 @@ impl Default for SaturationConfig {
 
 impl SaturationConfig {
     /// Thresholds in range and ordered; status one of 403/429/503; no `Retry-After` with 403.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.thresholds.validate()?;
         validate_answer("", self.status, self.retry_after)
     }
@@ -181,7 +186,7 @@ pub struct SaturationShedder {
 
 impl SaturationShedder {
     /// Builds the shedder after [`SaturationConfig::validate`].
-    pub fn new(config: &SaturationConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &SaturationConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(SaturationShedder {
             thresholds: config.thresholds.as_array(),

@@ -1,9 +1,10 @@
 //! Operator rules and saturation shedding, applied in the order a gateway applies them.
 
+use super::FAMILY;
 use super::{
-    AddRuleError, ConfigError, Criticality, Decision, SaturationConfig, SaturationShedder,
-    ShedRule, ShedRules,
+    AddRuleError, Criticality, Decision, SaturationConfig, SaturationShedder, ShedRule, ShedRules,
 };
+use crate::FieldError;
 use serde::{Deserialize, Serialize};
 
 /// Config of a [`Shedder`].
@@ -44,23 +45,22 @@ impl Default for ShedConfig {
 
 impl ShedConfig {
     /// Validates every part; rule errors are reported as `rules[i].field`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.build().map(|_| ())
     }
 
-    fn build(&self) -> Result<Shedder, ConfigError> {
+    fn build(&self) -> Result<Shedder, FieldError> {
         let saturation =
             SaturationShedder::new(&self.saturation).map_err(|e| e.nested("saturation."))?;
         let mut rules = ShedRules::with_capacity(self.max_rules)?;
         for (i, rule) in self.rules.iter().enumerate() {
             rules.add_rule(*rule).map_err(|e| match e {
                 AddRuleError::Invalid(e) => e.nested(&format!("rules[{i}].")),
-                AddRuleError::Full { capacity } => ConfigError::new(
+                AddRuleError::Full { capacity } => FieldError::new(
+                    FAMILY,
                     "rules",
-                    format!(
-                        "must hold at most max_rules ({capacity}) rules, got {}",
-                        self.rules.len()
-                    ),
+                    format!("at most max_rules ({capacity}) rules"),
+                    format!("{}", self.rules.len()),
                 ),
             })?;
         }
@@ -95,7 +95,7 @@ pub struct Shedder {
 
 impl Shedder {
     /// Builds the shedder, with the config's initial rules installed.
-    pub fn new(config: &ShedConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &ShedConfig) -> Result<Self, FieldError> {
         config.build()
     }
 
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(e.field(), "rules[1].status");
         assert_eq!(
             e.to_string(),
-            "rules[1].status must be 403, 429 or 503, got 418"
+            "shed: rules[1].status must be 403, 429 or 503, got 418"
         );
 
         let cfg: ShedConfig = serde_json::from_str(r#"{"saturation": {"status": 403}}"#).unwrap();
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(e.field(), "saturation.retry_after");
         assert!(
             e.to_string()
-                .starts_with("saturation.retry_after must be unset")
+                .starts_with("shed: saturation.retry_after must be unset")
         );
 
         let cfg: ShedConfig = serde_json::from_str(
@@ -209,7 +209,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.validate().unwrap_err().to_string(),
-            "rules must hold at most max_rules (1) rules, got 2"
+            "shed: rules must be at most max_rules (1) rules, got 2"
         );
         assert!(serde_json::from_str::<ShedConfig>(r#"{"max_rule": 1}"#).is_err());
     }

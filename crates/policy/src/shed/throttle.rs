@@ -1,6 +1,7 @@
 //! Google SRE client-side adaptive throttling.
 
-use super::ConfigError;
+use super::FAMILY;
+use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -38,30 +39,27 @@ impl ThrottleConfig {
     pub const MAX_BUCKETS: u32 = 65_536;
 
     /// `k` finite and ≥ 1; `buckets` in 1..=65536; each bucket at least 1 ns wide.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(ConfigError::new(
-                "k",
-                format!("must be a finite number ≥ 1, got {}", self.k),
-            ));
+            return Err(FieldError::new(FAMILY, "k", "a finite number ≥ 1", self.k));
         }
         if self.buckets == 0 || self.buckets > Self::MAX_BUCKETS {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "buckets",
-                format!(
-                    "must be between 1 and {}, got {}",
-                    Self::MAX_BUCKETS,
-                    self.buckets
-                ),
+                format!("between 1 and {}", Self::MAX_BUCKETS),
+                self.buckets,
             ));
         }
         if self.window < Nanos::from_nanos(u64::from(self.buckets)) {
-            return Err(ConfigError::new(
+            return Err(FieldError::new(
+                FAMILY,
                 "window",
                 format!(
-                    "must be at least one nanosecond per bucket ({} buckets), got {}",
-                    self.buckets, self.window
+                    "at least one nanosecond per bucket ({} buckets)",
+                    self.buckets
                 ),
+                self.window,
             ));
         }
         Ok(())
@@ -136,7 +134,7 @@ pub struct AdaptiveThrottle {
 
 impl AdaptiveThrottle {
     /// Builds a throttle with an empty history, after [`ThrottleConfig::validate`].
-    pub fn new(config: &ThrottleConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: &ThrottleConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(AdaptiveThrottle {
             k: config.k,
@@ -489,21 +487,21 @@ mod tests {
                 k: 0.5,
                 ..d.clone()
             }),
-            "k must be a finite number ≥ 1, got 0.5"
+            "shed: k must be a finite number ≥ 1, got 0.5"
         );
         assert!(
             bad(ThrottleConfig {
                 k: f64::NAN,
                 ..d.clone()
             })
-            .starts_with("k must")
+            .starts_with("shed: k must")
         );
         assert_eq!(
             bad(ThrottleConfig {
                 buckets: 0,
                 ..d.clone()
             }),
-            "buckets must be between 1 and 65536, got 0"
+            "shed: buckets must be between 1 and 65536, got 0"
         );
         assert!(
             bad(ThrottleConfig {
@@ -511,7 +509,7 @@ mod tests {
                 buckets: 20,
                 ..d
             })
-            .starts_with("window must")
+            .starts_with("shed: window must")
         );
         let cfg: ThrottleConfig = serde_json::from_str(r#"{"k": 1.5, "window": "1m"}"#).unwrap();
         assert_eq!(cfg.window, Nanos::MINUTE);

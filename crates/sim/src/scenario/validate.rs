@@ -715,7 +715,7 @@ impl Scenario {
                         status: *status,
                         retry_after: *retry_after,
                     };
-                    rule.validate().map_err(|e| here(format!("shed: {e}")))?;
+                    rule.validate().map_err(|e| here(e.to_string()))?;
                 }
                 ActionKind::Unshed { lb: l, route: r } => {
                     lb(l)?;
@@ -735,11 +735,11 @@ impl Scenario {
                         // under `restore` itself.
                         ck.first(
                             &[
-                                &format!("{p}.restore.ramp.{}", e.field),
-                                &format!("{p}.restore.{}", e.field),
+                                &format!("{p}.restore.ramp.{}", e.field()),
+                                &format!("{p}.restore.{}", e.field()),
                                 &format!("{p}.restore"),
                             ],
-                            format!("action: ramp: {e}"),
+                            format!("action: {e}"),
                         )
                     })?;
                     if ![403, 429, 503].contains(status) {
@@ -894,12 +894,9 @@ impl Scenario {
                     Some(_) => {}
                 }
             }
-            f.policy.validate().map_err(|e| {
-                ck.key(
-                    &format!("{fp}.policy.{}", e.field),
-                    format!("failover policy: {e}"),
-                )
-            })?;
+            f.policy
+                .validate()
+                .map_err(|e| ck.key(&format!("{fp}.policy.{}", e.field()), format!("{e}")))?;
             let policy = &f.policy;
             ck.duration(
                 &format!("{fp}.period"),
