@@ -63,7 +63,7 @@
 
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The family named in this module's [`FieldError`]s.
 const FAMILY: &str = "breaker";
@@ -75,7 +75,7 @@ pub const MAX_WINDOW: u32 = 1 << 20;
 /// Breaker parameters; field names follow resilience4j's `CircuitBreakerConfig`.
 ///
 /// Missing fields in a config file take the [`Default`] (resilience4j's defaults).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerConfig {
     /// Failure rate (0, 1] at or above which the closed breaker trips. Default 0.5.

@@ -65,7 +65,7 @@
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The family named in this module's [`FieldError`]s.
 const FAMILY: &str = "failover";
@@ -169,7 +169,7 @@ pub fn headroom(capacity: f64, load: f64, target_utilisation: f64) -> f64 {
 }
 
 /// How much to spill.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SpillLaw {
     /// `min(excess, headroom at target)`: the capacity-aware law. Default, target 0.8.
@@ -239,7 +239,7 @@ impl SpillLaw {
 /// Parameters of the per-request [`Failover`] router.
 ///
 /// Missing fields in a config file take the [`Default`].
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FailoverConfig {
     /// The spill law. Default capacity-aware at 0.8.

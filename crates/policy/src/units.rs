@@ -11,10 +11,10 @@
 //! helper:
 //!
 //! ```
-//! use serde::Deserialize;
+//! use serde::{Deserialize, Serialize};
 //! use stormbreak_policy::{Nanos, units};
 //!
-//! #[derive(Deserialize)]
+//! #[derive(Serialize, Deserialize)]
 //! struct Route {
 //!     per_try: Nanos,
 //!     #[serde(with = "units::rate")]

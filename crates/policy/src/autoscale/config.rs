@@ -9,10 +9,10 @@
 use super::FAMILY;
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A container resource the resource metrics API (metrics-server) reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResourceName {
     /// CPU; the only resource whose samples are set aside while a pod initialises.
@@ -26,7 +26,7 @@ pub enum ResourceName {
 /// Which kinds a source accepts is the API's rule: `Resource` and
 /// `ContainerResource` take `Utilization` or `AverageValue`, `Pods` takes
 /// `AverageValue`, `Object` takes `Value` or `AverageValue`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum MetricTarget {
     /// Mean usage as a whole percentage of the pods' requests (e.g. `60`).
@@ -50,7 +50,7 @@ pub enum MetricTarget {
 ///
 /// A metric is identified at run time by its position in [`HpaConfig::metrics`]
 /// (a [`MetricId`](super::MetricId)); names are for people and error messages.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum MetricSpec {
     /// Pod-level resource: the sum over *all* containers of a pod, so a hot
@@ -99,7 +99,7 @@ impl MetricSpec {
 }
 
 /// How a scaling policy's `value` is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PolicyKind {
     /// An absolute number of pods per period.
     Pods,
@@ -108,7 +108,7 @@ pub enum PolicyKind {
 }
 
 /// One `HPAScalingPolicy`: at most `value` pods (or percent) per `period`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScalingPolicy {
     /// `Pods` or `Percent`.
@@ -141,7 +141,7 @@ impl ScalingPolicy {
 }
 
 /// Which policy wins when several are listed (`selectPolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum SelectPolicy {
     /// The policy allowing the largest change (default).
     #[default]
@@ -154,7 +154,7 @@ pub enum SelectPolicy {
 
 /// `HPAScalingRules` for one direction. `None` fields take that direction's
 /// default when the autoscaler is built, as the API server's defaulting does.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScalingRules {
     /// Look-back over past recommendations (0 s up, 300 s down), ≤ 1 h.
@@ -194,7 +194,7 @@ impl ScalingRules {
 }
 
 /// `spec.behavior`: separate rules for each direction.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Behavior {
     /// Rules when the recommendation is above the current replicas.
@@ -238,7 +238,7 @@ pub const fn default_scale_down_policies() -> [ScalingPolicy; 1] {
 /// `min_replicas` 1, `metrics` = CPU `Utilization` 80 %, [`Behavior::default`].
 /// `max_replicas` has no default in Kubernetes (it is required); `Default`
 /// uses 10 and a config file must state it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HpaConfig {
     /// Lower bound on replicas (default 1; 0 only with an `Object` metric, as

@@ -4,7 +4,7 @@ use super::FAMILY;
 use super::{RetryBudget, RetryCause};
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Parameters of an [`AwsRetryQuota`], named after the SDK constants.
 ///
@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// "Retry behavior" reference; e.g. `@aws-sdk/middleware-retry` constants,
 /// botocore `retries/standard.py`): `INITIAL_RETRY_TOKENS` 500,
 /// `RETRY_COST` 5, `TIMEOUT_RETRY_COST` 10, `NO_RETRY_INCREMENT` 1.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AwsRetryQuotaConfig {
     /// Starting and maximum capacity.

@@ -4,7 +4,7 @@ use super::FAMILY;
 use super::{RetryBudget, RetryCause};
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Tokens are kept in thousandths: A6 supports `tokenRatio` to three decimal
 /// places, and gRPC's own implementations count milli-tokens as integers.
@@ -16,7 +16,7 @@ const MILLI: u32 = 1000;
 /// A6 makes both fields required and gives `maxTokens: 10, tokenRatio: 0.1`
 /// as its example ("throttles when the failure ratio exceeds ~10 %"); that
 /// example is the default here.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GrpcThrottleConfig {
     /// Starting and maximum token count, in `1..=1000` (A6: greater than

@@ -4,7 +4,7 @@ use super::FAMILY;
 use super::{RetryBudget, RetryCause};
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One retry, in the budget's fixed-point token unit. Integer tokens keep the
 /// arithmetic exact (Finagle scales by 1000 for the same reason); 10⁶ resolves
@@ -17,7 +17,7 @@ const TOKEN: i64 = 1_000_000;
 /// `retry_ratio` 0.2 (`percentCanRetry` / `retryRatio`),
 /// `min_retries_per_sec` 10 (`minRetriesPerSec` / `minRetriesPerSecond`),
 /// `ttl` 10 s, kept in 10 time buckets (Finagle's `WindowedAdder` slices).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RatioBudgetConfig {
     /// Retries allowed per first attempt, in `[0, 1000]` (Finagle's range).

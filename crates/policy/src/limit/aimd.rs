@@ -4,10 +4,10 @@ use super::{LimitAlgorithm, Sample, truncate_to_limit};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Config for [`Aimd`]; defaults are `AIMDLimit.Builder`'s.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AimdConfig {
     /// Starting limit. Default 20.

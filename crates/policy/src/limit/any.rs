@@ -6,7 +6,7 @@ use super::{
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Any limit algorithm, chosen by a `kind` tag in a config file.
 ///
@@ -18,7 +18,7 @@ use serde::Deserialize;
 /// let limit = config.build().unwrap();
 /// assert_eq!((limit.limit(), limit.max_limit()), (20, 400));
 /// ```
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LimitConfig {
     /// [`Fixed`].
@@ -36,7 +36,7 @@ pub enum LimitConfig {
 }
 
 /// Config for a [`Windowed`] wrapper: the window and the algorithm it feeds.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowedLimitConfig {
     /// Window parameters; Netflix's defaults when omitted.

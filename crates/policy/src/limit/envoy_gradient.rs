@@ -5,7 +5,7 @@ use super::{LimitAlgorithm, Sample, truncate_to_limit};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest sample buffer a config may ask for (8 MiB of `u64`): a guard
 /// against a typo allocating gigabytes, far above any 100 ms window's need.
@@ -13,7 +13,7 @@ const MAX_SAMPLE_CAPACITY: u32 = 1 << 20;
 
 /// Config for [`EnvoyGradient`], Envoy's `GradientControllerConfig`
 /// flattened. Percentages are 0–100 like Envoy's `type.v3.Percent`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EnvoyGradientConfig {
     /// Percentile of a window's latencies taken as its rtt. Default 50.

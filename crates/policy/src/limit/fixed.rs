@@ -3,10 +3,10 @@ use super::{LimitAlgorithm, Sample};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Config for [`Fixed`].
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FixedConfig {
     /// The constant limit. Default 1024, Envoy's cluster circuit-breaker

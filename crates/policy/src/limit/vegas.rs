@@ -3,10 +3,10 @@ use super::{LimitAlgorithm, Sample, log10_at_least_one, truncate_to_limit};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Config for [`Vegas`]; defaults are `VegasLimit.Builder`'s.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VegasConfig {
     /// Starting limit. Default 20.

@@ -3,10 +3,10 @@ use super::{LimitAlgorithm, Sample};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Config for [`Windowed`]; defaults are `WindowedLimit.Builder`'s.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WindowedConfig {
     /// Shortest window, `≥ 100ms`. Default 1 s.

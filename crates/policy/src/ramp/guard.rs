@@ -1,7 +1,7 @@
 //! The ramp's error-rate guard: a rolling window of time buckets.
 
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Error-rate guard parameters.
 ///
@@ -17,7 +17,7 @@ use serde::Deserialize;
 /// The 5% threshold is an assumption, not a published number: a quarter of the
 /// ≈20% error rate seen at the incident's peak, and far above a healthy
 /// service's background error rate.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ErrorGuardConfig {
     /// Length of the rolling window. Default 60 s.

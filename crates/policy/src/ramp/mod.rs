@@ -64,7 +64,7 @@ use crate::FieldError;
 use crate::Nanos;
 use guard::ErrorGuard;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The family named in this module's [`FieldError`]s.
 const FAMILY: &str = "ramp";
@@ -75,7 +75,7 @@ pub const MAX_STEPS: usize = 1000;
 /// One site's ramp parameters.
 ///
 /// Missing fields in a config file take the [`Default`].
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RampConfig {
     /// Admitted fractions, strictly increasing, each in (0, 1], ending at 1.0.

@@ -5,7 +5,7 @@ use super::{Ramp, RampConfig, admit_with};
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest accepted number of sites.
 pub const MAX_SITES: usize = 10_000;
@@ -13,7 +13,7 @@ pub const MAX_SITES: usize = 10_000;
 /// Parameters of a multi-site restore.
 ///
 /// Missing fields in a config file take the [`Default`].
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StagedRestoreConfig {
     /// The ramp every site follows.

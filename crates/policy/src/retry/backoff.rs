@@ -27,10 +27,10 @@ use super::FAMILY;
 use crate::FieldError;
 use crate::Nanos;
 use rand::Rng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How the un-jittered pause grows with the retry index.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackoffKind {
     /// Always `base`.
@@ -41,7 +41,7 @@ pub enum BackoffKind {
 }
 
 /// How the pause is randomised so that clients failing together do not retry together.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Jitter {
     /// The pause is exactly `temp`; synchronised clients stay synchronised.
@@ -61,7 +61,7 @@ pub enum Jitter {
 ///
 /// Defaults: Envoy's `retry_back_off` — exponential, base 25 ms, multiplier 2,
 /// `max` unset (meaning 10 × base = 250 ms), full jitter.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackoffConfig {
     /// Constant or exponential growth.

@@ -13,7 +13,7 @@
 use super::FAMILY;
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A server's explicit retry signal, after gRPC's `grpc-retry-pushback-ms`
 /// (gRFC A6, "Pushback").
@@ -97,7 +97,7 @@ pub enum OutcomeClass {
 }
 
 /// A retry condition, spelled as in Envoy's `retry_on` where Envoy has one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RetryOn {
     /// `5xx`: any 5xx status.

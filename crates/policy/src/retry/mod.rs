@@ -60,7 +60,7 @@ pub use state::{GiveUpReason, RetryDecision, RetryState};
 
 use crate::FieldError;
 use crate::Nanos;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The family named in this module's [`FieldError`]s.
 const FAMILY: &str = "retry";
@@ -96,7 +96,7 @@ pub const GRPC_MAX_ATTEMPTS: u32 = 5;
 /// }"#).unwrap();
 /// assert!(RetryPolicy::new(&cfg).is_ok());
 /// ```
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Attempts per logical request, including the first; 1 disables retries.
