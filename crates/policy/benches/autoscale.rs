@@ -56,7 +56,7 @@ fn fill(table: &mut PodTable, now: Nanos) {
 
 fn bench_sync(c: &mut Criterion, name: &str, metrics: Vec<MetricSpec>) {
     let slots = metrics.len();
-    let mut hpa = Hpa::new(config(metrics)).unwrap();
+    let mut hpa = Hpa::new(&config(metrics)).unwrap();
     let mut table = PodTable::with_capacity(PODS, 2, slots.max(2));
     fill(&mut table, T0);
     let mut now = T0;

@@ -55,22 +55,22 @@ fn bench_on_sample<A: LimitAlgorithm>(c: &mut Criterion, name: &str, mut algorit
 }
 
 fn fixed() -> Fixed {
-    Fixed::new(FixedConfig { limit: 40 }).unwrap()
+    Fixed::new(&FixedConfig { limit: 40 }).unwrap()
 }
 fn aimd() -> Aimd {
-    Aimd::new(AimdConfig::default()).unwrap()
+    Aimd::new(&AimdConfig::default()).unwrap()
 }
 fn vegas() -> Vegas {
-    Vegas::new(VegasConfig::default()).unwrap()
+    Vegas::new(&VegasConfig::default()).unwrap()
 }
 fn gradient2() -> Gradient2 {
-    Gradient2::new(Gradient2Config::default()).unwrap()
+    Gradient2::new(&Gradient2Config::default()).unwrap()
 }
 fn envoy() -> EnvoyGradient {
-    EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap()
+    EnvoyGradient::new(&EnvoyGradientConfig::default()).unwrap()
 }
 fn windowed() -> Windowed<Gradient2> {
-    Windowed::new(WindowedConfig::default(), gradient2()).unwrap()
+    Windowed::new(&WindowedConfig::default(), gradient2()).unwrap()
 }
 
 fn limit(c: &mut Criterion) {

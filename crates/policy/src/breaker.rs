@@ -193,6 +193,7 @@ pub enum BreakerState {
 
 /// Why a transition happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TransitionCause {
     /// Closed → open: the window's failure rate reached the threshold.
     FailureRate,

@@ -171,6 +171,7 @@ pub fn headroom(capacity: f64, load: f64, target_utilisation: f64) -> f64 {
 /// How much to spill.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum SpillLaw {
     /// `min(excess, headroom at target)`: the capacity-aware law. Default, target 0.8.
     CapacityAware {

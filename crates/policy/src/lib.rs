@@ -27,6 +27,39 @@
 //! | [`failover`] | how much traffic to spill to another region | capacity-aware spill |
 //!
 //! [`units`] parses the human units (`"250ms"`, `"9k/s"`) used in config files.
+//!
+//! # API conventions
+//!
+//! Every family follows the same rules, so the simulator, the client layer
+//! and the gateway call all of them the same way:
+//!
+//! * **Time** is [`Nanos`], a newtype over `u64` nanoseconds that converts
+//!   from and into [`std::time::Duration`], saturates instead of wrapping,
+//!   prints as `250ms` and is written in configs as a unit string. No public
+//!   config field is a bare integer of time.
+//! * **Configs** are plain structs with public fields and a `Default` that
+//!   holds the published defaults, so `Config { field, ..Default::default() }`
+//!   works; each derives `Serialize` and `Deserialize` (round-tripping through
+//!   TOML unchanged) and refuses unknown keys.
+//! * **Construction** is `Policy::new(&Config) -> Result<Policy, FieldError>`:
+//!   it validates, allocates whatever the policy will ever need, and borrows
+//!   the config (the few with extra inputs take them after it, such as
+//!   `StagedRestore::new(&config, sites)`). Composite configs build with
+//!   `config.build()`. `Config::validate()` runs the same checks alone.
+//! * **Errors** from every family are one [`FieldError`]: family, field path
+//!   as spelled in config files, what was expected, what was given.
+//! * **Decisions** the caller must act on (`RetryDecision`, `shed::Decision`,
+//!   breaker transitions, scale decisions, `poll_timeout` readings) are
+//!   `#[must_use]`.
+//! * **Enums that will grow** are `#[non_exhaustive]`: match them with a
+//!   wildcard arm. They are `retry::{AttemptOutcome, BackoffKind, GiveUpReason,
+//!   Jitter, RetryOn}`, `limit::{AnyLimit, LimitConfig}`,
+//!   `autoscale::{MetricError, MetricSpec, MetricTarget, ResourceName,
+//!   ScaleLimit, ScaleReason}`, `breaker::TransitionCause`,
+//!   `failover::SpillLaw` and `shed::AddRuleError`. Closed sets (a
+//!   decision's outcomes, a breaker's three states, the four criticality
+//!   classes) stay exhaustive so a caller's `match` proves it handles each.
+//! * **Module files**: a module with children is `name/mod.rs`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

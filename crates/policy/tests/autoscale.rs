@@ -15,7 +15,7 @@ const T0: Nanos = Nanos::HOUR;
 const SYNC: Nanos = Nanos::from_secs(15);
 
 fn hpa(metrics: Vec<MetricSpec>, min: u32, max: u32) -> Hpa {
-    Hpa::new(HpaConfig {
+    Hpa::new(&HpaConfig {
         min_replicas: min,
         max_replicas: max,
         metrics,
@@ -128,7 +128,7 @@ fn a_per_direction_tolerance_overrides_the_global_one() {
             .desired,
         4
     );
-    let mut tight = Hpa::new(HpaConfig {
+    let mut tight = Hpa::new(&HpaConfig {
         metrics: vec![cpu_average_value(0.1)],
         max_replicas: 100,
         behavior: Behavior {
@@ -392,7 +392,7 @@ fn recommend_ten(t: &mut PodTable, replicas: u32) {
 }
 
 fn scale_down_hpa(select: SelectPolicy, policies: Vec<ScalingPolicy>) -> Hpa {
-    Hpa::new(HpaConfig {
+    Hpa::new(&HpaConfig {
         max_replicas: 100,
         metrics: vec![MetricSpec::Object {
             metric: "work".into(),
@@ -703,7 +703,7 @@ fn a_sidecar_hpa_from_a_config_file() {
     )
     .unwrap();
     assert_eq!(config.container_index("istio-proxy"), Some(SIDECAR));
-    let mut h = Hpa::new(config).unwrap();
+    let mut h = Hpa::new(&config).unwrap();
     let mut t = PodTable::with_capacity(64, 2, 2);
     saturated_sidecar_pods(&mut t, 10, T0);
     assert_eq!(h.sync(T0, &t).desired, 13);
@@ -711,7 +711,7 @@ fn a_sidecar_hpa_from_a_config_file() {
 
 #[test]
 fn invalid_configs_are_refused_by_the_constructor() {
-    let err = Hpa::new(HpaConfig {
+    let err = Hpa::new(&HpaConfig {
         max_replicas: 0,
         ..HpaConfig::default()
     })

@@ -11,7 +11,7 @@ const T0: Nanos = Nanos::HOUR;
 const SYNC: Nanos = Nanos::from_secs(15);
 
 fn cpu_hpa(min: u32, max: u32, target_percent: u32) -> Hpa {
-    Hpa::new(HpaConfig {
+    Hpa::new(&HpaConfig {
         min_replicas: min,
         max_replicas: max,
         metrics: vec![MetricSpec::cpu_utilization(target_percent)],
@@ -84,7 +84,7 @@ proptest! {
         syncs in 5usize..40,
     ) {
         let period = period_syncs * SYNC;
-        let mut h = Hpa::new(HpaConfig {
+        let mut h = Hpa::new(&HpaConfig {
             max_replicas: 100,
             metrics: vec![MetricSpec::cpu_utilization(50)],
             behavior: Behavior {
@@ -161,7 +161,7 @@ proptest! {
         missing in 1usize..10,
     ) {
         let target = 1.0;
-        let mut h = Hpa::new(HpaConfig {
+        let mut h = Hpa::new(&HpaConfig {
             max_replicas: 1000,
             metrics: vec![MetricSpec::Pods {
                 metric: "load".into(),

@@ -169,7 +169,7 @@ fn aimd_settles_below_the_drop_point_by_losing_requests() {
     // (2 K = 80 at the server). It climbs +1 per used sample and falls ×0.9
     // per drop, so its mean stays between the knee and the drop point, and
     // it must lose requests to get there.
-    let r = run(Aimd::new(AimdConfig::default()).unwrap(), 1);
+    let r = run(Aimd::new(&AimdConfig::default()).unwrap(), 1);
     assert_band("aimd", &r, f64::from(K), 2.0 * f64::from(K));
     assert!(r.drop_fraction > 0.0, "aimd found the limit without drops?");
 }
@@ -178,7 +178,7 @@ fn aimd_settles_below_the_drop_point_by_losing_requests() {
 fn vegas_settles_just_past_the_knee() {
     // Per request, Vegas reacts before the rtt of its last change comes
     // back, so it swings widely (10..85 here); its mean stays within 25 % of K.
-    let r = run(Vegas::new(VegasConfig::default()).unwrap(), 2);
+    let r = run(Vegas::new(&VegasConfig::default()).unwrap(), 2);
     assert_band("vegas", &r, 0.75 * f64::from(K), 1.25 * f64::from(K));
 
     // One averaged sample per second: rtt_noload is the 10 ms of an
@@ -186,8 +186,8 @@ fn vegas_settles_just_past_the_knee() {
     // Vegas holds iff alpha (3) ≤ queue ≤ beta (6) at log10(L) = 1,
     // i.e. L ∈ [K + 3, K + 6] = [43, 46].
     let windowed = Windowed::new(
-        WindowedConfig::default(),
-        Vegas::new(VegasConfig::default()).unwrap(),
+        &WindowedConfig::default(),
+        Vegas::new(&VegasConfig::default()).unwrap(),
     );
     let r = run(windowed.unwrap(), 2);
     assert_band("windowed vegas", &r, f64::from(K + 3), f64::from(K + 6));
@@ -202,8 +202,8 @@ fn windowed_gradient2_settles_within_its_rtt_tolerance() {
     // (10 min) horizon, so by the second minute the limit sits a little
     // higher, still below the drop point.
     let windowed = Windowed::new(
-        WindowedConfig::default(),
-        Gradient2::new(Gradient2Config::default()).unwrap(),
+        &WindowedConfig::default(),
+        Gradient2::new(&Gradient2Config::default()).unwrap(),
     );
     let r = run(windowed.unwrap(), 3);
     assert_band(
@@ -222,7 +222,7 @@ fn unwindowed_gradient2_drifts_to_its_maximum_under_saturation() {
     // grow ~0.8 per sample, hundreds per round trip), the gradient stays
     // near 1, and the limit escapes to max_concurrency while the server
     // drops. This is why Netflix wraps Gradient2 in WindowedLimit.
-    let r = run(Gradient2::new(Gradient2Config::default()).unwrap(), 3);
+    let r = run(Gradient2::new(&Gradient2Config::default()).unwrap(), 3);
     report("gradient2 per request", &r);
     assert!(r.settled_limit > 2.0 * f64::from(K), "{r:?}");
     assert!(r.drop_fraction > 0.5, "{r:?}");
@@ -235,7 +235,7 @@ fn envoy_gradient_settles_at_its_buffered_fixed_point() {
     // 50 + √50 = 57.07 → 57. Probes (limit 3 for ~50 requests every 60–69 s)
     // pull the mean down slightly; [K, 1.5 K] allows for both.
     let r = run(
-        EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap(),
+        EnvoyGradient::new(&EnvoyGradientConfig::default()).unwrap(),
         4,
     );
     assert_band("envoy gradient", &r, f64::from(K), 1.5 * f64::from(K));

@@ -96,7 +96,7 @@ fn fill(table: &mut PodTable, replicas: u32, i: u64, now: Nanos) {
 fn ten_thousand_syncs_allocate_nothing() {
     let config = config();
     let metric_count = config.metrics.len();
-    let mut hpa = Hpa::new(config).unwrap();
+    let mut hpa = Hpa::new(&config).unwrap();
     let mut table = PodTable::with_capacity(PODS, 2, metric_count);
     let mut replicas = 10u32;
     let mut changes = 0u32;

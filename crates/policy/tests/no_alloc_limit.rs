@@ -57,7 +57,7 @@ fn counter_sees_allocations() {
 
 #[test]
 fn fixed_does_not_allocate() {
-    assert_no_alloc("fixed", Fixed::new(FixedConfig { limit: 40 }).unwrap());
+    assert_no_alloc("fixed", Fixed::new(&FixedConfig { limit: 40 }).unwrap());
 }
 
 #[test]
@@ -66,7 +66,7 @@ fn aimd_does_not_allocate() {
         timeout: Nanos::from_millis(20),
         ..AimdConfig::default()
     };
-    assert_no_alloc("aimd", Aimd::new(config).unwrap());
+    assert_no_alloc("aimd", Aimd::new(&config).unwrap());
 }
 
 #[test]
@@ -75,14 +75,14 @@ fn vegas_does_not_allocate() {
         probe_multiplier: 1,
         ..VegasConfig::default()
     };
-    assert_no_alloc("vegas", Vegas::new(config).unwrap());
+    assert_no_alloc("vegas", Vegas::new(&config).unwrap());
 }
 
 #[test]
 fn gradient2_does_not_allocate() {
     assert_no_alloc(
         "gradient2",
-        Gradient2::new(Gradient2Config::default()).unwrap(),
+        Gradient2::new(&Gradient2Config::default()).unwrap(),
     );
 }
 
@@ -96,7 +96,7 @@ fn envoy_gradient_does_not_allocate() {
         min_rtt_request_count: 5,
         ..EnvoyGradientConfig::default()
     };
-    assert_no_alloc("envoy_gradient", EnvoyGradient::new(config).unwrap());
+    assert_no_alloc("envoy_gradient", EnvoyGradient::new(&config).unwrap());
 }
 
 #[test]
@@ -106,8 +106,8 @@ fn windowed_does_not_allocate() {
         max_window: Nanos::from_millis(100),
         ..WindowedConfig::default()
     };
-    let inner = Gradient2::new(Gradient2Config::default()).unwrap();
-    assert_no_alloc("windowed", Windowed::new(config, inner).unwrap());
+    let inner = Gradient2::new(&Gradient2Config::default()).unwrap();
+    assert_no_alloc("windowed", Windowed::new(&config, inner).unwrap());
 }
 
 #[test]

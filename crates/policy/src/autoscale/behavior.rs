@@ -80,6 +80,7 @@ pub enum Stabilization {
 
 /// What bounded the final replica count (the `ScalingLimited` condition).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScaleLimit {
     /// Nothing: the stabilized recommendation was applied as is.
     DesiredWithinRange,

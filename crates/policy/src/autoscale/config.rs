@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 /// A container resource the resource metrics API (metrics-server) reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ResourceName {
     /// CPU; the only resource whose samples are set aside while a pod initialises.
     Cpu,
@@ -28,6 +29,7 @@ pub enum ResourceName {
 /// `AverageValue`, `Object` takes `Value` or `AverageValue`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum MetricTarget {
     /// Mean usage as a whole percentage of the pods' requests (e.g. `60`).
     Utilization {
@@ -52,6 +54,7 @@ pub enum MetricTarget {
 /// (a [`MetricId`](super::MetricId)); names are for people and error messages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum MetricSpec {
     /// Pod-level resource: the sum over *all* containers of a pod, so a hot
     /// small container hides behind a cold large one.

@@ -48,7 +48,7 @@
 //!     metrics: vec![stormbreak_policy::autoscale::MetricSpec::cpu_utilization(50)],
 //!     ..HpaConfig::default()
 //! };
-//! let mut hpa = Hpa::new(config).unwrap();
+//! let mut hpa = Hpa::new(&config).unwrap();
 //! let mut pods = PodTable::with_capacity(16, 1, 1);
 //! let now = Nanos::from_secs(3600);
 //! pods.clear(4);
@@ -87,6 +87,7 @@ const FAMILY: &str = "autoscale";
 
 /// Why a sync chose its replica count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScaleReason {
     /// The target is at 0 replicas while `min_replicas` > 0: someone paused
     /// it on purpose, so the HPA leaves it alone.
@@ -166,9 +167,9 @@ pub struct Hpa {
 
 impl Hpa {
     /// Validates `config` and allocates all history up front.
-    pub fn new(config: HpaConfig) -> Result<Self, FieldError> {
+    pub fn new(config: &HpaConfig) -> Result<Self, FieldError> {
         config.validate()?;
-        let sources: Box<[Source]> = config.metrics.iter().map(|m| resolve(&config, m)).collect();
+        let sources: Box<[Source]> = config.metrics.iter().map(|m| resolve(config, m)).collect();
         let rules = |r: &ScalingRules, window: Nanos, policies: &[ScalingPolicy]| Rules {
             stabilization_window: r.stabilization_window.unwrap_or(window),
             select: r.select_policy.unwrap_or_default(),

@@ -26,6 +26,7 @@ pub struct MetricReading {
 
 /// Why a metric could not produce a recommendation this sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MetricError {
     /// No sync has run yet.
     NotSynced,

@@ -73,7 +73,7 @@ impl AimdConfig {
 /// use stormbreak_policy::limit::{Aimd, AimdConfig, LimitAlgorithm, Sample};
 /// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
-/// let mut aimd = Aimd::new(AimdConfig { min_limit: 1, ..AimdConfig::default() }).unwrap();
+/// let mut aimd = Aimd::new(&AimdConfig { min_limit: 1, ..AimdConfig::default() }).unwrap();
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(0);
 /// aimd.on_sample(Nanos::ZERO, Sample { rtt: Nanos::from_millis(1), inflight: 20, dropped: true }, &mut rng);
 /// assert_eq!(aimd.limit(), 18); // floor(20 × 0.9)
@@ -89,7 +89,7 @@ pub struct Aimd {
 
 impl Aimd {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: AimdConfig) -> Result<Self, FieldError> {
+    pub fn new(config: &AimdConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Aimd {
             limit: config.initial_limit,
@@ -134,7 +134,7 @@ mod tests {
     use rand_pcg::Pcg64Mcg;
 
     fn aimd(min: u32, initial: u32, max: u32) -> Aimd {
-        Aimd::new(AimdConfig {
+        Aimd::new(&AimdConfig {
             min_limit: min,
             initial_limit: initial,
             max_limit: max,
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn default_floor_holds_a_drop_at_twenty() {
-        let mut a = Aimd::new(AimdConfig::default()).unwrap();
+        let mut a = Aimd::new(&AimdConfig::default()).unwrap();
         feed(&mut a, Nanos::from_millis(10), 20, true);
         assert_eq!(a.limit(), 20); // 18 clamped up to min_limit 20
     }

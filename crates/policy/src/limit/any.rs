@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum LimitConfig {
     /// [`Fixed`].
     Fixed(FixedConfig),
@@ -90,16 +91,14 @@ impl LimitConfig {
     pub fn build(&self) -> Result<AnyLimit, FieldError> {
         self.validate()?;
         Ok(match self {
-            LimitConfig::Fixed(c) => AnyLimit::Fixed(Fixed::new(c.clone())?),
-            LimitConfig::Aimd(c) => AnyLimit::Aimd(Aimd::new(c.clone())?),
-            LimitConfig::Vegas(c) => AnyLimit::Vegas(Vegas::new(c.clone())?),
-            LimitConfig::Gradient2(c) => AnyLimit::Gradient2(Gradient2::new(c.clone())?),
-            LimitConfig::EnvoyGradient(c) => {
-                AnyLimit::EnvoyGradient(EnvoyGradient::new(c.clone())?)
-            }
+            LimitConfig::Fixed(c) => AnyLimit::Fixed(Fixed::new(c)?),
+            LimitConfig::Aimd(c) => AnyLimit::Aimd(Aimd::new(c)?),
+            LimitConfig::Vegas(c) => AnyLimit::Vegas(Vegas::new(c)?),
+            LimitConfig::Gradient2(c) => AnyLimit::Gradient2(Gradient2::new(c)?),
+            LimitConfig::EnvoyGradient(c) => AnyLimit::EnvoyGradient(EnvoyGradient::new(c)?),
             LimitConfig::Windowed(c) => {
                 let inner = c.inner.build()?;
-                AnyLimit::Windowed(Box::new(Windowed::new(c.window.clone(), inner)?))
+                AnyLimit::Windowed(Box::new(Windowed::new(&c.window, inner)?))
             }
         })
     }
@@ -108,6 +107,7 @@ impl LimitConfig {
 /// A built limit algorithm of any kind, dispatched without generics so a
 /// simulator or gateway can hold one per component from config.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum AnyLimit {
     /// [`Fixed`].
     Fixed(Fixed),

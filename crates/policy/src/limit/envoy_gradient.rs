@@ -197,7 +197,7 @@ enum Phase {
 /// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
 /// let config = EnvoyGradientConfig { min_rtt_fixed_value: Some(Nanos::from_millis(10)), ..Default::default() };
-/// let mut envoy = EnvoyGradient::new(config).unwrap();
+/// let mut envoy = EnvoyGradient::new(&config).unwrap();
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
 /// envoy.advance(Nanos::ZERO); // the first window ends at 100 ms
 /// let fast = Sample { rtt: Nanos::from_millis(5), inflight: 3, dropped: false };
@@ -229,7 +229,7 @@ pub struct EnvoyGradient {
 
 impl EnvoyGradient {
     /// Builds the controller after validating `config`; allocates the sample buffer.
-    pub fn new(config: EnvoyGradientConfig) -> Result<Self, FieldError> {
+    pub fn new(config: &EnvoyGradientConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let (phase, min_rtt) = match config.min_rtt_fixed_value {
             Some(fixed) => (
@@ -443,7 +443,7 @@ mod tests {
     }
 
     fn fixed(min_rtt: Nanos) -> EnvoyGradient {
-        EnvoyGradient::new(EnvoyGradientConfig {
+        EnvoyGradient::new(&EnvoyGradientConfig {
             min_rtt_fixed_value: Some(min_rtt),
             ..EnvoyGradientConfig::default()
         })
@@ -584,7 +584,7 @@ mod tests {
     #[test]
     fn window_uses_the_configured_percentile() {
         let mut rng = Pcg64Mcg::seed_from_u64(2);
-        let mut e = EnvoyGradient::new(EnvoyGradientConfig {
+        let mut e = EnvoyGradient::new(&EnvoyGradientConfig {
             min_rtt_fixed_value: Some(Nanos::from_millis(10)),
             sample_aggregate_percentile: 90.0,
             ..EnvoyGradientConfig::default()
@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn starts_in_probe_pinned_and_restores_after_request_count() {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
-        let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
+        let mut e = EnvoyGradient::new(&EnvoyGradientConfig::default()).unwrap();
         assert!(e.in_probe());
         assert_eq!(e.limit(), 3);
         for i in (0..49).map(Nanos::from_nanos) {
@@ -634,7 +634,7 @@ mod tests {
     #[test]
     fn next_probe_after_interval_plus_jitter_pins_limit() {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
-        let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
+        let mut e = EnvoyGradient::new(&EnvoyGradientConfig::default()).unwrap();
         let probe_end = Nanos::from_millis(20);
         for _ in 0..50 {
             e.on_sample(probe_end, sample(Nanos::from_millis(10)), &mut rng);
@@ -670,7 +670,7 @@ mod tests {
     #[test]
     fn samples_admitted_before_probe_start_are_discarded() {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
-        let mut e = EnvoyGradient::new(EnvoyGradientConfig {
+        let mut e = EnvoyGradient::new(&EnvoyGradientConfig {
             min_rtt_jitter: 0.0,
             ..EnvoyGradientConfig::default()
         })
@@ -708,7 +708,7 @@ mod tests {
     #[test]
     fn five_windows_at_minimum_trigger_a_probe() {
         let mut rng = Pcg64Mcg::seed_from_u64(9);
-        let mut e = EnvoyGradient::new(EnvoyGradientConfig::default()).unwrap();
+        let mut e = EnvoyGradient::new(&EnvoyGradientConfig::default()).unwrap();
         for _ in 0..50 {
             e.on_sample(
                 Nanos::from_millis(20),

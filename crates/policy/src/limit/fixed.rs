@@ -41,7 +41,7 @@ impl FixedConfig {
 ///
 /// ```
 /// use stormbreak_policy::limit::{Fixed, FixedConfig, LimitAlgorithm};
-/// let fixed = Fixed::new(FixedConfig::default()).unwrap();
+/// let fixed = Fixed::new(&FixedConfig::default()).unwrap();
 /// assert_eq!(fixed.limit(), 1024);
 /// ```
 #[derive(Clone, Debug)]
@@ -51,7 +51,7 @@ pub struct Fixed {
 
 impl Fixed {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: FixedConfig) -> Result<Self, FieldError> {
+    pub fn new(config: &FixedConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Fixed {
             limit: config.limit,
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn ignores_drops_and_slow_samples() {
-        let mut fixed = Fixed::new(FixedConfig { limit: 7 }).unwrap();
+        let mut fixed = Fixed::new(&FixedConfig { limit: 7 }).unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         for i in 0..100 {
             let sample = Sample {
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn zero_is_rejected_with_field_name() {
-        let err = Fixed::new(FixedConfig { limit: 0 }).unwrap_err();
+        let err = Fixed::new(&FixedConfig { limit: 0 }).unwrap_err();
         assert_eq!(err.to_string(), "limit: fixed.limit must be ≥ 1, got 0");
     }
 }

@@ -155,7 +155,7 @@ pub struct Gradient2 {
 
 impl Gradient2 {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: Gradient2Config) -> Result<Self, FieldError> {
+    pub fn new(config: &Gradient2Config) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Gradient2 {
             estimate: f64::from(config.initial_limit),
@@ -220,7 +220,7 @@ mod tests {
     use rand_pcg::Pcg64Mcg;
 
     fn gradient2(min: u32, initial: u32) -> Gradient2 {
-        Gradient2::new(Gradient2Config {
+        Gradient2::new(&Gradient2Config {
             min_limit: min,
             initial_limit: initial,
             ..Gradient2Config::default()

@@ -43,7 +43,7 @@ pub enum Outcome {
 /// use stormbreak_policy::Nanos;
 /// use rand::SeedableRng;
 ///
-/// let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 1 }).unwrap());
+/// let mut limiter = Limiter::new(Fixed::new(&FixedConfig { limit: 1 }).unwrap());
 /// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
 /// let permit = limiter.try_acquire(Nanos::ZERO).unwrap();
 /// assert!(limiter.try_acquire(Nanos::ZERO).is_none(), "the single slot is taken");
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn admits_up_to_the_limit_then_rejects() {
-        let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 3 }).unwrap());
+        let mut limiter = Limiter::new(Fixed::new(&FixedConfig { limit: 3 }).unwrap());
         let permits: Vec<_> = (0..3)
             .map(|t| limiter.try_acquire(Nanos::from_nanos(t)).unwrap())
             .collect();
@@ -145,7 +145,7 @@ mod tests {
             min_limit: 1,
             ..AimdConfig::default()
         };
-        let mut limiter = Limiter::new(Aimd::new(config).unwrap());
+        let mut limiter = Limiter::new(Aimd::new(&config).unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
         let a = limiter.try_acquire(Nanos::ZERO).unwrap();
         let b = limiter.try_acquire(Nanos::ZERO).unwrap();
@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn double_release_saturates_instead_of_wrapping() {
-        let mut limiter = Limiter::new(Fixed::new(FixedConfig { limit: 2 }).unwrap());
+        let mut limiter = Limiter::new(Fixed::new(&FixedConfig { limit: 2 }).unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
         let p = limiter.try_acquire(Nanos::ZERO).unwrap();
         limiter.release(Nanos::from_nanos(1), p, Outcome::Success, &mut rng);

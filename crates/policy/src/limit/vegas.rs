@@ -106,7 +106,7 @@ pub struct Vegas {
 
 impl Vegas {
     /// Builds the limiter after validating `config`.
-    pub fn new(config: VegasConfig) -> Result<Self, FieldError> {
+    pub fn new(config: &VegasConfig) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Vegas {
             estimate: f64::from(config.initial_limit),
@@ -205,7 +205,7 @@ mod tests {
 
     /// A Vegas at limit 20 whose no-load rtt is already 10 ms.
     fn primed(config: VegasConfig) -> (Vegas, Pcg64Mcg) {
-        let mut v = Vegas::new(config).unwrap();
+        let mut v = Vegas::new(&config).unwrap();
         let mut rng = Pcg64Mcg::seed_from_u64(5);
         let first = Sample {
             rtt: Nanos::from_millis(10),

@@ -114,8 +114,8 @@ impl AverageWindow {
 ///
 /// ```
 /// use stormbreak_policy::limit::{Gradient2, Gradient2Config, LimitAlgorithm, Windowed, WindowedConfig};
-/// let inner = Gradient2::new(Gradient2Config::default()).unwrap();
-/// let windowed = Windowed::new(WindowedConfig::default(), inner).unwrap();
+/// let inner = Gradient2::new(&Gradient2Config::default()).unwrap();
+/// let windowed = Windowed::new(&WindowedConfig::default(), inner).unwrap();
 /// assert_eq!(windowed.limit(), 20);
 /// ```
 #[derive(Clone, Debug)]
@@ -131,7 +131,7 @@ pub struct Windowed<A> {
 
 impl<A: LimitAlgorithm> Windowed<A> {
     /// Wraps `inner` after validating `config`.
-    pub fn new(config: WindowedConfig, inner: A) -> Result<Self, FieldError> {
+    pub fn new(config: &WindowedConfig, inner: A) -> Result<Self, FieldError> {
         config.validate()?;
         Ok(Windowed {
             inner,
@@ -228,7 +228,7 @@ mod tests {
     #[test]
     fn aggregates_mean_rtt_max_inflight_any_drop() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
-        let mut w = Windowed::new(WindowedConfig::default(), Spy::default()).unwrap();
+        let mut w = Windowed::new(&WindowedConfig::default(), Spy::default()).unwrap();
         // First sample closes the (empty-start) window at next_update = 0: one
         // sample < window_size, so it is dropped; the next window ends at 1 s + 1 s.
         w.on_sample(
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn short_windows_and_fast_samples_are_discarded() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
-        let mut w = Windowed::new(WindowedConfig::default(), Spy::default()).unwrap();
+        let mut w = Windowed::new(&WindowedConfig::default(), Spy::default()).unwrap();
         w.on_sample(
             Nanos::from_nanos(1),
             s(Nanos::from_millis(10), 1, false),
@@ -302,7 +302,7 @@ mod tests {
             max_window: Nanos::from_secs(2),
             ..WindowedConfig::default()
         };
-        let mut w = Windowed::new(config, Spy::default()).unwrap();
+        let mut w = Windowed::new(&config, Spy::default()).unwrap();
         w.on_sample(
             Nanos::from_nanos(1),
             s(Nanos::from_millis(300), 1, false),

@@ -1,7 +1,7 @@
 //! The Generic Cell Rate Algorithm for one key.
 
-use super::NotUntil;
-use crate::Nanos;
+use super::{FAMILY, NotUntil};
+use crate::{FieldError, Nanos};
 
 /// GCRA in its virtual-scheduling form (ITU-T I.371, as in governor and redis-cell).
 ///
@@ -18,10 +18,25 @@ pub struct Gcra {
 }
 
 impl Gcra {
-    /// From the emission interval `T` (≥ 1 ns) and burst (≥ 1); `None` if `(burst − 1)·T` overflows.
-    pub fn new(emission_interval: Nanos, burst: u32) -> Option<Self> {
-        let tolerance = emission_interval.checked_mul(u64::from(burst.checked_sub(1)?))?;
-        (emission_interval > Nanos::ZERO).then_some(Gcra {
+    /// From the emission interval `T` (≥ 1 ns) and burst (≥ 1); an error
+    /// names the field out of range, including a burst whose `(burst − 1)·T`
+    /// does not fit in 584 years.
+    pub fn new(emission_interval: Nanos, burst: u32) -> Result<Self, FieldError> {
+        if emission_interval.is_zero() {
+            return Err(FieldError::new(FAMILY, "emission_interval", "≥ 1ns", "0"));
+        }
+        let Some(extra) = burst.checked_sub(1) else {
+            return Err(FieldError::new(FAMILY, "burst", "≥ 1", "0"));
+        };
+        let Some(tolerance) = emission_interval.checked_mul(u64::from(extra)) else {
+            return Err(FieldError::new(
+                FAMILY,
+                "burst",
+                "small enough that burst × the emission interval fits in 584 years",
+                format!("{burst} at an emission interval of {emission_interval}"),
+            ));
+        };
+        Ok(Gcra {
             emission_interval,
             tolerance,
         })
@@ -65,9 +80,16 @@ mod tests {
 
     #[test]
     fn new_refuses_zero_interval_zero_burst_and_overflow() {
-        assert!(Gcra::new(Nanos::ZERO, 5).is_none());
-        assert!(Gcra::new(Nanos::from_millis(1), 0).is_none());
-        assert!(Gcra::new(Nanos::MAX / 2, 4).is_none());
+        assert_eq!(
+            Gcra::new(Nanos::ZERO, 5).unwrap_err().field(),
+            "emission_interval"
+        );
+        assert_eq!(
+            Gcra::new(Nanos::from_millis(1), 0).unwrap_err().field(),
+            "burst"
+        );
+        let e = Gcra::new(Nanos::MAX / 2, 4).unwrap_err();
+        assert!(e.to_string().contains("fits in 584 years"), "{e}");
         let g = Gcra::new(Nanos::from_millis(100), 5).unwrap();
         assert_eq!(g.tolerance(), Nanos::from_millis(400)); // (5 − 1)·100 ms
     }

@@ -117,7 +117,7 @@ impl RateLimitConfig {
                 self.max_keys,
             ));
         }
-        Gcra::new(emission_interval(self.rate), self.burst).ok_or_else(|| {
+        Gcra::new(emission_interval(self.rate), self.burst).map_err(|_| {
             FieldError::new(
                 FAMILY,
                 "burst",

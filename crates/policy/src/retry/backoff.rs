@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 /// How the un-jittered pause grows with the retry index.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum BackoffKind {
     /// Always `base`.
     Constant,
@@ -43,6 +44,7 @@ pub enum BackoffKind {
 /// How the pause is randomised so that clients failing together do not retry together.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Jitter {
     /// The pause is exactly `temp`; synchronised clients stay synchronised.
     None,

@@ -35,6 +35,7 @@ pub enum Pushback {
 /// rate-limit reset header (see [`headers`](super::headers)); it applies to
 /// any failed response, and a retry never happens sooner than it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptOutcome {
     /// An HTTP response arrived.
     Response {
@@ -99,6 +100,7 @@ pub enum OutcomeClass {
 /// A retry condition, spelled as in Envoy's `retry_on` where Envoy has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum RetryOn {
     /// `5xx`: any 5xx status.
     #[serde(rename = "5xx")]

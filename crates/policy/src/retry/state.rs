@@ -7,6 +7,7 @@ use rand::Rng;
 
 /// Why a logical request stopped without success.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GiveUpReason {
     /// The outcome is not one the policy retries (most 4xx, 501, …).
     NonRetryable,

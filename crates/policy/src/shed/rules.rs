@@ -52,6 +52,7 @@ fn rule_key(route: u32, class: Option<Criticality>) -> (u32, u8) {
 
 /// Why [`ShedRules::add_rule`] refused a rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AddRuleError {
     /// The rule itself is invalid (status, or `Retry-After` with 403).
     Invalid(FieldError),

@@ -68,7 +68,7 @@ impl Autoscaler {
         };
         let period = config.sync_period;
         Autoscaler {
-            hpa: Hpa::new(config).expect("validated autoscaler"),
+            hpa: Hpa::new(&config).expect("validated autoscaler"),
             table: PodTable::with_capacity(spec.max as usize * 2 + 8, 2, 1),
             period,
         }
