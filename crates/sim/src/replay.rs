@@ -8,6 +8,7 @@
 //! whether the system recovers on its own.
 
 use std::fmt;
+use stormbreak_policy::budget::BudgetConfig;
 
 use serde::Serialize;
 use stormbreak_policy::Nanos;
@@ -17,7 +18,6 @@ use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
 use toml::Spanned;
 
 use crate::record::Recording;
-use crate::scenario::BudgetSpec;
 use crate::scenario::{FailoverSpec, ScaleMetric, Scenario, ScenarioError};
 
 /// The incident scenario, as shipped.
@@ -147,7 +147,7 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
             }
             Fix::Retries => {
                 let budget = || {
-                    Some(BudgetSpec::Ratio(RatioBudgetConfig {
+                    Some(BudgetConfig::Ratio(RatioBudgetConfig {
                         retry_ratio: 0.1,
                         ..RatioBudgetConfig::default()
                     }))

@@ -470,7 +470,7 @@ fn serde_messages_never_name_rust_types() {
         "BackoffKind",
         "Jitter",
         "RetryOn",
-        "BudgetSpec",
+        "BudgetConfig",
         "DiurnalSpec",
         "SidecarSpec",
         "AutoscalerSpec",

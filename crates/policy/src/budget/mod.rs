@@ -14,15 +14,19 @@
 //! | [`TokenBucket`] | Brooker's retry token bucket: a retry spends `cost`, every success earns `reward`; retries ≤ (reward × successes + capacity) / cost | capacity 10, cost 1, reward 0.1 |
 //! | [`Unlimited`] | no budget | — |
 //!
-//! All of them implement [`RetryBudget`], which a
+//! [`BudgetConfig`] is the tagged table a config file names one with
+//! (`{ kind = "bucket", reward = 0.05 }`), and [`AnyBudget`] the budget it
+//! builds. All of them implement [`RetryBudget`], which a
 //! [`RetryState`](crate::retry::RetryState) consults through
 //! [`on_outcome_budgeted`](crate::retry::RetryState::on_outcome_budgeted).
 
+mod any;
 mod aws;
 mod bucket;
 mod grpc;
 mod ratio;
 
+pub use any::{AnyBudget, BudgetConfig};
 pub use aws::{AwsRetryQuota, AwsRetryQuotaConfig};
 pub use bucket::{TokenBucket, TokenBucketConfig};
 pub use grpc::{GrpcThrottle, GrpcThrottleConfig};

@@ -5,36 +5,12 @@
 
 use rand::Rng;
 use stormbreak_policy::Nanos;
-use stormbreak_policy::budget::{
-    AwsRetryQuota, GrpcThrottle, RatioBudget, RetryBudget, TokenBucket, Unlimited,
-};
+use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
     AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
 
 use crate::record::Cause;
-use crate::scenario::{BudgetSpec, RetrySpec};
-
-#[derive(Debug)]
-enum AnyBudget {
-    Unlimited(Unlimited),
-    Ratio(RatioBudget),
-    Grpc(GrpcThrottle),
-    Aws(AwsRetryQuota),
-    Bucket(TokenBucket),
-}
-
-impl AnyBudget {
-    fn get(&mut self) -> &mut dyn RetryBudget {
-        match self {
-            AnyBudget::Unlimited(b) => b,
-            AnyBudget::Ratio(b) => b,
-            AnyBudget::Grpc(b) => b,
-            AnyBudget::Aws(b) => b,
-            AnyBudget::Bucket(b) => b,
-        }
-    }
-}
 
 /// The retry state of one logical call; `None` when the caller never retries.
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,16 +53,8 @@ pub fn outcome_of(cause: Cause, retry_after: Option<Nanos>) -> AttemptOutcome {
 
 impl Caller {
     /// Builds the caller; the specs were validated with the scenario.
-    pub fn new(retry: Option<&RetrySpec>, budget: Option<&BudgetSpec>) -> Self {
-        let budget = match budget {
-            None => AnyBudget::Unlimited(Unlimited),
-            Some(BudgetSpec::Ratio(c)) => AnyBudget::Ratio(RatioBudget::new(c).expect("validated")),
-            Some(BudgetSpec::Grpc(c)) => AnyBudget::Grpc(GrpcThrottle::new(c).expect("validated")),
-            Some(BudgetSpec::Aws(c)) => AnyBudget::Aws(AwsRetryQuota::new(c).expect("validated")),
-            Some(BudgetSpec::Bucket(c)) => {
-                AnyBudget::Bucket(TokenBucket::new(c).expect("validated"))
-            }
-        };
+    pub fn new(retry: Option<&RetryConfig>, budget: Option<&BudgetConfig>) -> Self {
+        let budget = budget.map_or_else(AnyBudget::default, |b| b.build().expect("validated"));
         let policy = retry.map(|r| RetryPolicy::new(r).expect("validated"));
         let classify = policy
             .clone()
@@ -102,13 +70,13 @@ impl Caller {
     /// Calls already under way keep their attempt count and deadline and
     /// are judged by the new policy from their next outcome on; a call that
     /// started without a policy stays without retries.
-    pub fn set_retry(&mut self, retry: Option<&RetrySpec>) {
+    pub fn set_retry(&mut self, retry: Option<&RetryConfig>) {
         self.policy = retry.map(|r| RetryPolicy::new(r).expect("validated"));
     }
 
     /// A new logical call starts now (the budget earns its deposit).
     pub fn start(&mut self, now: Nanos) -> CallState {
-        let budget = self.budget.get();
+        let budget = &mut self.budget;
         match &self.policy {
             Some(p) => CallState(Some(RetryState::begin(p, now, budget))),
             None => {
@@ -127,11 +95,11 @@ impl Caller {
                     p,
                     now,
                     AttemptOutcome::status(200),
-                    self.budget.get(),
+                    &mut self.budget,
                     rng,
                 );
             }
-            _ => self.budget.get().on_success(now, None),
+            _ => self.budget.on_success(now, None),
         }
     }
 
@@ -146,8 +114,8 @@ impl Caller {
     /// (the fan-out bug): the budget still hears of it.
     pub fn on_failure(&mut self, now: Nanos, cause: Cause) {
         match cause {
-            Cause::Timeout => self.budget.get().on_timeout(now),
-            _ => self.budget.get().on_failure(now),
+            Cause::Timeout => self.budget.on_timeout(now),
+            _ => self.budget.on_failure(now),
         }
     }
 
@@ -165,7 +133,7 @@ impl Caller {
             return Next::GiveUp;
         };
         let outcome = outcome_of(cause, retry_after);
-        match s.on_outcome_budgeted(p, now, outcome, self.budget.get(), rng) {
+        match s.on_outcome_budgeted(p, now, outcome, &mut self.budget, rng) {
             RetryDecision::RetryAt(t) => Next::RetryAt(t.max(now)),
             RetryDecision::GiveUp(_) | RetryDecision::Success => Next::GiveUp,
         }

@@ -3,6 +3,7 @@
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
+use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::shed::ShedRule;
 
 use super::Engine;
@@ -10,7 +11,7 @@ use super::Names;
 use super::ids::{GatewayId, LbId, PopId, RouteId, SiteId};
 use super::lb::{Gate, LbRamp};
 use crate::record::AppliedAction;
-use crate::scenario::{ActionKind, RetrySpec};
+use crate::scenario::ActionKind;
 
 /// Whose retry policy a `set_retry` replaces.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +32,7 @@ pub(crate) enum Action {
     },
     SetRetry {
         target: RetryTarget,
-        retry: Option<RetrySpec>,
+        retry: Option<RetryConfig>,
     },
     Shed {
         lb: LbId,

@@ -26,7 +26,7 @@ const TYPES: &[(&str, &str)] = &[
          \"connect-failure\", \"timeout\", \"throttled\"",
     ),
     (
-        "BudgetSpec",
+        "BudgetConfig",
         "a budget table with kind = \"ratio\" | \"grpc\" | \"aws\" | \"bucket\"",
     ),
     (

@@ -21,9 +21,11 @@ mod messages;
 mod spans;
 mod specs;
 mod validate;
-pub use specs::{BudgetSpec, FieldProblem, RetrySpec, check_retry};
+pub use specs::{FieldProblem, check_budget, check_retry};
+use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
+use stormbreak_policy::retry::RetryConfig;
 
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -133,10 +135,10 @@ pub struct GatewaySpec {
     pub timeout: Nanos,
     /// Retries of the forwarded call (none when absent).
     #[serde(default)]
-    pub retry: Option<RetrySpec>,
+    pub retry: Option<RetryConfig>,
     /// Retry budget shared by all calls through this gateway.
     #[serde(default)]
-    pub budget: Option<BudgetSpec>,
+    pub budget: Option<BudgetConfig>,
 }
 
 /// A `[[service]]`: identical pods behind a least-loaded balancer.
@@ -314,10 +316,10 @@ pub struct ClientSpec {
     pub timeout: Nanos,
     /// Retry behaviour (none when absent).
     #[serde(default)]
-    pub retry: Option<RetrySpec>,
+    pub retry: Option<RetryConfig>,
     /// Retry budget shared by the population.
     #[serde(default)]
-    pub budget: Option<BudgetSpec>,
+    pub budget: Option<BudgetConfig>,
     /// Wait at least the `Retry-After` a response advertises before
     /// retrying (default true; a scraper or a buggy client sets false).
     #[serde(default = "yes")]
@@ -425,7 +427,7 @@ pub enum ActionKind {
         target: String,
         /// The new policy.
         #[serde(default)]
-        retry: Option<RetrySpec>,
+        retry: Option<RetryConfig>,
     },
     /// Add a shed rule at an LB: the route's requests are answered at once
     /// with `status` (403, 429 or 503) and an optional `Retry-After`.

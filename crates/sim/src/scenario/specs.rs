@@ -1,39 +1,16 @@
-//! The scenario syntax of retries and budgets: the policy crate's configs
-//! as written in a scenario file, and their checks.
+//! The scenario's own checks of retry and budget tables. The tables
+//! themselves are the policy crate's [`RetryConfig`] and [`BudgetConfig`],
+//! read unchanged, so a gateway config and a scenario share one syntax; what
+//! is added here are the scenario's limits ([`MAX_ATTEMPTS`],
+//! [`MAX_DURATION`]).
 
 use std::fmt;
 
-use serde::Deserialize;
-use stormbreak_policy::budget::{
-    AwsRetryQuotaConfig, GrpcThrottleConfig, RatioBudgetConfig, TokenBucketConfig,
-};
+use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::units::format_duration;
 
 use super::{MAX_ATTEMPTS, MAX_DURATION};
-
-/// A scenario's `retry = { … }` table: the policy crate's [`RetryConfig`]
-/// as written (see `docs/scenarios.md` and the `retry` module docs).
-pub type RetrySpec = RetryConfig;
-
-/// A scenario's `budget = { kind = …, … }` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "snake_case",
-    deny_unknown_fields,
-    expecting = "a budget table with kind = \"ratio\" | \"grpc\" | \"aws\""
-)]
-pub enum BudgetSpec {
-    /// Finagle/Linkerd ratio budget.
-    Ratio(RatioBudgetConfig),
-    /// gRPC retry throttling (gRFC A6).
-    Grpc(GrpcThrottleConfig),
-    /// AWS SDK standard retry quota.
-    Aws(AwsRetryQuotaConfig),
-    /// Brooker's retry token bucket.
-    Bucket(TokenBucketConfig),
-}
 
 /// A rejected field of a retry or budget table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,29 +28,22 @@ impl fmt::Display for FieldProblem {
     }
 }
 
-impl BudgetSpec {
-    /// What is wrong with the parameters, if anything.
-    pub fn check(&self) -> Result<(), FieldProblem> {
-        match self {
-            BudgetSpec::Ratio(c) => c.validate(),
-            BudgetSpec::Grpc(c) => c.validate(),
-            BudgetSpec::Aws(c) => c.validate(),
-            BudgetSpec::Bucket(c) => c.validate(),
-        }
-        .map_err(|e| FieldProblem {
-            field: e.field().to_owned(),
-            message: e.to_string(),
-        })?;
-        if let BudgetSpec::Ratio(c) = self {
-            long("ttl", c.ttl)?;
-        }
-        Ok(())
+/// Checks a budget table the way the policy crate will build it, plus the
+/// scenario's [`MAX_DURATION`].
+pub fn check_budget(budget: &BudgetConfig) -> Result<(), FieldProblem> {
+    budget.validate().map_err(|e| FieldProblem {
+        field: e.field().to_owned(),
+        message: e.to_string(),
+    })?;
+    if let BudgetConfig::Ratio(c) = budget {
+        long("ttl", c.ttl)?;
     }
+    Ok(())
 }
 
 /// Checks a retry table the way the policy crate will build it, plus the
 /// scenario's own limits ([`MAX_ATTEMPTS`], [`MAX_DURATION`]).
-pub fn check_retry(spec: &RetrySpec) -> Result<(), FieldProblem> {
+pub fn check_retry(spec: &RetryConfig) -> Result<(), FieldProblem> {
     RetryPolicy::new(spec).map_err(|e| FieldProblem {
         field: e.field().to_owned(),
         message: e.to_string(),

@@ -6,15 +6,17 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
+use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::retry::RetryConfig;
 
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
 use super::spans::Doc;
 use super::{
-    ActionKind, BudgetSpec, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
+    ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
     MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE, MAX_SITES,
-    MAX_SLOTS, RetrySpec, ScaleMetric, Scenario, ScenarioError, ScenarioWarning, check_retry,
+    MAX_SLOTS, ScaleMetric, Scenario, ScenarioError, ScenarioWarning, check_budget, check_retry,
     line_col, parse_clock,
 };
 
@@ -155,13 +157,12 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn retry(&self, table: &str, what: &str, r: &RetrySpec) -> Result<(), ScenarioError> {
+    fn retry(&self, table: &str, what: &str, r: &RetryConfig) -> Result<(), ScenarioError> {
         check_retry(r).map_err(|p| self.problem(table, what, "retry", p))
     }
 
-    fn budget(&self, table: &str, what: &str, b: &BudgetSpec) -> Result<(), ScenarioError> {
-        b.check()
-            .map_err(|p| self.problem(table, what, "budget", p))
+    fn budget(&self, table: &str, what: &str, b: &BudgetConfig) -> Result<(), ScenarioError> {
+        check_budget(b).map_err(|p| self.problem(table, what, "budget", p))
     }
 
     /// An error about `field` inside the `{table}.{sub}` table.
