@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, RetryBudget};
+use stormbreak_policy::budget::{BudgetConfig, RatioBudget, RatioBudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
     AttemptOutcome, GiveUpReason, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
@@ -133,6 +133,25 @@ impl<C> RetryLayerBuilder<C> {
     pub fn budget(mut self, budget: impl RetryBudget + Send + 'static) -> Self {
         self.budget = Box::new(budget);
         self
+    }
+
+    /// The retry budget a config file names, in the same table syntax as a
+    /// scenario's `budget = { kind = "bucket", reward = 0.1 }`.
+    ///
+    /// ```
+    /// use stormbreak_client::RetryLayer;
+    /// use stormbreak_policy::budget::BudgetConfig;
+    /// use stormbreak_policy::retry::RetryConfig;
+    /// let budget: BudgetConfig = toml::from_str(r#"kind = "bucket""#).unwrap();
+    /// let layer = RetryLayer::builder(&RetryConfig::default())
+    ///     .unwrap()
+    ///     .budget_config(&budget)
+    ///     .unwrap()
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn budget_config(self, config: &BudgetConfig) -> Result<Self, FieldError> {
+        Ok(self.budget(config.build()?))
     }
 
     /// Seeds the jitter RNG, for reproducible pauses.
