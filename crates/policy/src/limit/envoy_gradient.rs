@@ -481,65 +481,20 @@ mod tests {
 
     #[test]
     fn gradient_is_clamped_to_half_and_double() {
+        // (limit, sample rtt ms, min rtt ms) with buffer 0.25, bounds [3, 1000]
+        let g = |limit, sample_ms, min_ms| {
+            let ms = Nanos::from_millis;
+            gradient_limit(limit, ms(sample_ms), ms(min_ms), 0.25, 3, 1000)
+        };
         // g = 12.5 / 100 = 0.125 → 0.5: 100 × 0.5 = 50; floor(50 + 7.07) = 57
-        assert_eq!(
-            gradient_limit(
-                100,
-                Nanos::from_millis(10),
-                Nanos::from_millis(100),
-                0.25,
-                3,
-                1000
-            ),
-            57
-        );
+        assert_eq!(g(100, 10, 100), 57);
         // g = 12.5 / 1 → 2.0: 200 + √200 = 214.14 → 214
-        assert_eq!(
-            gradient_limit(
-                100,
-                Nanos::from_millis(10),
-                Nanos::from_millis(1),
-                0.25,
-                3,
-                1000
-            ),
-            214
-        );
+        assert_eq!(g(100, 10, 1), 214);
         // g = 12.5 / 25 = 0.5 exactly: same as the clamp
-        assert_eq!(
-            gradient_limit(
-                100,
-                Nanos::from_millis(10),
-                Nanos::from_millis(25),
-                0.25,
-                3,
-                1000
-            ),
-            57
-        );
+        assert_eq!(g(100, 10, 25), 57);
         // clamps to [min, max]
-        assert_eq!(
-            gradient_limit(
-                900,
-                Nanos::from_millis(10),
-                Nanos::from_millis(1),
-                0.25,
-                3,
-                1000
-            ),
-            1000
-        );
-        assert_eq!(
-            gradient_limit(
-                1,
-                Nanos::from_millis(10),
-                Nanos::from_millis(100),
-                0.25,
-                3,
-                1000
-            ),
-            3
-        );
+        assert_eq!(g(900, 10, 1), 1000);
+        assert_eq!(g(1, 10, 100), 3);
     }
 
     #[test]
