@@ -10,12 +10,14 @@ mod no_budget;
 mod outlier_all;
 mod per_try;
 mod pool_scale;
-mod retry_amplification;
+pub(crate) mod retry_amplification;
 mod zero_unlimited;
 
 use crate::chain::{Chain, ChainOptions};
 use crate::finding::{Finding, Severity};
 use crate::model::Inventory;
+
+pub use retry_amplification::amplification;
 
 /// SB001: an input or object that could not be read.
 pub const PARSE_ERROR: &str = "SB001";
