@@ -116,9 +116,11 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     let out = match args.format.as_str() {
         "json" => serde_json::to_string_pretty(&output::json::render(&report)).expect("json"),
-        "sarif" => {
-            serde_json::to_string_pretty(&output::sarif::render(&report, "")).expect("sarif")
-        }
+        "sarif" => serde_json::to_string_pretty(&output::sarif::render(
+            &report,
+            &output::sarif::default_help_base(),
+        ))
+        .expect("sarif"),
         _ => output::text::render(&report, args.chains),
     };
     let mut stdout = std::io::stdout().lock();

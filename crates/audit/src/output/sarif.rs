@@ -62,8 +62,14 @@ fn result(f: &Finding, suppressed: Option<&str>) -> SarifResult {
     }
 }
 
+/// Where rule helpUris point by default: the rules page in the
+/// repository (SARIF requires an absolute URI).
+pub fn default_help_base() -> String {
+    format!("{}/blob/main/", env!("CARGO_PKG_REPOSITORY"))
+}
+
 /// Renders the report as a SARIF log; `base_uri` prefixes rule helpUris
-/// (the repository's address, or empty for a relative path).
+/// (see [`default_help_base`]).
 pub fn render(r: &Report, base_uri: &str) -> Sarif {
     let rules: Vec<ReportingDescriptor> = RULES
         .iter()
