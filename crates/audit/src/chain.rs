@@ -503,18 +503,18 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     workload: None,
                     budget: false,
                 };
-                if let Some(svc) = target {
-                    if let Some(wi) = workload_index(inv, svc) {
-                        let w = &inv.workloads[wi];
-                        if is_ingress(w) {
-                            ingress_edges.push(Edge {
-                                hops: hops.clone(),
-                                layers: layers.clone(),
-                            });
-                        }
-                        chain.hops.extend(pod_hops(inv, w, opts));
-                        chain.workload = Some(wi);
+                if let Some(svc) = target
+                    && let Some(wi) = workload_index(inv, svc)
+                {
+                    let w = &inv.workloads[wi];
+                    if is_ingress(w) {
+                        ingress_edges.push(Edge {
+                            hops: hops.clone(),
+                            layers: layers.clone(),
+                        });
                     }
+                    chain.hops.extend(pod_hops(inv, w, opts));
+                    chain.workload = Some(wi);
                 }
                 chains.push(chain);
             }

@@ -122,9 +122,9 @@ pub fn scenario(
         let Some(wi) = c.workload else { continue };
         let w = &inv.workloads[wi];
         let svc = ident(&format!("{}-{}", w.namespace, w.name));
-        if !services.contains_key(&wi) {
-            services.insert(wi, service_block(inv, w, &svc, opts, &lat));
-        }
+        services
+            .entry(wi)
+            .or_insert_with(|| service_block(inv, w, &svc, opts, &lat));
         let n = route_names.entry(svc.clone()).or_default();
         *n += 1;
         let route = if *n == 1 {

@@ -107,7 +107,7 @@ pub fn parse_cpu(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("expected a CPU quantity such as \"250m\" or \"2\", got {s:?}"))?;
     let cores = v * factor;
-    if !cores.is_finite() || cores < 0.0 || cores > 1e6 {
+    if !cores.is_finite() || !(0.0..=1e6).contains(&cores) {
         return Err(format!("CPU quantity {s:?} is out of range"));
     }
     Ok(cores)
@@ -118,9 +118,9 @@ pub fn scenario_duration(d: Duration) -> String {
     let us = d.as_micros();
     if us == 0 {
         "0".into()
-    } else if us % 1_000_000 == 0 {
+    } else if us.is_multiple_of(1_000_000) {
         format!("{}s", us / 1_000_000)
-    } else if us % 1000 == 0 {
+    } else if us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")

@@ -75,7 +75,7 @@ fn a_50_mb_file_is_refused_after_reading_one_byte_past_the_cap() {
     let f = std::fs::File::create(&path).unwrap();
     f.set_len(50 * 1024 * 1024).unwrap(); // sparse: 50 MB of NULs
     let c = inputs::collect(
-        &[dir.clone()],
+        std::slice::from_ref(&dir),
         &[],
         &InputOptions::default(),
         &mut std::io::empty(),

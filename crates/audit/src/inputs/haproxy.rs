@@ -166,7 +166,7 @@ struct Defaults {
 enum Section {
     Global,
     Defaults(Defaults),
-    Proxy(Proxy, Defaults),
+    Proxy(Box<Proxy>, Box<Defaults>),
     Other,
 }
 
@@ -226,7 +226,7 @@ pub fn parse(file: &Arc<str>, text: &str) -> (Config, Vec<ParseError>) {
                 ("global", _) => Section::Global,
                 ("defaults", _) => Section::Defaults(Defaults::default()),
                 (_, Some(kind)) => Section::Proxy(
-                    Proxy {
+                    Box::new(Proxy {
                         kind,
                         name,
                         pos: Pos::new(file, line_no),
@@ -241,8 +241,8 @@ pub fn parse(file: &Arc<str>, text: &str) -> (Config, Vec<ParseError>) {
                         use_backends: Vec::new(),
                         servers: Vec::new(),
                         ignores: std::mem::take(&mut pending),
-                    },
-                    defaults.clone(),
+                    }),
+                    Box::new(defaults.clone()),
                 ),
                 _ => Section::Other,
             };
@@ -305,7 +305,7 @@ fn is_section(w: &str) -> bool {
 fn finish(section: &mut Section, cfg: &mut Config, defaults: &mut Defaults) {
     match std::mem::replace(section, Section::Other) {
         Section::Defaults(d) => *defaults = d,
-        Section::Proxy(p, _) => cfg.proxies.push(p),
+        Section::Proxy(p, _) => cfg.proxies.push(*p),
         _ => {}
     }
 }

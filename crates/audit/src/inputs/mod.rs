@@ -7,7 +7,7 @@
 //!   cap, never loaded whole;
 //! - [`MAX_FILES`] files and [`MAX_DIR_DEPTH`] directory levels; symbolic
 //!   links to directories are not followed (no cycles);
-//! - per YAML document, serde-saphyr's budgets ([`yaml::budget`]).
+//! - per YAML document, serde-saphyr's budgets ([`yaml::options`]).
 
 pub mod haproxy;
 pub mod yaml;

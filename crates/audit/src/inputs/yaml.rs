@@ -98,10 +98,10 @@ impl RawObject {
         if let Body::Text { text, first_line } = &self.body {
             for (i, line) in text.lines().enumerate() {
                 let t = line.trim_start().trim_start_matches("- ");
-                if let Some(rest) = t.strip_prefix(key) {
-                    if rest.starts_with(':') {
-                        return first_line + i as u32;
-                    }
+                if let Some(rest) = t.strip_prefix(key)
+                    && rest.starts_with(':')
+                {
+                    return first_line + i as u32;
                 }
             }
         }
@@ -151,8 +151,7 @@ pub fn split_documents(text: &str) -> Vec<(u32, &str)> {
     let mut start = 0usize;
     let mut start_line = 1u32;
     let mut offset = 0usize;
-    let mut line_no = 1u32;
-    for line in text.split_inclusive('\n') {
+    for (line_no, line) in (1u32..).zip(text.split_inclusive('\n')) {
         let bare = line.trim_end_matches(['\n', '\r']);
         let marker = |m: &str| {
             bare == m
@@ -177,7 +176,6 @@ pub fn split_documents(text: &str) -> Vec<(u32, &str)> {
             }
         }
         offset += line.len();
-        line_no += 1;
     }
     docs.push((start_line, &text[start..]));
     docs.retain(|(_, d)| !is_blank(d));
@@ -268,24 +266,24 @@ fn read_generic(file: &Arc<str>, first_line: u32, doc: &str, out: &mut Stream) {
         }
     };
     let pos = Pos::new(file, line_in_doc(shape.referenced.line()));
-    if let (Some(k), Some(items)) = (shape.value.kind.as_deref(), shape.value.items) {
-        if k == "List" || k.ends_with("List") {
-            if items.len() > MAX_LIST_ITEMS {
-                out.errors.push(ParseError {
-                    pos,
-                    message: format!(
-                        "a List of {} items is over the limit of {MAX_LIST_ITEMS}",
-                        items.len()
-                    ),
-                });
-                return;
-            }
-            for item in items {
-                let ipos = Pos::new(file, line_in_doc(item.referenced.line()));
-                push_value(ipos, item.value, out);
-            }
+    if let (Some(k), Some(items)) = (shape.value.kind.as_deref(), shape.value.items)
+        && (k == "List" || k.ends_with("List"))
+    {
+        if items.len() > MAX_LIST_ITEMS {
+            out.errors.push(ParseError {
+                pos,
+                message: format!(
+                    "a List of {} items is over the limit of {MAX_LIST_ITEMS}",
+                    items.len()
+                ),
+            });
             return;
         }
+        for item in items {
+            let ipos = Pos::new(file, line_in_doc(item.referenced.line()));
+            push_value(ipos, item.value, out);
+        }
+        return;
     }
     match serde_saphyr::from_str_with_options::<serde_json::Value>(doc, options()) {
         Ok(v) => push_value(pos, v, out),

@@ -184,15 +184,14 @@ fn cpu(c: &Container, which: &str) -> Result<Option<f64>, String> {
 
 fn workers_of(c: &Container) -> Option<(u32, String)> {
     for e in c.env.iter().flatten() {
-        if WORKER_ENV.contains(&e.name.as_str()) {
-            if let Some(n) = e
+        if WORKER_ENV.contains(&e.name.as_str())
+            && let Some(n) = e
                 .value
                 .as_deref()
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| *n > 0)
-            {
-                return Some((n, format!("env {}={n} of container {:?}", e.name, c.name)));
-            }
+        {
+            return Some((n, format!("env {}={n} of container {:?}", e.name, c.name)));
         }
     }
     let args: Vec<&str> = c
