@@ -461,7 +461,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         default: false,
     });
     let mut ingress_edges: Vec<Edge> = Vec::new();
-    let mut routed: Vec<(String, String)> = Vec::new();
+    let mut routed: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     for cfg in &inv.haproxy {
         for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
             let mut backends: Vec<&str> = f
@@ -527,7 +527,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 let Some(svc) = inv.service_for_host(host, &ro.namespace) else {
                     continue;
                 };
-                routed.push((svc.namespace.clone(), svc.name.clone()));
+                routed.insert((svc.namespace.clone(), svc.name.clone()));
                 let mut hops = Vec::new();
                 let mut layers: Vec<RetryLayer> = Vec::new();
                 let mut callers = None;

@@ -68,6 +68,7 @@ pub fn load(sources: &[Source]) -> Inventory {
         }
     }
     inv.namespaces = namespaces;
+    inv.reindex();
     inv
 }
 

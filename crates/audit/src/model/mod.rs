@@ -7,7 +7,7 @@ pub mod pool;
 pub mod retry;
 pub mod workload;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -270,6 +270,20 @@ pub struct Inventory {
     pub counts: Counts,
     /// Parse findings (SB001).
     pub findings: Vec<Finding>,
+    /// Lookup tables, built by [`Inventory::reindex`] (so lookups stay
+    /// linear in the inventory, not quadratic).
+    pub index: Index,
+}
+
+/// Lookup tables over an [`Inventory`].
+#[derive(Debug, Default)]
+pub struct Index {
+    services: HashMap<String, usize>,
+    dr_exact: HashMap<String, Vec<usize>>,
+    dr_wild: Vec<(String, usize)>,
+    workloads_by_ns: HashMap<String, Vec<usize>>,
+    inbound_by_ns: HashMap<String, Vec<usize>>,
+    autoscalers: HashMap<(String, String, String), Vec<usize>>,
 }
 
 /// The cluster DNS domain services are resolved in.
@@ -287,19 +301,58 @@ pub fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, St
 }
 
 impl Inventory {
+    /// Builds the lookup tables; call after changing the object lists.
+    pub fn reindex(&mut self) {
+        let mut ix = Index::default();
+        for (i, s) in self.services.iter().enumerate() {
+            ix.services.entry(format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace)).or_insert(i);
+        }
+        for (i, dr) in self.destination_rules.iter().enumerate() {
+            let h = fqdn(&dr.host, &dr.namespace);
+            match h.strip_prefix('*') {
+                Some(suffix) => ix.dr_wild.push((suffix.to_string(), i)),
+                None => ix.dr_exact.entry(h).or_default().push(i),
+            }
+        }
+        for (i, w) in self.workloads.iter().enumerate() {
+            ix.workloads_by_ns.entry(w.namespace.clone()).or_default().push(i);
+        }
+        for (i, l) in self.inbound.iter().enumerate() {
+            ix.inbound_by_ns.entry(l.namespace.clone()).or_default().push(i);
+        }
+        for (i, a) in self.autoscalers.iter().enumerate() {
+            ix.autoscalers.entry((a.namespace.clone(), a.target.0.clone(), a.target.1.clone())).or_default().push(i);
+        }
+        self.index = ix;
+    }
+
+    /// Workloads in a namespace, as indices.
+    pub fn workloads_in(&self, ns: &str) -> &[usize] {
+        self.index.workloads_by_ns.get(ns).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Sidecar and EnvoyFilter inbound limits in a namespace.
+    pub fn inbound_in(&self, ns: &str) -> impl Iterator<Item = &InboundLimit> {
+        self.index.inbound_by_ns.get(ns).into_iter().flatten().map(|i| &self.inbound[*i])
+    }
+
     /// The workloads a Service selects.
     pub fn backing(&self, svc: &Service) -> Vec<&Workload> {
-        self.workloads
+        self.workloads_in(&svc.namespace)
             .iter()
-            .filter(|w| w.namespace == svc.namespace && selects(&svc.selector, &w.pod_labels))
+            .map(|i| &self.workloads[*i])
+            .filter(|w| selects(&svc.selector, &w.pod_labels))
             .collect()
     }
 
     /// The autoscalers targeting a workload.
     pub fn autoscalers_of(&self, w: &Workload) -> Vec<&Autoscaler> {
-        self.autoscalers
-            .iter()
-            .filter(|a| a.namespace == w.namespace && a.target.1 == w.name && a.target.0 == w.kind)
+        self.index
+            .autoscalers
+            .get(&(w.namespace.clone(), w.kind.clone(), w.name.clone()))
+            .into_iter()
+            .flatten()
+            .map(|i| &self.autoscalers[*i])
             .collect()
     }
 
@@ -307,10 +360,7 @@ impl Inventory {
     /// the namespace of the object naming it; `name.ns`, `name.ns.svc` and
     /// the FQDN are accepted).
     pub fn service_for_host(&self, host: &str, from_ns: &str) -> Option<&Service> {
-        let fqdn = fqdn(host, from_ns);
-        self.services
-            .iter()
-            .find(|s| fqdn == format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace))
+        self.index.services.get(&fqdn(host, from_ns)).map(|i| &self.services[*i])
     }
 
     /// The DestinationRule that applies to a service: an exact host match
@@ -318,20 +368,11 @@ impl Inventory {
     /// the service's own namespace.
     pub fn destination_rule_for(&self, svc: &Service) -> Option<&DestinationRule> {
         let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
+        let exact = self.index.dr_exact.get(&target).into_iter().flatten().map(|i| (*i, usize::MAX));
+        let wild = self.index.dr_wild.iter().filter(|(suffix, _)| target.ends_with(suffix.as_str())).map(|(suffix, i)| (*i, suffix.len()));
         let mut best: Option<(&DestinationRule, usize, bool)> = None;
-        for dr in &self.destination_rules {
-            let h = fqdn(&dr.host, &dr.namespace);
-            let score = if h == target {
-                usize::MAX
-            } else if let Some(suffix) = h.strip_prefix('*') {
-                if target.ends_with(suffix) {
-                    suffix.len()
-                } else {
-                    continue;
-                }
-            } else {
-                continue;
-            };
+        for (i, score) in exact.chain(wild) {
+            let dr = &self.destination_rules[i];
             let own = dr.namespace == svc.namespace;
             if best.is_none_or(|(_, s, o)| score > s || (score == s && own && !o)) {
                 best = Some((dr, score, own));
