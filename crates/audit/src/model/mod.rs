@@ -305,7 +305,9 @@ impl Inventory {
     pub fn reindex(&mut self) {
         let mut ix = Index::default();
         for (i, s) in self.services.iter().enumerate() {
-            ix.services.entry(format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace)).or_insert(i);
+            ix.services
+                .entry(format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace))
+                .or_insert(i);
         }
         for (i, dr) in self.destination_rules.iter().enumerate() {
             let h = fqdn(&dr.host, &dr.namespace);
@@ -315,25 +317,43 @@ impl Inventory {
             }
         }
         for (i, w) in self.workloads.iter().enumerate() {
-            ix.workloads_by_ns.entry(w.namespace.clone()).or_default().push(i);
+            ix.workloads_by_ns
+                .entry(w.namespace.clone())
+                .or_default()
+                .push(i);
         }
         for (i, l) in self.inbound.iter().enumerate() {
-            ix.inbound_by_ns.entry(l.namespace.clone()).or_default().push(i);
+            ix.inbound_by_ns
+                .entry(l.namespace.clone())
+                .or_default()
+                .push(i);
         }
         for (i, a) in self.autoscalers.iter().enumerate() {
-            ix.autoscalers.entry((a.namespace.clone(), a.target.0.clone(), a.target.1.clone())).or_default().push(i);
+            ix.autoscalers
+                .entry((a.namespace.clone(), a.target.0.clone(), a.target.1.clone()))
+                .or_default()
+                .push(i);
         }
         self.index = ix;
     }
 
     /// Workloads in a namespace, as indices.
     pub fn workloads_in(&self, ns: &str) -> &[usize] {
-        self.index.workloads_by_ns.get(ns).map(Vec::as_slice).unwrap_or(&[])
+        self.index
+            .workloads_by_ns
+            .get(ns)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Sidecar and EnvoyFilter inbound limits in a namespace.
     pub fn inbound_in(&self, ns: &str) -> impl Iterator<Item = &InboundLimit> {
-        self.index.inbound_by_ns.get(ns).into_iter().flatten().map(|i| &self.inbound[*i])
+        self.index
+            .inbound_by_ns
+            .get(ns)
+            .into_iter()
+            .flatten()
+            .map(|i| &self.inbound[*i])
     }
 
     /// The workloads a Service selects.
@@ -360,7 +380,10 @@ impl Inventory {
     /// the namespace of the object naming it; `name.ns`, `name.ns.svc` and
     /// the FQDN are accepted).
     pub fn service_for_host(&self, host: &str, from_ns: &str) -> Option<&Service> {
-        self.index.services.get(&fqdn(host, from_ns)).map(|i| &self.services[*i])
+        self.index
+            .services
+            .get(&fqdn(host, from_ns))
+            .map(|i| &self.services[*i])
     }
 
     /// The DestinationRule that applies to a service: an exact host match
@@ -368,8 +391,19 @@ impl Inventory {
     /// the service's own namespace.
     pub fn destination_rule_for(&self, svc: &Service) -> Option<&DestinationRule> {
         let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
-        let exact = self.index.dr_exact.get(&target).into_iter().flatten().map(|i| (*i, usize::MAX));
-        let wild = self.index.dr_wild.iter().filter(|(suffix, _)| target.ends_with(suffix.as_str())).map(|(suffix, i)| (*i, suffix.len()));
+        let exact = self
+            .index
+            .dr_exact
+            .get(&target)
+            .into_iter()
+            .flatten()
+            .map(|i| (*i, usize::MAX));
+        let wild = self
+            .index
+            .dr_wild
+            .iter()
+            .filter(|(suffix, _)| target.ends_with(suffix.as_str()))
+            .map(|(suffix, i)| (*i, suffix.len()));
         let mut best: Option<(&DestinationRule, usize, bool)> = None;
         for (i, score) in exact.chain(wild) {
             let dr = &self.destination_rules[i];
