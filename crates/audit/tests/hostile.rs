@@ -151,3 +151,32 @@ proptest! {
         let _ = audit_texts(&[("h.cfg", &text)]);
     }
 }
+
+#[test]
+fn the_file_size_cap_can_be_raised() {
+    let dir = std::env::temp_dir().join(format!("audit-cap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("s.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+    )
+    .unwrap();
+    let small = InputOptions { max_file_bytes: 10 };
+    let c = inputs::collect(
+        std::slice::from_ref(&dir),
+        &[],
+        &small,
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    assert!(c.sources.is_empty() && c.findings.len() == 1);
+    let c = inputs::collect(
+        std::slice::from_ref(&dir),
+        &[],
+        &InputOptions::default(),
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    assert_eq!(c.sources.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

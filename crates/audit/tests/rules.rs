@@ -422,3 +422,76 @@ fn every_rule_is_documented_with_sources_and_a_fix() {
         }
     }
 }
+
+#[test]
+fn helm_template_kustomize_build_and_json_lists_are_read_with_positions() {
+    let r = audit_fixture("rendered");
+    assert!(of(&r, "SB001").is_empty(), "{:?}", r.findings);
+    for (kind, n) in [
+        ("Deployment", 2),
+        ("StatefulSet", 1),
+        ("Service", 3),
+        ("EnvoyFilter", 1),
+        ("HTTPRoute", 1),
+        ("HorizontalPodAutoscaler", 1),
+        ("Namespace", 1),
+    ] {
+        assert_eq!(r.counts.read.get(kind), Some(&n), "{kind}: {:?}", r.counts);
+    }
+    // The JSON List's items keep their own lines: the Service is on line 5.
+    let search = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("shop/search"))
+        .expect("search chain");
+    assert!(search.pos.file.ends_with("list.json"));
+    assert_eq!(search.pos.line, 5);
+}
+
+#[test]
+fn envoyfilter_local_rate_limit_bounds_the_sidecar_by_littles_law() {
+    // 100 tokens/s × 50 ms assumed = 5 concurrent per pod, below the 12
+    // gunicorn workers; the autoscaling/v1 HPA is pod CPU at 80%.
+    let r = audit_fixture("rendered");
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.ends_with("shop/cart"))
+        .expect("cart chain");
+    let sidecar = c
+        .hops
+        .iter()
+        .find(|h| h.kind == stormbreak_audit::chain::HopKind::Sidecar)
+        .unwrap();
+    assert_eq!(sidecar.limit, Some(15.0), "{}", sidecar.how);
+    assert!(sidecar.assumed && sidecar.how.contains("local rate limit 100 req/s"));
+    let f = of(&r, "SB102");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    // The native sidecar's 50m counts in the pod's requests: 0.25 + 0.05 + 0.1.
+    assert!(
+        f[0].message.contains("/ 0.4 cores requested"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn httproute_retry_and_timeouts_are_read() {
+    let r = audit_fixture("rendered");
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.starts_with("HTTPRoute shop/checkout"))
+        .expect("HTTPRoute chain");
+    let l = c.retries.last().unwrap();
+    assert_eq!(l.retries, 4);
+    assert_eq!(l.on, [true, true, false]);
+    assert_eq!(c.timeout, Some(std::time::Duration::from_secs(3)));
+    // 1s × 5 attempts > 3s.
+    assert!(
+        of(&r, "SB302")
+            .iter()
+            .any(|f| f.object == "HTTPRoute shop/checkout")
+    );
+}

@@ -305,3 +305,26 @@ fn export_rejects_a_load_for_an_unknown_route() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("auth-auth"));
 }
+
+#[test]
+fn haproxy_flag_reads_any_file_name_and_max_file_size_is_a_flag() {
+    let dir = common::temp_dir("audit-haproxy", "flag");
+    std::fs::copy(fixture("edge/haproxy.cfg"), dir.join("edge.conf")).unwrap();
+    let conf = dir.join("edge.conf");
+    let o = audit(&[
+        "--haproxy",
+        conf.to_str().unwrap(),
+        fixture("bookinfo").to_str().unwrap(),
+        "--fail-on",
+        "warning",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("edge.conf:13: SB202"), "{}", stdout(&o));
+    let o = audit(&[fixture("blind").to_str().unwrap(), "--max-file-size", "100"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("larger than the 100 byte limit"),
+        "{}",
+        stdout(&o)
+    );
+}

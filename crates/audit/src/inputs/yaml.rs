@@ -232,15 +232,17 @@ pub fn read_stream(file: &Arc<str>, text: &str) -> Stream {
     let mut out = Stream::default();
     for (first_line, doc) in split_documents(text) {
         match scan_header(doc) {
-            Some((kind, api_version, first)) if kind != "List" => out.objects.push(RawObject {
-                pos: Pos::new(file, first_line + first),
-                api_version,
-                kind,
-                body: Body::Text {
-                    text: doc.into(),
-                    first_line,
-                },
-            }),
+            Some((kind, api_version, first)) if kind != "List" && !kind.ends_with("List") => {
+                out.objects.push(RawObject {
+                    pos: Pos::new(file, first_line + first),
+                    api_version,
+                    kind,
+                    body: Body::Text {
+                        text: doc.into(),
+                        first_line,
+                    },
+                })
+            }
             _ => read_generic(file, first_line, doc, &mut out),
         }
     }

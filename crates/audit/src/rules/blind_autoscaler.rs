@@ -114,15 +114,25 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 let Some((cores, _)) = sc.usable_cores() else {
                     continue;
                 };
-                // The app is starved behind a full sidecar, so the pod's
-                // CPU is at most the proxy's; count the app's share as the
-                // work it does for the requests the sidecar lets through.
-                let app_share = w.app().and_then(|c| c.cpu_request).unwrap_or(0.0) * (s / a);
-                let ceiling = (cores.min(sc.cpu_limit.unwrap_or(cores)) + app_share) / requests;
+                // With the sidecar full the proxy burns at most its usable
+                // cores, and no more than the admitted rate costs (Istio's
+                // 0.20 vCPU per 1000 req/s; the rate by Little's law, s / W).
+                let rate = s / ctx.opts.assumed_latency.as_secs_f64();
+                let by_rate = rate * crate::chain::PROXY_CPU_PER_REQUEST.as_secs_f64();
+                let proxy = cores.min(by_rate);
+                let sev = if by_rate < cores {
+                    Severity::Warning
+                } else {
+                    sev
+                };
+                // The app is starved behind the full sidecar: it works only
+                // on the s requests admitted out of the a it could take.
+                let app_request = w.app().and_then(|c| c.cpu_request).unwrap_or(0.0);
+                let ceiling = (proxy + app_request * (s / a)) / requests;
                 if ceiling < *target {
                     out.push(Finding { rule: POD_CPU.id, severity: sev, pos: h.src.line_of("metrics"), object: hk.clone(), message: format!(
-                        "{hk} scales {} on pod CPU at {}%, but with the sidecar full the pod's CPU is at most (proxy {} cores + app {} cores × {}/{} admitted) / {} cores requested = {}% < {}%: {why}",
-                        w.key(), pct(*target), trim(cores), trim(w.app().and_then(|c| c.cpu_request).unwrap_or(0.0)), trim(s), trim(a), trim(requests), pct(ceiling), pct(*target)
+                        "{hk} scales {} on pod CPU at {}%, but with the sidecar full the pod's CPU is at most (proxy {} cores [the smaller of its usable {} cores and {} req/s × 0.20 ms] + app {} cores × {}/{} admitted) / {} cores requested = {}% < {}%: {why}",
+                        w.key(), pct(*target), trim(proxy), trim(cores), trim(rate), trim(app_request), trim(s), trim(a), trim(requests), pct(ceiling), pct(*target)
                     ) });
                 }
             }
