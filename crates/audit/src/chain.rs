@@ -305,23 +305,34 @@ fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
     hops
 }
 
-fn pool_hop(inv: &Inventory, svc: &Service, callers: Option<(u32, String)>) -> (Option<Hop>, bool) {
+/// The pool for a destination: a subset's `connectionPool` replaces the
+/// host's (Istio merges traffic policies field by field at the top level).
+fn pool_hop(
+    inv: &Inventory,
+    svc: &Service,
+    callers: Option<(u32, String)>,
+    subset: Option<&str>,
+) -> (Option<Hop>, bool) {
     let Some(dr) = inv.destination_rule_for(svc) else {
         return (None, false);
     };
-    let budget = dr.pool.max_retries.count().is_some();
-    let Some((n, how)) = dr.pool.in_flight() else {
+    let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
+        Some((name, p)) => (p, format!(" subset {name}")),
+        None => (&dr.pool, String::new()),
+    };
+    let budget = pool.max_retries.count().is_some();
+    let Some((n, how)) = pool.in_flight() else {
         return (None, budget);
     };
     let (c, who) = callers.unwrap_or((1, "per caller proxy (callers not in the configs)".into()));
     let hop = Hop {
         kind: HopKind::Pool,
-        name: format!("DestinationRule {}/{} pool", dr.namespace, dr.name),
+        name: format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
         limit: Some(n as f64 * c as f64),
         unknown: false,
         how: format!("{how} × {c} {who}"),
         assumed: false,
-        pos: dr.src.line_of(if dr.pool.max_requests.count().is_some() {
+        pos: dr.src.line_of(if pool.max_requests.count().is_some() {
             "http2MaxRequests"
         } else {
             "maxConnections"
@@ -523,7 +534,8 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
     let ingress = inv.workloads.iter().find(|w| is_ingress(w));
     for ro in &inv.routes {
         for r in &ro.routes {
-            for host in &r.destinations {
+            for (di, host) in r.destinations.iter().enumerate() {
+                let subset = r.subsets.get(di).cloned().flatten();
                 let Some(svc) = inv.service_for_host(host, &ro.namespace) else {
                     continue;
                 };
@@ -545,7 +557,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 } else {
                     layers.extend(client.iter().cloned());
                 }
-                let (pool, budget) = pool_hop(inv, svc, callers);
+                let (pool, budget) = pool_hop(inv, svc, callers, subset.as_deref());
                 hops.extend(pool);
                 let wi = workload_index(inv, svc);
                 if let Some(wi) = wi {
@@ -593,7 +605,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         if w.sidecar.is_none() || is_ingress(w) {
             continue;
         }
-        let (pool, budget) = pool_hop(inv, svc, None);
+        let (pool, budget) = pool_hop(inv, svc, None, None);
         let mut hops: Vec<Hop> = pool.into_iter().collect();
         hops.extend(pod_hops(inv, w, opts));
         let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();

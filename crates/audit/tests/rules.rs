@@ -495,3 +495,28 @@ fn httproute_retry_and_timeouts_are_read() {
             .any(|f| f.object == "HTTPRoute shop/checkout")
     );
 }
+
+#[test]
+fn a_subset_pool_applies_to_routes_that_name_the_subset_only() {
+    let base = read("circuit-breaker/httpbin.yaml");
+    let dr_start = base
+        .find("apiVersion: networking.istio.io/v1\nkind: DestinationRule")
+        .unwrap();
+    let subset_dr = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: httpbin\nspec:\n  host: httpbin\n  subsets:\n  - name: v1\n    labels: {version: v1}\n    trafficPolicy:\n      connectionPool:\n        http: {http2MaxRequests: 2}\n";
+    let vs = |subset: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: httpbin\nspec:\n  hosts: [httpbin]\n  http:\n  - route:\n    - destination: {{host: httpbin{subset}}}\n"
+        )
+    };
+    let with = format!("{}{subset_dr}{}", &base[..dr_start], vs(", subset: v1"));
+    let r = audit_texts(&[("h.yaml", &with)]);
+    let f = of(&r, "SB201");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("subset v1 pool admits 2"),
+        "{}",
+        f[0].message
+    );
+    let without = format!("{}{subset_dr}{}", &base[..dr_start], vs(""));
+    assert!(of(&audit_texts(&[("h.yaml", &without)]), "SB201").is_empty());
+}

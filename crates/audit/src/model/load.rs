@@ -471,7 +471,11 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
     };
     let mut subsets = Vec::new();
     for s in &o.spec.subsets {
-        if let Some(tp) = &s.traffic_policy {
+        if let Some(tp) = s
+            .traffic_policy
+            .as_ref()
+            .filter(|tp| tp.connection_pool.is_some())
+        {
             match read(tp.connection_pool.as_ref()) {
                 Ok(p) => subsets.push((s.name.clone(), p)),
                 Err(e) => inv.findings.push(parse_finding(
@@ -553,8 +557,14 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
             destinations: r
                 .route
                 .iter()
+                .filter(|d| !d.destination.host.is_empty())
                 .map(|d| d.destination.host.clone())
-                .filter(|h| !h.is_empty())
+                .collect(),
+            subsets: r
+                .route
+                .iter()
+                .filter(|d| !d.destination.host.is_empty())
+                .map(|d| d.destination.subset.clone())
                 .collect(),
             timeout,
             retry,
@@ -602,6 +612,7 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
                     None => b.name.clone(),
                 })
                 .collect(),
+            subsets: vec![None; r.backend_refs.len()],
             timeout,
             retry,
             pos: s.pos.clone(),

@@ -179,6 +179,8 @@ pub struct HttpRouteInfo {
     pub index: usize,
     /// Destination hosts (FQDN-resolved later).
     pub destinations: Vec<String>,
+    /// The subset of each destination (VirtualService `destination.subset`).
+    pub subsets: Vec<Option<String>>,
     /// Route (overall) timeout.
     pub timeout: Option<Duration>,
     /// The retry layer this route applies.
