@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
+mod audit_cmd;
 mod replay;
 mod report_cmd;
 mod simulate;
@@ -28,6 +29,8 @@ enum Command {
     Simulate(simulate::Args),
     /// Re-render report.html from saved runs (overlaid when several).
     Report(report_cmd::Args),
+    /// Audit Kubernetes, Istio and HAProxy configs: capacity chain, blind autoscalers, retry amplification.
+    Audit(audit_cmd::Args),
 }
 
 /// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Report(args) => report_cmd::run(args),
+        Command::Audit(args) => audit_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

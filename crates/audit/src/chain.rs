@@ -1,0 +1,638 @@
+//! The capacity chain of each route, edge to app: each hop's limit in
+//! concurrent requests, with the conversion that produced it, and the
+//! first hop to saturate.
+//!
+//! Conversions (each stated in the hop's `how`):
+//! - HAProxy connections → requests: one request in flight per connection
+//!   (HTTP/1.1 without pipelining).
+//! - Istio pools: `maxConnections` × 1 request per connection (HTTP/1.1),
+//!   or `http2MaxRequests`; a pool is per caller proxy, so the hop is the
+//!   pool × the callers that are known (an ingress gateway's replicas),
+//!   else one caller, said so.
+//! - A rate (an EnvoyFilter local rate limit, or a proxy's CPU through
+//!   Istio's published cost of 0.20 vCPU per 1000 requests/s) → a
+//!   concurrency by Little's law, L = λ·W, with an assumed latency W
+//!   (`--assume-latency`, default 50 ms): marked assumed.
+//! - Pods: per-pod limits × replicas (`spec.replicas`, or the autoscaler's
+//!   `minReplicas` when it is larger).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::finding::Pos;
+use crate::inputs::haproxy::{Config, Proxy};
+use crate::model::{self, InboundKind, Inventory, RetryLayer, Service, Workload, selects};
+use crate::units::{show, trim};
+
+/// Istio's published proxy cost: 0.20 vCPU per 1000 requests per second
+/// (Istio 1.27 "Performance and Scalability",
+/// <https://istio.io/v1.27/docs/ops/deployment/performance-and-scalability/>).
+pub const PROXY_CPU_PER_REQUEST: Duration = Duration::from_micros(200);
+/// Default latency assumed for Little's law.
+pub const DEFAULT_ASSUMED_LATENCY: Duration = Duration::from_millis(50);
+
+/// Options of the chain builder.
+#[derive(Debug, Clone)]
+pub struct ChainOptions {
+    /// Latency assumed to turn a rate into a concurrency.
+    pub assumed_latency: Duration,
+    /// Attempts the clients make before the edge (not in any config).
+    pub client_attempts: u32,
+}
+
+impl Default for ChainOptions {
+    fn default() -> Self {
+        ChainOptions {
+            assumed_latency: DEFAULT_ASSUMED_LATENCY,
+            client_attempts: 1,
+        }
+    }
+}
+
+/// What a hop is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HopKind {
+    /// An HAProxy frontend.
+    Frontend,
+    /// An HAProxy backend's servers.
+    Backend,
+    /// An Istio per-caller connection pool (DestinationRule).
+    Pool,
+    /// The destination pods' sidecars.
+    Sidecar,
+    /// The destination pods' app containers.
+    App,
+}
+
+/// One hop of a chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hop {
+    /// What it is.
+    pub kind: HopKind,
+    /// Its name.
+    pub name: String,
+    /// Concurrent requests it admits (None: unlimited or unknown).
+    pub limit: Option<f64>,
+    /// True when the configs give no number at all (not "unlimited").
+    pub unknown: bool,
+    /// How the number was derived, every conversion stated.
+    pub how: String,
+    /// True when an assumption (latency, defaults) entered the number.
+    pub assumed: bool,
+    /// Where the limit is written.
+    pub pos: Pos,
+    /// The object key.
+    #[serde(skip)]
+    pub object: String,
+}
+
+/// One route's chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct Chain {
+    /// Route name.
+    pub route: String,
+    /// The object that defines the route (key).
+    pub object: String,
+    /// Where.
+    pub pos: Pos,
+    /// Hops, edge first.
+    pub hops: Vec<Hop>,
+    /// Retry layers, outermost first.
+    #[serde(serialize_with = "ser_layers")]
+    pub retries: Vec<RetryLayer>,
+    /// Route timeout of the innermost routing layer.
+    #[serde(serialize_with = "ser_dur")]
+    pub timeout: Option<Duration>,
+    /// Index of the first hop to saturate.
+    pub first_to_saturate: Option<usize>,
+    /// Destination workload (index in the inventory).
+    #[serde(skip)]
+    pub workload: Option<usize>,
+    /// A retry budget exists on the path (`maxRetries` on the pool).
+    pub budget: bool,
+}
+
+fn ser_dur<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&show(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_layers<S: serde::Serializer>(l: &[RetryLayer], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(l.len()))?;
+    for layer in l {
+        seq.serialize_element(&serde_json::json!({
+            "layer": layer.what,
+            "retries": layer.retries,
+            "connection_failure": layer.on[0],
+            "status_503": layer.on[1],
+            "timeout": layer.on[2],
+        }))?;
+    }
+    seq.end()
+}
+
+/// Per-pod limits of a workload: (sidecar, app), each with how.
+#[derive(Debug, Clone)]
+pub struct PodLimits {
+    /// The sidecar's inbound limit per pod.
+    pub sidecar: Option<(f64, String, bool, Pos)>,
+    /// The app's workers per pod.
+    pub app: Option<(f64, String)>,
+}
+
+impl PodLimits {
+    /// True when the sidecar admits fewer requests per pod than the app
+    /// can work on: it saturates first. Also returns whether an
+    /// assumption entered that comparison.
+    pub fn sidecar_first(&self) -> Option<bool> {
+        match (&self.sidecar, &self.app) {
+            (Some(s), Some(a)) if s.0 < a.0 => Some(s.2),
+            _ => None,
+        }
+    }
+
+    /// The per-pod capacity: the smaller of the two, when known.
+    pub fn per_pod(&self) -> Option<f64> {
+        match (&self.sidecar, &self.app) {
+            (Some(s), Some(a)) => Some(s.0.min(a.0)),
+            (None, Some(a)) => Some(a.0),
+            _ => None,
+        }
+    }
+}
+
+/// The sidecar's and app's per-pod limits.
+pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimits {
+    let latency = opts.assumed_latency.as_secs_f64();
+    let mut sidecar: Option<(f64, String, bool, Pos)> = None;
+    let mut consider = |v: f64, how: String, assumed: bool, pos: Pos| {
+        if sidecar.as_ref().is_none_or(|s| v < s.0) {
+            sidecar = Some((v, how, assumed, pos));
+        }
+    };
+    if let Some(sc) = &w.sidecar {
+        if let Some((cores, why)) = sc.usable_cores() {
+            let rate = cores / PROXY_CPU_PER_REQUEST.as_secs_f64();
+            consider(
+                rate * latency,
+                format!(
+                    "proxy {why} ({}) ÷ 0.20 vCPU per 1000 req/s = {} req/s; × assumed latency {} (Little's law) = {} concurrent",
+                    sc.source,
+                    trim(rate),
+                    show(opts.assumed_latency),
+                    trim(rate * latency)
+                ),
+                true,
+                w.src.line_of("annotations"),
+            );
+        }
+        for l in &inv.inbound {
+            if l.namespace != w.namespace
+                || l.selector
+                    .as_ref()
+                    .is_some_and(|s| !selects(s, &w.pod_labels))
+            {
+                continue;
+            }
+            let what = format!("{} {}/{}", l.kind, l.namespace, l.name);
+            match &l.limit {
+                InboundKind::Pool(p) => {
+                    if let Some((n, how)) = p.in_flight() {
+                        consider(
+                            n as f64,
+                            format!("{what} inboundConnectionPool: {how}"),
+                            false,
+                            l.src.line_of("inboundConnectionPool"),
+                        );
+                    }
+                }
+                InboundKind::RateLimit(r) => consider(
+                    r * latency,
+                    format!(
+                        "{what} local rate limit {} req/s × assumed latency {} (Little's law)",
+                        trim(*r),
+                        show(opts.assumed_latency)
+                    ),
+                    true,
+                    l.src.line_of("token_bucket"),
+                ),
+                InboundKind::Adaptive(m) => consider(
+                    *m as f64,
+                    format!(
+                        "{what} adaptive concurrency max_concurrency_limit {m} (the live limit may be lower)"
+                    ),
+                    false,
+                    l.src.line_of("max_concurrency_limit"),
+                ),
+                InboundKind::MaxRequests(m) => consider(
+                    *m as f64,
+                    format!("{what} inbound circuit breaker max_requests {m}"),
+                    false,
+                    l.src.line_of("max_requests"),
+                ),
+            }
+        }
+    }
+    let app = w
+        .app()
+        .and_then(|c| c.workers.clone())
+        .map(|(n, how)| (n as f64, how));
+    PodLimits { sidecar, app }
+}
+
+/// Replicas a chain is sized at: `spec.replicas`, or the autoscaler's min
+/// when larger (an HPA overrides `spec.replicas`).
+pub fn replicas(inv: &Inventory, w: &Workload) -> (u32, String) {
+    match inv.autoscalers_of(w).iter().map(|a| a.min).max() {
+        Some(m) if m > w.replicas => (m, format!("{m} replicas (autoscaler minReplicas)")),
+        _ => (w.replicas.max(1), format!("{} replicas", w.replicas.max(1))),
+    }
+}
+
+fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
+    let pl = pod_limits(inv, w, opts);
+    let (n, rep) = replicas(inv, w);
+    let mut hops = Vec::new();
+    if w.sidecar.is_some() {
+        let (limit, how, assumed, pos) = match pl.sidecar {
+            Some((v, how, a, pos)) => {
+                (Some(v * n as f64), format!("{how} per pod × {rep}"), a, pos)
+            }
+            None => (
+                None,
+                "no inbound limit found".into(),
+                false,
+                w.src.pos.clone(),
+            ),
+        };
+        hops.push(Hop {
+            kind: HopKind::Sidecar,
+            name: format!("{} sidecars", w.name),
+            limit,
+            unknown: false,
+            how,
+            assumed,
+            pos,
+            object: w.key(),
+        });
+    }
+    let (limit, how, unknown) = match pl.app {
+        Some((v, how)) => (Some(v * n as f64), format!("{how} per pod × {rep}"), false),
+        None => (
+            None,
+            format!(
+                "app concurrency not stated (set the pod annotation {} or a workers env/arg)",
+                model::workload::WORKERS_ANNOTATION
+            ),
+            true,
+        ),
+    };
+    hops.push(Hop {
+        kind: HopKind::App,
+        name: format!("{} app", w.name),
+        limit,
+        unknown,
+        how,
+        assumed: false,
+        pos: w.src.pos.clone(),
+        object: w.key(),
+    });
+    hops
+}
+
+/// The pool for a destination: a subset's `connectionPool` replaces the
+/// host's (Istio merges traffic policies field by field at the top level).
+fn pool_hop(
+    inv: &Inventory,
+    svc: &Service,
+    callers: Option<(u32, String)>,
+    subset: Option<&str>,
+) -> (Option<Hop>, bool) {
+    let Some(dr) = inv.destination_rule_for(svc) else {
+        return (None, false);
+    };
+    let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
+        Some((name, p)) => (p, format!(" subset {name}")),
+        None => (&dr.pool, String::new()),
+    };
+    let budget = pool.max_retries.count().is_some();
+    let Some((n, how)) = pool.in_flight() else {
+        return (None, budget);
+    };
+    let (c, who) = callers.unwrap_or((1, "per caller proxy (callers not in the configs)".into()));
+    let hop = Hop {
+        kind: HopKind::Pool,
+        name: format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
+        limit: Some(n as f64 * c as f64),
+        unknown: false,
+        how: format!("{how} × {c} {who}"),
+        assumed: false,
+        pos: dr.src.line_of(if pool.max_requests.count().is_some() {
+            "http2MaxRequests"
+        } else {
+            "maxConnections"
+        }),
+        object: model::key("DestinationRule", &dr.namespace, &dr.name),
+    };
+    (Some(hop), budget)
+}
+
+fn workload_index(inv: &Inventory, svc: &Service) -> Option<usize> {
+    inv.workloads
+        .iter()
+        .position(|w| w.namespace == svc.namespace && selects(&svc.selector, &w.pod_labels))
+}
+
+fn is_ingress(w: &Workload) -> bool {
+    w.pod_labels
+        .get("istio")
+        .is_some_and(|v| v == "ingressgateway")
+        || w.name.contains("ingressgateway")
+}
+
+/// The Service a server address points at (`name.ns.svc…:port`).
+fn service_for_addr<'a>(inv: &'a Inventory, addr: &str) -> Option<&'a Service> {
+    let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
+    if host.parse::<std::net::IpAddr>().is_ok() || !host.contains('.') {
+        return None;
+    }
+    inv.service_for_host(host, "default")
+}
+
+fn frontend_hop(cfg: &Config, f: &Proxy) -> Hop {
+    let (limit, how, line, unknown) = match (f.maxconn, cfg.global_maxconn) {
+        (Some((n, l)), _) if n > 0 => (
+            Some(n as f64),
+            format!("frontend maxconn {n} connections × 1 request per connection"),
+            l,
+            false,
+        ),
+        (_, Some((g, l))) if g > 0 => (
+            Some(g as f64),
+            format!(
+                "global maxconn {g} connections × 1 request per connection (the frontend sets none)"
+            ),
+            l,
+            false,
+        ),
+        _ => (
+            None,
+            "no maxconn: HAProxy derives it from the file-descriptor limit at run time".into(),
+            f.pos.line,
+            true,
+        ),
+    };
+    Hop {
+        kind: HopKind::Frontend,
+        name: format!("haproxy frontend {}", f.name),
+        limit,
+        unknown,
+        how,
+        assumed: false,
+        pos: Pos::new(&cfg.file, line),
+        object: haproxy_key(cfg, f),
+    }
+}
+
+/// The key of an HAProxy section in findings and suppressions.
+pub fn haproxy_key(cfg: &Config, p: &Proxy) -> String {
+    let kind = match p.kind {
+        crate::inputs::haproxy::ProxyKind::Frontend => "frontend",
+        crate::inputs::haproxy::ProxyKind::Backend => "backend",
+        crate::inputs::haproxy::ProxyKind::Listen => "listen",
+    };
+    format!("HAProxy {kind} {} ({})", p.name, cfg.file)
+}
+
+/// Active servers' total maxconn, None if any is unlimited.
+pub fn active_capacity(b: &Proxy) -> Option<u64> {
+    let active: Vec<_> = b
+        .servers
+        .iter()
+        .filter(|s| !s.backup && !s.disabled)
+        .collect();
+    if active.is_empty() {
+        return None;
+    }
+    active.iter().map(|s| s.maxconn.filter(|m| *m > 0)).sum()
+}
+
+fn backend_hop(cfg: &Config, b: &Proxy) -> Hop {
+    let n = b
+        .servers
+        .iter()
+        .filter(|s| !s.backup && !s.disabled)
+        .count();
+    let (limit, how) = match active_capacity(b) {
+        Some(c) => (
+            Some(c as f64),
+            format!(
+                "sum of {n} active servers' maxconn = {c} connections × 1 request per connection"
+            ),
+        ),
+        None => (
+            None,
+            format!("{n} active servers, at least one without maxconn (unlimited)"),
+        ),
+    };
+    Hop {
+        kind: HopKind::Backend,
+        name: format!("haproxy backend {}", b.name),
+        limit,
+        unknown: false,
+        how,
+        assumed: false,
+        pos: b.pos.clone(),
+        object: haproxy_key(cfg, b),
+    }
+}
+
+/// An edge prefix: hops and retry layers before the mesh.
+struct Edge {
+    hops: Vec<Hop>,
+    layers: Vec<RetryLayer>,
+}
+
+/// Builds every route's chain.
+pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
+    let mut chains = Vec::new();
+    let client = (opts.client_attempts > 1).then(|| RetryLayer {
+        what: format!(
+            "clients: {} attempts (--client-attempts; not in any config)",
+            opts.client_attempts
+        ),
+        retries: opts.client_attempts - 1,
+        on: [true; 3],
+        per_try: None,
+        default: false,
+    });
+    let mut ingress_edges: Vec<Edge> = Vec::new();
+    let mut routed: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    for cfg in &inv.haproxy {
+        for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
+            let mut backends: Vec<&str> = f
+                .default_backend
+                .iter()
+                .map(String::as_str)
+                .chain(f.use_backends.iter().map(String::as_str))
+                .collect();
+            backends.dedup();
+            if f.kind == crate::inputs::haproxy::ProxyKind::Listen {
+                backends.insert(0, &f.name);
+            }
+            for bname in backends {
+                let Some(b) = cfg.backend(bname) else {
+                    continue;
+                };
+                let mut hops = vec![frontend_hop(cfg, f)];
+                if f.kind != crate::inputs::haproxy::ProxyKind::Listen
+                    || b.name != f.name
+                    || !b.servers.is_empty()
+                {
+                    hops.push(backend_hop(cfg, b));
+                }
+                let explicit = b.retries.is_some() || b.retry_on.is_some();
+                let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
+                layers.push(RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit));
+                let target = b
+                    .servers
+                    .iter()
+                    .find_map(|s| service_for_addr(inv, &s.addr));
+                let mut chain = Chain {
+                    route: format!("haproxy {}/{}", f.name, b.name),
+                    object: haproxy_key(cfg, b),
+                    pos: b.pos.clone(),
+                    hops: hops.clone(),
+                    retries: layers.clone(),
+                    timeout: b.timeout("server"),
+                    first_to_saturate: None,
+                    workload: None,
+                    budget: false,
+                };
+                if let Some(svc) = target
+                    && let Some(wi) = workload_index(inv, svc)
+                {
+                    let w = &inv.workloads[wi];
+                    if is_ingress(w) {
+                        ingress_edges.push(Edge {
+                            hops: hops.clone(),
+                            layers: layers.clone(),
+                        });
+                    }
+                    chain.hops.extend(pod_hops(inv, w, opts));
+                    chain.workload = Some(wi);
+                }
+                chains.push(chain);
+            }
+        }
+    }
+    let ingress = inv.workloads.iter().find(|w| is_ingress(w));
+    for ro in &inv.routes {
+        for r in &ro.routes {
+            for (di, host) in r.destinations.iter().enumerate() {
+                let subset = r.subsets.get(di).cloned().flatten();
+                let Some(svc) = inv.service_for_host(host, &ro.namespace) else {
+                    continue;
+                };
+                routed.insert((svc.namespace.clone(), svc.name.clone()));
+                let mut hops = Vec::new();
+                let mut layers: Vec<RetryLayer> = Vec::new();
+                let mut callers = None;
+                if ro.at_gateway {
+                    if let Some(e) = ingress_edges.first() {
+                        hops.extend(e.hops.iter().cloned());
+                        layers.extend(e.layers.iter().cloned());
+                    } else {
+                        layers.extend(client.iter().cloned());
+                    }
+                    if let Some(g) = ingress {
+                        let (n, _) = replicas(inv, g);
+                        callers = Some((n, format!("ingress gateway pods ({})", g.name)));
+                    }
+                } else {
+                    layers.extend(client.iter().cloned());
+                }
+                let (pool, budget) = pool_hop(inv, svc, callers, subset.as_deref());
+                hops.extend(pool);
+                let wi = workload_index(inv, svc);
+                if let Some(wi) = wi {
+                    hops.extend(pod_hops(inv, &inv.workloads[wi], opts));
+                }
+                let mut retry = r.retry.clone();
+                if ro.kind == "VirtualService"
+                    && !ro.at_gateway
+                    && wi.is_some_and(|i| inv.workloads[i].sidecar.is_none())
+                    && retry.default
+                {
+                    // No sidecar at the destination's namespace: callers are
+                    // assumed to be in the mesh all the same (said so).
+                    retry.what.push_str(" (callers assumed in the mesh)");
+                }
+                layers.push(retry);
+                chains.push(Chain {
+                    route: format!(
+                        "{} {}/{} http[{}] → {}",
+                        ro.kind, ro.namespace, ro.name, r.index, svc.name
+                    ),
+                    object: model::key(ro.kind, &ro.namespace, &ro.name),
+                    pos: r.pos.clone(),
+                    hops,
+                    retries: layers,
+                    timeout: r.timeout,
+                    first_to_saturate: None,
+                    workload: wi,
+                    budget,
+                });
+            }
+        }
+    }
+    for svc in &inv.services {
+        if routed
+            .iter()
+            .any(|(ns, n)| *ns == svc.namespace && *n == svc.name)
+        {
+            continue;
+        }
+        let Some(wi) = workload_index(inv, svc) else {
+            continue;
+        };
+        let w = &inv.workloads[wi];
+        if w.sidecar.is_none() || is_ingress(w) {
+            continue;
+        }
+        let (pool, budget) = pool_hop(inv, svc, None, None);
+        let mut hops: Vec<Hop> = pool.into_iter().collect();
+        hops.extend(pod_hops(inv, w, opts));
+        let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
+        let mut d = RetryLayer::istio_default();
+        d.what
+            .push_str(" at the calling sidecar (no VirtualService routes this service)");
+        layers.push(d);
+        chains.push(Chain {
+            route: format!("mesh → {}/{}", svc.namespace, svc.name),
+            object: model::key("Service", &svc.namespace, &svc.name),
+            pos: svc.src.pos.clone(),
+            hops,
+            retries: layers,
+            timeout: None,
+            first_to_saturate: None,
+            workload: Some(wi),
+            budget,
+        });
+    }
+    for c in &mut chains {
+        c.first_to_saturate = c
+            .hops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.limit.map(|l| (i, l)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i);
+    }
+    chains
+}

@@ -1,0 +1,309 @@
+//! `--export-scenario`: the audited topology as a Stormbreak scenario
+//! (docs/scenarios.md, the format as it stands; the exported file says
+//! which format it targets in its first comment). Every number the
+//! configs do not give is marked `ASSUMPTION` in a comment.
+//!
+//! Mapping: each route with a destination workload becomes a `[[route]]`
+//! named after the destination (`ns-name`, suffixed `-2`… when several
+//! routes reach it); an HAProxy frontend becomes an `[[lb]]` of one node
+//! with `flows_per_node` = its maxconn; every retry layer that retries
+//! becomes a `[[gateway]]` with that layer's attempts; a workload becomes
+//! a `[[service]]` (sidecar limit per pod, app workers, replicas, the
+//! autoscaler's metric mapped to `app_cpu`, `pod_cpu` or
+//! `sidecar_saturation`). Traffic: `--load ROUTE=RATE`, else 80% of the
+//! route's first-to-saturate capacity by Little's law, else 100/s.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::chain::{Chain, ChainOptions, HopKind, pod_limits, replicas};
+use crate::model::{Inventory, Metric, Workload};
+use crate::units::{scenario_duration, trim};
+
+/// The scenario format version this export writes (docs/scenarios.md as
+/// of this release; bump when the format changes).
+pub const SCENARIO_FORMAT: &str = "stormbreak scenario format 1";
+/// Default traffic when neither `--load` nor a capacity gives one.
+pub const DEFAULT_RATE: f64 = 100.0;
+/// Sidecar limit written when the configs give none (unlimited in Istio).
+pub const UNLIMITED_SIDECAR: u32 = 10_000;
+/// App workers written when the configs give none.
+pub const ASSUMED_WORKERS: u32 = 16;
+
+/// Parses `--load ROUTE=RATE` flags (RATE as the scenario format writes
+/// rates: `2k/s`, `250/s`, `9000`).
+pub fn parse_loads(flags: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for f in flags {
+        let (route, rate) = f
+            .split_once('=')
+            .ok_or_else(|| format!("--load {f:?}: expected ROUTE=RATE such as auth=2k/s"))?;
+        let ok = rate
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '/');
+        if route.is_empty() || rate.is_empty() || !ok {
+            return Err(format!(
+                "--load {f:?}: expected ROUTE=RATE such as auth=2k/s"
+            ));
+        }
+        out.insert(route.to_string(), rate.to_string());
+    }
+    Ok(out)
+}
+
+fn ident(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while out.contains("--") {
+        out = out.replace("--", "-");
+    }
+    out.trim_matches('-').to_string()
+}
+
+fn metric(w: &Workload, m: &Metric) -> (&'static str, f64, bool) {
+    match m {
+        Metric::ContainerResource {
+            container,
+            utilization,
+            ..
+        } if container == "istio-proxy" => (
+            "sidecar_saturation",
+            utilization.unwrap_or(0.8),
+            utilization.is_none(),
+        ),
+        Metric::ContainerResource { utilization, .. } => {
+            ("app_cpu", utilization.unwrap_or(0.8), utilization.is_none())
+        }
+        Metric::Resource { utilization, .. } if w.sidecar.is_some() => {
+            ("pod_cpu", utilization.unwrap_or(0.8), utilization.is_none())
+        }
+        Metric::Resource { utilization, .. } => {
+            ("app_cpu", utilization.unwrap_or(0.8), utilization.is_none())
+        }
+        _ => ("sidecar_saturation", 0.8, true),
+    }
+}
+
+/// Writes the scenario text.
+pub fn scenario(
+    inv: &Inventory,
+    chains: &[Chain],
+    opts: &ChainOptions,
+    loads: &BTreeMap<String, String>,
+) -> Result<String, String> {
+    let mut s = String::new();
+    let lat = scenario_duration(opts.assumed_latency);
+    let _ = writeln!(
+        s,
+        "# Exported by `stormbreak audit --export-scenario` ({SCENARIO_FORMAT}, docs/scenarios.md)."
+    );
+    let _ = writeln!(
+        s,
+        "# Limits, replicas, autoscalers and retry policies come from the audited configs;"
+    );
+    let _ = writeln!(s, "# every number they do not give is marked ASSUMPTION.\n");
+    let _ = writeln!(
+        s,
+        "[scenario]\nname = \"audit-export\"\nduration = \"10m\"   # ASSUMPTION: long enough for several HPA syncs\ninterval = \"10s\"\n"
+    );
+    let mut services: BTreeMap<usize, String> = BTreeMap::new();
+    let mut body = String::new();
+    let mut route_names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut used_loads = Vec::new();
+    for (ci, c) in chains.iter().enumerate() {
+        let Some(wi) = c.workload else { continue };
+        let w = &inv.workloads[wi];
+        let svc = ident(&format!("{}-{}", w.namespace, w.name));
+        services
+            .entry(wi)
+            .or_insert_with(|| service_block(inv, w, &svc, opts, &lat));
+        let n = route_names.entry(svc.clone()).or_default();
+        *n += 1;
+        let route = if *n == 1 {
+            svc.clone()
+        } else {
+            format!("{svc}-{n}")
+        };
+        let mut path = Vec::new();
+        let _ = writeln!(body, "# route {}: {}", route, c.route);
+        if let Some(f) = c.hops.iter().find(|h| h.kind == HopKind::Frontend) {
+            let name = format!("lb-{}", ident(&c.route));
+            let (flows, note) = match f.limit {
+                Some(l) => (l.max(1.0) as u64, format!("# {}", f.how)),
+                None => (10_000, "# ASSUMPTION: no maxconn in the config".into()),
+            };
+            let _ = writeln!(
+                body,
+                "[[lb]]\nname = \"{name}\"\nnodes = 1\nflows_per_node = {flows}   {note}\n"
+            );
+            path.push(name);
+        }
+        for (li, l) in c.retries.iter().enumerate() {
+            if l.retries == 0 || l.what.starts_with("clients") {
+                continue;
+            }
+            let name = format!("retry-{ci}-{li}");
+            let timeout = match l.per_try.or(c.timeout) {
+                Some(t) => format!("\"{}\"", scenario_duration(t)),
+                None => "\"15s\"   # ASSUMPTION: no per-try or route timeout in the config".into(),
+            };
+            let mut on = Vec::new();
+            if l.on[0] {
+                on.push("\"connect-failure\"");
+            }
+            if l.on[2] {
+                on.push("\"timeout\"");
+            }
+            let codes = if l.on[1] { "503" } else { "" };
+            let _ = writeln!(
+                body,
+                "# {}\n[[gateway]]\nname = \"{name}\"\ntimeout = {timeout}\nretry = {{ max_attempts = {}, max_attempts_cap = {}, retry_on = [{}], retriable_status_codes = [{codes}], backoff = {{ kind = \"exponential\", base = \"25ms\" }} }}   # base: Envoy's default 25ms\n",
+                l.what,
+                (1 + l.retries).min(100),
+                (1 + l.retries).min(100),
+                on.join(", ")
+            );
+            path.push(name);
+        }
+        path.push(svc.clone());
+        let _ = writeln!(
+            body,
+            "[[route]]\nname = \"{route}\"\npath = [{}]\n",
+            path.iter()
+                .map(|p| format!("\"{p}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let (rate, note) = match loads.get(&route).or_else(|| loads.get(&svc)) {
+            Some(r) => {
+                used_loads.push(route.clone());
+                used_loads.push(svc.clone());
+                (format!("\"{r}\""), "# --load".to_string())
+            }
+            None => match c.first_to_saturate.and_then(|i| c.hops[i].limit) {
+                Some(l) => {
+                    let r = 0.8 * l / opts.assumed_latency.as_secs_f64();
+                    (
+                        trim(r.max(1.0)),
+                        format!(
+                            "# ASSUMPTION: 80% of the first hop to saturate ({} concurrent) ÷ assumed latency {lat}",
+                            trim(l)
+                        ),
+                    )
+                }
+                None => (
+                    trim(DEFAULT_RATE),
+                    "# ASSUMPTION: default rate, no capacity known".into(),
+                ),
+            },
+        };
+        let timeout = c
+            .timeout
+            .map(|t| format!("\"{}\"", scenario_duration(t)))
+            .unwrap_or_else(|| "\"1s\"   # ASSUMPTION: client timeout".into());
+        let _ = writeln!(
+            body,
+            "[[client]]\nname = \"users-{route}\"\nroute = \"{route}\"\nrate = {rate}   {note}\ntimeout = {timeout}\n"
+        );
+    }
+    for l in loads.keys() {
+        if !used_loads.contains(l) {
+            return Err(format!(
+                "--load {l}=…: no exported route or service named {l:?}; exported routes: {}",
+                route_names.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if services.is_empty() {
+        return Err("nothing to export: no route reaches a workload in the audited configs".into());
+    }
+    for b in services.values() {
+        s.push_str(b);
+    }
+    s.push_str(&body);
+    Ok(s)
+}
+
+fn service_block(
+    inv: &Inventory,
+    w: &Workload,
+    name: &str,
+    opts: &ChainOptions,
+    lat: &str,
+) -> String {
+    let mut s = String::new();
+    let pl = pod_limits(inv, w, opts);
+    let (n, rep) = replicas(inv, w);
+    let _ = writeln!(
+        s,
+        "# {} ({})\n[[service]]\nname = \"{name}\"\nreplicas = {}   # {rep}",
+        w.key(),
+        w.src.pos,
+        n.clamp(1, 100_000)
+    );
+    if w.sidecar.is_some() {
+        match &pl.sidecar {
+            Some((l, how, assumed, _)) => {
+                let mark = if *assumed { "ASSUMPTION: " } else { "" };
+                let _ = writeln!(
+                    s,
+                    "sidecar = {{ limit = {} }}   # {mark}{how}",
+                    (l.floor() as u64).clamp(1, 10_000_000)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "sidecar = {{ limit = {UNLIMITED_SIDECAR} }}   # ASSUMPTION: no inbound limit in the configs"
+                );
+            }
+        }
+    }
+    let (workers, wnote) = match &pl.app {
+        Some((v, how)) => ((*v as u64).clamp(1, 10_000_000), how.clone()),
+        None => (
+            ASSUMED_WORKERS as u64,
+            "ASSUMPTION: app concurrency not in the configs".into(),
+        ),
+    };
+    let _ = writeln!(
+        s,
+        "app = {{ workers = {workers}, service_time = {{ dist = \"exponential\", mean = \"{lat}\" }} }}   # workers: {wnote}; service time: ASSUMPTION (--assume-latency)"
+    );
+    if let Some(a) = inv.autoscalers_of(w).into_iter().next() {
+        // The HPA takes the largest proposal: a metric that sees the
+        // sidecar wins over CPU, so it is exported when present.
+        let chosen = a
+            .metrics
+            .iter()
+            .map(|m| metric(w, m))
+            .max_by_key(|m| m.0 == "sidecar_saturation");
+        if let Some((metric, target, assumed)) = chosen {
+            let mark = if assumed {
+                "   # target: ASSUMPTION (the metric's target is not a utilisation)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "autoscaler = {{ metric = \"{metric}\", target = {}, min = {}, max = {}, pod_start = \"30s\" }}   # {} {}/{}; pod_start: ASSUMPTION{mark}",
+                trim(target),
+                a.min.max(1),
+                a.max.max(a.min.max(1)).min(100_000),
+                a.kind,
+                a.namespace,
+                a.name
+            );
+        }
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,346 @@
+//! YAML and JSON streams: split into documents, each object found with its
+//! position, parsed through serde-saphyr within its budgets.
+//!
+//! A stream is split at document markers (`---` or `...` at column 0, which
+//! YAML forbids inside any scalar), so one broken document costs only
+//! itself. The `kind` and `apiVersion` of a block-style document are read
+//! from its top-level lines without parsing it, so unknown kinds cost no
+//! parse; flow-style and JSON documents, and `kind: List`, are parsed once
+//! into a generic value.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_saphyr::{Budget, Options, Spanned};
+
+use crate::finding::Pos;
+
+/// Deepest nesting of mappings and sequences accepted in one document.
+pub const MAX_DEPTH: usize = 64;
+/// Most parser events in one document (a 2 KB manifest has a few hundred).
+pub const MAX_EVENTS: usize = 1_000_000;
+/// Most alias references (`*a`) in one document: Kubernetes manifests use
+/// none, so a handful is generous and an alias bomb is cut off at once.
+pub const MAX_ALIASES: usize = 1_000;
+/// Most objects in one `kind: List`.
+pub const MAX_LIST_ITEMS: usize = 100_000;
+
+/// The serde-saphyr options every document is parsed with.
+pub fn options() -> Options {
+    let mut budget = Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    budget.max_events = MAX_EVENTS;
+    budget.max_aliases = MAX_ALIASES;
+    budget.max_anchors = MAX_ALIASES;
+    budget.max_documents = 1;
+    let mut o = Options::default();
+    o.budget = Some(budget);
+    o.with_snippet = false;
+    o
+}
+
+/// One Kubernetes-style object found in a stream.
+#[derive(Debug, Clone)]
+pub struct RawObject {
+    /// Where the object starts.
+    pub pos: Pos,
+    /// `apiVersion` as written.
+    pub api_version: String,
+    /// `kind` as written.
+    pub kind: String,
+    /// How to deserialize it.
+    pub body: Body,
+}
+
+/// The object's text, or its parsed value (lists, flow style, JSON).
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// The document's text; `first_line` is the file line of its first line.
+    Text {
+        /// The document text.
+        text: Arc<str>,
+        /// File line of the text's first line (1-based).
+        first_line: u32,
+    },
+    /// A generic value, from a `List` item or a flow/JSON document.
+    Value(serde_json::Value),
+}
+
+/// A located problem: file line and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseError {
+    /// Where.
+    pub pos: Pos,
+    /// What was expected.
+    pub message: String,
+}
+
+impl RawObject {
+    /// Deserializes the object as `T`, with the position of the first
+    /// problem on failure.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ParseError> {
+        match &self.body {
+            Body::Text { text, first_line } => {
+                serde_saphyr::from_str_with_options::<T>(text, options())
+                    .map_err(|e| located(&self.pos.file, *first_line, text, &e))
+            }
+            Body::Value(v) => T::deserialize(v).map_err(|e| ParseError {
+                pos: self.pos.clone(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// The file line of the first top-level-or-nested key `key:` at or
+    /// after the object's start, for pointing at a field; the object's own
+    /// line when the key is not found (or the object came from a value).
+    pub fn line_of(&self, key: &str) -> u32 {
+        if let Body::Text { text, first_line } = &self.body {
+            for (i, line) in text.lines().enumerate() {
+                let t = line.trim_start().trim_start_matches("- ");
+                if let Some(rest) = t.strip_prefix(key)
+                    && rest.starts_with(':')
+                {
+                    return first_line + i as u32;
+                }
+            }
+        }
+        self.pos.line
+    }
+}
+
+fn located(file: &Arc<str>, first_line: u32, doc: &str, e: &serde_saphyr::Error) -> ParseError {
+    let in_doc = e.location().map(|l| l.line() as u32).filter(|l| *l > 0);
+    let line = in_doc.map(|l| first_line + l - 1).unwrap_or(first_line);
+    let mut message = clean_message(&e.to_string());
+    if let Some(text) = in_doc.and_then(|l| doc.lines().nth(l as usize - 1)) {
+        let t: String = text.trim().chars().take(80).collect();
+        if !t.is_empty() {
+            message = format!("{message}, at `{t}`");
+        }
+    }
+    ParseError {
+        pos: Pos::new(file, line),
+        message,
+    }
+}
+
+/// serde-saphyr's message without its own position suffix (we print ours,
+/// shifted to the file's line) and without Rust type names.
+fn clean_message(s: &str) -> String {
+    let first = s.lines().next().unwrap_or(s).trim();
+    let cut = first
+        .find(" at line ")
+        .map(|i| &first[..i])
+        .unwrap_or(first);
+    let mut m = cut.trim_end_matches(':').to_string();
+    for (rust, plain) in [
+        ("invalid i32", "expected a whole number"),
+        ("invalid i64", "expected a whole number"),
+        ("invalid u32", "expected a whole number ≥ 0"),
+        ("invalid u64", "expected a whole number ≥ 0"),
+    ] {
+        m = m.replace(rust, plain);
+    }
+    m
+}
+
+/// Splits `text` into documents: `(file line of first line, text)`.
+pub fn split_documents(text: &str) -> Vec<(u32, &str)> {
+    let mut docs = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 1u32;
+    let mut offset = 0usize;
+    for (line_no, line) in (1u32..).zip(text.split_inclusive('\n')) {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let marker = |m: &str| {
+            bare == m
+                || bare
+                    .strip_prefix(m)
+                    .is_some_and(|r| r.starts_with([' ', '\t']))
+        };
+        if marker("---") || marker("...") {
+            docs.push((start_line, &text[start..offset]));
+            // Content may follow `--- ` on the same line (`--- {a: 1}`).
+            let after = if marker("---") {
+                bare[3..].trim_start()
+            } else {
+                ""
+            };
+            if after.is_empty() || after.starts_with('#') {
+                start = offset + line.len();
+                start_line = line_no + 1;
+            } else {
+                start = offset + (line.len() - line.trim_start_matches("---").len()) + 3;
+                start_line = line_no;
+            }
+        }
+        offset += line.len();
+    }
+    docs.push((start_line, &text[start..]));
+    docs.retain(|(_, d)| !is_blank(d));
+    docs
+}
+
+fn is_blank(doc: &str) -> bool {
+    doc.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t.starts_with('%')
+    })
+}
+
+/// Top-level `kind:` and `apiVersion:` of a block-style document, read
+/// from its unindented lines; `None` when either is missing there.
+fn scan_header(doc: &str) -> Option<(String, String, u32)> {
+    let mut kind = None;
+    let mut api = None;
+    let mut first = None;
+    for (i, line) in doc.lines().enumerate() {
+        let t = line.trim_end();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        first.get_or_insert(i as u32);
+        if t.starts_with(['{', '[', '"', '\'']) {
+            return None;
+        }
+        if let Some(v) = t.strip_prefix("kind:") {
+            kind = Some(scalar(v));
+        } else if let Some(v) = t.strip_prefix("apiVersion:") {
+            api = Some(scalar(v));
+        }
+    }
+    Some((kind?, api?, first.unwrap_or(0)))
+}
+
+fn scalar(v: &str) -> String {
+    let v = v.split(" #").next().unwrap_or(v).trim();
+    v.trim_matches(|c| c == '"' || c == '\'').to_string()
+}
+
+/// Everything one stream yielded.
+#[derive(Debug, Default)]
+pub struct Stream {
+    /// Objects with a kind and apiVersion.
+    pub objects: Vec<RawObject>,
+    /// Documents or items that could not be read.
+    pub errors: Vec<ParseError>,
+}
+
+/// Reads one YAML/JSON file's text into objects.
+pub fn read_stream(file: &Arc<str>, text: &str) -> Stream {
+    let mut out = Stream::default();
+    for (first_line, doc) in split_documents(text) {
+        match scan_header(doc) {
+            Some((kind, api_version, first)) if kind != "List" && !kind.ends_with("List") => {
+                out.objects.push(RawObject {
+                    pos: Pos::new(file, first_line + first),
+                    api_version,
+                    kind,
+                    body: Body::Text {
+                        text: doc.into(),
+                        first_line,
+                    },
+                })
+            }
+            _ => read_generic(file, first_line, doc, &mut out),
+        }
+    }
+    out
+}
+
+/// The shape of a `kind: List` (no `flatten`, which would drop spans).
+#[derive(serde::Deserialize)]
+struct ListShape {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    items: Option<Vec<Spanned<serde_json::Value>>>,
+}
+
+fn read_generic(file: &Arc<str>, first_line: u32, doc: &str, out: &mut Stream) {
+    let line_in_doc = |l: u64| first_line + (l.max(1) as u32) - 1;
+    let shape: Spanned<ListShape> = match serde_saphyr::from_str_with_options(doc, options()) {
+        Ok(g) => g,
+        Err(e) => {
+            out.errors.push(located(file, first_line, doc, &e));
+            return;
+        }
+    };
+    let pos = Pos::new(file, line_in_doc(shape.referenced.line()));
+    if let (Some(k), Some(items)) = (shape.value.kind.as_deref(), shape.value.items)
+        && (k == "List" || k.ends_with("List"))
+    {
+        if items.len() > MAX_LIST_ITEMS {
+            out.errors.push(ParseError {
+                pos,
+                message: format!(
+                    "a List of {} items is over the limit of {MAX_LIST_ITEMS}",
+                    items.len()
+                ),
+            });
+            return;
+        }
+        for item in items {
+            let ipos = Pos::new(file, line_in_doc(item.referenced.line()));
+            push_value(ipos, item.value, out);
+        }
+        return;
+    }
+    match serde_saphyr::from_str_with_options::<serde_json::Value>(doc, options()) {
+        Ok(v) => push_value(pos, v, out),
+        Err(e) => out.errors.push(located(file, first_line, doc, &e)),
+    }
+}
+
+fn push_value(pos: Pos, v: serde_json::Value, out: &mut Stream) {
+    let kind = v.get("kind").and_then(|k| k.as_str()).map(str::to_string);
+    let api = v
+        .get("apiVersion")
+        .and_then(|k| k.as_str())
+        .map(str::to_string);
+    match (kind, api) {
+        (Some(kind), Some(api_version)) => out.objects.push(RawObject {
+            pos,
+            api_version,
+            kind,
+            body: Body::Value(v),
+        }),
+        _ => out.errors.push(ParseError {
+            pos,
+            message: "expected a Kubernetes object with `apiVersion` and `kind`".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_markers_only_at_column_zero() {
+        let t = "a: 1\n---\nb: |\n  --- not a marker\n...\n---\n# only a comment\n---\nc: 3\n";
+        let d = split_documents(t);
+        assert_eq!(d.len(), 3);
+        assert_eq!(d[0], (1, "a: 1\n"));
+        assert_eq!(d[1].0, 3);
+        assert!(d[1].1.contains("not a marker"));
+        assert_eq!(d[2], (9, "c: 3\n"));
+    }
+
+    #[test]
+    fn header_scan_reads_top_level_only() {
+        let doc = "# c\napiVersion: v1\nkind: \"Service\"\nspec:\n  kind: nested\n";
+        assert_eq!(scan_header(doc), Some(("Service".into(), "v1".into(), 1)));
+        assert_eq!(scan_header("{\"kind\": \"Service\"}"), None);
+    }
+
+    #[test]
+    fn list_items_have_their_own_lines() {
+        let t = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Service\n  metadata: {name: b}\n";
+        let s = read_stream(&Arc::from("f.yaml"), t);
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        let lines: Vec<u32> = s.objects.iter().map(|o| o.pos.line).collect();
+        assert_eq!(lines, vec![4, 7]);
+    }
+}

@@ -1,0 +1,339 @@
+//! Istio, Gateway API and KEDA objects, defined with serde: only the fields
+//! the audit reads; unknown fields are ignored (real objects carry many),
+//! but a field of the wrong type is an error with its line.
+//!
+//! References: Istio 1.27 reference docs, "Destination Rule"
+//! <https://istio.io/v1.27/docs/reference/config/networking/destination-rule/>,
+//! "Virtual Service" <https://istio.io/v1.27/docs/reference/config/networking/virtual-service/>,
+//! "Sidecar" <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>;
+//! Gateway API v1.3 "HTTPRoute" <https://gateway-api.sigs.k8s.io/reference/spec/>;
+//! KEDA 2.17 "ScaledObject specification" <https://keda.sh/docs/2.17/reference/scaledobject-spec/>.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// Any namespaced object: its metadata and a typed spec.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Object<S> {
+    /// Metadata (name, namespace, labels, annotations).
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The spec.
+    #[serde(default)]
+    pub spec: S,
+}
+
+/// `DestinationRule.spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationRuleSpec {
+    /// Destination host (short name, FQDN or wildcard).
+    #[serde(default)]
+    pub host: String,
+    /// Policy for the whole host.
+    #[serde(default)]
+    pub traffic_policy: Option<TrafficPolicy>,
+    /// Named subsets, each with an optional policy override.
+    #[serde(default)]
+    pub subsets: Vec<Subset>,
+}
+
+/// `TrafficPolicy`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficPolicy {
+    /// Connection pool limits (per caller proxy, per upstream cluster).
+    #[serde(default)]
+    pub connection_pool: Option<ConnectionPool>,
+    /// Outlier detection (passive health checking).
+    #[serde(default)]
+    pub outlier_detection: Option<OutlierDetection>,
+}
+
+/// `Subset`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subset {
+    /// Subset name.
+    #[serde(default)]
+    pub name: String,
+    /// Overrides of the host's policy.
+    #[serde(default)]
+    pub traffic_policy: Option<TrafficPolicy>,
+}
+
+/// `ConnectionPoolSettings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionPool {
+    /// TCP settings.
+    #[serde(default)]
+    pub tcp: Option<TcpPool>,
+    /// HTTP settings.
+    #[serde(default)]
+    pub http: Option<HttpPool>,
+}
+
+/// `ConnectionPoolSettings.TCPSettings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpPool {
+    /// `maxConnections` (unset: 2³²−1).
+    #[serde(default)]
+    pub max_connections: Option<i64>,
+}
+
+/// `ConnectionPoolSettings.HTTPSettings`. In Istio, 0 or unset means the
+/// default (2³²−1, i.e. unlimited) for every field here.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpPool {
+    /// Requests queued while waiting for a connection.
+    #[serde(default)]
+    pub http1_max_pending_requests: Option<i64>,
+    /// Concurrent requests to the destination.
+    #[serde(default)]
+    pub http2_max_requests: Option<i64>,
+    /// Requests per connection before it is closed (0: unlimited).
+    #[serde(default)]
+    pub max_requests_per_connection: Option<i64>,
+    /// Concurrent retries outstanding to the destination.
+    #[serde(default)]
+    pub max_retries: Option<i64>,
+}
+
+/// `OutlierDetection`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlierDetection {
+    /// Consecutive 5xx before ejection.
+    #[serde(default, rename = "consecutive5xxErrors")]
+    pub consecutive_5xx_errors: Option<i64>,
+    /// Consecutive gateway errors before ejection.
+    #[serde(default)]
+    pub consecutive_gateway_errors: Option<i64>,
+    /// Deprecated spelling of consecutive errors.
+    #[serde(default)]
+    pub consecutive_errors: Option<i64>,
+    /// Largest share of hosts that may be ejected (default 10).
+    #[serde(default)]
+    pub max_ejection_percent: Option<i64>,
+    /// Outlier detection is off below this share of healthy hosts (default 0).
+    #[serde(default)]
+    pub min_health_percent: Option<i64>,
+    /// Ejection time.
+    #[serde(default)]
+    pub base_ejection_time: Option<String>,
+}
+
+/// `VirtualService.spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualServiceSpec {
+    /// Hosts the rules apply to.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Gateways (`mesh` or absent: sidecars).
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// HTTP routes, first match wins.
+    #[serde(default)]
+    pub http: Vec<VsHttpRoute>,
+}
+
+/// `HTTPRoute` of a VirtualService.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VsHttpRoute {
+    /// Optional name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Weighted destinations.
+    #[serde(default)]
+    pub route: Vec<VsDestinationWeight>,
+    /// Route timeout (unset: disabled).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Retry policy (unset: Istio's default policy).
+    #[serde(default)]
+    pub retries: Option<HttpRetry>,
+}
+
+/// `HTTPRouteDestination`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VsDestinationWeight {
+    /// Destination.
+    #[serde(default)]
+    pub destination: VsDestination,
+    /// Weight.
+    #[serde(default)]
+    pub weight: Option<i64>,
+}
+
+/// `Destination`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VsDestination {
+    /// Host.
+    #[serde(default)]
+    pub host: String,
+    /// Subset.
+    #[serde(default)]
+    pub subset: Option<String>,
+}
+
+/// `HTTPRetry`: `attempts` is the number of retries (Envoy's `num_retries`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRetry {
+    /// Retries (0 disables retries).
+    #[serde(default)]
+    pub attempts: Option<i64>,
+    /// Timeout per attempt.
+    #[serde(default)]
+    pub per_try_timeout: Option<String>,
+    /// Envoy retry-on conditions, comma-separated; status codes allowed.
+    #[serde(default)]
+    pub retry_on: Option<String>,
+}
+
+/// `Sidecar.spec` (the parts that bound the inbound side).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarSpec {
+    /// Workloads it applies to (absent: the whole namespace).
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+    /// Inbound connection pool of the selected workloads' sidecars.
+    #[serde(default)]
+    pub inbound_connection_pool: Option<ConnectionPool>,
+}
+
+/// `WorkloadSelector`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkloadSelector {
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `EnvoyFilter.spec`: kept as values; only local rate limiting, adaptive
+/// concurrency and inbound circuit breakers are read from the patches.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvoyFilterSpec {
+    /// Workloads it applies to.
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+    /// Patches.
+    #[serde(default)]
+    pub config_patches: Vec<serde_json::Value>,
+}
+
+/// Gateway API `HTTPRoute.spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteSpec {
+    /// Hostnames.
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// Rules.
+    #[serde(default)]
+    pub rules: Vec<HttpRouteRule>,
+}
+
+/// `HTTPRouteRule`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRule {
+    /// Backends (Services).
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+    /// `timeouts.request` / `timeouts.backendRequest`.
+    #[serde(default)]
+    pub timeouts: Option<HttpRouteTimeouts>,
+    /// `retry` (Gateway API v1.2+, GEP-1731).
+    #[serde(default)]
+    pub retry: Option<HttpRouteRetry>,
+}
+
+/// `HTTPBackendRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BackendRef {
+    /// Service name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace (default: the route's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// `HTTPRouteTimeouts`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteTimeouts {
+    /// Whole request.
+    #[serde(default)]
+    pub request: Option<String>,
+    /// One backend request (per try).
+    #[serde(default)]
+    pub backend_request: Option<String>,
+}
+
+/// `HTTPRouteRetry`: `attempts` is the maximum number of retries.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HttpRouteRetry {
+    /// Retries.
+    #[serde(default)]
+    pub attempts: Option<i64>,
+    /// Status codes retried.
+    #[serde(default)]
+    pub codes: Vec<i64>,
+}
+
+/// KEDA `ScaledObject.spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaledObjectSpec {
+    /// Target workload.
+    #[serde(default)]
+    pub scale_target_ref: ScaleTargetRef,
+    /// Replicas bounds.
+    #[serde(default)]
+    pub min_replica_count: Option<i64>,
+    /// Replicas bounds.
+    #[serde(default)]
+    pub max_replica_count: Option<i64>,
+    /// Triggers.
+    #[serde(default)]
+    pub triggers: Vec<KedaTrigger>,
+}
+
+/// `scaleTargetRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ScaleTargetRef {
+    /// Kind (default Deployment).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// A KEDA trigger.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KedaTrigger {
+    /// Scaler type (`cpu`, `prometheus`, `rabbitmq`, …).
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// `Utilization` or `AverageValue` (cpu/memory).
+    #[serde(default)]
+    pub metric_type: Option<String>,
+    /// Scaler metadata (strings).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}

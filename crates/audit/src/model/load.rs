@@ -1,0 +1,714 @@
+//! Sources → [`Inventory`]: each object typed by its kind and apiVersion.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::{v1 as hpa1, v2 as hpa2};
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplateSpec, Service as K8sService};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+
+use super::istio::{self, Object};
+use super::workload::{self, decide_sidecar, ignores};
+use super::*;
+use crate::finding::Severity;
+use crate::inputs::yaml::{self, Body, ParseError, RawObject};
+use crate::inputs::{Format, Source};
+use crate::units::parse_go_duration;
+
+/// Reads every source into an inventory. Never fails: what cannot be read
+/// becomes an SB001 finding with its position.
+pub fn load(sources: &[Source]) -> Inventory {
+    let mut inv = Inventory::default();
+    for s in sources {
+        let text = match std::str::from_utf8(&s.bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let line = s.bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count() as u32
+                    + 1;
+                inv.findings.push(parse_finding(
+                    Pos::new(&s.name, line),
+                    "file",
+                    format!("not UTF-8 text: invalid byte at offset {}", e.valid_up_to()),
+                ));
+                continue;
+            }
+        };
+        match s.format {
+            Format::Haproxy => {
+                let (cfg, errors) = haproxy::parse(&s.name, text);
+                for e in errors {
+                    inv.findings
+                        .push(parse_finding(e.pos, "haproxy.cfg", e.message));
+                }
+                *inv.counts.read.entry("haproxy.cfg".into()).or_default() += 1;
+                inv.haproxy.push(cfg);
+            }
+            Format::Yaml => {
+                let stream = yaml::read_stream(&s.name, text);
+                for e in stream.errors {
+                    inv.findings
+                        .push(parse_finding(e.pos, "document", e.message));
+                }
+                for raw in &stream.objects {
+                    object(&mut inv, raw);
+                }
+            }
+        }
+    }
+    let namespaces = std::mem::take(&mut inv.namespaces);
+    for w in &mut inv.workloads {
+        decide_sidecar(w, namespaces.get(&w.namespace));
+        for p in std::mem::take(&mut w.problems) {
+            inv.findings
+                .push(parse_finding(w.src.pos.clone(), &w.key(), p));
+        }
+    }
+    inv.namespaces = namespaces;
+    inv.reindex();
+    inv
+}
+
+fn parse_finding(pos: Pos, object: &str, message: String) -> Finding {
+    Finding {
+        rule: crate::rules::PARSE_ERROR,
+        severity: Severity::Error,
+        pos,
+        object: object.to_string(),
+        message,
+    }
+}
+
+fn src(raw: &RawObject) -> Src {
+    Src {
+        pos: raw.pos.clone(),
+        text: match &raw.body {
+            Body::Text { text, first_line } => Some((text.clone(), *first_line)),
+            Body::Value(_) => None,
+        },
+    }
+}
+
+fn typed<T: DeserializeOwned>(inv: &mut Inventory, raw: &RawObject) -> Option<T> {
+    match raw.parse::<T>() {
+        Ok(v) => Some(v),
+        Err(ParseError { pos, message }) => {
+            inv.findings.push(parse_finding(
+                pos,
+                &raw.kind,
+                format!("{} {}: {message}", raw.api_version, raw.kind),
+            ));
+            None
+        }
+    }
+}
+
+fn names(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+fn count(inv: &mut Inventory, kind: &str) {
+    *inv.counts.read.entry(kind.to_string()).or_default() += 1;
+}
+
+fn record_ignores(
+    inv: &mut Inventory,
+    kind: &str,
+    meta: &ObjectMeta,
+    extra: Option<&BTreeMap<String, String>>,
+) {
+    let (ns, name) = names(meta);
+    let mut list = meta.annotations.as_ref().map(ignores).unwrap_or_default();
+    if let Some(e) = extra {
+        list.extend(ignores(e));
+    }
+    if !list.is_empty() {
+        inv.ignores
+            .entry(key(kind, &ns, &name))
+            .or_default()
+            .extend(list);
+    }
+}
+
+fn group(api: &str) -> &str {
+    api.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+fn object(inv: &mut Inventory, raw: &RawObject) {
+    let api = raw.api_version.as_str();
+    match (group(api), api, raw.kind.as_str()) {
+        (_, "v1", "Namespace") => {
+            if let Some(n) = typed::<Namespace>(inv, raw) {
+                count(inv, "Namespace");
+                let name = n.metadata.name.clone().unwrap_or_default();
+                inv.namespaces
+                    .insert(name, n.metadata.labels.unwrap_or_default());
+            }
+        }
+        (_, "apps/v1", "Deployment") => {
+            if let Some(d) = typed::<Deployment>(inv, raw) {
+                let spec = d.spec.unwrap_or_default();
+                workload(
+                    inv,
+                    raw,
+                    "Deployment",
+                    &d.metadata,
+                    spec.replicas,
+                    &spec.template,
+                );
+            }
+        }
+        (_, "apps/v1", "StatefulSet") => {
+            if let Some(d) = typed::<StatefulSet>(inv, raw) {
+                let spec = d.spec.unwrap_or_default();
+                workload(
+                    inv,
+                    raw,
+                    "StatefulSet",
+                    &d.metadata,
+                    spec.replicas,
+                    &spec.template,
+                );
+            }
+        }
+        (_, "apps/v1", "DaemonSet") => {
+            if let Some(d) = typed::<DaemonSet>(inv, raw) {
+                let spec = d.spec.unwrap_or_default();
+                workload(inv, raw, "DaemonSet", &d.metadata, None, &spec.template);
+            }
+        }
+        (_, "v1", "Pod") => {
+            if let Some(p) = typed::<Pod>(inv, raw) {
+                let t = PodTemplateSpec {
+                    metadata: Some(p.metadata.clone()),
+                    spec: p.spec,
+                };
+                workload(inv, raw, "Pod", &p.metadata, None, &t);
+            }
+        }
+        (_, "v1", "Service") => {
+            if let Some(s) = typed::<K8sService>(inv, raw) {
+                count(inv, "Service");
+                record_ignores(inv, "Service", &s.metadata, None);
+                let (namespace, name) = names(&s.metadata);
+                inv.services.push(Service {
+                    src: src(raw),
+                    namespace,
+                    name,
+                    selector: s.spec.and_then(|s| s.selector).unwrap_or_default(),
+                });
+            }
+        }
+        (_, "autoscaling/v1", "HorizontalPodAutoscaler") => {
+            if let Some(h) = typed::<hpa1::HorizontalPodAutoscaler>(inv, raw) {
+                let spec = h.spec.unwrap_or_default();
+                let util = spec.target_cpu_utilization_percentage.unwrap_or(80) as f64 / 100.0;
+                autoscaler(
+                    inv,
+                    raw,
+                    "HorizontalPodAutoscaler",
+                    &h.metadata,
+                    (spec.scale_target_ref.kind, spec.scale_target_ref.name),
+                    spec.min_replicas.map(i64::from),
+                    Some(spec.max_replicas as i64),
+                    vec![Metric::Resource {
+                        resource: "cpu".into(),
+                        utilization: Some(util),
+                    }],
+                    false,
+                );
+            }
+        }
+        (_, "autoscaling/v2", "HorizontalPodAutoscaler") => {
+            if let Some(h) = typed::<hpa2::HorizontalPodAutoscaler>(inv, raw) {
+                let spec = h.spec.unwrap_or_default();
+                let mut metrics: Vec<Metric> = spec.metrics.iter().flatten().map(metric).collect();
+                if metrics.is_empty() {
+                    // Kubernetes' default: 80% average CPU utilisation.
+                    metrics.push(Metric::Resource {
+                        resource: "cpu".into(),
+                        utilization: Some(0.8),
+                    });
+                }
+                autoscaler(
+                    inv,
+                    raw,
+                    "HorizontalPodAutoscaler",
+                    &h.metadata,
+                    (spec.scale_target_ref.kind, spec.scale_target_ref.name),
+                    spec.min_replicas.map(i64::from),
+                    Some(spec.max_replicas as i64),
+                    metrics,
+                    spec.behavior.is_some(),
+                );
+            }
+        }
+        ("keda.sh", _, "ScaledObject") => {
+            if let Some(o) = typed::<Object<istio::ScaledObjectSpec>>(inv, raw) {
+                let s = o.spec;
+                let metrics = s.triggers.iter().map(keda_metric).collect();
+                let kind = s
+                    .scale_target_ref
+                    .kind
+                    .clone()
+                    .unwrap_or_else(|| "Deployment".into());
+                // KEDA's defaults: minReplicaCount 0, maxReplicaCount 100.
+                autoscaler(
+                    inv,
+                    raw,
+                    "ScaledObject",
+                    &o.metadata,
+                    (kind, s.scale_target_ref.name.clone()),
+                    Some(s.min_replica_count.unwrap_or(0)),
+                    Some(s.max_replica_count.unwrap_or(100)),
+                    metrics,
+                    false,
+                );
+            }
+        }
+        ("networking.istio.io", _, "DestinationRule") => {
+            if let Some(o) = typed::<Object<istio::DestinationRuleSpec>>(inv, raw) {
+                destination_rule(inv, raw, o);
+            }
+        }
+        ("networking.istio.io", _, "VirtualService") => {
+            if let Some(o) = typed::<Object<istio::VirtualServiceSpec>>(inv, raw) {
+                virtual_service(inv, raw, o);
+            }
+        }
+        ("gateway.networking.k8s.io", _, "HTTPRoute") => {
+            if let Some(o) = typed::<Object<istio::HttpRouteSpec>>(inv, raw) {
+                http_route(inv, raw, o);
+            }
+        }
+        ("networking.istio.io", _, "Sidecar") => {
+            if let Some(o) = typed::<Object<istio::SidecarSpec>>(inv, raw) {
+                count(inv, "Sidecar");
+                record_ignores(inv, "Sidecar", &o.metadata, None);
+                if o.spec.inbound_connection_pool.is_some() {
+                    match PoolLimits::read(o.spec.inbound_connection_pool.as_ref()) {
+                        Ok(pool) => {
+                            let (namespace, name) = names(&o.metadata);
+                            inv.inbound.push(InboundLimit {
+                                src: src(raw),
+                                kind: "Sidecar",
+                                namespace,
+                                name,
+                                selector: o.spec.workload_selector.map(|s| s.labels),
+                                limit: InboundKind::Pool(pool),
+                            });
+                        }
+                        Err(e) => inv
+                            .findings
+                            .push(parse_finding(raw.pos.clone(), "Sidecar", e)),
+                    }
+                }
+            }
+        }
+        ("networking.istio.io", _, "EnvoyFilter") => {
+            if let Some(o) = typed::<Object<istio::EnvoyFilterSpec>>(inv, raw) {
+                envoy_filter(inv, raw, o);
+            }
+        }
+        _ => {
+            *inv.counts
+                .skipped
+                .entry(format!("{} ({})", raw.kind, raw.api_version))
+                .or_default() += 1;
+        }
+    }
+}
+
+fn workload(
+    inv: &mut Inventory,
+    raw: &RawObject,
+    kind: &str,
+    meta: &ObjectMeta,
+    replicas: Option<i32>,
+    t: &PodTemplateSpec,
+) {
+    count(inv, kind);
+    let pod_ann = t.metadata.as_ref().and_then(|m| m.annotations.clone());
+    record_ignores(inv, kind, meta, pod_ann.as_ref());
+    let (namespace, name) = names(meta);
+    inv.workloads.push(workload::from_template(
+        src(raw),
+        kind,
+        namespace,
+        name,
+        replicas,
+        t,
+    ));
+}
+
+fn utilization(t: &hpa2::MetricTarget) -> Option<f64> {
+    (t.type_ == "Utilization")
+        .then_some(t.average_utilization.map(|u| u as f64 / 100.0))
+        .flatten()
+}
+
+fn metric(m: &hpa2::MetricSpec) -> Metric {
+    if let Some(r) = &m.resource {
+        return Metric::Resource {
+            resource: r.name.clone(),
+            utilization: utilization(&r.target),
+        };
+    }
+    if let Some(c) = &m.container_resource {
+        return Metric::ContainerResource {
+            container: c.container.clone(),
+            resource: c.name.clone(),
+            utilization: utilization(&c.target),
+        };
+    }
+    if let Some(p) = &m.pods {
+        return Metric::Pods(p.metric.name.clone());
+    }
+    if let Some(o) = &m.object {
+        return Metric::Object(o.metric.name.clone());
+    }
+    if let Some(e) = &m.external {
+        return Metric::External(e.metric.name.clone());
+    }
+    Metric::External(m.type_.clone())
+}
+
+fn keda_metric(t: &istio::KedaTrigger) -> Metric {
+    let meta = |k: &str| {
+        t.metadata.get(k).map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+    };
+    if t.kind == "cpu" || t.kind == "memory" {
+        let kind = t
+            .metric_type
+            .clone()
+            .or_else(|| meta("type"))
+            .unwrap_or_else(|| "Utilization".into());
+        let util = (kind == "Utilization")
+            .then(|| {
+                meta("value")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .map(|v| v / 100.0)
+            })
+            .flatten();
+        return match meta("containerName").filter(|c| !c.is_empty()) {
+            Some(container) => Metric::ContainerResource {
+                container,
+                resource: t.kind.clone(),
+                utilization: util,
+            },
+            None => Metric::Resource {
+                resource: t.kind.clone(),
+                utilization: util,
+            },
+        };
+    }
+    Metric::External(format!("KEDA {} scaler", t.kind))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn autoscaler(
+    inv: &mut Inventory,
+    raw: &RawObject,
+    kind: &'static str,
+    meta: &ObjectMeta,
+    target: (String, String),
+    min: Option<i64>,
+    max: Option<i64>,
+    metrics: Vec<Metric>,
+    behavior: bool,
+) {
+    count(inv, kind);
+    record_ignores(inv, kind, meta, None);
+    let (namespace, name) = names(meta);
+    let min = min.unwrap_or(1).clamp(0, u32::MAX as i64) as u32;
+    let max = max.unwrap_or(min as i64).clamp(0, u32::MAX as i64) as u32;
+    if max < min {
+        inv.findings.push(parse_finding(
+            raw.pos.clone(),
+            &key(kind, &namespace, &name),
+            format!("maxReplicas {max} is below minReplicas {min}"),
+        ));
+    }
+    inv.autoscalers.push(Autoscaler {
+        src: src(raw),
+        kind,
+        namespace,
+        name,
+        target,
+        min,
+        max: max.max(min),
+        metrics,
+        behavior,
+    });
+}
+
+fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::DestinationRuleSpec>) {
+    count(inv, "DestinationRule");
+    record_ignores(inv, "DestinationRule", &o.metadata, None);
+    let (namespace, name) = names(&o.metadata);
+    let policy = o.spec.traffic_policy.clone().unwrap_or_default();
+    let read = |p: Option<&istio::ConnectionPool>| PoolLimits::read(p);
+    let pool = match read(policy.connection_pool.as_ref()) {
+        Ok(p) => p,
+        Err(e) => {
+            inv.findings.push(parse_finding(
+                src(raw).line_of(e.split(':').next().unwrap_or("")),
+                &key("DestinationRule", &namespace, &name),
+                e,
+            ));
+            return;
+        }
+    };
+    let mut subsets = Vec::new();
+    for s in &o.spec.subsets {
+        if let Some(tp) = s
+            .traffic_policy
+            .as_ref()
+            .filter(|tp| tp.connection_pool.is_some())
+        {
+            match read(tp.connection_pool.as_ref()) {
+                Ok(p) => subsets.push((s.name.clone(), p)),
+                Err(e) => inv.findings.push(parse_finding(
+                    raw.pos.clone(),
+                    &key("DestinationRule", &namespace, &name),
+                    format!("subset {}: {e}", s.name),
+                )),
+            }
+        }
+    }
+    let outlier = policy.outlier_detection.as_ref().map(|od| Outlier {
+        max_ejection_percent: od.max_ejection_percent.unwrap_or(10).clamp(0, 100) as f64,
+        min_health_percent: od.min_health_percent.unwrap_or(0).clamp(0, 100) as f64,
+    });
+    inv.destination_rules.push(DestinationRule {
+        src: src(raw),
+        namespace,
+        name,
+        host: o.spec.host.clone(),
+        pool,
+        subsets,
+        outlier,
+    });
+}
+
+fn duration_field(
+    inv: &mut Inventory,
+    s: &Src,
+    object: &str,
+    field: &str,
+    v: Option<&String>,
+) -> Option<Duration> {
+    let v = v?;
+    match parse_go_duration(v) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            inv.findings.push(parse_finding(
+                s.line_of(field),
+                object,
+                format!("{field}: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::VirtualServiceSpec>) {
+    count(inv, "VirtualService");
+    record_ignores(inv, "VirtualService", &o.metadata, None);
+    let (namespace, name) = names(&o.metadata);
+    let k = key("VirtualService", &namespace, &name);
+    let s = src(raw);
+    let at_gateway = !o.spec.gateways.is_empty() && o.spec.gateways.iter().any(|g| g != "mesh");
+    let mut routes = Vec::new();
+    for (index, r) in o.spec.http.iter().enumerate() {
+        let timeout = duration_field(inv, &s, &k, "timeout", r.timeout.as_ref());
+        let retry = match &r.retries {
+            None => RetryLayer::istio_default(),
+            Some(rt) => {
+                let per_try =
+                    duration_field(inv, &s, &k, "perTryTimeout", rt.per_try_timeout.as_ref());
+                match RetryLayer::istio(rt.attempts, rt.retry_on.as_deref(), per_try) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        inv.findings
+                            .push(parse_finding(s.line_of("attempts"), &k, e));
+                        RetryLayer::istio_default()
+                    }
+                }
+            }
+        };
+        let pos = if r.retries.is_some() {
+            s.line_of("retries")
+        } else {
+            s.pos.clone()
+        };
+        routes.push(HttpRouteInfo {
+            index,
+            destinations: r
+                .route
+                .iter()
+                .filter(|d| !d.destination.host.is_empty())
+                .map(|d| d.destination.host.clone())
+                .collect(),
+            subsets: r
+                .route
+                .iter()
+                .filter(|d| !d.destination.host.is_empty())
+                .map(|d| d.destination.subset.clone())
+                .collect(),
+            timeout,
+            retry,
+            pos,
+        });
+    }
+    inv.routes.push(RouteObject {
+        src: s,
+        kind: "VirtualService",
+        namespace,
+        name,
+        hosts: o.spec.hosts.clone(),
+        at_gateway,
+        routes,
+    });
+}
+
+fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSpec>) {
+    count(inv, "HTTPRoute");
+    record_ignores(inv, "HTTPRoute", &o.metadata, None);
+    let (namespace, name) = names(&o.metadata);
+    let k = key("HTTPRoute", &namespace, &name);
+    let s = src(raw);
+    let mut routes = Vec::new();
+    for (index, r) in o.spec.rules.iter().enumerate() {
+        let t = r.timeouts.clone().unwrap_or_default();
+        let timeout = duration_field(inv, &s, &k, "request", t.request.as_ref());
+        let per_try = duration_field(inv, &s, &k, "backendRequest", t.backend_request.as_ref());
+        let mut retry = match &r.retry {
+            // Gateway API leaves retries without a `retry` field to the
+            // implementation; none is counted (no false amplification).
+            None => {
+                RetryLayer::none("HTTPRoute without retry (implementation default not counted)")
+            }
+            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes),
+        };
+        retry.per_try = per_try;
+        routes.push(HttpRouteInfo {
+            index,
+            destinations: r
+                .backend_refs
+                .iter()
+                .map(|b| match &b.namespace {
+                    Some(ns) => format!("{}.{ns}", b.name),
+                    None => b.name.clone(),
+                })
+                .collect(),
+            subsets: vec![None; r.backend_refs.len()],
+            timeout,
+            retry,
+            pos: s.pos.clone(),
+        });
+    }
+    inv.routes.push(RouteObject {
+        src: s,
+        kind: "HTTPRoute",
+        namespace,
+        name,
+        hosts: o.spec.hostnames.clone(),
+        at_gateway: true,
+        routes,
+    });
+}
+
+/// Depth-bounded search for a key in a JSON value.
+fn find<'a>(v: &'a serde_json::Value, key: &str, depth: usize) -> Option<&'a serde_json::Value> {
+    if depth > yaml::MAX_DEPTH {
+        return None;
+    }
+    match v {
+        serde_json::Value::Object(m) => m
+            .get(key)
+            .or_else(|| m.values().find_map(|x| find(x, key, depth + 1))),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find(x, key, depth + 1)),
+        _ => None,
+    }
+}
+
+fn num(v: Option<&serde_json::Value>) -> Option<f64> {
+    v.and_then(|v| {
+        v.as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    })
+}
+
+fn envoy_filter(inv: &mut Inventory, raw: &RawObject, o: Object<istio::EnvoyFilterSpec>) {
+    count(inv, "EnvoyFilter");
+    record_ignores(inv, "EnvoyFilter", &o.metadata, None);
+    let (namespace, name) = names(&o.metadata);
+    let selector = o.spec.workload_selector.clone().map(|s| s.labels);
+    for patch in &o.spec.config_patches {
+        let context = find(patch, "context", 0)
+            .and_then(|c| c.as_str())
+            .unwrap_or("ANY");
+        if context != "SIDECAR_INBOUND" {
+            continue;
+        }
+        let filter = patch
+            .get("patch")
+            .and_then(|p| p.get("value"))
+            .and_then(|v| v.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
+        let limit = match filter {
+            "envoy.filters.http.local_ratelimit" => {
+                let Some(tb) = find(patch, "token_bucket", 0) else {
+                    continue;
+                };
+                let per_fill = num(tb.get("tokens_per_fill")).unwrap_or(1.0);
+                let interval = tb
+                    .get("fill_interval")
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| parse_go_duration(s).ok());
+                match interval.filter(|d| !d.is_zero()) {
+                    Some(d) => InboundKind::RateLimit(per_fill / d.as_secs_f64()),
+                    None => {
+                        inv.findings.push(parse_finding(
+                            src(raw).line_of("fill_interval"),
+                            &key("EnvoyFilter", &namespace, &name),
+                            "token_bucket.fill_interval: expected a duration such as \"1s\"".into(),
+                        ));
+                        continue;
+                    }
+                }
+            }
+            "envoy.filters.http.adaptive_concurrency" => InboundKind::Adaptive(
+                num(find(patch, "max_concurrency_limit", 0))
+                    .unwrap_or(1000.0)
+                    .max(1.0) as u64,
+            ),
+            _ => match num(find(patch, "max_requests", 0)) {
+                Some(n) if find(patch, "circuit_breakers", 0).is_some() && n >= 1.0 => {
+                    InboundKind::MaxRequests(n as u64)
+                }
+                _ => continue,
+            },
+        };
+        inv.inbound.push(InboundLimit {
+            src: src(raw),
+            kind: "EnvoyFilter",
+            namespace: namespace.clone(),
+            name: name.clone(),
+            selector: selector.clone(),
+            limit,
+        });
+    }
+}

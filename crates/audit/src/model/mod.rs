@@ -1,0 +1,457 @@
+//! The inventory: every object the audit understands, typed, with its
+//! position; unknown kinds counted; objects that fail to parse reported.
+
+pub mod istio;
+mod load;
+pub mod pool;
+pub mod retry;
+pub mod workload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use load::load;
+pub use pool::{Limit, PoolLimits};
+pub use retry::{FailureClass, RetryLayer};
+pub use workload::{ContainerInfo, SidecarInfo, Workload};
+
+use crate::finding::{Finding, Pos};
+use crate::inputs::haproxy;
+
+/// Where an object came from, able to point at one of its fields.
+#[derive(Debug, Clone)]
+pub struct Src {
+    /// The object's first line.
+    pub pos: Pos,
+    /// Its document text and the file line of the text's first line.
+    pub text: Option<(Arc<str>, u32)>,
+}
+
+impl Src {
+    /// The line of the first `key:` in the object (its own line if absent).
+    pub fn line_of(&self, key: &str) -> Pos {
+        if let Some((text, first)) = &self.text {
+            for (i, line) in text.lines().enumerate() {
+                let t = line.trim_start().trim_start_matches("- ").trim_start();
+                if t.strip_prefix(key).is_some_and(|r| r.starts_with(':')) {
+                    return Pos::new(&self.pos.file, first + i as u32);
+                }
+            }
+        }
+        self.pos.clone()
+    }
+}
+
+/// A suppression: rule ID and reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ignore {
+    /// Rule ID.
+    pub rule: String,
+    /// Reason.
+    pub reason: String,
+}
+
+/// A Kubernetes Service.
+#[derive(Debug, Clone)]
+pub struct Service {
+    /// Source.
+    pub src: Src,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Pod selector.
+    pub selector: BTreeMap<String, String>,
+}
+
+/// What an autoscaler metric watches.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// Pod-level `Resource` (sum of all containers' usage over requests).
+    Resource {
+        /// `cpu` or `memory`.
+        resource: String,
+        /// Target utilisation as a fraction, when the target is a utilisation.
+        utilization: Option<f64>,
+    },
+    /// `ContainerResource` of one container.
+    ContainerResource {
+        /// Container name.
+        container: String,
+        /// `cpu` or `memory`.
+        resource: String,
+        /// Target utilisation as a fraction.
+        utilization: Option<f64>,
+    },
+    /// A per-pod custom metric (requests per pod, sidecar saturation…).
+    Pods(String),
+    /// An object metric.
+    Object(String),
+    /// An external metric or a KEDA scaler (queue length, rate…).
+    External(String),
+}
+
+impl Metric {
+    /// Short description.
+    pub fn describe(&self) -> String {
+        let pct = |u: &Option<f64>| {
+            u.map(|u| format!(" at {}%", crate::units::trim(u * 100.0)))
+                .unwrap_or_default()
+        };
+        match self {
+            Metric::Resource {
+                resource,
+                utilization,
+            } => format!("pod-level Resource {resource}{}", pct(utilization)),
+            Metric::ContainerResource {
+                container,
+                resource,
+                utilization,
+            } => {
+                format!(
+                    "ContainerResource {resource} of container {container:?}{}",
+                    pct(utilization)
+                )
+            }
+            Metric::Pods(n) => format!("Pods metric {n:?}"),
+            Metric::Object(n) => format!("Object metric {n:?}"),
+            Metric::External(n) => format!("External metric {n:?}"),
+        }
+    }
+}
+
+/// An HPA (autoscaling/v1 or v2) or a KEDA ScaledObject.
+#[derive(Debug, Clone)]
+pub struct Autoscaler {
+    /// Source.
+    pub src: Src,
+    /// `HorizontalPodAutoscaler` or `ScaledObject`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Target kind and name.
+    pub target: (String, String),
+    /// minReplicas.
+    pub min: u32,
+    /// maxReplicas.
+    pub max: u32,
+    /// Metrics (the HPA scales to the largest of their proposals).
+    pub metrics: Vec<Metric>,
+    /// `behavior` present.
+    pub behavior: bool,
+}
+
+/// Outlier detection, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outlier {
+    /// `maxEjectionPercent` (default 10).
+    pub max_ejection_percent: f64,
+    /// `minHealthPercent` (default 0).
+    pub min_health_percent: f64,
+}
+
+/// A DestinationRule.
+#[derive(Debug, Clone)]
+pub struct DestinationRule {
+    /// Source.
+    pub src: Src,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Host as written.
+    pub host: String,
+    /// Host-level pool.
+    pub pool: PoolLimits,
+    /// Subset pools.
+    pub subsets: Vec<(String, PoolLimits)>,
+    /// Outlier detection.
+    pub outlier: Option<Outlier>,
+}
+
+/// One HTTP route of a VirtualService or a Gateway API HTTPRoute rule.
+#[derive(Debug, Clone)]
+pub struct HttpRouteInfo {
+    /// Index in its object.
+    pub index: usize,
+    /// Destination hosts (FQDN-resolved later).
+    pub destinations: Vec<String>,
+    /// The subset of each destination (VirtualService `destination.subset`).
+    pub subsets: Vec<Option<String>>,
+    /// Route (overall) timeout.
+    pub timeout: Option<Duration>,
+    /// The retry layer this route applies.
+    pub retry: RetryLayer,
+    /// Where the route is written.
+    pub pos: Pos,
+}
+
+/// A VirtualService or Gateway API HTTPRoute.
+#[derive(Debug, Clone)]
+pub struct RouteObject {
+    /// Source.
+    pub src: Src,
+    /// `VirtualService` or `HTTPRoute`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Hosts (VirtualService) or hostnames.
+    pub hosts: Vec<String>,
+    /// Bound to a gateway (edge) rather than the mesh.
+    pub at_gateway: bool,
+    /// The routes.
+    pub routes: Vec<HttpRouteInfo>,
+}
+
+/// What bounds a pod's inbound side, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboundKind {
+    /// A Sidecar resource's `inboundConnectionPool`.
+    Pool(PoolLimits),
+    /// An EnvoyFilter local rate limit: tokens per second per pod.
+    RateLimit(f64),
+    /// An EnvoyFilter adaptive concurrency filter: its `max_concurrency_limit`.
+    Adaptive(u64),
+    /// An EnvoyFilter inbound cluster circuit breaker `max_requests`.
+    MaxRequests(u64),
+}
+
+/// A Sidecar resource's inbound pool, or an EnvoyFilter's inbound limit.
+#[derive(Debug, Clone)]
+pub struct InboundLimit {
+    /// Source.
+    pub src: Src,
+    /// `Sidecar` or `EnvoyFilter`.
+    pub kind: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Workload selector (None: the whole namespace).
+    pub selector: Option<BTreeMap<String, String>>,
+    /// The limit.
+    pub limit: InboundKind,
+}
+
+/// Counts by kind.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Counts {
+    /// Objects understood, by kind.
+    pub read: BTreeMap<String, usize>,
+    /// Objects skipped (unknown kinds and CRDs), by kind.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// Everything understood.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    /// Namespace labels.
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Deployments, StatefulSets, DaemonSets, bare Pods.
+    pub workloads: Vec<Workload>,
+    /// Services.
+    pub services: Vec<Service>,
+    /// HPAs and ScaledObjects.
+    pub autoscalers: Vec<Autoscaler>,
+    /// DestinationRules.
+    pub destination_rules: Vec<DestinationRule>,
+    /// VirtualServices and HTTPRoutes.
+    pub routes: Vec<RouteObject>,
+    /// Sidecar and EnvoyFilter inbound limits.
+    pub inbound: Vec<InboundLimit>,
+    /// HAProxy configs.
+    pub haproxy: Vec<haproxy::Config>,
+    /// Suppressions by object key (`Kind namespace/name`).
+    pub ignores: BTreeMap<String, Vec<Ignore>>,
+    /// Counts.
+    pub counts: Counts,
+    /// Parse findings (SB001).
+    pub findings: Vec<Finding>,
+    /// Lookup tables, built by [`Inventory::reindex`] (so lookups stay
+    /// linear in the inventory, not quadratic).
+    pub index: Index,
+}
+
+/// Lookup tables over an [`Inventory`].
+#[derive(Debug, Default)]
+pub struct Index {
+    services: HashMap<String, usize>,
+    dr_exact: HashMap<String, Vec<usize>>,
+    dr_wild: Vec<(String, usize)>,
+    workloads_by_ns: HashMap<String, Vec<usize>>,
+    inbound_by_ns: HashMap<String, Vec<usize>>,
+    autoscalers: HashMap<(String, String, String), Vec<usize>>,
+}
+
+/// The cluster DNS domain services are resolved in.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// An object's key in findings and suppressions.
+pub fn key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind} {namespace}/{name}")
+}
+
+/// Does a selector match these labels? An empty selector matches nothing
+/// (a Service without a selector has no pods of its own).
+pub fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+impl Inventory {
+    /// Builds the lookup tables; call after changing the object lists.
+    pub fn reindex(&mut self) {
+        let mut ix = Index::default();
+        for (i, s) in self.services.iter().enumerate() {
+            ix.services
+                .entry(format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace))
+                .or_insert(i);
+        }
+        for (i, dr) in self.destination_rules.iter().enumerate() {
+            let h = fqdn(&dr.host, &dr.namespace);
+            match h.strip_prefix('*') {
+                Some(suffix) => ix.dr_wild.push((suffix.to_string(), i)),
+                None => ix.dr_exact.entry(h).or_default().push(i),
+            }
+        }
+        for (i, w) in self.workloads.iter().enumerate() {
+            ix.workloads_by_ns
+                .entry(w.namespace.clone())
+                .or_default()
+                .push(i);
+        }
+        for (i, l) in self.inbound.iter().enumerate() {
+            ix.inbound_by_ns
+                .entry(l.namespace.clone())
+                .or_default()
+                .push(i);
+        }
+        for (i, a) in self.autoscalers.iter().enumerate() {
+            ix.autoscalers
+                .entry((a.namespace.clone(), a.target.0.clone(), a.target.1.clone()))
+                .or_default()
+                .push(i);
+        }
+        self.index = ix;
+    }
+
+    /// Workloads in a namespace, as indices.
+    pub fn workloads_in(&self, ns: &str) -> &[usize] {
+        self.index
+            .workloads_by_ns
+            .get(ns)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Sidecar and EnvoyFilter inbound limits in a namespace.
+    pub fn inbound_in(&self, ns: &str) -> impl Iterator<Item = &InboundLimit> {
+        self.index
+            .inbound_by_ns
+            .get(ns)
+            .into_iter()
+            .flatten()
+            .map(|i| &self.inbound[*i])
+    }
+
+    /// The workloads a Service selects.
+    pub fn backing(&self, svc: &Service) -> Vec<&Workload> {
+        self.workloads_in(&svc.namespace)
+            .iter()
+            .map(|i| &self.workloads[*i])
+            .filter(|w| selects(&svc.selector, &w.pod_labels))
+            .collect()
+    }
+
+    /// The autoscalers targeting a workload.
+    pub fn autoscalers_of(&self, w: &Workload) -> Vec<&Autoscaler> {
+        self.index
+            .autoscalers
+            .get(&(w.namespace.clone(), w.kind.clone(), w.name.clone()))
+            .into_iter()
+            .flatten()
+            .map(|i| &self.autoscalers[*i])
+            .collect()
+    }
+
+    /// The Service a host resolves to (Istio's rules: a short name is in
+    /// the namespace of the object naming it; `name.ns`, `name.ns.svc` and
+    /// the FQDN are accepted).
+    pub fn service_for_host(&self, host: &str, from_ns: &str) -> Option<&Service> {
+        self.index
+            .services
+            .get(&fqdn(host, from_ns))
+            .map(|i| &self.services[*i])
+    }
+
+    /// The DestinationRule that applies to a service: an exact host match
+    /// first, then the longest matching wildcard; among equals, the one in
+    /// the service's own namespace.
+    pub fn destination_rule_for(&self, svc: &Service) -> Option<&DestinationRule> {
+        let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
+        let exact = self
+            .index
+            .dr_exact
+            .get(&target)
+            .into_iter()
+            .flatten()
+            .map(|i| (*i, usize::MAX));
+        let wild = self
+            .index
+            .dr_wild
+            .iter()
+            .filter(|(suffix, _)| target.ends_with(suffix.as_str()))
+            .map(|(suffix, i)| (*i, suffix.len()));
+        let mut best: Option<(&DestinationRule, usize, bool)> = None;
+        for (i, score) in exact.chain(wild) {
+            let dr = &self.destination_rules[i];
+            let own = dr.namespace == svc.namespace;
+            if best.is_none_or(|(_, s, o)| score > s || (score == s && own && !o)) {
+                best = Some((dr, score, own));
+            }
+        }
+        best.map(|b| b.0)
+    }
+}
+
+/// Istio's host resolution: a name without a dot is short for
+/// `name.<namespace of the rule>.svc.cluster.local`; `name.ns` and
+/// `name.ns.svc` are completed to the FQDN; wildcards are kept.
+pub fn fqdn(host: &str, ns: &str) -> String {
+    if host.starts_with('*') {
+        return host.to_string();
+    }
+    let parts: Vec<&str> = host.split('.').collect();
+    match parts.len() {
+        1 => format!("{host}.{ns}.svc.{CLUSTER_DOMAIN}"),
+        2 => format!("{host}.svc.{CLUSTER_DOMAIN}"),
+        3 if parts[2] == "svc" => format!("{host}.{CLUSTER_DOMAIN}"),
+        _ => host.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn istio_host_resolution() {
+        assert_eq!(
+            fqdn("reviews", "bookinfo"),
+            "reviews.bookinfo.svc.cluster.local"
+        );
+        assert_eq!(fqdn("reviews.prod", "x"), "reviews.prod.svc.cluster.local");
+        assert_eq!(
+            fqdn("reviews.prod.svc.cluster.local", "x"),
+            "reviews.prod.svc.cluster.local"
+        );
+        assert_eq!(
+            fqdn("*.prod.svc.cluster.local", "x"),
+            "*.prod.svc.cluster.local"
+        );
+    }
+}

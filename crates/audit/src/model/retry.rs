@@ -1,0 +1,213 @@
+//! Retry policies of every layer, reduced to attempts per failure class.
+//!
+//! Istio, when a route sets no `retries`: 2 retries on
+//! `connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes`
+//! with no status codes configured (`EXCLUDE_UNSAFE_503_FROM_DEFAULT_RETRY`
+//! defaults to true), so a 503 answer is not retried and neither is a
+//! timeout — istio/istio `pilot/pkg/networking/core/route/retry/retry.go`,
+//! `defaultPolicy()` and `ConvertPolicy()`; `attempts: 0` disables retries.
+//! Envoy's retry-on conditions: Envoy 1.34 "Router" filter,
+//! `x-envoy-retry-on`. HAProxy: `retries` (default 3) applies only to the
+//! `retry-on` conditions (default `conn-failure`).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The failures a retry policy may or may not retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The connection could not be made (refused, reset before request).
+    ConnectFailure,
+    /// A 503 answer (an overloaded or overflowing hop).
+    Status503,
+    /// No answer within the per-try timeout.
+    Timeout,
+}
+
+impl FailureClass {
+    /// All classes, in report order.
+    pub const ALL: [FailureClass; 3] = [
+        FailureClass::ConnectFailure,
+        FailureClass::Status503,
+        FailureClass::Timeout,
+    ];
+
+    /// Name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::ConnectFailure => "connection failure",
+            FailureClass::Status503 => "503",
+            FailureClass::Timeout => "timeout",
+        }
+    }
+}
+
+/// One layer's retries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryLayer {
+    /// Which layer and how it was read (`Istio default policy`…).
+    pub what: String,
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// Which classes are retried, indexed like [`FailureClass::ALL`].
+    pub on: [bool; 3],
+    /// Per-try timeout.
+    pub per_try: Option<Duration>,
+    /// True when no policy was written and a default applies.
+    pub default: bool,
+}
+
+impl RetryLayer {
+    /// Attempts for one failure class (1 when it is not retried).
+    pub fn attempts(&self, class: FailureClass) -> u32 {
+        let i = FailureClass::ALL
+            .iter()
+            .position(|c| *c == class)
+            .unwrap_or(0);
+        if self.on[i] { 1 + self.retries } else { 1 }
+    }
+
+    /// No retries.
+    pub fn none(what: &str) -> RetryLayer {
+        RetryLayer {
+            what: what.into(),
+            retries: 0,
+            on: [false; 3],
+            per_try: None,
+            default: false,
+        }
+    }
+
+    /// Istio's policy for a route with no `retries` field.
+    pub fn istio_default() -> RetryLayer {
+        RetryLayer {
+            what: "Istio default policy (no retries field): 2 retries on connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes, no status codes".into(),
+            retries: 2,
+            on: [true, false, false],
+            per_try: None,
+            default: true,
+        }
+    }
+
+    /// An Istio `HTTPRetry` as written.
+    pub fn istio(
+        attempts: Option<i64>,
+        retry_on: Option<&str>,
+        per_try: Option<Duration>,
+    ) -> Result<RetryLayer, String> {
+        let n = attempts.unwrap_or(0);
+        if n < 0 {
+            return Err(format!("retries.attempts: expected a count ≥ 0, got {n}"));
+        }
+        if n == 0 {
+            return Ok(RetryLayer::none(
+                "Istio retries.attempts: 0 (retries disabled)",
+            ));
+        }
+        let retries = u32::try_from(n.min(1000)).unwrap_or(1000);
+        // Istio keeps the default conditions when retryOn is empty.
+        let spec = retry_on.filter(|s| !s.trim().is_empty()).unwrap_or(
+            "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+        );
+        let tokens: Vec<&str> = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        let has = |t: &str| tokens.contains(&t);
+        let five = has("5xx");
+        let gw = has("gateway-error");
+        let connect = has("connect-failure") || five || gw || has("reset");
+        let s503 = five || gw || has("503");
+        let timeout = (five || gw || has("reset") || has("504")) && per_try.is_some();
+        Ok(RetryLayer {
+            what: format!(
+                "Istio retries: attempts {n}, retryOn {spec}{}",
+                per_try
+                    .map(|d| format!(", perTryTimeout {}", crate::units::show(d)))
+                    .unwrap_or_default()
+            ),
+            retries,
+            on: [connect, s503, timeout],
+            per_try,
+            default: false,
+        })
+    }
+
+    /// HAProxy `retries` and `retry-on` of a backend.
+    pub fn haproxy(retries: u32, retry_on: &[String], explicit: bool) -> RetryLayer {
+        let has = |t: &str| retry_on.iter().any(|r| r == t);
+        let all = has("all-retryable-errors");
+        let none = has("none");
+        RetryLayer {
+            what: format!(
+                "HAProxy retries {retries}{} on retry-on {}",
+                if explicit { "" } else { " (default)" },
+                retry_on.join(" ")
+            ),
+            retries,
+            on: [
+                !none && (all || has("conn-failure")),
+                !none && (all || has("503")),
+                !none && (all || has("response-timeout")),
+            ],
+            per_try: None,
+            default: !explicit,
+        }
+    }
+
+    /// Gateway API `HTTPRoute` `retry` (attempts = retries; codes).
+    pub fn gateway_api(attempts: Option<i64>, codes: &[i64]) -> RetryLayer {
+        let n = attempts.unwrap_or(0).clamp(0, 1000) as u32;
+        RetryLayer {
+            what: format!("HTTPRoute retry: attempts {n}, codes {codes:?}"),
+            retries: n,
+            on: [n > 0, codes.contains(&503), codes.contains(&504)],
+            per_try: None,
+            default: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn istio_default_retries_connect_failures_only() {
+        let d = RetryLayer::istio_default();
+        assert_eq!(d.attempts(FailureClass::ConnectFailure), 3);
+        assert_eq!(d.attempts(FailureClass::Status503), 1);
+        assert_eq!(d.attempts(FailureClass::Timeout), 1);
+    }
+
+    #[test]
+    fn istio_attempts_zero_disables_and_5xx_covers_503() {
+        assert_eq!(
+            RetryLayer::istio(Some(0), Some("5xx"), None)
+                .unwrap()
+                .attempts(FailureClass::Status503),
+            1
+        );
+        let p = RetryLayer::istio(Some(3), Some("5xx"), Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(p.attempts(FailureClass::Status503), 4);
+        assert_eq!(p.attempts(FailureClass::Timeout), 4);
+        let no_per_try = RetryLayer::istio(Some(3), Some("5xx"), None).unwrap();
+        assert_eq!(
+            no_per_try.attempts(FailureClass::Timeout),
+            1,
+            "the route timeout ends the request"
+        );
+    }
+
+    #[test]
+    fn haproxy_retries_only_on_its_conditions() {
+        let d = RetryLayer::haproxy(3, &["conn-failure".into()], false);
+        assert_eq!(d.attempts(FailureClass::ConnectFailure), 4);
+        assert_eq!(d.attempts(FailureClass::Status503), 1);
+        let all = RetryLayer::haproxy(2, &["all-retryable-errors".into()], true);
+        assert_eq!(all.attempts(FailureClass::Timeout), 3);
+    }
+}

@@ -1,0 +1,392 @@
+//! Workloads: pods' containers, native sidecars, Istio injection and the
+//! proxy's CPU and worker threads.
+//!
+//! - Native sidecars are `initContainers` with `restartPolicy: Always`
+//!   (Kubernetes v1.33 "Sidecar Containers",
+//!   <https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/>);
+//!   their requests count in the pod's.
+//! - Injection (Istio 1.27 "Installing the Sidecar", "Controlling the
+//!   injection policy", <https://istio.io/v1.27/docs/setup/additional-setup/sidecar-injection/>):
+//!   disabled if either the namespace label `istio-injection` or the pod
+//!   label (or legacy annotation) `sidecar.istio.io/inject` disables it;
+//!   enabled if either enables it or the namespace has `istio.io/rev`; a
+//!   pod that already has an `istio-proxy` container is injected.
+//! - Proxy resources: `sidecar.istio.io/proxyCPU` and `proxyCPULimit`
+//!   (Istio 1.27 "Resource Annotations",
+//!   <https://istio.io/v1.27/docs/reference/config/annotations/>), else the
+//!   chart defaults `global.proxy.resources` (requests 100m, limits 2000m),
+//!   marked as defaults; `proxy.istio.io/config` `concurrency` bounds the
+//!   proxy's worker threads, so its usable cores.
+//! - App workers (not in any Kubernetes field): the pod annotation
+//!   `stormbreak.io/workers`, else an environment variable among
+//!   [`WORKER_ENV`], else a `--workers N` / `--threads N` / `-w N` argument.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+
+use super::{Ignore, Src};
+use crate::units::parse_cpu;
+
+/// Istio's chart default proxy CPU request, in cores.
+pub const DEFAULT_PROXY_CPU_REQUEST: f64 = 0.1;
+/// Istio's chart default proxy CPU limit, in cores.
+pub const DEFAULT_PROXY_CPU_LIMIT: f64 = 2.0;
+/// Environment variables read as the app's worker count.
+pub const WORKER_ENV: [&str; 8] = [
+    "WEB_CONCURRENCY",
+    "GUNICORN_WORKERS",
+    "WORKERS",
+    "MAX_WORKERS",
+    "PUMA_MAX_THREADS",
+    "RAILS_MAX_THREADS",
+    "THREADS",
+    "UVICORN_WORKERS",
+];
+/// The annotation that states the app's concurrency when nothing else does.
+pub const WORKERS_ANNOTATION: &str = "stormbreak.io/workers";
+/// Prefix of suppression annotations: `ignore-check.stormbreak.io/SB101: "reason"`.
+pub const IGNORE_PREFIX: &str = "ignore-check.stormbreak.io/";
+
+/// One container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerInfo {
+    /// Name.
+    pub name: String,
+    /// CPU request, cores.
+    pub cpu_request: Option<f64>,
+    /// CPU limit, cores.
+    pub cpu_limit: Option<f64>,
+    /// Concurrent requests it can work on, and where that was read.
+    pub workers: Option<(u32, String)>,
+    /// A native sidecar (`initContainers` with `restartPolicy: Always`).
+    pub native_sidecar: bool,
+}
+
+/// The Istio proxy of a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SidecarInfo {
+    /// CPU request, cores.
+    pub cpu_request: f64,
+    /// CPU limit, cores (None: no limit).
+    pub cpu_limit: Option<f64>,
+    /// Worker threads (`concurrency`; 0 or None: not set).
+    pub concurrency: Option<u32>,
+    /// Where the numbers come from.
+    pub source: String,
+    /// True when the CPU numbers are the chart defaults.
+    pub defaults: bool,
+}
+
+impl SidecarInfo {
+    /// Cores the proxy can use: its CPU limit, capped by its worker threads.
+    pub fn usable_cores(&self) -> Option<(f64, String)> {
+        match (self.cpu_limit, self.concurrency.filter(|c| *c > 0)) {
+            (Some(l), Some(c)) if (c as f64) < l => Some((
+                c as f64,
+                format!(
+                    "concurrency {c} worker threads (below the CPU limit {})",
+                    crate::units::trim(l)
+                ),
+            )),
+            (Some(l), _) => Some((l, format!("CPU limit {} cores", crate::units::trim(l)))),
+            (None, Some(c)) => Some((c as f64, format!("concurrency {c} worker threads"))),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A Deployment, StatefulSet, DaemonSet or bare Pod.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Source.
+    pub src: Src,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.replicas` (default 1; a DaemonSet: 1 per node, counted 1).
+    pub replicas: u32,
+    /// Pod template labels.
+    pub pod_labels: BTreeMap<String, String>,
+    /// Pod template annotations.
+    pub pod_annotations: BTreeMap<String, String>,
+    /// App containers and native sidecars other than the proxy.
+    pub containers: Vec<ContainerInfo>,
+    /// An explicit `istio-proxy` container (kube-inject output, native sidecar).
+    pub proxy_container: Option<ContainerInfo>,
+    /// The proxy, once injection is decided ([`super::Inventory`] load).
+    pub sidecar: Option<SidecarInfo>,
+    /// Problems reading annotations, reported as SB001.
+    pub problems: Vec<String>,
+}
+
+impl Workload {
+    /// The key used in findings and suppressions.
+    pub fn key(&self) -> String {
+        super::key(&self.kind, &self.namespace, &self.name)
+    }
+
+    /// The main app container: the first one that is not a sidecar.
+    pub fn app(&self) -> Option<&ContainerInfo> {
+        self.containers
+            .iter()
+            .find(|c| !c.native_sidecar)
+            .or(self.containers.first())
+    }
+
+    /// Sum of CPU requests over every container the HPA's pod-level
+    /// Resource metric divides by (app containers, native sidecars, the
+    /// proxy); None if any is missing (then the HPA cannot compute a
+    /// utilisation at all).
+    pub fn pod_cpu_requests(&self) -> Option<f64> {
+        let mut sum = 0.0;
+        for c in &self.containers {
+            sum += c.cpu_request?;
+        }
+        if let Some(s) = &self.sidecar {
+            sum += s.cpu_request;
+        }
+        Some(sum)
+    }
+}
+
+/// Suppression annotations of an object.
+pub fn ignores(annotations: &BTreeMap<String, String>) -> Vec<Ignore> {
+    annotations
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix(IGNORE_PREFIX).map(|rule| Ignore {
+                rule: rule.to_string(),
+                reason: v.trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+fn cpu(c: &Container, which: &str) -> Result<Option<f64>, String> {
+    let map = c.resources.as_ref().and_then(|r| {
+        if which == "requests" {
+            r.requests.as_ref()
+        } else {
+            r.limits.as_ref()
+        }
+    });
+    match map.and_then(|m| m.get("cpu")) {
+        None => Ok(None),
+        Some(q) => parse_cpu(&q.0)
+            .map(Some)
+            .map_err(|e| format!("container {:?} resources.{which}.cpu: {e}", c.name)),
+    }
+}
+
+fn workers_of(c: &Container) -> Option<(u32, String)> {
+    for e in c.env.iter().flatten() {
+        if WORKER_ENV.contains(&e.name.as_str())
+            && let Some(n) = e
+                .value
+                .as_deref()
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| *n > 0)
+        {
+            return Some((n, format!("env {}={n} of container {:?}", e.name, c.name)));
+        }
+    }
+    let args: Vec<&str> = c
+        .command
+        .iter()
+        .flatten()
+        .chain(c.args.iter().flatten())
+        .map(String::as_str)
+        .collect();
+    for (i, a) in args.iter().enumerate() {
+        for flag in ["--workers", "--threads", "-w"] {
+            let v = if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+                Some(v)
+            } else if *a == flag {
+                args.get(i + 1).copied()
+            } else {
+                None
+            };
+            if let Some(n) = v.and_then(|v| v.parse::<u32>().ok()).filter(|n| *n > 0) {
+                return Some((n, format!("argument {flag} {n} of container {:?}", c.name)));
+            }
+        }
+    }
+    None
+}
+
+fn container(c: &Container, native: bool, problems: &mut Vec<String>) -> ContainerInfo {
+    let mut get = |w| {
+        cpu(c, w).unwrap_or_else(|e| {
+            problems.push(e);
+            None
+        })
+    };
+    ContainerInfo {
+        name: c.name.clone(),
+        cpu_request: get("requests"),
+        cpu_limit: get("limits"),
+        workers: workers_of(c),
+        native_sidecar: native,
+    }
+}
+
+/// Reads a pod template into a workload (injection decided later).
+pub fn from_template(
+    src: Src,
+    kind: &str,
+    namespace: String,
+    name: String,
+    replicas: Option<i32>,
+    t: &PodTemplateSpec,
+) -> Workload {
+    let meta = t.metadata.clone().unwrap_or_default();
+    let pod_labels = meta.labels.unwrap_or_default();
+    let pod_annotations = meta.annotations.unwrap_or_default();
+    let mut problems = Vec::new();
+    let mut containers = Vec::new();
+    let mut proxy_container = None;
+    if let Some(spec) = &t.spec {
+        let natives = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+            .map(|c| (c, true));
+        for (c, native) in spec.containers.iter().map(|c| (c, false)).chain(natives) {
+            let info = container(c, native, &mut problems);
+            if c.name == "istio-proxy" {
+                proxy_container = Some(info);
+            } else {
+                containers.push(info);
+            }
+        }
+    }
+    if let Some(v) = pod_annotations.get(WORKERS_ANNOTATION) {
+        match v.trim().parse::<u32>() {
+            Ok(n) if n > 0 => {
+                if let Some(app) = containers.iter_mut().find(|c| !c.native_sidecar) {
+                    app.workers = Some((n, format!("annotation {WORKERS_ANNOTATION}: {n}")));
+                }
+            }
+            _ => problems.push(format!(
+                "annotation {WORKERS_ANNOTATION}: expected a whole number ≥ 1, got {v:?}"
+            )),
+        }
+    }
+    let replicas = match replicas {
+        Some(r) if r < 0 => {
+            problems.push(format!("spec.replicas: expected ≥ 0, got {r}"));
+            1
+        }
+        Some(r) => r as u32,
+        None => 1,
+    };
+    Workload {
+        src,
+        kind: kind.to_string(),
+        namespace,
+        name,
+        replicas,
+        pod_labels,
+        pod_annotations,
+        containers,
+        proxy_container,
+        sidecar: None,
+        problems,
+    }
+}
+
+/// Decides injection and the proxy's settings, given the namespace labels.
+pub fn decide_sidecar(w: &mut Workload, ns_labels: Option<&BTreeMap<String, String>>) {
+    let pod = w
+        .pod_labels
+        .get("sidecar.istio.io/inject")
+        .or_else(|| w.pod_annotations.get("sidecar.istio.io/inject"))
+        .map(String::as_str);
+    let ns = ns_labels
+        .and_then(|l| l.get("istio-injection"))
+        .map(String::as_str);
+    let rev = ns_labels.is_some_and(|l| l.contains_key("istio.io/rev"))
+        || w.pod_labels.contains_key("istio.io/rev");
+    let injected = if w.proxy_container.is_some() {
+        true
+    } else if pod == Some("false") || ns == Some("disabled") {
+        false
+    } else {
+        pod == Some("true") || ns == Some("enabled") || rev
+    };
+    if !injected {
+        return;
+    }
+    let mut sources = Vec::new();
+    let (mut req, mut lim, mut defaults) = (
+        DEFAULT_PROXY_CPU_REQUEST,
+        Some(DEFAULT_PROXY_CPU_LIMIT),
+        true,
+    );
+    if let Some(p) = &w.proxy_container {
+        req = p.cpu_request.unwrap_or(0.0);
+        lim = p.cpu_limit;
+        defaults = false;
+        sources.push("the istio-proxy container's resources".to_string());
+    }
+    for (ann, is_limit) in [
+        ("sidecar.istio.io/proxyCPU", false),
+        ("sidecar.istio.io/proxyCPULimit", true),
+    ] {
+        if let Some(v) = w.pod_annotations.get(ann) {
+            match parse_cpu(v) {
+                Ok(c) => {
+                    if is_limit {
+                        lim = Some(c)
+                    } else {
+                        req = c
+                    }
+                    defaults = false;
+                    sources.push(format!("{ann}: {v}"));
+                }
+                Err(e) => w.problems.push(format!("annotation {ann}: {e}")),
+            }
+        }
+    }
+    if defaults {
+        sources.push("Istio chart defaults (requests 100m, limits 2000m)".into());
+    }
+    let mut concurrency = None;
+    if let Some(cfg) = w.pod_annotations.get("proxy.istio.io/config") {
+        #[derive(serde::Deserialize)]
+        struct ProxyConfig {
+            #[serde(default)]
+            concurrency: Option<i64>,
+        }
+        match serde_saphyr::from_str_with_options::<ProxyConfig>(
+            cfg,
+            crate::inputs::yaml::options(),
+        ) {
+            Ok(p) => match p.concurrency {
+                Some(c) if (0..=1024).contains(&c) => {
+                    concurrency = Some(c as u32);
+                    sources.push(format!("proxy.istio.io/config concurrency: {c}"));
+                }
+                Some(c) => w.problems.push(format!(
+                    "annotation proxy.istio.io/config: concurrency: expected 0 to 1024, got {c}"
+                )),
+                None => {}
+            },
+            Err(e) => w
+                .problems
+                .push(format!("annotation proxy.istio.io/config: {e}")),
+        }
+    }
+    w.sidecar = Some(SidecarInfo {
+        cpu_request: req,
+        cpu_limit: lim,
+        concurrency,
+        source: sources.join("; "),
+        defaults,
+    });
+}

@@ -1,0 +1,522 @@
+//! Every rule where it must fire and where it must stay quiet (a false
+//! positive is a bug), on the fixtures under tests/fixtures/.
+
+mod common;
+
+use common::*;
+use stormbreak_audit::finding::Severity;
+
+#[test]
+fn sb101_container_resource_on_the_app_is_blind_to_a_full_sidecar() {
+    let r = audit_fixture("blind");
+    let f = of(&r, "SB101");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(
+        f[0].severity,
+        Severity::Error,
+        "stated limits on both sides: an error"
+    );
+    assert!(f[0].pos.file.ends_with("blind/auth.yaml"));
+    assert_eq!(f[0].pos.line, 65, "points at the HPA's metrics");
+    assert!(
+        f[0].message.contains("10 concurrent requests per pod") && f[0].message.contains("40"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb101_quiet_when_a_metric_sees_the_sidecar_or_a_queue() {
+    // Same pods, but the HPA also scales on in-flight requests per pod, and
+    // a KEDA queue-length scaler on another sidecar-first workload.
+    let r = audit_fixture("blind-quiet");
+    assert!(ids(&r).is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb101_quiet_when_the_app_saturates_first() {
+    let text = read("blind/auth.yaml").replace("http2MaxRequests: 10", "http2MaxRequests: 100");
+    let r = audit_texts(&[("auth.yaml", &text)]);
+    assert!(of(&r, "SB101").is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb102_pod_cpu_cannot_cross_the_target_behind_a_hot_sidecar() {
+    let r = audit_fixture("pod-cpu");
+    let f = of(&r, "SB102");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(
+        f[0].severity,
+        Severity::Warning,
+        "the sidecar's limit came through an assumed latency"
+    );
+    assert!(f[0].message.contains("65.9% < 70.0%"), "{}", f[0].message);
+}
+
+#[test]
+fn sb102_quiet_when_the_target_is_reachable_or_the_sidecar_is_roomy() {
+    let low = read("pod-cpu/web.yaml").replace("averageUtilization: 70", "averageUtilization: 50");
+    assert!(ids(&audit_texts(&[("web.yaml", &low)])).is_empty());
+    let roomy = read("pod-cpu/web.yaml").replace("proxyCPULimit: 100m", "proxyCPULimit: 2000m");
+    assert!(ids(&audit_texts(&[("web.yaml", &roomy)])).is_empty());
+}
+
+#[test]
+fn sb103_no_autoscaler_on_a_sidecar_that_saturates_first() {
+    let text = read("blind/auth.yaml");
+    let without_hpa = &text[..text.find("apiVersion: autoscaling/v2").unwrap()];
+    let r = audit_texts(&[("auth.yaml", without_hpa)]);
+    assert_eq!(ids(&r), vec!["SB103"], "{:?}", r.findings);
+}
+
+#[test]
+fn sb103_quiet_when_nothing_says_which_saturates_first() {
+    // Bookinfo states no app concurrency: no claim either way.
+    let r = audit_fixture("bookinfo");
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert_eq!(r.chains.len(), 4);
+}
+
+#[test]
+fn sb201_a_pool_of_one_in_front_of_forty_workers() {
+    let r = audit_fixture("circuit-breaker");
+    let f = of(&r, "SB201");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("admits 1 concurrent") && f[0].message.contains("can take 40"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(f[0].pos.line, 46, "points at maxConnections");
+}
+
+#[test]
+fn sb201_quiet_when_the_pool_matches_what_is_behind_it() {
+    let r = audit_fixture("edge-quiet");
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb202_frontend_far_above_its_servers() {
+    let r = audit_fixture("edge");
+    let f = of(&r, "SB202");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("20000") && f[0].message.contains("1000 server slots"));
+    assert_eq!(f[0].pos.line, 13);
+}
+
+#[test]
+fn sb202_quiet_when_frontend_and_servers_agree() {
+    assert!(of(&audit_fixture("edge-quiet"), "SB202").is_empty());
+}
+
+const POOL_SCALE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {istio-injection: enabled}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cart, namespace: shop}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: cart}}
+  template:
+    metadata: {labels: {app: cart}, annotations: {stormbreak.io/workers: "16"}}
+    spec:
+      containers: [{name: cart, image: cart:1}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cart, namespace: shop}
+spec: {selector: {app: cart}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cart, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: cart, apiVersion: apps/v1}
+  minReplicas: 4
+  maxReplicas: 20
+  metrics:
+  - type: Pods
+    pods: {metric: {name: requests_in_flight}, target: {type: AverageValue, averageValue: "10"}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cart, namespace: shop}
+spec:
+  host: cart
+  trafficPolicy:
+    connectionPool:
+      http: {http2MaxRequests: POOL, maxRetries: 10}
+"#;
+
+#[test]
+fn sb203_per_caller_pool_that_does_not_grow_with_replicas() {
+    let r = audit_texts(&[("cart.yaml", &POOL_SCALE.replace("POOL", "48"))]);
+    assert_eq!(ids(&r), vec!["SB203"], "{:?}", r.findings);
+    assert!(
+        r.findings[0].message.contains("20 replicas (320 requests)"),
+        "{}",
+        r.findings[0].message
+    );
+}
+
+#[test]
+fn sb203_quiet_when_the_pool_leaves_room_to_scale() {
+    let r = audit_texts(&[("cart.yaml", &POOL_SCALE.replace("POOL", "400"))]);
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb301_amplification_across_haproxy_and_the_gateway_route() {
+    let r = audit_fixture("edge");
+    let f = of(&r, "SB301");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Error, "16 attempts ≥ 10");
+    assert!(f[0].message.contains("16 attempts"), "{}", f[0].message);
+}
+
+#[test]
+fn sb301_quiet_on_istio_defaults_and_disabled_retries() {
+    // Istio's default retries connect failures only, which an outer layer
+    // sees as 503 and does not retry: no multiplication.
+    assert!(of(&audit_fixture("bookinfo"), "SB301").is_empty());
+    assert!(of(&audit_fixture("edge-quiet"), "SB301").is_empty());
+}
+
+#[test]
+fn sb301_per_failure_class_uses_the_real_defaults() {
+    // HAProxy's default retry-on is conn-failure only: with Istio 5xx
+    // retries behind it, a 503 is retried by one layer (4×), a connection
+    // failure at the pod reaches HAProxy as a 503 (not retried).
+    let cfg =
+        read("edge/haproxy.cfg").replace("    retries 3\n    retry-on all-retryable-errors\n", "");
+    let r = audit_texts(&[
+        ("haproxy.cfg", &cfg),
+        ("mesh.yaml", &read("edge/mesh.yaml")),
+    ]);
+    assert!(of(&r, "SB301").is_empty(), "{:?}", r.findings);
+    let chain = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("VirtualService"))
+        .unwrap();
+    use stormbreak_audit::model::FailureClass;
+    let amp = |k| stormbreak_audit::rules::amplification(chain, k).0;
+    assert_eq!(amp(FailureClass::Status503), 4);
+    assert_eq!(amp(FailureClass::ConnectFailure), 4);
+}
+
+#[test]
+fn sb302_per_try_times_attempts_over_the_route_timeout() {
+    let f = of(&audit_fixture("edge"), "SB302")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].message
+            .contains("2s × 4 attempts = 8s exceeds the route timeout 5s"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb302_quiet_when_attempts_fit() {
+    let text = read("edge/mesh.yaml").replace("timeout: 5s", "timeout: 10s");
+    assert!(of(&audit_texts(&[("mesh.yaml", &text)]), "SB302").is_empty());
+}
+
+#[test]
+fn sb303_no_budget_on_a_retrying_path() {
+    assert_eq!(
+        of(&audit_fixture("edge"), "SB303").len(),
+        2,
+        "the HAProxy route and the gateway route"
+    );
+}
+
+#[test]
+fn sb303_quiet_with_max_retries_or_without_written_retries() {
+    assert!(of(&audit_fixture("edge-quiet"), "SB303").is_empty());
+    assert!(of(&audit_fixture("bookinfo"), "SB303").is_empty());
+    let budgeted = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: api, namespace: api}}\nspec:\n  host: api\n  trafficPolicy: {{connectionPool: {{http: {{maxRetries: 50}}}}}}\n",
+        read("edge/mesh.yaml")
+    );
+    let r = audit_texts(&[("mesh.yaml", &budgeted)]);
+    assert!(of(&r, "SB303").is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb401_zero_that_means_unlimited_is_read_and_reported_as_such() {
+    let r = audit_fixture("circuit-breaker");
+    let f = of(&r, "SB401");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.starts_with("maxRetries: 0"));
+    assert_eq!(f[0].pos.line, 50);
+    // http1MaxPendingRequests: 0 is unlimited: the pool is not "tiny".
+    let text = read("circuit-breaker/httpbin.yaml")
+        .replace("maxConnections: 1", "maxConnections: 0")
+        .replace("http1MaxPendingRequests: 1", "http1MaxPendingRequests: 0");
+    let r = audit_texts(&[("httpbin.yaml", &text)]);
+    assert!(
+        of(&r, "SB201").is_empty(),
+        "0 read as tiny: {:?}",
+        r.findings
+    );
+    assert_eq!(of(&r, "SB401").len(), 3);
+    let e = of(&audit_fixture("edge"), "SB401")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert!(e.len() == 1 && e[0].message.contains("maxqueue 0"));
+}
+
+#[test]
+fn sb401_quiet_on_real_zeros() {
+    // attempts: 0 (Istio) and retries 0 (HAProxy) really mean none.
+    assert!(of(&audit_fixture("edge-quiet"), "SB401").is_empty());
+}
+
+#[test]
+fn sb501_outlier_detection_can_eject_the_only_endpoint() {
+    let f = of(&audit_fixture("circuit-breaker"), "SB501")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(f.len(), 1);
+    // Even at the default 10%, Envoy always lets one host be ejected.
+    let text = read("circuit-breaker/httpbin.yaml")
+        .replace("maxEjectionPercent: 100", "maxEjectionPercent: 10");
+    assert_eq!(of(&audit_texts(&[("h.yaml", &text)]), "SB501").len(), 1);
+}
+
+#[test]
+fn sb501_quiet_with_enough_endpoints_or_min_health() {
+    assert!(of(&audit_fixture("edge-quiet"), "SB501").is_empty());
+    let text = read("circuit-breaker/httpbin.yaml").replace(
+        "maxEjectionPercent: 100",
+        "maxEjectionPercent: 100\n      minHealthPercent: 50",
+    );
+    assert!(of(&audit_texts(&[("h.yaml", &text)]), "SB501").is_empty());
+}
+
+#[test]
+fn sb502_backup_without_headroom() {
+    let f = of(&audit_fixture("edge"), "SB502")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("only the first backup"));
+}
+
+#[test]
+fn sb502_quiet_with_allbackups_of_equal_capacity() {
+    assert!(of(&audit_fixture("edge-quiet"), "SB502").is_empty());
+}
+
+#[test]
+fn sb001_broken_objects_are_located_and_the_rest_still_runs() {
+    let r = audit_fixture("broken");
+    let f = of(&r, "SB001");
+    assert_eq!(f.len(), 2, "{:?}", r.findings);
+    assert_eq!((f[0].pos.line, f[1].pos.line), (13, 21));
+    assert!(
+        f[0].message
+            .contains("expected a whole number, at `replicas: many`"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(
+        r.counts.read.get("Service"),
+        Some(&2),
+        "the good Service and the List item are read"
+    );
+    assert_eq!(
+        r.counts.skipped.get("Widget (example.com/v1)"),
+        Some(&1),
+        "unknown kinds are counted"
+    );
+}
+
+#[test]
+fn sb001_quiet_on_good_inputs() {
+    for d in [
+        "blind",
+        "blind-quiet",
+        "pod-cpu",
+        "circuit-breaker",
+        "bookinfo",
+        "edge",
+        "edge-quiet",
+    ] {
+        assert!(of(&audit_fixture(d), "SB001").is_empty(), "{d}");
+    }
+}
+
+#[test]
+fn suppressions_by_annotation_and_haproxy_comment_are_counted() {
+    let text = read("circuit-breaker/httpbin.yaml").replace("  name: httpbin\nspec:\n  host", "  name: httpbin\n  annotations:\n    ignore-check.stormbreak.io/SB501: \"one replica on purpose: a test fixture\"\nspec:\n  host");
+    let r = audit_texts(&[("h.yaml", &text)]);
+    assert!(of(&r, "SB501").is_empty());
+    assert_eq!(r.suppressed.len(), 1);
+    assert_eq!(r.suppressed[0].1, "one replica on purpose: a test fixture");
+    let no_reason = text.replace("\"one replica on purpose: a test fixture\"", "\"\"");
+    assert_eq!(
+        of(&audit_texts(&[("h.yaml", &no_reason)]), "SB501").len(),
+        1,
+        "a suppression needs a reason"
+    );
+    let cfg = read("edge/haproxy.cfg").replace(
+        "frontend www\n",
+        "# stormbreak:ignore SB202 the queue absorbs bursts by design\nfrontend www\n",
+    );
+    let r = audit_texts(&[("haproxy.cfg", &cfg)]);
+    assert!(of(&r, "SB202").is_empty());
+    assert_eq!(r.suppressed.len(), 1);
+}
+
+#[test]
+fn capacity_chain_states_conversions_and_the_first_hop_to_saturate() {
+    let r = audit_fixture("edge");
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("VirtualService"))
+        .unwrap();
+    let names: Vec<_> = c.hops.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "haproxy frontend www",
+            "haproxy backend mesh",
+            "api sidecars",
+            "api app"
+        ]
+    );
+    let first = &c.hops[c.first_to_saturate.unwrap()];
+    assert_eq!(first.name, "api app");
+    assert_eq!(first.limit, Some(160.0));
+    assert!(c.hops[0].how.contains("1 request per connection"));
+    assert!(c.hops[2].assumed && c.hops[2].how.contains("Little's law"));
+}
+
+#[test]
+fn every_rule_is_documented_with_sources_and_a_fix() {
+    for rule in stormbreak_audit::rules::RULES {
+        let text = stormbreak_audit::explain(rule.id)
+            .unwrap_or_else(|| panic!("{} undocumented", rule.id));
+        for part in [
+            "**Severity**",
+            "**Rationale**",
+            "**Relies on**",
+            "**Fix**",
+            "https://",
+        ] {
+            assert!(text.contains(part), "{} lacks {part}", rule.id);
+        }
+    }
+}
+
+#[test]
+fn helm_template_kustomize_build_and_json_lists_are_read_with_positions() {
+    let r = audit_fixture("rendered");
+    assert!(of(&r, "SB001").is_empty(), "{:?}", r.findings);
+    for (kind, n) in [
+        ("Deployment", 2),
+        ("StatefulSet", 1),
+        ("Service", 3),
+        ("EnvoyFilter", 1),
+        ("HTTPRoute", 1),
+        ("HorizontalPodAutoscaler", 1),
+        ("Namespace", 1),
+    ] {
+        assert_eq!(r.counts.read.get(kind), Some(&n), "{kind}: {:?}", r.counts);
+    }
+    // The JSON List's items keep their own lines: the Service is on line 5.
+    let search = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("shop/search"))
+        .expect("search chain");
+    assert!(search.pos.file.ends_with("list.json"));
+    assert_eq!(search.pos.line, 5);
+}
+
+#[test]
+fn envoyfilter_local_rate_limit_bounds_the_sidecar_by_littles_law() {
+    // 100 tokens/s × 50 ms assumed = 5 concurrent per pod, below the 12
+    // gunicorn workers; the autoscaling/v1 HPA is pod CPU at 80%.
+    let r = audit_fixture("rendered");
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.ends_with("shop/cart"))
+        .expect("cart chain");
+    let sidecar = c
+        .hops
+        .iter()
+        .find(|h| h.kind == stormbreak_audit::chain::HopKind::Sidecar)
+        .unwrap();
+    assert_eq!(sidecar.limit, Some(15.0), "{}", sidecar.how);
+    assert!(sidecar.assumed && sidecar.how.contains("local rate limit 100 req/s"));
+    let f = of(&r, "SB102");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    // The native sidecar's 50m counts in the pod's requests: 0.25 + 0.05 + 0.1.
+    assert!(
+        f[0].message.contains("/ 0.4 cores requested"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn httproute_retry_and_timeouts_are_read() {
+    let r = audit_fixture("rendered");
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.starts_with("HTTPRoute shop/checkout"))
+        .expect("HTTPRoute chain");
+    let l = c.retries.last().unwrap();
+    assert_eq!(l.retries, 4);
+    assert_eq!(l.on, [true, true, false]);
+    assert_eq!(c.timeout, Some(std::time::Duration::from_secs(3)));
+    // 1s × 5 attempts > 3s.
+    assert!(
+        of(&r, "SB302")
+            .iter()
+            .any(|f| f.object == "HTTPRoute shop/checkout")
+    );
+}
+
+#[test]
+fn a_subset_pool_applies_to_routes_that_name_the_subset_only() {
+    let base = read("circuit-breaker/httpbin.yaml");
+    let dr_start = base
+        .find("apiVersion: networking.istio.io/v1\nkind: DestinationRule")
+        .unwrap();
+    let subset_dr = "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: httpbin\nspec:\n  host: httpbin\n  subsets:\n  - name: v1\n    labels: {version: v1}\n    trafficPolicy:\n      connectionPool:\n        http: {http2MaxRequests: 2}\n";
+    let vs = |subset: &str| {
+        format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: httpbin\nspec:\n  hosts: [httpbin]\n  http:\n  - route:\n    - destination: {{host: httpbin{subset}}}\n"
+        )
+    };
+    let with = format!("{}{subset_dr}{}", &base[..dr_start], vs(", subset: v1"));
+    let r = audit_texts(&[("h.yaml", &with)]);
+    let f = of(&r, "SB201");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("subset v1 pool admits 2"),
+        "{}",
+        f[0].message
+    );
+    let without = format!("{}{subset_dr}{}", &base[..dr_start], vs(""));
+    assert!(of(&audit_texts(&[("h.yaml", &without)]), "SB201").is_empty());
+}
