@@ -66,10 +66,10 @@ pub fn run(args: Args) -> Result<(), String> {
     let out = args.out.unwrap_or_else(|| first_dir.join(REPORT_FILE));
     write_report_file(&out, &html).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
     println!("report: {}", out.display());
-    if args.open {
-        if let Err(e) = open_in_browser(&out) {
-            eprintln!("note: not opened ({e}); open {} yourself", out.display());
-        }
+    if args.open
+        && let Err(e) = open_in_browser(&out)
+    {
+        eprintln!("note: not opened ({e}); open {} yourself", out.display());
     }
     Ok(())
 }
@@ -106,10 +106,10 @@ fn run_labels(explicit: &[String], scenarios: &[&str], dirs: &[PathBuf]) -> Vec<
     let repeated = |labels: &[String], l: &String| labels.iter().filter(|x| *x == l).count() > 1;
     let snapshot = labels.clone();
     for (label, dir) in labels.iter_mut().zip(dirs).skip(explicit.len()) {
-        if repeated(&snapshot, label) {
-            if let Some(name) = run_dir(dir).file_name() {
-                *label = name.to_string_lossy().into_owned();
-            }
+        if repeated(&snapshot, label)
+            && let Some(name) = run_dir(dir).file_name()
+        {
+            *label = name.to_string_lossy().into_owned();
         }
     }
     let snapshot = labels.clone();

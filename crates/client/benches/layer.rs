@@ -33,7 +33,7 @@ fn backend(
     let n = Arc::new(AtomicU64::new(0));
     service_fn(move |_req: Req| {
         let i = n.fetch_add(1, Ordering::Relaxed);
-        let status = if fail_every > 0 && i % fail_every == 0 {
+        let status = if fail_every > 0 && i.is_multiple_of(fail_every) {
             503
         } else {
             200

@@ -46,7 +46,7 @@ fn bench_on_sample<A: LimitAlgorithm>(c: &mut Criterion, name: &str, mut algorit
             let sample = Sample {
                 rtt: 10_000 * Nanos::MICROSECOND + (i % 7) * 500 * Nanos::MICROSECOND,
                 inflight: 30 + (i % 5) as u32,
-                dropped: i % 101 == 0,
+                dropped: i.is_multiple_of(101),
             };
             algorithm.on_sample(now, black_box(sample), &mut rng);
             black_box(algorithm.limit())

@@ -93,7 +93,7 @@ fn throttle(c: &mut Criterion) {
             n += 1;
             let send = throttle.should_send(black_box(now), &mut rng);
             if send {
-                throttle.on_response(now, n % 4 == 0);
+                throttle.on_response(now, n.is_multiple_of(4));
             }
             send
         })

@@ -276,7 +276,7 @@ fn header(h: &mut String, runs: &[Run], title: &str, extras: &ReportExtras) {
 fn human_duration(s: f64) -> String {
     if s >= 3600.0 {
         let m = (s / 60.0).round() as u64;
-        if m % 60 == 0 {
+        if m.is_multiple_of(60) {
             format!("{} h", m / 60)
         } else {
             format!("{} h {} min", m / 60, m % 60)
@@ -293,7 +293,7 @@ fn fmt_int(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push('\u{202F}');
         }
         out.push(c);

@@ -712,13 +712,14 @@ impl Chart {
                 } else {
                     linear_ticks(lo, hi, target)
                 };
-                if let Some(cap) = self.y_cap {
-                    if d1 > cap && hi <= cap {
-                        d1 = cap;
-                        ticks.retain(|t| *t <= cap + 1e-12);
-                        if ticks.last().is_some_and(|t| (t - cap).abs() > 1e-12) {
-                            ticks.push(cap);
-                        }
+                if let Some(cap) = self.y_cap
+                    && d1 > cap
+                    && hi <= cap
+                {
+                    d1 = cap;
+                    ticks.retain(|t| *t <= cap + 1e-12);
+                    if ticks.last().is_some_and(|t| (t - cap).abs() > 1e-12) {
+                        ticks.push(cap);
                     }
                 }
                 let step = if ticks.len() > 1 {

@@ -77,12 +77,12 @@ impl ServiceTimeSpec {
                 units::format_duration(t)
             ));
         }
-        if let ServiceTimeSpec::Lognormal { sigma, .. } = *self {
-            if !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) {
-                return Err(format!(
-                    "sigma must be a finite number from 0 to {MAX_SIGMA}, got {sigma}"
-                ));
-            }
+        if let ServiceTimeSpec::Lognormal { sigma, .. } = *self
+            && !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma))
+        {
+            return Err(format!(
+                "sigma must be a finite number from 0 to {MAX_SIGMA}, got {sigma}"
+            ));
         }
         Ok(())
     }

@@ -606,10 +606,10 @@ impl OutDir {
             Err(_) => None,
         };
         if let Err(source) = fs::rename(staging, &self.path) {
-            if let Some(a) = &aside {
-                if fs::rename(a, &self.path).is_ok() {
-                    p.dirs.retain(|d| d != a);
-                }
+            if let Some(a) = &aside
+                && fs::rename(a, &self.path).is_ok()
+            {
+                p.dirs.retain(|d| d != a);
             }
             return Err(OutputError::Io {
                 path: self.path.clone(),
@@ -716,20 +716,20 @@ impl OutDir {
             }
         }
         stale.sort();
-        if fs::symlink_metadata(&self.path).is_err() {
-            if let Some(i) = stale.iter().position(|(aside, _)| *aside) {
-                let (_, old) = stale.remove(i);
-                fs::rename(&old, &self.path).map_err(|source| OutputError::Io {
-                    path: old.clone(),
-                    doing: "restore the previous outputs left by an interrupted run",
-                    source,
-                })?;
-                self.notes.push(format!(
-                    "restored {} from {}, left by an interrupted run",
-                    self.path.display(),
-                    old.display()
-                ));
-            }
+        if fs::symlink_metadata(&self.path).is_err()
+            && let Some(i) = stale.iter().position(|(aside, _)| *aside)
+        {
+            let (_, old) = stale.remove(i);
+            fs::rename(&old, &self.path).map_err(|source| OutputError::Io {
+                path: old.clone(),
+                doing: "restore the previous outputs left by an interrupted run",
+                source,
+            })?;
+            self.notes.push(format!(
+                "restored {} from {}, left by an interrupted run",
+                self.path.display(),
+                old.display()
+            ));
         }
         for (_, dir) in stale {
             remove_tree(&dir).map_err(|source| OutputError::Io {

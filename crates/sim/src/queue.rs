@@ -144,10 +144,10 @@ impl<E: Copy> EventQueue<E> {
     fn earliest(&self) -> Option<(Nanos, u64, Option<usize>)> {
         let mut best = self.heap.peek().map(|Reverse(h)| (h.0.at, h.0.seq, None));
         for (i, (_, fifo)) in self.lanes.iter().enumerate() {
-            if let Some(f) = fifo.front() {
-                if best.is_none_or(|(at, seq, _)| (f.at, f.seq) < (at, seq)) {
-                    best = Some((f.at, f.seq, Some(i)));
-                }
+            if let Some(f) = fifo.front()
+                && best.is_none_or(|(at, seq, _)| (f.at, f.seq) < (at, seq))
+            {
+                best = Some((f.at, f.seq, Some(i)));
             }
         }
         best

@@ -199,16 +199,16 @@ pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {
                         .find(|l| l.name.get_ref() == n)
                         .map(|l| l.name.clone())
                 };
-                if let (Some(primary), Some(secondary)) = (lb("haproxy-cus"), lb("haproxy-nva")) {
-                    if !clients.is_empty() {
-                        sc.failovers.push(FailoverSpec {
-                            clients,
-                            primary,
-                            secondary,
-                            policy: FailoverConfig::default(),
-                            period: crate::scenario::DEFAULT_FAILOVER_PERIOD,
-                        });
-                    }
+                if let (Some(primary), Some(secondary)) = (lb("haproxy-cus"), lb("haproxy-nva"))
+                    && !clients.is_empty()
+                {
+                    sc.failovers.push(FailoverSpec {
+                        clients,
+                        primary,
+                        secondary,
+                        policy: FailoverConfig::default(),
+                        period: crate::scenario::DEFAULT_FAILOVER_PERIOD,
+                    });
                 }
             }
         }

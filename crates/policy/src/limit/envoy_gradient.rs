@@ -338,10 +338,11 @@ impl EnvoyGradient {
             self.consecutive_min = 0;
         }
         self.limit = next;
-        if self.consecutive_min >= 5 && self.probing_enabled {
-            if let Phase::Sampling { next_probe, .. } = &mut self.phase {
-                *next_probe = Some(at);
-            }
+        if self.consecutive_min >= 5
+            && self.probing_enabled
+            && let Phase::Sampling { next_probe, .. } = &mut self.phase
+        {
+            *next_probe = Some(at);
         }
     }
 }
@@ -420,10 +421,10 @@ impl LimitAlgorithm for EnvoyGradient {
             return;
         }
         self.samples.push(sample.rtt, rng);
-        if let Phase::Probing { deferred_limit } = self.phase {
-            if self.samples.seen() >= self.request_count {
-                self.finish_probe(now, deferred_limit, rng);
-            }
+        if let Phase::Probing { deferred_limit } = self.phase
+            && self.samples.seen() >= self.request_count
+        {
+            self.finish_probe(now, deferred_limit, rng);
         }
     }
 }

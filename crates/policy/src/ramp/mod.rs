@@ -375,10 +375,11 @@ impl Ramp {
         if self.breach_since.is_none() && self.step + 1 < self.steps.len() {
             earliest(self.hold_since.saturating_add(self.hold));
         }
-        if let Some(since) = self.breach_since {
-            if self.step_back_after > Nanos::ZERO && self.step > 0 {
-                earliest(since.saturating_add(self.step_back_after));
-            }
+        if let Some(since) = self.breach_since
+            && self.step_back_after > Nanos::ZERO
+            && self.step > 0
+        {
+            earliest(since.saturating_add(self.step_back_after));
         }
         if let Some(slide) = self.guard.next_slide(self.last_now) {
             earliest(slide);

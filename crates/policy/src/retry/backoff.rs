@@ -126,15 +126,15 @@ impl BackoffConfig {
 
     /// Checks every field; the error names the field and what was expected.
     pub fn validate(&self) -> Result<(), FieldError> {
-        if let Some(max) = self.max {
-            if max < self.base {
-                return Err(FieldError::new(
-                    FAMILY,
-                    "backoff.max",
-                    format!("≥ backoff.base ({})", self.base),
-                    max,
-                ));
-            }
+        if let Some(max) = self.max
+            && max < self.base
+        {
+            return Err(FieldError::new(
+                FAMILY,
+                "backoff.max",
+                format!("≥ backoff.base ({})", self.base),
+                max,
+            ));
         }
         if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
             return Err(FieldError::new(

@@ -80,10 +80,10 @@ impl Engine {
                     }
                 }
             }
-            if let Parent::Client(r) = a.parent {
-                if flight.requests.get(r).is_none() {
-                    problem = Some(format!("attempt {k:?} is attached to a finished request"));
-                }
+            if let Parent::Client(r) = a.parent
+                && flight.requests.get(r).is_none()
+            {
+                problem = Some(format!("attempt {k:?} is attached to a finished request"));
             }
             if let Some(c) = a.child {
                 match flight.attempts.get(c) {

@@ -255,10 +255,11 @@ impl Engine {
         let mut victims = Vec::new();
         let lb = &self.lbs[l];
         self.flight.attempts.for_each(|k, a| {
-            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held) {
-                if x == l && lb.nodes[node.ix()].paused {
-                    victims.push((k, a.child));
-                }
+            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held)
+                && x == l
+                && lb.nodes[node.ix()].paused
+            {
+                victims.push((k, a.child));
             }
         });
         for (k, _) in victims {

@@ -588,10 +588,10 @@ impl Engine {
         }
         self.now = until;
         #[cfg(debug_assertions)]
-        if until >= self.end {
-            if let Err(e) = self.audit() {
-                panic!("conservation law broken at the end of the run: {e}");
-            }
+        if until >= self.end
+            && let Err(e) = self.audit()
+        {
+            panic!("conservation law broken at the end of the run: {e}");
         }
         Ok(until < self.end)
     }

@@ -220,17 +220,17 @@ impl Scenario {
         for (i, g) in self.gateways.iter().enumerate() {
             let p = format!("gateway.{i}");
             let who = format!("gateway {:?}", g.name.get_ref());
-            if let Some(d) = &g.dependency {
-                if self.route_index(d.get_ref()).is_none() {
-                    return Err(ck.at(
-                        d.span(),
-                        format!(
-                            "unknown route {:?}: expected one of {}",
-                            d.get_ref(),
-                            route_list()
-                        ),
-                    ));
-                }
+            if let Some(d) = &g.dependency
+                && self.route_index(d.get_ref()).is_none()
+            {
+                return Err(ck.at(
+                    d.span(),
+                    format!(
+                        "unknown route {:?}: expected one of {}",
+                        d.get_ref(),
+                        route_list()
+                    ),
+                ));
             }
             ck.duration(
                 &format!("{p}.timeout"),
@@ -303,15 +303,13 @@ impl Scenario {
                 ),
             ));
         }
-        if let Some(c) = &m.clock_origin {
-            if parse_clock(c).is_none() {
-                return Err(ck.key(
-                    "scenario.clock_origin",
-                    format!(
-                        "[scenario] clock_origin: expected \"HH:MM\" (00:00 to 23:59), got {c:?}"
-                    ),
-                ));
-            }
+        if let Some(c) = &m.clock_origin
+            && parse_clock(c).is_none()
+        {
+            return Err(ck.key(
+                "scenario.clock_origin",
+                format!("[scenario] clock_origin: expected \"HH:MM\" (00:00 to 23:59), got {c:?}"),
+            ));
         }
         Ok(())
     }
@@ -600,17 +598,15 @@ impl Scenario {
             if let Some(b) = &c.budget {
                 ck.budget(&p, &who, b)?;
             }
-            if let Some(site) = c.site.as_deref() {
-                if !sites.contains(&site) {
-                    sites.push(site);
-                    if sites.len() > MAX_SITES {
-                        return Err(ck.key(
-                            &format!("{p}.site"),
-                            format!(
-                                "at most {MAX_SITES} distinct client sites; {site:?} is one more"
-                            ),
-                        ));
-                    }
+            if let Some(site) = c.site.as_deref()
+                && !sites.contains(&site)
+            {
+                sites.push(site);
+                if sites.len() > MAX_SITES {
+                    return Err(ck.key(
+                        &format!("{p}.site"),
+                        format!("at most {MAX_SITES} distinct client sites; {site:?} is one more"),
+                    ));
                 }
             }
         }
@@ -785,13 +781,13 @@ impl Scenario {
                             format!("admit: status must be 403, 429 or 503, got {status}"),
                         ));
                     }
-                    if let Some(site) = site {
-                        if !sites.contains(&site.as_str()) {
-                            return Err(at_key(
-                                "site",
-                                format!("admit: no client has site {site:?}"),
-                            ));
-                        }
+                    if let Some(site) = site
+                        && !sites.contains(&site.as_str())
+                    {
+                        return Err(at_key(
+                            "site",
+                            format!("admit: no client has site {site:?}"),
+                        ));
                     }
                 }
                 ActionKind::ShiftTraffic { clients, fraction } => {
