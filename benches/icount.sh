@@ -44,7 +44,7 @@ pkg "$OUT/old" "$OUT/base/crates/policy" "$flags"
 pkg "$OUT/new" "$REPO/crates/policy" ""
 echo "| decision × 10⁶ | $BASE | work tree | new/old |"
 echo "|---|---:|---:|---:|"
-for w in retry backoff budget ratelimit breaker; do
+for w in retry backoff budget ratelimit breaker limit throttle ramp; do
     for v in old new; do
         valgrind --tool=callgrind --callgrind-out-file="$OUT/$v.cg" "$OUT/$v/target/release/icount" "$w" 2>"$OUT/$v.log"
         grep -o 'Collected : [0-9]*' "$OUT/$v.log" | awk '{print $3}' >"$OUT/$v.n"

@@ -7,7 +7,10 @@ use policy as p;
 use p::Nanos;
 use p::breaker::{Breaker, BreakerConfig};
 use p::budget::{RatioBudget, RatioBudgetConfig, RetryBudget, RetryCause};
+use p::limit::{AimdConfig, LimitConfig, Limiter, Outcome};
+use p::ramp::{Ramp, RampConfig};
 use p::ratelimit::{KeyedRateLimiter, RateLimitConfig};
+use p::shed::{AdaptiveThrottle, ThrottleConfig};
 use p::retry::{AttemptOutcome, Backoff, BackoffConfig, Jitter, RetryConfig, RetryPolicy, RetryState};
 use rand::SeedableRng;
 use std::hint::black_box;
@@ -62,6 +65,31 @@ fn main() {
                 }
             }
         }
-        _ => panic!("unknown"),
+        "limit" => {
+            let algorithm = LimitConfig::Aimd(AimdConfig::default()).build().unwrap();
+            let mut l = Limiter::new(algorithm);
+            for i in 0..N {
+                if let Some(permit) = l.try_acquire(t(i * 1000)) {
+                    l.release(t(i * 1000 + 700), permit, Outcome::Success, &mut rng);
+                }
+            }
+        }
+        "throttle" => {
+            let mut th = AdaptiveThrottle::new(&ThrottleConfig::default()).unwrap();
+            for i in 0..N {
+                if th.should_send(t(i * 1000), &mut rng) {
+                    th.on_response(t(i * 1000 + 1), i % 3 != 0);
+                }
+            }
+        }
+        "ramp" => {
+            let mut r = Ramp::new(&RampConfig::default()).unwrap();
+            r.start(t(0));
+            for i in 0..N {
+                black_box(r.fraction(t(i * 1000)));
+                r.observe(t(i * 1000), i % 50 != 0);
+            }
+        }
+        _ => panic!("unknown decision {which}"),
     }
 }
