@@ -65,7 +65,7 @@ fn retry_state(c: &mut Criterion) {
                 let mut s = RetryState::begin(&policy, now, &mut ratio);
                 black_box(s.on_outcome_budgeted(
                     &policy,
-                    now + Nanos::from_nanos(1),
+                    now + Nanos::NANOSECOND,
                     AttemptOutcome::Reset,
                     &mut ratio,
                     &mut rng,

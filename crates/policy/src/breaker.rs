@@ -718,7 +718,7 @@ mod tests {
         assert_eq!(t.cause, TransitionCause::ConsecutiveFailures);
         // Ejected for base_ejection_time = 30 s.
         assert!(
-            !b.allow(Nanos::from_secs(30) + Nanos::from_secs(1) - Nanos::from_nanos(1))
+            !b.allow(Nanos::from_secs(30) + Nanos::from_secs(1) - Nanos::NANOSECOND)
                 .is_allowed()
         );
         assert!(b.allow(Nanos::from_secs(31)).is_allowed());
@@ -733,7 +733,7 @@ mod tests {
         );
         // Open at 10 s, wait 60 s → probes from 70 s on.
         assert_eq!(
-            b.allow(Nanos::from_secs(70) - Nanos::from_nanos(1)),
+            b.allow(Nanos::from_secs(70) - Nanos::NANOSECOND),
             Admission::Rejected
         );
         let a = b.allow(Nanos::from_secs(70));

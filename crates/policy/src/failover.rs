@@ -519,7 +519,7 @@ mod tests {
         let mut f = Failover::new(&config).unwrap();
         let at = |base: f64| rates(10_000.0, 5_000.0, 10_000.0, base);
         assert_eq!(f.observe(Nanos::ZERO, at(6_000.0)), 0.2); // 2k: rise 0.2 ≥ 0.05
-        assert_eq!(f.observe(Nanos::from_nanos(1), at(5_700.0)), 0.2); // 2.3k → 0.23: rise 0.03 < 0.05
+        assert_eq!(f.observe(Nanos::NANOSECOND, at(5_700.0)), 0.2); // 2.3k → 0.23: rise 0.03 < 0.05
         assert_eq!(f.observe(Nanos::from_nanos(2), at(5_400.0)), 0.26); // 2.6k → 0.26: rise 0.06
         assert_eq!(f.observe(Nanos::from_nanos(3), at(7_000.0)), 0.1); // 1k → 0.1: drops at once
         assert_eq!(f.observe(Nanos::from_nanos(4), at(6_990.0)), 0.1); // 0.101: not worth a change
@@ -578,7 +578,7 @@ mod tests {
         assert_eq!(f.route(Nanos::from_secs(40), &mut rng), Region::Secondary);
         // 30 s stale_after: at 40 s + 1 ns the observation from 10 s is too old.
         assert_eq!(
-            f.spill_fraction(Nanos::from_secs(40) + Nanos::from_nanos(1)),
+            f.spill_fraction(Nanos::from_secs(40) + Nanos::NANOSECOND),
             0.0
         );
         assert_eq!(f.route(Nanos::from_secs(41), &mut rng), Region::Primary);

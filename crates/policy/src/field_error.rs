@@ -71,12 +71,6 @@ impl FieldError {
     pub fn got(&self) -> &str {
         &self.got
     }
-
-    /// `"<field> must be <expected>, got <got>"`: the message without the
-    /// family, for callers that name the place themselves.
-    pub fn message(&self) -> String {
-        format!("{} must be {}, got {}", self.field, self.expected, self.got)
-    }
 }
 
 /// `"<family>: <field> must be <expected>, got <got>"`.

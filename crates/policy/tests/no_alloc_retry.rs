@@ -107,7 +107,7 @@ fn retry_state_decisions_do_not_allocate() {
                 let mut state = RetryState::new(&policy, now);
                 let _ = black_box(state.on_outcome(
                     &policy,
-                    now + Nanos::from_nanos(1),
+                    now + Nanos::NANOSECOND,
                     throttled,
                     &mut rng,
                 ));

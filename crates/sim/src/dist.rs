@@ -118,9 +118,9 @@ impl ServiceTime {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Nanos {
         let t = match self {
             ServiceTime::Exp(d) => d.sample(rng),
-            ServiceTime::Const(v) => return (*v).max(Nanos::from_nanos(1)),
+            ServiceTime::Const(v) => return (*v).max(Nanos::NANOSECOND),
             ServiceTime::LogNormal(d) => d.sample(rng),
         };
-        (Nanos::from_nanos(t.round() as u64)).max(Nanos::from_nanos(1))
+        (Nanos::from_nanos(t.round() as u64)).max(Nanos::NANOSECOND)
     }
 }

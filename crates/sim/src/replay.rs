@@ -390,7 +390,7 @@ pub struct ReplaySummary {
 
 /// Computes the replay's figures from a recording of the incident scenario.
 pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
-    let iv = rec.interval.max(Nanos::from_nanos(1));
+    let iv = rec.interval.max(Nanos::NANOSECOND);
     let five = (5 * Nanos::MINUTE / iv).max(1) as usize;
     let one = (Nanos::MINUTE / iv).max(1) as usize;
     let secs = |i: usize| ((i + 1) as u64 * iv).as_nanos() as f64 / 1e9;

@@ -107,7 +107,7 @@ impl History {
     /// for a sync landing early.
     pub(crate) fn new(up: &Rules, down: &Rules, sync_period: Nanos) -> Self {
         let per_sync = |span: Nanos| {
-            (span.div_ceil(sync_period.max(Nanos::from_nanos(1))) as usize).saturating_add(2)
+            (span.div_ceil(sync_period.max(Nanos::NANOSECOND)) as usize).saturating_add(2)
         };
         let window = up.stabilization_window.max(down.stabilization_window);
         let period = up.longest_period().max(down.longest_period());

@@ -174,12 +174,7 @@ mod tests {
         let mut a = aimd(1, 100, 200);
         feed(&mut a, Nanos::from_secs(5), 100, false);
         assert_eq!(a.limit(), 101, "rtt == timeout is not a drop (strict >)");
-        feed(
-            &mut a,
-            Nanos::from_secs(5) + Nanos::from_nanos(1),
-            100,
-            false,
-        );
+        feed(&mut a, Nanos::from_secs(5) + Nanos::NANOSECOND, 100, false);
         assert_eq!(a.limit(), 90); // floor(101 × 0.9) = floor(90.9) = 90
     }
 

@@ -357,8 +357,8 @@ fn gradient_limit(
     max: u32,
 ) -> u32 {
     let buffered_min_rtt = min_rtt.as_nanos() as f64 + min_rtt.as_nanos() as f64 * buffer;
-    let gradient = (buffered_min_rtt / (sample_rtt.max(Nanos::from_nanos(1))).as_nanos() as f64)
-        .clamp(0.5, 2.0);
+    let gradient =
+        (buffered_min_rtt / (sample_rtt.max(Nanos::NANOSECOND)).as_nanos() as f64).clamp(0.5, 2.0);
     let scaled = f64::from(limit) * gradient;
     truncate_to_limit(scaled + scaled.sqrt()).clamp(min, max)
 }
@@ -601,7 +601,7 @@ mod tests {
         while t < probe_end + Nanos::from_secs(60) - Nanos::from_millis(100) {
             t += Nanos::from_millis(100);
             e.on_sample(
-                t - Nanos::from_nanos(1),
+                t - Nanos::NANOSECOND,
                 sample(Nanos::from_millis(5)),
                 &mut rng,
             );
@@ -645,7 +645,7 @@ mod tests {
         for _ in 0..100 {
             e.on_sample(
                 probe_at + Nanos::from_millis(30),
-                sample(Nanos::from_millis(30) + Nanos::from_nanos(1)),
+                sample(Nanos::from_millis(30) + Nanos::NANOSECOND),
                 &mut rng,
             );
         }
@@ -678,7 +678,7 @@ mod tests {
         for n in 1..=5 {
             t += Nanos::from_millis(100);
             e.on_sample(
-                t - Nanos::from_nanos(1),
+                t - Nanos::NANOSECOND,
                 sample(Nanos::from_millis(200)),
                 &mut rng,
             );

@@ -134,7 +134,7 @@ mod tests {
             .map(|t| limiter.try_acquire(Nanos::from_nanos(t)).unwrap())
             .collect();
         assert_eq!(permits[2].inflight, 3);
-        assert_eq!(permits[1].start, Nanos::from_nanos(1));
+        assert_eq!(permits[1].start, Nanos::NANOSECOND);
         assert!(limiter.try_acquire(Nanos::from_nanos(4)).is_none());
         assert_eq!(limiter.inflight(), 3);
     }
@@ -166,8 +166,8 @@ mod tests {
         let mut limiter = Limiter::new(Fixed::new(&FixedConfig { limit: 2 }).unwrap());
         let mut rng = Pcg64Mcg::seed_from_u64(3);
         let p = limiter.try_acquire(Nanos::ZERO).unwrap();
-        limiter.release(Nanos::from_nanos(1), p, Outcome::Success, &mut rng);
-        limiter.release(Nanos::from_nanos(1), p, Outcome::Success, &mut rng);
+        limiter.release(Nanos::NANOSECOND, p, Outcome::Success, &mut rng);
+        limiter.release(Nanos::NANOSECOND, p, Outcome::Success, &mut rng);
         assert_eq!(limiter.inflight(), 0);
     }
 

@@ -247,13 +247,13 @@ mod tests {
         }
         assert!(w.inner().0.is_empty(), "window still open until 2 s");
         w.on_sample(
-            Nanos::from_secs(2) + Nanos::from_nanos(1),
+            Nanos::from_secs(2) + Nanos::NANOSECOND,
             s(Nanos::from_millis(30), 2, false),
             &mut rng,
         );
         // 11 samples: 10..=19 ms and 30 ms ⇒ mean (145 + 30) / 11 = 15.909 ms
         let (at, agg) = w.inner().0[0];
-        assert_eq!(at, Nanos::from_secs(2) + Nanos::from_nanos(1));
+        assert_eq!(at, Nanos::from_secs(2) + Nanos::NANOSECOND);
         assert_eq!(agg.rtt, Nanos::from_nanos(175_000_000 / 11));
         assert_eq!(agg.inflight, 9);
         assert!(agg.dropped);
@@ -264,7 +264,7 @@ mod tests {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let mut w = Windowed::new(&WindowedConfig::default(), Spy::default()).unwrap();
         w.on_sample(
-            Nanos::from_nanos(1),
+            Nanos::NANOSECOND,
             s(Nanos::from_millis(10), 1, false),
             &mut rng,
         );
@@ -304,7 +304,7 @@ mod tests {
         };
         let mut w = Windowed::new(&config, Spy::default()).unwrap();
         w.on_sample(
-            Nanos::from_nanos(1),
+            Nanos::NANOSECOND,
             s(Nanos::from_millis(300), 1, false),
             &mut rng,
         );

@@ -71,7 +71,7 @@ impl ErrorGuard {
     /// Assumes a validated config (`buckets ≥ 1`, `window ≥ buckets`).
     pub(crate) fn new(config: &ErrorGuardConfig) -> Self {
         ErrorGuard {
-            width: (config.window / u64::from(config.buckets)).max(Nanos::from_nanos(1)),
+            width: (config.window / u64::from(config.buckets)).max(Nanos::NANOSECOND),
             threshold: config.error_rate_threshold,
             min_requests: u64::from(config.min_requests),
             buckets: vec![EMPTY; config.buckets as usize].into_boxed_slice(),
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(g.counts(Nanos::from_secs(15)), (19, 1));
         // At 59.9 s the window is slots 0..=5: both still in.
         assert_eq!(
-            g.error_rate(Nanos::from_secs(60) - Nanos::from_nanos(1)),
+            g.error_rate(Nanos::from_secs(60) - Nanos::NANOSECOND),
             Some(1.0 / 20.0)
         );
         // At 60 s (slot 6) slot 0 falls out.

@@ -461,7 +461,7 @@ mod tests {
         // Start at 2 min; hold 5 min: 0.05 @2, 0.1 @7, 0.25 @12, 0.5 @17, 1.0 @22.
         let mut r = started(&RampConfig::default(), 2 * M);
         assert_eq!(r.fraction(2 * M), 0.05);
-        assert_eq!(r.fraction(7 * M - Nanos::from_nanos(1)), 0.05);
+        assert_eq!(r.fraction(7 * M - Nanos::NANOSECOND), 0.05);
         assert_eq!(r.fraction(7 * M), 0.1);
         assert_eq!(r.phase(), RampPhase::Ramping);
         // Called rarely: a single call at 30 min catches up on the exact times.
@@ -503,12 +503,12 @@ mod tests {
         assert_eq!(r.breach_since(), Some(6 * M));
         // At 10 min step 2 would be due; the guard still sees the 9:50 bucket.
         assert_eq!(r.fraction(10 * M), 0.1);
-        assert_eq!(r.fraction(650 * Nanos::SECOND - Nanos::from_nanos(1)), 0.1);
+        assert_eq!(r.fraction(650 * Nanos::SECOND - Nanos::NANOSECOND), 0.1);
         // Last bad bucket is slot 59 (590 s); it leaves the 6-slot window at slot 65 = 650 s.
         // The guard clears at 650 s: the hold restarts, next step at 650 + 300 = 950 s.
         assert_eq!(r.fraction(650 * Nanos::SECOND), 0.1);
         assert_eq!(r.phase(), RampPhase::Ramping);
-        assert_eq!(r.fraction(950 * Nanos::SECOND - Nanos::from_nanos(1)), 0.1);
+        assert_eq!(r.fraction(950 * Nanos::SECOND - Nanos::NANOSECOND), 0.1);
         assert_eq!(r.fraction(950 * Nanos::SECOND), 0.25);
         assert_eq!(r.entered_step_at(2), Some(950 * Nanos::SECOND));
         assert_eq!(r.steps_back(), 0);

@@ -229,10 +229,7 @@ mod tests {
         let mut r = StagedRestore::new(&StagedRestoreConfig::default(), 3).unwrap();
         r.start(Nanos::MINUTE);
         assert_eq!(r.started_sites(), 1);
-        assert_eq!(
-            r.fraction(21 * Nanos::MINUTE - Nanos::from_nanos(1), 1),
-            0.0
-        );
+        assert_eq!(r.fraction(21 * Nanos::MINUTE - Nanos::NANOSECOND, 1), 0.0);
         assert_eq!(r.fraction(21 * Nanos::MINUTE, 1), 0.05);
         assert_eq!(r.fraction(21 * Nanos::MINUTE, 2), 0.0);
         // One late call catches every site up on exact times.
@@ -289,10 +286,7 @@ mod tests {
         // Last bad slot 149 (1490 s) leaves the window at slot 155 = 1550 s:
         // site 0 clears at 1550 s, full at 1850 s, and only then site 1 starts.
         assert_eq!(r.fraction(1550 * Nanos::SECOND, 0), 0.5);
-        assert_eq!(
-            r.fraction(1850 * Nanos::SECOND - Nanos::from_nanos(1), 1),
-            0.0
-        );
+        assert_eq!(r.fraction(1850 * Nanos::SECOND - Nanos::NANOSECOND, 1), 0.0);
         assert_eq!(r.fraction(1850 * Nanos::SECOND, 1), 0.05);
     }
 

@@ -110,9 +110,9 @@ mod tests {
             })
         );
         assert_eq!(
-            g.check(tat, Nanos::from_millis(1_100) - Nanos::from_nanos(1)),
+            g.check(tat, Nanos::from_millis(1_100) - Nanos::NANOSECOND),
             Err(NotUntil {
-                retry_after: Nanos::from_nanos(1)
+                retry_after: Nanos::NANOSECOND
             })
         );
         let tat = g.check(tat, Nanos::from_millis(1_100)).unwrap(); // TAT 1400

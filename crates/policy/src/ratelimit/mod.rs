@@ -144,7 +144,7 @@ fn emission_interval(rate: f64) -> Nanos {
     } else {
         exact.ceil()
     };
-    (Nanos::from_nanos(t.min(u64::MAX as f64) as u64)).max(Nanos::from_nanos(1))
+    (Nanos::from_nanos(t.min(u64::MAX as f64) as u64)).max(Nanos::NANOSECOND)
 }
 
 /// Per-key GCRA rate limiter with a fixed key capacity.
@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(emission_interval(10.0), Nanos::from_millis(100));
         // 1e9/3 = 333 333 333.3… → 333 333 334: never faster than 3/s.
         assert_eq!(emission_interval(3.0), Nanos::from_nanos(333333334));
-        assert_eq!(emission_interval(1e9), Nanos::from_nanos(1));
+        assert_eq!(emission_interval(1e9), Nanos::NANOSECOND);
         // 1e9 / (1e9/7) is 7 up to float error, taken as exactly 7 ns.
         assert_eq!(emission_interval(1e9 / 7.0), Nanos::from_nanos(7));
     }

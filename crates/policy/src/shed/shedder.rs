@@ -60,7 +60,7 @@ impl ShedConfig {
                     FAMILY,
                     "rules",
                     format!("at most max_rules ({capacity}) rules"),
-                    format!("{}", self.rules.len()),
+                    self.rules.len(),
                 ),
             })?;
         }

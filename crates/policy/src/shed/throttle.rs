@@ -394,11 +394,7 @@ mod tests {
         );
         assert!(t.reject_probability(Nanos::MINUTE) > 0.99);
         // Bucket 59 holds the last rejection; it leaves when bucket 59 + 120 opens.
-        assert!(
-            t.window_counts(179 * Nanos::SECOND - Nanos::from_nanos(1))
-                .0
-                > 0
-        );
+        assert!(t.window_counts(179 * Nanos::SECOND - Nanos::NANOSECOND).0 > 0);
         assert_eq!(t.window_counts(179 * Nanos::SECOND), (0, 0));
         assert_eq!(t.reject_probability(179 * Nanos::SECOND), 0.0);
     }

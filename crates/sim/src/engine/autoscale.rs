@@ -131,7 +131,7 @@ impl Engine {
             }
         });
         let desired = hpa.sync(now, current, samples);
-        let next = hpa.poll_timeout().max(now + Nanos::from_nanos(1));
+        let next = hpa.poll_timeout().max(now + Nanos::NANOSECOND);
         self.queue.schedule(next, Ev::Autoscale { svc: s });
         let svc = &mut self.services[s.ix()];
         if desired > current {

@@ -233,7 +233,7 @@ impl Engine {
         let Some(want) = ramp.restore.poll_timeout() else {
             return;
         };
-        let want = want.max(now + Nanos::from_nanos(1));
+        let want = want.max(now + Nanos::NANOSECOND);
         if ramp.armed.is_none_or(|t| want < t) {
             ramp.armed = Some(want);
             let epoch = ramp.epoch;

@@ -94,7 +94,7 @@ impl<'a> Checker<'a> {
     /// A duration of at least `min` (0: any) and at most [`MAX_DURATION`].
     fn duration(&self, path: &str, what: &str, v: Nanos, min: Nanos) -> Result<(), ScenarioError> {
         if v < min {
-            let bound = if min == Nanos::from_nanos(1) {
+            let bound = if min == Nanos::NANOSECOND {
                 "> 0".to_owned()
             } else {
                 format!("at least {}", units::format_duration(min))
@@ -236,7 +236,7 @@ impl Scenario {
                 &format!("{p}.timeout"),
                 &format!("{who}: timeout"),
                 g.timeout,
-                Nanos::from_nanos(1),
+                Nanos::NANOSECOND,
             )?;
             if let Some(r) = &g.retry {
                 ck.retry(&p, &who, r)?;
@@ -257,7 +257,7 @@ impl Scenario {
             "scenario.duration",
             "[scenario] duration",
             m.duration,
-            Nanos::from_nanos(1),
+            Nanos::NANOSECOND,
         )?;
         if m.interval == Nanos::ZERO {
             return Err(ck.key("scenario.interval", "[scenario] interval must be > 0"));
@@ -291,7 +291,7 @@ impl Scenario {
             ]
             .into_iter()
             .find(|u| min >= *u)
-            .unwrap_or(Nanos::from_nanos(1));
+            .unwrap_or(Nanos::NANOSECOND);
             let suggest = unit * min.div_ceil(unit);
             return Err(ck.first(
                 &interval_at,
@@ -379,7 +379,7 @@ impl Scenario {
                 ck.count(&path, &what, sc.queue.into(), 0, MAX_SLOTS.into())?;
                 if let Some(t) = sc.queue_timeout {
                     let (path, what) = field("sidecar.queue_timeout");
-                    ck.duration(&path, &what, t, Nanos::from_nanos(1))?;
+                    ck.duration(&path, &what, t, Nanos::NANOSECOND)?;
                 }
                 if sc.queue > 0 && sc.queue_timeout.is_none() {
                     return Err(ck.key(
@@ -433,7 +433,7 @@ impl Scenario {
             let (path, what) = field("autoscaler.pod_start");
             ck.duration(&path, &what, a.pod_start, Nanos::ZERO)?;
             let (path, what) = field("autoscaler.sync_period");
-            ck.duration(&path, &what, a.sync_period, Nanos::from_nanos(1))?;
+            ck.duration(&path, &what, a.sync_period, Nanos::NANOSECOND)?;
             if a.metric == ScaleMetric::SidecarSaturation && s.sidecar.is_none() {
                 return Err(ck.key(
                     &format!("{p}.autoscaler.metric"),
@@ -520,7 +520,7 @@ impl Scenario {
             let (path, what) = field("rate");
             ck.rate(&path, &what, c.rate, run)?;
             let (path, what) = field("timeout");
-            ck.duration(&path, &what, c.timeout, Nanos::from_nanos(1))?;
+            ck.duration(&path, &what, c.timeout, Nanos::NANOSECOND)?;
             let mut last: Nanos = Nanos::ZERO;
             for (j, s) in c.steps.iter().enumerate() {
                 let sp = format!("{p}.step.{j}");
@@ -555,7 +555,7 @@ impl Scenario {
                 let (path, what) = field("diurnal.amplitude");
                 ck.fraction(&path, &what, d.amplitude, true)?;
                 let (path, what) = field("diurnal.period");
-                ck.duration(&path, &what, d.period, Nanos::from_nanos(1))?;
+                ck.duration(&path, &what, d.period, Nanos::NANOSECOND)?;
                 let (path, what) = field("diurnal.peak_at");
                 ck.duration(&path, &what, d.peak_at, Nanos::ZERO)?;
             }
@@ -571,7 +571,7 @@ impl Scenario {
             ck.duration(&path, &what, c.fanout_delay, Nanos::MICROSECOND)?;
             if let Some(t) = c.give_up_after {
                 let (path, what) = field("give_up_after");
-                ck.duration(&path, &what, t, Nanos::from_nanos(1))?;
+                ck.duration(&path, &what, t, Nanos::NANOSECOND)?;
             }
             if c.fanout > 0 && c.give_up_after.is_none() {
                 return Err(ck.key(
@@ -899,7 +899,7 @@ impl Scenario {
                 &format!("{fp}.period"),
                 "failover: period",
                 f.period,
-                Nanos::from_nanos(1),
+                Nanos::NANOSECOND,
             )?;
             ck.duration(
                 &format!("{fp}.policy.half_life"),
