@@ -95,8 +95,10 @@ fn scale_down_with_attempts_in_flight_keeps_every_pod_handle_valid() {
 /// Builds a small scenario from the drawn knobs: an LB pool, optionally a
 /// gateway with a dependency route (auth), a backend service with sidecar,
 /// app queue and an autoscaler that scales both ways; a spike; and a
-/// timeline of pauses, sheds, ramps, admission gates, rate changes and
-/// failover.
+/// timeline of pauses, sheds, ramps, admission gates, rate changes,
+/// failover, and every capacity trigger and fault (slowdowns, capacity
+/// cuts, killed and failing pods, hanging and failing stalls, LB limits),
+/// most of them undone after a `for`.
 #[allow(clippy::too_many_arguments)]
 fn scenario(
     nodes: u32,
@@ -173,27 +175,43 @@ fn scenario(
     for (i, a) in actions.iter().enumerate() {
         let at = 20 + 25 * i as u32;
         s += &format!("[[action]]\nat = \"{at}s\"\n");
-        s += match a % 9 {
-            0 => "do = \"pause_nodes\"\nlb = \"edge\"\nnodes = 1\n",
-            1 => "do = \"restart_nodes\"\nlb = \"edge\"\n",
+        let cut = if limit > 0 {
+            "workers = 1\nsidecar_limit = 1"
+        } else {
+            "workers = 1"
+        };
+        s += &match a % 16 {
+            0 => "do = \"pause_nodes\"\nlb = \"edge\"\nnodes = 1\n".to_owned(),
+            1 => "do = \"restart_nodes\"\nlb = \"edge\"\n".to_owned(),
             2 => {
-                "do = \"shed\"\nlb = \"edge\"\nroute = \"main\"\nstatus = 429\nretry_after = \"1s\"\n"
+                "do = \"shed\"\nlb = \"edge\"\nroute = \"main\"\nstatus = 429\nretry_after = \"1s\"\nfor = \"30s\"\n".to_owned()
             }
-            3 => "do = \"unshed\"\nlb = \"edge\"\nroute = \"main\"\n",
+            3 => "do = \"unshed\"\nlb = \"edge\"\nroute = \"main\"\n".to_owned(),
             4 => {
-                "do = \"ramp\"\nlb = \"edge\"\nroute = \"main\"\nsites = [\"a\", \"b\"]\nrestore = { ramp = { steps = [0.2, 0.6, 1.0], hold = \"8s\", step_back_after = \"12s\", guard = { window = \"10s\", buckets = 5, min_requests = 5, error_rate_threshold = 0.2 } } }\n"
+                "do = \"ramp\"\nlb = \"edge\"\nroute = \"main\"\nsites = [\"a\", \"b\"]\nrestore = { ramp = { steps = [0.2, 0.6, 1.0], hold = \"8s\", step_back_after = \"12s\", guard = { window = \"10s\", buckets = 5, min_requests = 5, error_rate_threshold = 0.2 } } }\n".to_owned()
             }
-            5 => "do = \"admit\"\nlb = \"edge\"\nroute = \"main\"\nsite = \"a\"\nfraction = 0.3\n",
-            6 => "do = \"set_rate\"\nclient = \"west\"\nrate = \"3/s\"\n",
-            7 => "do = \"shift_traffic\"\nclients = [\"west\"]\nfraction = 0.5\n",
-            _ => "do = \"set_retry\"\ntarget = \"east\"\n",
+            5 => "do = \"admit\"\nlb = \"edge\"\nroute = \"main\"\nsite = \"a\"\nfraction = 0.3\n".to_owned(),
+            6 => "do = \"set_rate\"\nclient = \"west\"\nrate = \"3/s\"\n".to_owned(),
+            7 => "do = \"shift_traffic\"\nclients = [\"west\"]\nfraction = 0.5\n".to_owned(),
+            8 => "do = \"set_retry\"\ntarget = \"east\"\n".to_owned(),
+            9 => "do = \"slow_service\"\nservice = \"api\"\nfactor = 4.0\nadd = \"20ms\"\nfor = \"40s\"\n".to_owned(),
+            10 => format!("do = \"set_capacity\"\nservice = \"api\"\n{cut}\nfor = \"35s\"\n"),
+            11 => "do = \"kill_pods\"\nservice = \"api\"\npods = 2\n".to_owned(),
+            12 => "do = \"kill_pods\"\nservice = \"api\"\npods = 1\nfor = \"30s\"\n".to_owned(),
+            13 => "do = \"fail_pods\"\nservice = \"api\"\npods = 1\nfor = \"45s\"\n".to_owned(),
+            14 => {
+                let targets = if gateway { "[\"gw\", \"authsvc\"]" } else { "[\"api\"]" };
+                let mode = if a % 2 == 0 { "hang" } else { "fail" };
+                format!("do = \"stall\"\ntargets = {targets}\nmode = \"{mode}\"\nfor = \"20s\"\n")
+            }
+            _ => "do = \"set_lb_limit\"\nlb = \"edge\"\nnode = 0\nflows_per_node = 1\nfor = \"30s\"\n".to_owned(),
         };
     }
     s
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn random_runs_conserve_every_attempt_and_resource(

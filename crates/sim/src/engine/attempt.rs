@@ -50,6 +50,9 @@ pub(crate) enum Phase {
     DependencyBackoff,
     /// A gateway pausing before it retries the forwarded call.
     Backoff,
+    /// At a stalled component, holding nothing, never answered until the
+    /// stall ends.
+    Stalled,
 }
 
 /// The resource an attempt holds in its component.
@@ -192,6 +195,11 @@ impl Engine {
         let a = *self.flight.get(att);
         let ci = self.series_of(a.comp);
         self.rec.arrive(ci, self.now);
+        if self.stalls.active > 0
+            && let Some(mode) = self.stalls.mode(ci)
+        {
+            return self.stalled_enter(att, ci, mode);
+        }
         match a.comp {
             Comp::Lb(l) => self.lb_enter(att, &a, l),
             Comp::Gateway(g) => self.gateway_enter(att, g),
@@ -284,5 +292,8 @@ impl Engine {
             self.flight.get_mut(p).child = None;
         }
         self.deliver(snapshot, Res::fail(Cause::Timeout));
+        if snapshot.phase == Phase::Stalled {
+            self.drop_hung(att);
+        }
     }
 }

@@ -215,17 +215,17 @@ impl Engine {
                     "service {name}: pod {k:?} counts [sidecar queued, app queued, busy, sidecar in] = {want:?}, attempts say {c:?}"
                 );
                 ensure!(
-                    pod.busy <= svc.workers,
-                    "service {name}: pod {k:?} has {} busy of {} workers",
+                    pod.busy <= svc.peak_workers,
+                    "service {name}: pod {k:?} has {} busy of at most {} workers",
                     pod.busy,
-                    svc.workers
+                    svc.peak_workers
                 );
                 if let Some(sc) = svc.sidecar {
                     ensure!(
-                        pod.sidecar_in <= sc.limit,
+                        pod.sidecar_in <= svc.peak_sidecar_limit.max(sc.limit),
                         "service {name}: pod {k:?} sidecar {} over limit {}",
                         pod.sidecar_in,
-                        sc.limit
+                        svc.peak_sidecar_limit.max(sc.limit)
                     );
                     ensure!(
                         pod.sidecar_queued <= sc.queue_cap,

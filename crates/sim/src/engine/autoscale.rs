@@ -133,35 +133,10 @@ impl Engine {
         let desired = hpa.sync(now, current, samples);
         let next = hpa.poll_timeout().max(now + Nanos::NANOSECOND);
         self.queue.schedule(next, Ev::Autoscale { svc: s });
-        let svc = &mut self.services[s.ix()];
-        if desired > current {
-            for _ in current..desired {
-                svc.starting += 1;
-                self.queue
-                    .schedule(now.saturating_add(svc.pod_start), Ev::PodReady { svc: s });
-            }
-        } else if desired < current {
-            // Scale down: pods still starting go first (as a ReplicaSet
-            // deletes pending pods before running ones); then stop sending
-            // to the newest ready pods, which finish what they hold and
-            // leave once drained (at a later sync).
-            let mut to_remove = current - desired;
-            let cancel = to_remove.min(svc.starting);
-            svc.starting -= cancel;
-            svc.cancelled_starts += cancel;
-            to_remove -= cancel;
-            for k in svc.order.iter().rev() {
-                if to_remove == 0 {
-                    break;
-                }
-                let pod = svc.pods.get_mut(k.0).expect("ordered pods are live");
-                if pod.ready {
-                    pod.ready = false;
-                    to_remove -= 1;
-                }
-            }
-        }
-        svc.remove_drained();
+        // The HPA sets the Deployment's replicas; the replica controller
+        // starts or stops pods to match.
+        self.services[s.ix()].desired = desired;
+        self.reconcile(s);
     }
 
     pub(crate) fn on_pod_ready(&mut self, s: ServiceId) {

@@ -81,7 +81,7 @@ impl Engine {
         let rate = |a: u64, b: u64| (a - b) as f64 / secs;
         let capacity = |lb: &super::lb::Lb, admitted: f64| {
             let in_use = lb.flows_in_use();
-            let limit = lb.running_nodes() as f64 * lb.flows_per_node as f64;
+            let limit = lb.capacity() as f64;
             if in_use == 0 {
                 f64::INFINITY
             } else {

@@ -21,6 +21,8 @@ use crate::slab::Key;
 #[derive(Debug)]
 pub(crate) struct Node {
     pub(crate) flows: u32,
+    /// Flows the node may hold (`flows_per_node`, or a `set_lb_limit`).
+    pub(crate) limit: u32,
     pub(crate) paused: bool,
 }
 
@@ -57,7 +59,6 @@ pub(crate) struct Lb {
     pub(crate) ramps: Vec<LbRamp>,
     pub(crate) gates: Vec<Gate>,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) flows_per_node: u32,
     /// Round-robin position.
     next: usize,
     pub(crate) series: SeriesId,
@@ -68,6 +69,7 @@ pub(crate) struct Lb {
 
 impl Lb {
     pub(crate) fn build(spec: &LbSpec, scale: f64, series: SeriesId) -> Lb {
+        let limit = scaled(spec.flows_per_node, scale);
         Lb {
             rules: ShedRules::with_capacity(64).expect("a static capacity"),
             ramps: Vec::new(),
@@ -75,10 +77,10 @@ impl Lb {
             nodes: (0..spec.nodes)
                 .map(|_| Node {
                     flows: 0,
+                    limit,
                     paused: false,
                 })
                 .collect(),
-            flows_per_node: scaled(spec.flows_per_node, scale),
             next: 0,
             series,
             arrivals_total: 0,
@@ -93,6 +95,15 @@ impl Lb {
 
     pub(crate) fn running_nodes(&self) -> usize {
         self.nodes.iter().filter(|n| !n.paused).count()
+    }
+
+    /// Flows the running nodes may hold together.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.nodes
+            .iter()
+            .filter(|n| !n.paused)
+            .map(|n| u64::from(n.limit))
+            .sum()
     }
 
     /// The next running node, round-robin.
@@ -193,7 +204,7 @@ impl Engine {
             return self.reject(att, Cause::Unavailable);
         };
         let n = &mut lb.nodes[node.ix()];
-        if n.flows >= lb.flows_per_node {
+        if n.flows >= n.limit {
             lb.refused_total += 1;
             return self.reject(att, Cause::FlowsExhausted);
         }

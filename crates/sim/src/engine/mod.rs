@@ -15,6 +15,7 @@
 //! | `autoscale` | the HPA on its own sync clock, pods started and drained |
 //! | `failover` | the capacity-aware failover controller on its own period |
 //! | `timeline` | operator actions, names resolved at build |
+//! | `fault` | capacity triggers and faults (slow, cut, kill, fail, stall, LB limits), their undoing after `for`, the replica controller |
 //! | `caller` | retry policy + budget of a client or gateway (policy crate) |
 //! | `recorder` | per-interval series, read at recording ticks only |
 //! | `audit` | the conservation law, checked |
@@ -50,6 +51,7 @@ mod audit;
 mod autoscale;
 mod caller;
 mod failover;
+mod fault;
 mod gateway;
 mod ids;
 mod lb;
@@ -153,6 +155,14 @@ pub(crate) enum Ev {
     FailoverPlan {
         idx: u16,
     },
+    /// A timed action's `for` has run out: undo it.
+    Revert {
+        idx: u16,
+    },
+    /// The replica controller checks a service for missing pods.
+    Reconcile {
+        svc: ServiceId,
+    },
 }
 
 impl Ev {
@@ -178,6 +188,8 @@ impl Ev {
                 (u64::from(lb.0) << 48) | (u64::from(route.0) << 32) | u64::from(*epoch),
             ],
             Ev::FailoverPlan { idx } => [13, u64::from(*idx)],
+            Ev::Revert { idx } => [14, u64::from(*idx)],
+            Ev::Reconcile { svc } => [15, u64::from(svc.0)],
         }
     }
 }
@@ -209,6 +221,10 @@ pub struct Engine {
     services: Vec<Service>,
     failovers: Vec<FailoverCtl>,
     timeline: Vec<Planned>,
+    /// What each action changed, to undo it after its `for`.
+    undo: Vec<fault::Undo>,
+    /// Stalls in force, per component series.
+    stalls: fault::Stalls,
     rec: Recorder,
     limits: Limits,
     /// Set by the first bound hit that stops the run.
@@ -225,7 +241,7 @@ struct Budget {
     last: Option<Ev>,
 }
 
-const EV_KINDS: usize = 14;
+const EV_KINDS: usize = 16;
 const EV_NAMES: [&str; EV_KINDS] = [
     "-",
     "arrivals",
@@ -241,6 +257,8 @@ const EV_NAMES: [&str; EV_KINDS] = [
     "actions",
     "ramp wake-ups",
     "failover plans",
+    "action ends",
+    "replica controller checks",
 ];
 
 fn entity_rng(seed: u64, stream: u64) -> Pcg64Mcg {
@@ -286,12 +304,19 @@ impl<'a> Names<'a> {
         }
     }
 
-    fn comp(&self, name: &str) -> Comp {
+    pub(crate) fn comp(&self, name: &str) -> Comp {
         match self.comps.get(name) {
             Some(ComponentRef::Lb(i)) => Comp::Lb(LbId::new(*i)),
             Some(ComponentRef::Gateway(i)) => Comp::Gateway(GatewayId::new(*i)),
             Some(ComponentRef::Service(i)) => Comp::Service(ServiceId::new(*i)),
             None => panic!("component {name:?} was not validated"),
+        }
+    }
+
+    pub(crate) fn service(&self, name: &str) -> ServiceId {
+        match self.comp(name) {
+            Comp::Service(s) => s,
+            _ => panic!("{name:?} was validated as a service"),
         }
     }
 
@@ -404,7 +429,21 @@ impl Engine {
                     drop_expired: s.app.drop_expired,
                     service_time: s.app.service_time.sampler(),
                     autoscaler,
-                    pod_start: s.autoscaler.as_ref().map_or(Nanos::ZERO, |a| a.pod_start),
+                    pod_start: s.pod_start.unwrap_or_else(|| {
+                        s.autoscaler
+                            .as_ref()
+                            .map_or(crate::scenario::DEFAULT_POD_START, |a| a.pod_start)
+                    }),
+                    fleet,
+                    desired: fleet.pods(s.replicas),
+                    unschedulable: 0,
+                    reconcile_armed: false,
+                    controller_period: s.controller_period,
+                    slowdowns: Vec::new(),
+                    time_factor: 1.0,
+                    time_add: Nanos::ZERO,
+                    peak_workers: fleet.per_pod(s.app.workers),
+                    peak_sidecar_limit: s.sidecar.as_ref().map_or(0, |sc| fleet.per_pod(sc.limit)),
                     rng: entity_rng(seed, 2_000 + i as u64),
                     series: rec.add_component(s.name.get_ref(), "service"),
                 };
@@ -478,10 +517,13 @@ impl Engine {
                 )
             })
             .collect();
-        let timeline = sc
+        let timeline: Vec<Planned> = sc
             .actions
             .iter()
-            .map(|a| Planned::resolve(a.get_ref().at, &a.get_ref().kind, &names))
+            .map(|a| {
+                let a = a.get_ref();
+                Planned::resolve(a.at, a.lasts, &a.kind, &names)
+            })
             .collect();
         let now_lane = queue.lane(Nanos::ZERO);
         let mut e = Engine {
@@ -500,6 +542,8 @@ impl Engine {
             gateways,
             services,
             failovers,
+            undo: vec![fault::Undo::Nothing; timeline.len()],
+            stalls: fault::Stalls::new(rec.comps.len()),
             timeline,
             rec,
             limits: Limits::default(),
@@ -676,7 +720,7 @@ impl Engine {
             | Ev::Timeout { att }
             | Ev::QueueTimeout { att }
             | Ev::GatewayRetry { att } => attempt(att),
-            Ev::Autoscale { svc } | Ev::PodReady { svc } => {
+            Ev::Autoscale { svc } | Ev::PodReady { svc } | Ev::Reconcile { svc } => {
                 format!(
                     "service {:?}",
                     self.rec.comps[self.services[svc.ix()].series.ix()].name
@@ -685,7 +729,9 @@ impl Engine {
             Ev::RampWake { lb, .. } => {
                 format!("lb {:?}", self.rec.comps[self.lbs[*lb].series.ix()].name)
             }
-            Ev::Tick | Ev::Action { .. } | Ev::FailoverPlan { .. } => "the engine".to_owned(),
+            Ev::Tick | Ev::Action { .. } | Ev::FailoverPlan { .. } | Ev::Revert { .. } => {
+                "the engine".to_owned()
+            }
         }
     }
 
@@ -716,6 +762,8 @@ impl Engine {
             Ev::Action { idx } => self.on_action(idx as usize),
             Ev::RampWake { lb, route, epoch } => self.on_ramp_wake(lb, route, epoch),
             Ev::FailoverPlan { idx } => self.on_failover(idx as usize),
+            Ev::Revert { idx } => self.on_revert(idx as usize),
+            Ev::Reconcile { svc } => self.on_reconcile(svc),
         }
     }
 

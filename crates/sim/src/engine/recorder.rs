@@ -187,7 +187,7 @@ impl Engine {
             let c = &mut rec.comps[lb.series.ix()];
             let running = lb.running_nodes();
             c.in_flight.push(lb.flows_in_use() as f64);
-            c.limit.push(running as f64 * f64::from(lb.flows_per_node));
+            c.limit.push(lb.capacity() as f64);
             c.queue.push(0.0);
             c.replicas.push(running as f64);
             c.app_utilisation.push(0.0);

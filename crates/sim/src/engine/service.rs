@@ -18,6 +18,7 @@ use super::Engine;
 use super::attempt::{Held, Phase, Res};
 use super::autoscale::Autoscaler;
 use super::ids::{PodKey, SeriesId, ServiceId};
+use super::scale::FleetScale;
 use super::stats::Avg;
 use crate::dist::ServiceTime;
 use crate::queue::Lane;
@@ -27,6 +28,8 @@ use crate::slab::{Key, Slab};
 #[derive(Debug)]
 pub(crate) struct Pod {
     pub(crate) ready: bool,
+    /// A `fail_pods` fault: the app refuses every attempt at once.
+    pub(crate) failing: bool,
     pub(crate) sidecar_in: u32,
     /// Keys of attempts waiting for a slot; timed-out ones stay as stale
     /// keys and are skipped.
@@ -46,6 +49,7 @@ impl Pod {
     pub(crate) fn new(ready: bool, now: Nanos) -> Pod {
         Pod {
             ready,
+            failing: false,
             sidecar_in: 0,
             sidecar_queue: VecDeque::new(),
             sidecar_queued: 0,
@@ -92,6 +96,25 @@ pub(crate) struct Service {
     pub(crate) service_time: ServiceTime,
     pub(crate) autoscaler: Option<Autoscaler>,
     pub(crate) pod_start: Nanos,
+    /// How `--scale` shrinks this service (for capacities set by actions).
+    pub(crate) fleet: FleetScale,
+    /// Replicas the Deployment wants: the scenario's, then the HPA's.
+    pub(crate) desired: u32,
+    /// Pods the replica controller may not start yet (`kill_pods` with
+    /// `for`: their node is gone).
+    pub(crate) unschedulable: u32,
+    /// A replica-controller check is scheduled.
+    pub(crate) reconcile_armed: bool,
+    pub(crate) controller_period: Nanos,
+    /// Active `slow_service` actions: (action, factor, add).
+    pub(crate) slowdowns: Vec<(u16, f64, Nanos)>,
+    /// Their product of factors and sum of added latencies.
+    pub(crate) time_factor: f64,
+    pub(crate) time_add: Nanos,
+    /// The highest `workers` and sidecar limit ever set: after a cut, pods
+    /// may hold more than the new limit until they drain (audited bound).
+    pub(crate) peak_workers: u32,
+    pub(crate) peak_sidecar_limit: u32,
     pub(crate) rng: Pcg64Mcg,
     pub(crate) series: SeriesId,
 }
@@ -131,6 +154,12 @@ impl Service {
         self.order.iter().filter(|&&k| self.pod(k).ready).count()
     }
 
+    /// Recomputes the combined effect of the active slowdowns.
+    pub(crate) fn refresh_slowdown(&mut self) {
+        self.time_factor = self.slowdowns.iter().map(|s| s.1).product();
+        self.time_add = self.slowdowns.iter().map(|s| s.2).sum();
+    }
+
     /// Least-request with two random choices (Envoy's default LEAST_REQUEST).
     fn pick_pod(&mut self) -> Option<PodKey> {
         let n = self.order.len();
@@ -156,6 +185,9 @@ impl Engine {
         let Some(p) = svc.pick_pod() else {
             return self.reject(att, Cause::Unavailable);
         };
+        if svc.pod(p).failing {
+            return self.reject(att, Cause::Reset);
+        }
         if let Some(sc) = svc.sidecar {
             let pod = svc.pod_mut(p);
             if pod.sidecar_in < sc.limit {
@@ -202,7 +234,10 @@ impl Engine {
             pod.busy_avg.touch(now, pod.busy);
             pod.busy_tick.touch(now, pod.busy);
             pod.busy += 1;
-            let d = svc.service_time.sample(&mut svc.rng);
+            let mut d = svc.service_time.sample(&mut svc.rng);
+            if !svc.slowdowns.is_empty() {
+                d = d.mul_f64(svc.time_factor) + svc.time_add;
+            }
             self.flight.get_mut(att).phase = Phase::InService;
             // A lognormal tail can saturate the cast to `Nanos`: such work
             // never finishes within the run rather than wrapping around.
@@ -223,7 +258,10 @@ impl Engine {
     }
 
     pub(crate) fn on_service_done(&mut self, att: Key) {
-        let a = *self.flight.get(att);
+        // A killed pod's attempts were reset; their completions are stale.
+        let Some(&a) = self.flight.attempts.get(att) else {
+            return;
+        };
         let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
             unreachable!("a service completion is for an attempt on a pod")
         };
@@ -237,10 +275,14 @@ impl Engine {
         self.release_sidecar(s, p);
     }
 
-    /// A worker is free: start the next queued request.
-    fn pull_app_queue(&mut self, s: ServiceId, p: PodKey) {
+    /// Workers are free: start queued requests while they last.
+    pub(crate) fn pull_app_queue(&mut self, s: ServiceId, p: PodKey) {
         loop {
             let svc = &mut self.services[s.ix()];
+            // After a capacity cut a completion may leave no worker free.
+            if svc.pod(p).busy >= svc.workers {
+                return;
+            }
             let drop_expired = svc.drop_expired;
             let Some(next) = svc.pod_mut(p).app_queue.pop_front() else {
                 return;
@@ -256,23 +298,33 @@ impl Engine {
                 continue;
             }
             self.app_admit(next, s, p);
-            return;
         }
     }
 
-    /// A sidecar slot is free: admit the next queued request.
+    /// A sidecar slot is free: admit queued requests while there is room.
     fn release_sidecar(&mut self, s: ServiceId, p: PodKey) {
         let now = self.now;
         let svc = &mut self.services[s.ix()];
         if svc.sidecar.is_none() {
             return;
         }
-        let drop_expired = svc.drop_expired;
         let pod = svc.pod_mut(p);
         pod.sidecar_avg.touch(now, pod.sidecar_in);
         pod.sidecar_in -= 1;
+        self.fill_sidecar(s, p);
+    }
+
+    /// Admits sidecar-queued requests while the pod is under its limit.
+    pub(crate) fn fill_sidecar(&mut self, s: ServiceId, p: PodKey) {
+        let now = self.now;
         loop {
-            let pod = self.services[s.ix()].pod_mut(p);
+            let svc = &mut self.services[s.ix()];
+            let Some(sc) = svc.sidecar else { return };
+            let drop_expired = svc.drop_expired;
+            let pod = svc.pod_mut(p);
+            if pod.sidecar_in >= sc.limit {
+                return;
+            }
             let Some(next) = pod.sidecar_queue.pop_front() else {
                 return;
             };
@@ -288,7 +340,6 @@ impl Engine {
             pod.sidecar_avg.touch(now, pod.sidecar_in);
             pod.sidecar_in += 1;
             self.app_admit(next, s, p);
-            return;
         }
     }
 

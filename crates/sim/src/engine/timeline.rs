@@ -8,10 +8,10 @@ use stormbreak_policy::shed::ShedRule;
 
 use super::Engine;
 use super::Names;
-use super::ids::{GatewayId, LbId, PopId, RouteId, SiteId};
+use super::ids::{Comp, GatewayId, LbId, PopId, RouteId, ServiceId, SiteId};
 use super::lb::{Gate, LbRamp};
 use crate::record::AppliedAction;
-use crate::scenario::ActionKind;
+use crate::scenario::{ActionKind, StallMode};
 
 /// Whose retry policy a `set_retry` replaces.
 #[derive(Debug, Clone, Copy)]
@@ -67,19 +67,54 @@ pub(crate) enum Action {
         pop: PopId,
         rate: f64,
     },
+    SlowService {
+        svc: ServiceId,
+        factor: f64,
+        add: Nanos,
+    },
+    SetCapacity {
+        svc: ServiceId,
+        workers: Option<u32>,
+        sidecar_limit: Option<u32>,
+    },
+    KillPods {
+        svc: ServiceId,
+        pods: u32,
+    },
+    FailPods {
+        svc: ServiceId,
+        pods: u32,
+    },
+    Stall {
+        targets: Vec<Comp>,
+        mode: StallMode,
+    },
+    SetLbLimit {
+        lb: LbId,
+        node: Option<u32>,
+        flows_per_node: u32,
+    },
 }
 
-/// An action, when it applies, and how the run log words it.
+/// An action, when it applies, how long it lasts, and how the run log
+/// words it.
 #[derive(Debug, Clone)]
 pub(crate) struct Planned {
     pub(crate) at: Nanos,
+    /// Undone this long after `at` (`for`).
+    pub(crate) lasts: Option<Nanos>,
     pub(crate) action: Action,
     pub(crate) what: String,
 }
 
 impl Planned {
     /// Resolves a validated action's names.
-    pub(crate) fn resolve(at: Nanos, kind: &ActionKind, names: &Names<'_>) -> Planned {
+    pub(crate) fn resolve(
+        at: Nanos,
+        lasts: Option<Nanos>,
+        kind: &ActionKind,
+        names: &Names<'_>,
+    ) -> Planned {
         let (action, what) = match kind {
             ActionKind::PauseNodes { lb, nodes } => (
                 Action::PauseNodes {
@@ -196,19 +231,112 @@ impl Planned {
                 },
                 format!("{client}: rate set to {rate}/s"),
             ),
+            ActionKind::SlowService {
+                service,
+                factor,
+                add,
+            } => (
+                Action::SlowService {
+                    svc: names.service(service),
+                    factor: *factor,
+                    add: *add,
+                },
+                format!("{service}: service time × {factor} + {add}"),
+            ),
+            ActionKind::SetCapacity {
+                service,
+                workers,
+                sidecar_limit,
+            } => (
+                Action::SetCapacity {
+                    svc: names.service(service),
+                    workers: *workers,
+                    sidecar_limit: *sidecar_limit,
+                },
+                format!(
+                    "{service}: capacity set to{}{}",
+                    workers.map_or(String::new(), |w| format!(" {w} worker(s)")),
+                    sidecar_limit.map_or(String::new(), |l| format!(" sidecar limit {l}"))
+                ),
+            ),
+            ActionKind::KillPods { service, pods } => (
+                Action::KillPods {
+                    svc: names.service(service),
+                    pods: *pods,
+                },
+                format!("kill {pods} pod(s) of {service}"),
+            ),
+            ActionKind::FailPods { service, pods } => (
+                Action::FailPods {
+                    svc: names.service(service),
+                    pods: *pods,
+                },
+                format!("fail {pods} pod(s) of {service}"),
+            ),
+            ActionKind::Stall { targets, mode } => (
+                Action::Stall {
+                    targets: targets.iter().map(|t| names.comp(t)).collect(),
+                    mode: *mode,
+                },
+                format!(
+                    "stall ({}) {}",
+                    match mode {
+                        StallMode::Hang => "hang",
+                        StallMode::Fail => "fail",
+                    },
+                    targets.join(", ")
+                ),
+            ),
+            ActionKind::SetLbLimit {
+                lb,
+                node,
+                flows_per_node,
+            } => (
+                Action::SetLbLimit {
+                    lb: names.lb(lb),
+                    node: *node,
+                    flows_per_node: *flows_per_node,
+                },
+                format!(
+                    "{lb}{}: flow limit set to {flows_per_node}",
+                    node.map_or(String::new(), |n| format!(" node {n}"))
+                ),
+            ),
         };
-        Planned { at, action, what }
+        let what = match lasts {
+            Some(d) => format!("{what} for {d}"),
+            None => what,
+        };
+        Planned {
+            at,
+            lasts,
+            action,
+            what,
+        }
     }
 }
 
 impl Engine {
     pub(crate) fn on_action(&mut self, idx: usize) {
-        let Planned { at, action, what } = self.timeline[idx].clone();
+        let Planned {
+            at,
+            lasts,
+            action,
+            what,
+        } = self.timeline[idx].clone();
+        if let Some(d) = lasts {
+            let end = at.saturating_add(d);
+            if end <= self.end {
+                self.queue
+                    .schedule(end, super::Ev::Revert { idx: idx as u16 });
+            }
+        }
         match action {
             Action::PauseNodes { lb, nodes } => {
                 for node in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
                     node.paused = true;
                 }
+                self.undo[idx] = super::fault::Undo::Restart { lb, nodes };
                 self.reset_flows(lb);
             }
             Action::RestartNodes { lb } => {
@@ -236,6 +364,10 @@ impl Engine {
                     .rules
                     .add_rule(rule)
                     .expect("validated rule; 64 rules");
+                self.undo[idx] = super::fault::Undo::Unshed {
+                    lb,
+                    route: route.0 as u32,
+                };
             }
             Action::Unshed { lb, route } => {
                 self.lbs[lb].rules.remove_rule(route.0 as u32, None);
@@ -289,6 +421,20 @@ impl Engine {
                 p.arrival_generation += 1;
                 self.schedule_arrival(pop);
             }
+            Action::SlowService { svc, factor, add } => self.slow_service(idx, svc, factor, add),
+            Action::SetCapacity {
+                svc,
+                workers,
+                sidecar_limit,
+            } => self.set_capacity(idx, svc, workers, sidecar_limit),
+            Action::KillPods { svc, pods } => self.kill_pods(idx, svc, pods, lasts.is_some()),
+            Action::FailPods { svc, pods } => self.fail_pods(idx, svc, pods),
+            Action::Stall { targets, mode } => self.stall(idx, &targets, mode),
+            Action::SetLbLimit {
+                lb,
+                node,
+                flows_per_node,
+            } => self.set_lb_limit(idx, lb, node, flows_per_node),
         }
         self.rec.applied.push(AppliedAction { at, what });
     }

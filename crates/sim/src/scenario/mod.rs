@@ -160,6 +160,31 @@ pub struct ServiceSpec {
     /// An HPA for this service; absent means fixed replicas.
     #[serde(default)]
     pub autoscaler: Option<AutoscalerSpec>,
+    /// Time from a pod's creation until it is ready, for the replacements
+    /// the replica controller starts after `kill_pods` (default: the
+    /// autoscaler's `pod_start`, else [`DEFAULT_POD_START`]).
+    #[serde(default)]
+    pub pod_start: Option<Nanos>,
+    /// How often the replica controller (the Deployment's ReplicaSet)
+    /// checks for missing pods while some are missing (default
+    /// [`DEFAULT_CONTROLLER_PERIOD`]).
+    #[serde(default = "default_controller_period")]
+    pub controller_period: Nanos,
+}
+
+/// ASSUMPTION: a pod replaced by its ReplicaSet is ready 30 s after the
+/// controller creates it (scheduling, an image already on the node, start-up
+/// and a first readiness probe), when neither the service nor its
+/// autoscaler says `pod_start`.
+pub const DEFAULT_POD_START: Nanos = Nanos::from_secs(30);
+
+/// ASSUMPTION: the replica controller notices a missing pod within 5 s.
+/// Kubernetes' ReplicaSet controller is driven by watch events and reacts
+/// within about a second; 5 s also covers the kubelet reporting the death.
+pub const DEFAULT_CONTROLLER_PERIOD: Nanos = Nanos::from_secs(5);
+
+fn default_controller_period() -> Nanos {
+    DEFAULT_CONTROLLER_PERIOD
 }
 
 /// `[service.sidecar]`: an Envoy/Istio sidecar's connection-pool limits.
@@ -393,9 +418,24 @@ pub struct RateStep {
 pub struct ActionSpec {
     /// When it applies.
     pub at: Nanos,
+    /// How long it lasts: the action is undone `for` after `at` (only for
+    /// the actions [`ActionKind::revertible`] names; absent: until the end).
+    #[serde(default, rename = "for")]
+    pub lasts: Option<Nanos>,
     /// What it does.
     #[serde(flatten)]
     pub kind: ActionKind,
+}
+
+/// How a stalled component treats the attempts that reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", expecting = "\"hang\" or \"fail\"")]
+pub enum StallMode {
+    /// Attempts are accepted and never answered: each caller waits for its
+    /// own timeout; when the stall ends, the hung attempts are reset.
+    Hang,
+    /// Attempts are refused at once (connection refused: `unavailable`).
+    Fail,
 }
 
 /// What a timeline action does.
@@ -404,7 +444,7 @@ pub struct ActionSpec {
     tag = "do",
     rename_all = "snake_case",
     deny_unknown_fields,
-    expecting = "an action with do = \"pause_nodes\" | \"restart_nodes\" | \"set_retry\" | \"shed\" | \"unshed\" | \"ramp\" | \"admit\" | \"shift_traffic\" | \"set_rate\""
+    expecting = "an action with do = \"pause_nodes\" | \"restart_nodes\" | \"set_retry\" | \"shed\" | \"unshed\" | \"ramp\" | \"admit\" | \"shift_traffic\" | \"set_rate\" | \"slow_service\" | \"set_capacity\" | \"kill_pods\" | \"fail_pods\" | \"stall\" | \"set_lb_limit\""
 )]
 pub enum ActionKind {
     /// Pause LB nodes: their flows are released (attempts on them fail) and
@@ -499,6 +539,116 @@ pub enum ActionKind {
         #[serde(with = "units::rate")]
         rate: f64,
     },
+    /// A service slows down (a bad deploy, a noisy neighbour, a slow disk):
+    /// every service time that starts from now on is `factor` × its sample
+    /// plus `add`. Work already in service keeps its completion time.
+    SlowService {
+        /// Service name.
+        service: String,
+        /// Multiplies each service time (default 1).
+        #[serde(default = "one")]
+        factor: f64,
+        /// Fixed latency added to each service time (default 0).
+        #[serde(default)]
+        add: Nanos,
+    },
+    /// Set a service's per-pod capacity: app workers (CPU throttling, a
+    /// shrunk thread pool) and/or the sidecar's concurrency limit. A cut
+    /// admits nothing new until the pods drain below it; running work
+    /// finishes.
+    SetCapacity {
+        /// Service name.
+        service: String,
+        /// Workers per pod, as in `app.workers` (scaled alike).
+        #[serde(default)]
+        workers: Option<u32>,
+        /// Sidecar limit per pod, as in `sidecar.limit` (scaled alike).
+        #[serde(default)]
+        sidecar_limit: Option<u32>,
+    },
+    /// Kill pods (OOM, node loss): their in-flight attempts fail with a
+    /// reset and the pods are gone. The replica controller starts
+    /// replacements (ready after `pod_start`); with `for`, the lost
+    /// capacity cannot be rescheduled until it ends (the node is gone).
+    KillPods {
+        /// Service name.
+        service: String,
+        /// How many pods, oldest first (at scale 1; scaled like `replicas`).
+        pods: u32,
+    },
+    /// Pods whose app fails while they stay in the endpoints: every attempt
+    /// sent to them is answered at once with a reset (Envoy's 503 `UF`).
+    /// Least-request balancing sends them more, since they answer fast.
+    FailPods {
+        /// Service name.
+        service: String,
+        /// How many pods, oldest first (scaled like `replicas`).
+        pods: u32,
+    },
+    /// Components stop answering: a dependency, or a whole region (list its
+    /// LB pools, gateways and services).
+    Stall {
+        /// Component names (services, gateways or LB pools).
+        targets: Vec<String>,
+        /// `hang` (no answer until the caller's timeout) or `fail` (refused
+        /// at once).
+        mode: StallMode,
+    },
+    /// Set the flow limit (`maxconn`) of an LB pool's nodes, or of one node.
+    SetLbLimit {
+        /// LB pool name.
+        lb: String,
+        /// One node, counting from 0 (default: every node).
+        #[serde(default)]
+        node: Option<u32>,
+        /// The new limit per node, as in `flows_per_node` (scaled alike).
+        flows_per_node: u32,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl ActionKind {
+    /// The `do = "…"` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ActionKind::PauseNodes { .. } => "pause_nodes",
+            ActionKind::RestartNodes { .. } => "restart_nodes",
+            ActionKind::SetRetry { .. } => "set_retry",
+            ActionKind::Shed { .. } => "shed",
+            ActionKind::Unshed { .. } => "unshed",
+            ActionKind::Ramp { .. } => "ramp",
+            ActionKind::Admit { .. } => "admit",
+            ActionKind::ShiftTraffic { .. } => "shift_traffic",
+            ActionKind::SetRate { .. } => "set_rate",
+            ActionKind::SlowService { .. } => "slow_service",
+            ActionKind::SetCapacity { .. } => "set_capacity",
+            ActionKind::KillPods { .. } => "kill_pods",
+            ActionKind::FailPods { .. } => "fail_pods",
+            ActionKind::Stall { .. } => "stall",
+            ActionKind::SetLbLimit { .. } => "set_lb_limit",
+        }
+    }
+
+    /// Whether `for` may undo the action: the capacity triggers and faults,
+    /// a pause (the nodes restart) and a shed (the rule is removed). The
+    /// others already have their inverse as an action of their own, or no
+    /// single state to return to (a ramp runs its own course).
+    pub fn revertible(&self) -> bool {
+        matches!(
+            self,
+            ActionKind::PauseNodes { .. }
+                | ActionKind::Shed { .. }
+                | ActionKind::SlowService { .. }
+                | ActionKind::SetCapacity { .. }
+                | ActionKind::KillPods { .. }
+                | ActionKind::FailPods { .. }
+                | ActionKind::Stall { .. }
+                | ActionKind::SetLbLimit { .. }
+        )
+    }
 }
 
 fn default_ramp_status() -> u16 {
@@ -659,6 +809,9 @@ pub const MAX_NODES: u32 = 10_000;
 /// Largest concurrency or queue length: `flows_per_node`, sidecar `limit`
 /// and `queue`, app `workers` and `queue`, client `workers`.
 pub const MAX_SLOTS: u32 = 10_000_000;
+/// Largest `slow_service` factor: a thousand-fold slowdown is already a
+/// stall; beyond it, use `stall`.
+pub const MAX_SLOWDOWN: f64 = 1000.0;
 /// Largest client `fanout` (attempts spawned per failed attempt).
 pub const MAX_FANOUT: u32 = 100;
 /// Largest client `fanout_max_in_flight`.

@@ -16,8 +16,8 @@ use super::spans::Doc;
 use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
     MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE, MAX_SITES,
-    MAX_SLOTS, ScaleMetric, Scenario, ScenarioError, ScenarioWarning, check_budget, check_retry,
-    line_col, parse_clock,
+    MAX_SLOTS, MAX_SLOWDOWN, ScaleMetric, Scenario, ScenarioError, ScenarioWarning, check_budget,
+    check_retry, line_col, parse_clock,
 };
 
 /// Builds errors and collects warnings at positions in one scenario text.
@@ -388,6 +388,24 @@ impl Scenario {
                     ));
                 }
             }
+            if let Some(t) = s.pod_start {
+                let (path, what) = field("pod_start");
+                ck.duration(&path, &what, t, Nanos::ZERO)?;
+                if let Some(a) = &s.autoscaler
+                    && a.pod_start != t
+                {
+                    return Err(ck.key(
+                        &path,
+                        format!(
+                            "{who}: pod_start {} differs from autoscaler.pod_start {}: a pod starts alike whoever asks for it; give one",
+                            units::format_duration(t),
+                            units::format_duration(a.pod_start)
+                        ),
+                    ));
+                }
+            }
+            let (path, what) = field("controller_period");
+            ck.duration(&path, &what, s.controller_period, Nanos::NANOSECOND)?;
             let Some(a) = &s.autoscaler else { continue };
             let (path, what) = field("autoscaler.max");
             ck.count(&path, &what, a.max.into(), 1, MAX_PODS.into())?;
@@ -646,6 +664,17 @@ impl Scenario {
                 Some(ComponentRef::Lb(i)) => Ok(*i),
                 _ => Err(at_key("lb", format!("{n:?} is not an lb"))),
             };
+            let service = |n: &str| match comps.get(n) {
+                Some(ComponentRef::Service(i)) => Ok(*i),
+                _ => Err(at_key(
+                    "service",
+                    format!(
+                        "{}: {n:?} is not a service: expected one of {}",
+                        a.kind.name(),
+                        sorted_names(self.services.iter().map(|s| s.name.get_ref().as_str()))
+                    ),
+                )),
+            };
             let route = |n: &str| {
                 self.route_index(n).ok_or_else(|| {
                     at_key(
@@ -664,7 +693,149 @@ impl Scenario {
                     ),
                 ));
             }
+            if let Some(d) = a.lasts {
+                if !a.kind.revertible() {
+                    return Err(at_key(
+                        "for",
+                        format!(
+                            "{}: `for` is not supported: only pause_nodes, shed, slow_service, set_capacity, kill_pods, fail_pods, stall and set_lb_limit can be undone after a while",
+                            a.kind.name()
+                        ),
+                    ));
+                }
+                ck.duration(
+                    &format!("{p}.for"),
+                    &format!("action: {}: for", a.kind.name()),
+                    d,
+                    Nanos::NANOSECOND,
+                )?;
+            }
             match &a.kind {
+                ActionKind::SlowService {
+                    service: name,
+                    factor,
+                    add,
+                } => {
+                    service(name)?;
+                    if !(factor.is_finite() && *factor > 0.0 && *factor <= MAX_SLOWDOWN) {
+                        return Err(at_key(
+                            "factor",
+                            format!(
+                                "slow_service: factor must be a number in (0, {MAX_SLOWDOWN}], got {factor}"
+                            ),
+                        ));
+                    }
+                    ck.duration(
+                        &format!("{p}.add"),
+                        "action: slow_service: add",
+                        *add,
+                        Nanos::ZERO,
+                    )?;
+                    if *factor == 1.0 && *add == Nanos::ZERO {
+                        return Err(here(
+                            "slow_service: give factor (≠ 1) or add (> 0); as written it changes nothing".into(),
+                        ));
+                    }
+                }
+                ActionKind::SetCapacity {
+                    service: name,
+                    workers,
+                    sidecar_limit,
+                } => {
+                    let i = service(name)?;
+                    if workers.is_none() && sidecar_limit.is_none() {
+                        return Err(here(
+                            "set_capacity: give workers, sidecar_limit or both".into(),
+                        ));
+                    }
+                    if let Some(w) = workers {
+                        ck.count(
+                            &format!("{p}.workers"),
+                            "action: set_capacity: workers",
+                            (*w).into(),
+                            1,
+                            MAX_SLOTS.into(),
+                        )?;
+                    }
+                    if let Some(l) = sidecar_limit {
+                        if self.services[i].sidecar.is_none() {
+                            return Err(at_key(
+                                "sidecar_limit",
+                                format!("set_capacity: service {name:?} has no sidecar"),
+                            ));
+                        }
+                        ck.count(
+                            &format!("{p}.sidecar_limit"),
+                            "action: set_capacity: sidecar_limit",
+                            (*l).into(),
+                            1,
+                            MAX_SLOTS.into(),
+                        )?;
+                    }
+                }
+                ActionKind::KillPods {
+                    service: name,
+                    pods,
+                }
+                | ActionKind::FailPods {
+                    service: name,
+                    pods,
+                } => {
+                    service(name)?;
+                    ck.count(
+                        &format!("{p}.pods"),
+                        &format!("action: {}: pods", a.kind.name()),
+                        (*pods).into(),
+                        1,
+                        MAX_PODS.into(),
+                    )?;
+                }
+                ActionKind::Stall { targets, mode: _ } => {
+                    if targets.is_empty() {
+                        return Err(at_key(
+                            "targets",
+                            "stall: targets must name at least one component".into(),
+                        ));
+                    }
+                    for (j, t) in targets.iter().enumerate() {
+                        if !comps.contains_key(t.as_str()) {
+                            return Err(at_key(
+                                "targets",
+                                format!(
+                                    "stall: unknown component {t:?}: expected an lb, gateway or service"
+                                ),
+                            ));
+                        }
+                        if targets[..j].contains(t) {
+                            return Err(at_key("targets", format!("stall: {t:?} is listed twice")));
+                        }
+                    }
+                }
+                ActionKind::SetLbLimit {
+                    lb: name,
+                    node,
+                    flows_per_node,
+                } => {
+                    let i = lb(name)?;
+                    if let Some(n) = node
+                        && *n >= self.lbs[i].nodes
+                    {
+                        return Err(at_key(
+                            "node",
+                            format!(
+                                "set_lb_limit: node must be in 0..{} (lb {name:?} has {} nodes), got {n}",
+                                self.lbs[i].nodes, self.lbs[i].nodes
+                            ),
+                        ));
+                    }
+                    ck.count(
+                        &format!("{p}.flows_per_node"),
+                        "action: set_lb_limit: flows_per_node",
+                        (*flows_per_node).into(),
+                        1,
+                        MAX_SLOTS.into(),
+                    )?;
+                }
                 ActionKind::PauseNodes { lb: name, nodes } => {
                     let i = lb(name)?;
                     if *nodes == 0 || *nodes > self.lbs[i].nodes {
