@@ -177,6 +177,10 @@ pub struct ComponentSeries {
     pub replicas: Vec<f64>,
     /// Time-averaged app utilisation over the interval (busy / workers).
     pub app_utilisation: Vec<f64>,
+    /// LBs with `connections`: client connections open (busy, idle or
+    /// closing) at the end of the interval. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<f64>,
     /// Whole-run Little's-law figures.
     pub little: LittleTotals,
 }

@@ -116,10 +116,27 @@ fn scenario(
     timeout_ms: u32,
     actions: &[u8],
     failover: bool,
+    conns: u8,
 ) -> String {
     let mut s = String::new();
     s += "[scenario]\nname = \"prop\"\nduration = \"240s\"\ninterval = \"10s\"\n";
     s += &format!("[[lb]]\nname = \"edge\"\nnodes = {nodes}\nflows_per_node = {flows}\n");
+    // 0: no connection model; 1: connections at the LB, one per attempt;
+    // 2: keep-alive processes; 3: and a reconnect backoff.
+    if conns > 0 {
+        s += &format!(
+            "connections = {{ maxconn = {}, keepalive_timeout = \"{}s\" }}\n",
+            flows + 5,
+            3 + flows % 20
+        );
+    }
+    let client_conns = match conns {
+        2 => "\nconnections = { instances = 30, idle_timeout = \"7s\" }",
+        3 => {
+            "\nconnections = { instances = 12, reconnect_backoff = { kind = \"exponential\", base = \"500ms\", max = \"4s\", jitter = \"proportional\" } }"
+        }
+        _ => "",
+    };
     s += "[[lb]]\nname = \"edge2\"\nnodes = 2\nflows_per_node = 40\n";
     let retry = if retries > 1 {
         format!(
@@ -165,7 +182,7 @@ fn scenario(
     s += "[[route]]\nname = \"alt\"\npath = [\"edge2\", \"api\"]\n";
     for (name, site) in [("east", "a"), ("west", "b")] {
         s += &format!(
-            "[[client]]\nname = \"{name}\"\nroute = \"main\"\nsite = \"{site}\"\nrate = \"{rate}/s\"\ntimeout = \"{timeout_ms}ms\"{retry}\nfailover_route = \"alt\"\nstep = [{{ at = \"60s\", rate = \"{spike}/s\" }}, {{ at = \"120s\", rate = \"{}/s\" }}]\n",
+            "[[client]]\nname = \"{name}\"\nroute = \"main\"\nsite = \"{site}\"\nrate = \"{rate}/s\"\ntimeout = \"{timeout_ms}ms\"{retry}{client_conns}\nfailover_route = \"alt\"\nstep = [{{ at = \"60s\", rate = \"{spike}/s\" }}, {{ at = \"120s\", rate = \"{}/s\" }}]\n",
             (rate / 4).max(1)
         );
     }
@@ -204,6 +221,7 @@ fn scenario(
                 let mode = if a % 2 == 0 { "hang" } else { "fail" };
                 format!("do = \"stall\"\ntargets = {targets}\nmode = \"{mode}\"\nfor = \"20s\"\n")
             }
+            _ if conns > 0 => "do = \"set_lb_limit\"\nlb = \"edge\"\nnode = 0\nflows_per_node = 1\nmaxconn = 2\nfor = \"30s\"\n".to_owned(),
             _ => "do = \"set_lb_limit\"\nlb = \"edge\"\nnode = 0\nflows_per_node = 1\nfor = \"30s\"\n".to_owned(),
         };
     }
@@ -230,10 +248,11 @@ proptest! {
         timeout_ms in 50u32..2000,
         actions in proptest::collection::vec(any::<u8>(), 0..9),
         failover in any::<bool>(),
+        conns in 0u8..4,
         seed in 0u64..1000,
     ) {
         let text = scenario(nodes, flows, gateway, retries, sidecar, workers, app_queue,
-            drop_expired, mean_ms, replicas, rate, spike, timeout_ms, &actions, failover);
+            drop_expired, mean_ms, replicas, rate, spike, timeout_ms, &actions, failover, conns);
         run_audited(&text, seed, Nanos::from_millis(1700));
     }
 }

@@ -17,6 +17,7 @@ use stormbreak_policy::Nanos;
 
 use super::Engine;
 use super::caller::CallState;
+use super::conn::Conn;
 use super::ids::{Comp, NodeId, PodKey, RouteId, SiteId};
 use crate::record::Cause;
 use crate::slab::{Key, Slab};
@@ -81,6 +82,8 @@ pub(crate) struct Attempt {
     pub(crate) abandoned: bool,
     /// Site of the client population behind the attempt (0 when none).
     pub(crate) site: SiteId,
+    /// The client connection it rides to an LB (with `connections`).
+    pub(crate) conn: Conn,
 }
 
 /// What an attempt produced, as its caller sees it.
@@ -173,6 +176,7 @@ impl Engine {
             call: CallState::default(),
             abandoned: false,
             site,
+            conn: Conn::None,
         });
         let live = self.flight.attempts.len();
         self.flight.peak = self.flight.peak.max(live);
@@ -237,6 +241,10 @@ impl Engine {
         if let (Comp::Lb(l), Held::Flow(node)) = (a.comp, a.held) {
             self.lb_release(l, node, &a, res == Res::Ok);
         }
+        if let (Comp::Lb(l), conn @ (Conn::Pooled { .. } | Conn::Oneshot { .. })) = (a.comp, a.conn)
+        {
+            self.conn_release(l, conn);
+        }
         self.deliver(a, res);
     }
 
@@ -287,6 +295,9 @@ impl Engine {
         a.parent = Parent::Detached;
         a.abandoned = true;
         let snapshot = Attempt { parent, ..*a };
+        if a.hop == 0 {
+            self.conn_disown(snapshot.conn);
+        }
         if let Parent::Attempt(p) = parent {
             // The parent no longer waits for this child.
             self.flight.get_mut(p).child = None;

@@ -163,6 +163,27 @@ impl Engine {
                 );
             }
         }
+        for (l, lb) in self.lbs.pools.iter().enumerate() {
+            if lb.conns.is_none() {
+                continue;
+            }
+            let held = self.conns_held(super::ids::LbId::new(l));
+            for (n, node) in lb.nodes.iter().enumerate() {
+                ensure!(
+                    node.conns == held[n],
+                    "lb {}: node {n} counts {} connections, {} processes and attempts hold one",
+                    self.rec.comps[lb.series.ix()].name,
+                    node.conns,
+                    held[n]
+                );
+                ensure!(
+                    !node.paused || node.conns == 0,
+                    "lb {}: paused node {n} holds {} connections",
+                    self.rec.comps[lb.series.ix()].name,
+                    node.conns
+                );
+            }
+        }
         for (s, svc) in self.services.iter().enumerate() {
             let name = &self.rec.comps[svc.series.ix()].name;
             ensure!(

@@ -49,8 +49,8 @@ pub(crate) enum Undo {
     Heal { svc: ServiceId, pods: Vec<PodKey> },
     /// End this action's stall of these components.
     Unstall { series: Vec<SeriesId> },
-    /// Restore the nodes' previous flow limits.
-    LbLimits { lb: LbId, limits: Vec<u32> },
+    /// Restore the nodes' previous (flow, connection) limits.
+    LbLimits { lb: LbId, limits: Vec<(u32, u32)> },
 }
 
 /// Stalls in force and the attempts they hold, per component series.
@@ -363,17 +363,28 @@ impl Engine {
         s.remove_drained();
     }
 
-    pub(crate) fn set_lb_limit(&mut self, idx: usize, lb: LbId, node: Option<u32>, flows: u32) {
+    pub(crate) fn set_lb_limit(
+        &mut self,
+        idx: usize,
+        lb: LbId,
+        node: Option<u32>,
+        flows: Option<u32>,
+        maxconn: Option<u32>,
+    ) {
         let scale = self.scale;
         let pool = &mut self.lbs[lb];
         self.undo[idx] = Undo::LbLimits {
             lb,
-            limits: pool.nodes.iter().map(|n| n.limit).collect(),
+            limits: pool.nodes.iter().map(|n| (n.limit, n.conn_limit)).collect(),
         };
-        let limit = scaled(flows, scale);
         for (i, n) in pool.nodes.iter_mut().enumerate() {
             if node.is_none_or(|j| j as usize == i) {
-                n.limit = limit;
+                if let Some(f) = flows {
+                    n.limit = scaled(f, scale);
+                }
+                if let Some(m) = maxconn {
+                    n.conn_limit = scaled(m, scale);
+                }
             }
         }
     }
@@ -415,8 +426,9 @@ impl Engine {
             }
             Undo::Unstall { series } => self.unstall(idx, &series),
             Undo::LbLimits { lb, limits } => {
-                for (n, l) in self.lbs[lb].nodes.iter_mut().zip(limits) {
-                    n.limit = l;
+                for (n, (flows, conns)) in self.lbs[lb].nodes.iter_mut().zip(limits) {
+                    n.limit = flows;
+                    n.conn_limit = conns;
                 }
             }
         }

@@ -12,6 +12,7 @@ use stormbreak_policy::shed::{Criticality, Decision, ShedRules};
 
 use super::Engine;
 use super::attempt::{Attempt, Held, Res};
+use super::conn::{Conn, LbConns};
 use super::ids::{Comp, LbId, NodeId, RouteId, SeriesId, SiteId};
 use super::scale::scaled;
 use crate::record::{AppliedAction, Cause};
@@ -23,6 +24,11 @@ pub(crate) struct Node {
     pub(crate) flows: u32,
     /// Flows the node may hold (`flows_per_node`, or a `set_lb_limit`).
     pub(crate) limit: u32,
+    /// Client connections open on the node, busy, idle or closing (only
+    /// with `connections`; see the `conn` module).
+    pub(crate) conns: u32,
+    /// `maxconn` (`u32::MAX` without `connections`).
+    pub(crate) conn_limit: u32,
     pub(crate) paused: bool,
 }
 
@@ -59,6 +65,8 @@ pub(crate) struct Lb {
     pub(crate) ramps: Vec<LbRamp>,
     pub(crate) gates: Vec<Gate>,
     pub(crate) nodes: Vec<Node>,
+    /// The connection model, when the pool has `connections`.
+    pub(crate) conns: Option<LbConns>,
     /// Round-robin position.
     next: usize,
     pub(crate) series: SeriesId,
@@ -68,8 +76,12 @@ pub(crate) struct Lb {
 }
 
 impl Lb {
-    pub(crate) fn build(spec: &LbSpec, scale: f64, series: SeriesId) -> Lb {
+    pub(crate) fn build(spec: &LbSpec, scale: f64, pops: usize, series: SeriesId) -> Lb {
         let limit = scaled(spec.flows_per_node, scale);
+        let conn_limit = spec
+            .connections
+            .as_ref()
+            .map_or(u32::MAX, |c| scaled(c.maxconn, scale));
         Lb {
             rules: ShedRules::with_capacity(64).expect("a static capacity"),
             ramps: Vec::new(),
@@ -78,9 +90,15 @@ impl Lb {
                 .map(|_| Node {
                     flows: 0,
                     limit,
+                    conns: 0,
+                    conn_limit,
                     paused: false,
                 })
                 .collect(),
+            conns: spec
+                .connections
+                .as_ref()
+                .map(|_| LbConns::new(spec.nodes as usize, pops)),
             next: 0,
             series,
             arrivals_total: 0,
@@ -107,7 +125,7 @@ impl Lb {
     }
 
     /// The next running node, round-robin.
-    fn pick(&mut self) -> Option<NodeId> {
+    pub(crate) fn pick(&mut self) -> Option<NodeId> {
         let n = self.nodes.len();
         let j = (0..n)
             .map(|i| (self.next + i) % n)
@@ -159,13 +177,53 @@ impl std::ops::IndexMut<LbId> for LbPools {
 
 impl Engine {
     /// Shed rules, gates and ramps first; then a flow on the next running
-    /// node, or a refusal.
+    /// node, or a refusal. With `connections`, the attempt first needs a
+    /// connection, whose node it then uses: HAProxy answers nothing, not
+    /// even a shed 403, before it has accepted the connection.
     pub(crate) fn lb_enter(&mut self, att: Key, a: &Attempt, l: LbId) {
+        let connected = if self.lbs[l].conns.is_some() {
+            match self.connect(att, a, l) {
+                Some(node) => Some(node),
+                None => return, // refused, and answered
+            }
+        } else {
+            None
+        };
+        let lb = &mut self.lbs.pools[l.ix()];
+        lb.arrivals_total += 1;
+        if let Some(res) = self.lb_rules(a, l) {
+            let lb = &mut self.lbs.pools[l.ix()];
+            lb.refused_total += 1;
+            self.rec.reject(lb.series);
+            return self.complete(att, res);
+        }
+        let lb = &mut self.lbs.pools[l.ix()];
+        let node = match connected {
+            Some(node) => node,
+            None => {
+                let Some(node) = lb.pick() else {
+                    lb.refused_total += 1;
+                    return self.reject(att, Cause::Unavailable);
+                };
+                node
+            }
+        };
+        let n = &mut lb.nodes[node.ix()];
+        if n.flows >= n.limit {
+            lb.refused_total += 1;
+            return self.reject(att, Cause::FlowsExhausted);
+        }
+        n.flows += 1;
+        self.flight.get_mut(att).held = Held::Flow(node);
+        self.forward(att, None);
+    }
+
+    /// The answer of the LB's shed rules, gates and ramps, if they refuse.
+    fn lb_rules(&mut self, a: &Attempt, l: LbId) -> Option<Res> {
         let now = self.now;
         let lbs = &mut self.lbs;
         let lb = &mut lbs.pools[l.ix()];
-        lb.arrivals_total += 1;
-        let refusal = if let Some(Decision::Reject {
+        if let Some(Decision::Reject {
             status,
             retry_after,
         }) = lb.rules.lookup(a.route.0 as u32, Criticality::Critical)
@@ -193,24 +251,7 @@ impl Engine {
                 },
                 None => None,
             }
-        };
-        if let Some(res) = refusal {
-            lb.refused_total += 1;
-            self.rec.reject(lb.series);
-            return self.complete(att, res);
         }
-        let Some(node) = lb.pick() else {
-            lb.refused_total += 1;
-            return self.reject(att, Cause::Unavailable);
-        };
-        let n = &mut lb.nodes[node.ix()];
-        if n.flows >= n.limit {
-            lb.refused_total += 1;
-            return self.reject(att, Cause::FlowsExhausted);
-        }
-        n.flows += 1;
-        self.flight.get_mut(att).held = Held::Flow(node);
-        self.forward(att, None);
     }
 
     /// An attempt holding a flow leaves: give the flow back; the ramp's
@@ -283,11 +324,14 @@ impl Engine {
             if !matches!(a.held, Held::Flow(_)) {
                 continue;
             }
+            // Its connection was reset with the node's others (below).
+            a.conn = Conn::None;
             if let Some(c) = a.child.take() {
                 self.flight.orphan(c);
             }
             self.complete(k, Res::fail(Cause::Reset));
         }
+        self.reset_conns(l);
     }
 
     /// Starts (or replaces) a staged restore of `route` at `l`.

@@ -10,6 +10,7 @@
 //! | `population` | client populations: arrivals, client retries, fan-out, job queues |
 //! | `rate` | the arrival law (piecewise-linear rate, daily cycle) |
 //! | `lb` | LB pools: nodes and flows, shed rules, admission gates, staged restores |
+//! | `conn` | client connections at an LB (`maxconn`, keep-alive, reconnect backoff) |
 //! | `gateway` | the dependency call and the gateway's retries |
 //! | `service` | pods: sidecar, app workers, queues, least-request balancing |
 //! | `autoscale` | the HPA on its own sync clock, pods started and drained |
@@ -50,6 +51,7 @@ mod attempt;
 mod audit;
 mod autoscale;
 mod caller;
+mod conn;
 mod failover;
 mod fault;
 mod gateway;
@@ -377,7 +379,14 @@ impl Engine {
         let lbs: Vec<Lb> = sc
             .lbs
             .iter()
-            .map(|l| Lb::build(l, scale, rec.add_component(l.name.get_ref(), "lb")))
+            .map(|l| {
+                Lb::build(
+                    l,
+                    scale,
+                    sc.clients.len(),
+                    rec.add_component(l.name.get_ref(), "lb"),
+                )
+            })
             .collect();
         let gateways = sc
             .gateways
@@ -497,6 +506,26 @@ impl Engine {
                     backlog_peak: 0,
                     pending_dispatch: 0,
                     wait_max: Nanos::ZERO,
+                    pool: c.connections.as_ref().map(|conn| {
+                        let lb = match routes_first_hop(sc, &names, c.route.get_ref()) {
+                            Comp::Lb(l) => l,
+                            _ => unreachable!("validated: connections start at an lb"),
+                        };
+                        let keepalive = sc.lbs[lb.ix()]
+                            .connections
+                            .as_ref()
+                            .expect("validated: the lb has connections")
+                            .keepalive_timeout;
+                        conn::Pool::new(
+                            lb,
+                            scaled(conn.instances, scale),
+                            conn.idle_timeout.min(keepalive),
+                            conn.reconnect_backoff.as_ref().map(|b| {
+                                stormbreak_policy::retry::Backoff::new(b)
+                                    .expect("validated backoff")
+                            }),
+                        )
+                    }),
                     rng: entity_rng(seed, i as u64),
                 }
             })
@@ -776,6 +805,12 @@ impl Engine {
             Comp::Service(i) => self.services[i.ix()].series,
         }
     }
+}
+
+/// The first component of the route called `name` (validated).
+fn routes_first_hop(sc: &Scenario, names: &Names<'_>, name: &str) -> Comp {
+    let r = &sc.routes[names.route(name).ix()];
+    names.comp(r.path[0].get_ref())
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -30,6 +30,8 @@ pub(crate) struct Request {
     /// one with fan-out).
     pub(crate) live: u32,
     pub(crate) deadline: Nanos,
+    /// The client process it comes from (with `connections`; else 0).
+    pub(crate) inst: u32,
 }
 
 #[derive(Debug)]
@@ -68,6 +70,8 @@ pub(crate) struct Population {
     pub(crate) backlog_peak: u64,
     /// Longest wait of a job dispatched since the last recording tick.
     pub(crate) wait_max: Nanos,
+    /// Its processes' keep-alive connections (with `connections`).
+    pub(crate) pool: Option<super::conn::Pool>,
     pub(crate) rng: Pcg64Mcg,
 }
 
@@ -139,12 +143,17 @@ impl Engine {
             _ => pop.route,
         };
         self.rec.routes[route.ix()].acc.first_attempts += 1;
+        let inst = match &pop.pool {
+            Some(pool) => pop.rng.random_range(0..pool.len()),
+            None => 0,
+        };
         let req = self.flight.requests.insert(Request {
             pop: p,
             route,
             call,
             live: 1,
             deadline,
+            inst,
         });
         self.client_send(req);
     }
@@ -187,6 +196,17 @@ impl Engine {
         let (lane, site) = (pop.timeout_lane, pop.site);
         if r.route != pop.route {
             pop.spilled_total += 1;
+        }
+        if let Some(pool) = &pop.pool
+            && self.routes[r.route.ix()].path[0] == super::ids::Comp::Lb(pool.lb)
+            && pool.in_backoff(r.inst, self.now)
+        {
+            // Failed inside the client: an attempt of the route that never
+            // reaches its first hop.
+            let acc = &mut self.rec.routes[r.route.ix()].acc;
+            acc.attempts += 1;
+            acc.errors[crate::record::Cause::Unavailable as usize] += 1;
+            return self.client_outcome(req, Res::fail(crate::record::Cause::Unavailable));
         }
         let att = self.new_attempt(r.route, 0, Parent::Client(req), site);
         self.enter(att);

@@ -126,6 +126,9 @@ impl Recorder {
 
 impl Engine {
     pub(crate) fn on_tick(&mut self) {
+        // Reading a connection count closes what expired first (lazy
+        // expiry, exact where observed).
+        self.expire_all_idle();
         let now = self.now;
         if now < self.end {
             self.queue
@@ -188,6 +191,10 @@ impl Engine {
             let running = lb.running_nodes();
             c.in_flight.push(lb.flows_in_use() as f64);
             c.limit.push(lb.capacity() as f64);
+            if lb.conns.is_some() {
+                let open: u64 = lb.nodes.iter().map(|n| u64::from(n.conns)).sum();
+                c.connections.push(open as f64);
+            }
             c.queue.push(0.0);
             c.replicas.push(running as f64);
             c.app_utilisation.push(0.0);

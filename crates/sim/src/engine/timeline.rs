@@ -92,7 +92,8 @@ pub(crate) enum Action {
     SetLbLimit {
         lb: LbId,
         node: Option<u32>,
-        flows_per_node: u32,
+        flows_per_node: Option<u32>,
+        maxconn: Option<u32>,
     },
 }
 
@@ -291,15 +292,19 @@ impl Planned {
                 lb,
                 node,
                 flows_per_node,
+                maxconn,
             } => (
                 Action::SetLbLimit {
                     lb: names.lb(lb),
                     node: *node,
                     flows_per_node: *flows_per_node,
+                    maxconn: *maxconn,
                 },
                 format!(
-                    "{lb}{}: flow limit set to {flows_per_node}",
-                    node.map_or(String::new(), |n| format!(" node {n}"))
+                    "{lb}{}:{}{}",
+                    node.map_or(String::new(), |n| format!(" node {n}")),
+                    flows_per_node.map_or(String::new(), |f| format!(" flow limit set to {f}")),
+                    maxconn.map_or(String::new(), |m| format!(" maxconn set to {m}"))
                 ),
             ),
         };
@@ -434,7 +439,8 @@ impl Engine {
                 lb,
                 node,
                 flows_per_node,
-            } => self.set_lb_limit(idx, lb, node, flows_per_node),
+                maxconn,
+            } => self.set_lb_limit(idx, lb, node, flows_per_node, maxconn),
         }
         self.rec.applied.push(AppliedAction { at, what });
     }

@@ -25,7 +25,7 @@ pub use specs::{FieldProblem, check_budget, check_retry};
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
-use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::retry::{BackoffConfig, RetryConfig};
 
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -116,6 +116,72 @@ pub struct LbSpec {
     pub nodes: u32,
     /// Concurrent flows a node can hold; past it new attempts are refused.
     pub flows_per_node: u32,
+    /// Client connections (keep-alive) held by the nodes; absent: every
+    /// attempt is its own connection, held for its life (the flow).
+    #[serde(default)]
+    pub connections: Option<LbConnSpec>,
+}
+
+/// `[lb.connections]`: HAProxy's connection limit and keep-alive.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a connections table like { maxconn = 20000, keepalive_timeout = \"50s\" }"
+)]
+pub struct LbConnSpec {
+    /// Client connections a node may hold, idle or busy (HAProxy `maxconn`
+    /// in `global`/`frontend`); past it a new connection is not accepted.
+    pub maxconn: u32,
+    /// How long an idle keep-alive connection stays open (HAProxy
+    /// `timeout http-keep-alive`; default [`DEFAULT_KEEPALIVE_TIMEOUT`]).
+    #[serde(default = "default_keepalive")]
+    pub keepalive_timeout: Nanos,
+}
+
+/// ASSUMPTION: HAProxy's `timeout http-keep-alive` falls back to `timeout
+/// http-request`, then to `timeout client` (HAProxy 2.8 configuration
+/// manual, "timeout http-keep-alive"); Debian's packaged `haproxy.cfg` sets
+/// `timeout client 50000` (ms) and neither of the others: 50 s.
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Nanos = Nanos::from_secs(50);
+
+fn default_keepalive() -> Nanos {
+    DEFAULT_KEEPALIVE_TIMEOUT
+}
+
+/// `[client.connections]`: the population as `instances` separate client
+/// processes, each keeping one keep-alive connection to its route's first
+/// LB.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a connections table like { instances = 5000, idle_timeout = \"90s\" }"
+)]
+pub struct ClientConnSpec {
+    /// Client processes sharing the population's rate (each request comes
+    /// from one chosen uniformly, so each process sends a Poisson stream
+    /// of `rate / instances`); scaled with `--scale`.
+    pub instances: u32,
+    /// How long the client keeps an idle connection (default
+    /// [`DEFAULT_CLIENT_IDLE_TIMEOUT`]); the connection closes at the
+    /// sooner of this and the LB's `keepalive_timeout`.
+    #[serde(default = "default_client_idle")]
+    pub idle_timeout: Nanos,
+    /// After its connection is reset or refused, the process waits this
+    /// backoff before connecting again, failing its requests at once
+    /// meanwhile (gRPC's TRANSIENT_FAILURE); absent: it reconnects at its
+    /// next request, as HTTP/1.1 clients do. `BackoffConfig::grpc_connection`
+    /// is `{ base = "1s", multiplier = 1.6, max = "120s", jitter = "proportional" }`.
+    #[serde(default)]
+    pub reconnect_backoff: Option<BackoffConfig>,
+}
+
+/// ASSUMPTION: 90 s, the idle timeout of hyper-util's and reqwest's pools
+/// (`pool_idle_timeout`) and Go's `http.DefaultTransport`
+/// (`IdleConnTimeout`).
+pub const DEFAULT_CLIENT_IDLE_TIMEOUT: Nanos = Nanos::from_secs(90);
+
+fn default_client_idle() -> Nanos {
+    DEFAULT_CLIENT_IDLE_TIMEOUT
 }
 
 /// A `[[gateway]]`: calls its dependency route first, then forwards with its
@@ -370,6 +436,10 @@ pub struct ClientSpec {
     /// attempts cut the pool's throughput (Little's law).
     #[serde(default)]
     pub workers: Option<u32>,
+    /// Keep-alive connections to the route's first LB (which must have
+    /// `connections`); absent: one connection per attempt.
+    #[serde(default)]
+    pub connections: Option<ClientConnSpec>,
 }
 
 /// `diurnal = { amplitude = 0.3, period = "24h", peak_at = "15h" }`: the
@@ -594,15 +664,20 @@ pub enum ActionKind {
         /// at once).
         mode: StallMode,
     },
-    /// Set the flow limit (`maxconn`) of an LB pool's nodes, or of one node.
+    /// Set the flow limit and/or the connection limit (`maxconn`) of an LB
+    /// pool's nodes, or of one node.
     SetLbLimit {
         /// LB pool name.
         lb: String,
         /// One node, counting from 0 (default: every node).
         #[serde(default)]
         node: Option<u32>,
-        /// The new limit per node, as in `flows_per_node` (scaled alike).
-        flows_per_node: u32,
+        /// The new flow limit per node, as in `flows_per_node` (scaled alike).
+        #[serde(default)]
+        flows_per_node: Option<u32>,
+        /// The new connection limit per node, as in `connections.maxconn`.
+        #[serde(default)]
+        maxconn: Option<u32>,
     },
 }
 
@@ -812,6 +887,9 @@ pub const MAX_SLOTS: u32 = 10_000_000;
 /// Largest `slow_service` factor: a thousand-fold slowdown is already a
 /// stall; beyond it, use `stall`.
 pub const MAX_SLOWDOWN: f64 = 1000.0;
+/// Most client processes of one population (`connections.instances`):
+/// each is a row of the engine's connection table.
+pub const MAX_INSTANCES: u32 = 10_000_000;
 /// Largest client `fanout` (attempts spawned per failed attempt).
 pub const MAX_FANOUT: u32 = 100;
 /// Largest client `fanout_max_in_flight`.

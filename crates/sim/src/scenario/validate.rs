@@ -15,9 +15,9 @@ use toml::Spanned;
 use super::spans::Doc;
 use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
-    MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE, MAX_SITES,
-    MAX_SLOTS, MAX_SLOWDOWN, ScaleMetric, Scenario, ScenarioError, ScenarioWarning, check_budget,
-    check_retry, line_col, parse_clock,
+    MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INSTANCES, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE,
+    MAX_SITES, MAX_SLOTS, MAX_SLOWDOWN, ScaleMetric, Scenario, ScenarioError, ScenarioWarning,
+    check_budget, check_retry, line_col, parse_clock,
 };
 
 /// Builds errors and collects warnings at positions in one scenario text.
@@ -213,6 +213,21 @@ impl Scenario {
                 1,
                 MAX_SLOTS.into(),
             )?;
+            if let Some(c) = &lb.connections {
+                ck.count(
+                    &format!("lb.{i}.connections.maxconn"),
+                    &format!("{who}: connections.maxconn"),
+                    c.maxconn.into(),
+                    1,
+                    MAX_SLOTS.into(),
+                )?;
+                ck.duration(
+                    &format!("lb.{i}.connections.keepalive_timeout"),
+                    &format!("{who}: connections.keepalive_timeout"),
+                    c.keepalive_timeout,
+                    Nanos::ZERO,
+                )?;
+            }
         }
         self.check_services(ck)?;
         self.check_routes(ck, &comps)?;
@@ -535,6 +550,41 @@ impl Scenario {
                     ));
                 }
             }
+            if let Some(conn) = &c.connections {
+                let (path, what) = field("connections.instances");
+                ck.count(&path, &what, conn.instances.into(), 1, MAX_INSTANCES.into())?;
+                let (path, what) = field("connections.idle_timeout");
+                ck.duration(&path, &what, conn.idle_timeout, Nanos::ZERO)?;
+                if let Some(b) = &conn.reconnect_backoff {
+                    b.validate().map_err(|e| {
+                        ck.first(
+                            &[
+                                &format!("{p}.connections.reconnect_backoff.{}", e.field()),
+                                &format!("{p}.connections.reconnect_backoff"),
+                            ],
+                            format!("{who}: connections.reconnect_backoff: {e}"),
+                        )
+                    })?;
+                }
+                let first = self
+                    .route_index(c.route.get_ref())
+                    .and_then(|r| self.routes[r].path.first())
+                    .map(|h| h.get_ref().as_str());
+                let lb_has_conns = self
+                    .lbs
+                    .iter()
+                    .any(|l| Some(l.name.get_ref().as_str()) == first && l.connections.is_some());
+                if !lb_has_conns {
+                    return Err(ck.key(
+                        &format!("{p}.connections"),
+                        format!(
+                            "{who}: connections needs its route's first hop to be an [[lb]] with a connections table; route {:?} starts at {:?}",
+                            c.route.get_ref(),
+                            first.unwrap_or("nothing")
+                        ),
+                    ));
+                }
+            }
             let (path, what) = field("rate");
             ck.rate(&path, &what, c.rate, run)?;
             let (path, what) = field("timeout");
@@ -815,8 +865,29 @@ impl Scenario {
                     lb: name,
                     node,
                     flows_per_node,
+                    maxconn,
                 } => {
                     let i = lb(name)?;
+                    if flows_per_node.is_none() && maxconn.is_none() {
+                        return Err(here(
+                            "set_lb_limit: give flows_per_node, maxconn or both".into(),
+                        ));
+                    }
+                    if let Some(m) = maxconn {
+                        if self.lbs[i].connections.is_none() {
+                            return Err(at_key(
+                                "maxconn",
+                                format!("set_lb_limit: lb {name:?} has no connections table"),
+                            ));
+                        }
+                        ck.count(
+                            &format!("{p}.maxconn"),
+                            "action: set_lb_limit: maxconn",
+                            (*m).into(),
+                            1,
+                            MAX_SLOTS.into(),
+                        )?;
+                    }
                     if let Some(n) = node
                         && *n >= self.lbs[i].nodes
                     {
@@ -828,13 +899,15 @@ impl Scenario {
                             ),
                         ));
                     }
-                    ck.count(
-                        &format!("{p}.flows_per_node"),
-                        "action: set_lb_limit: flows_per_node",
-                        (*flows_per_node).into(),
-                        1,
-                        MAX_SLOTS.into(),
-                    )?;
+                    if let Some(f) = flows_per_node {
+                        ck.count(
+                            &format!("{p}.flows_per_node"),
+                            "action: set_lb_limit: flows_per_node",
+                            (*f).into(),
+                            1,
+                            MAX_SLOTS.into(),
+                        )?;
+                    }
                 }
                 ActionKind::PauseNodes { lb: name, nodes } => {
                     let i = lb(name)?;
