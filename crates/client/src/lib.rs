@@ -50,11 +50,21 @@
 
 #![warn(missing_docs)]
 
+mod body;
 mod classify;
+mod clone;
 mod retry;
+mod single_flight;
 
+pub use body::PrefixedBody;
 pub use classify::{Classify, HttpClassifier, error_outcome};
+pub use clone::{
+    BodyTooLarge, BufferedBody, CloneAll, CloneBuffered, CloneRequest, buffer_request,
+};
 pub use retry::{AttemptTimedOut, Retry, RetryLayer, RetryLayerBuilder};
+pub use single_flight::{
+    DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,
+};
 
 /// The error type of the layer's services, as in tower.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
