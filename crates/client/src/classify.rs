@@ -20,8 +20,9 @@ pub trait Classify<Res> {
     /// The outcome of an attempt that failed with an error: a refused
     /// connection is [`ConnectFailed`](AttemptOutcome::ConnectFailed), a
     /// timeout from an inner layer (tokio's or tower's `Elapsed`) is
-    /// [`Timeout`](AttemptOutcome::Timeout), anything else a
-    /// [`Reset`](AttemptOutcome::Reset).
+    /// [`Timeout`](AttemptOutcome::Timeout), a local refusal
+    /// ([`Rejected`](crate::Rejected)) a final 503 with "do not retry"
+    /// pushback, anything else a [`Reset`](AttemptOutcome::Reset).
     fn error(&self, error: &BoxError) -> AttemptOutcome {
         error_outcome(error.as_ref())
     }
@@ -31,6 +32,15 @@ pub trait Classify<Res> {
 pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
     let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = cause {
+        if e.is::<crate::Rejected>() {
+            // Never sent: retrying against our own throttle or open
+            // breaker would only spend the budget.
+            return AttemptOutcome::Response {
+                status: 503,
+                retry_after: None,
+                pushback: Pushback::DoNotRetry,
+            };
+        }
         if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
             return AttemptOutcome::Timeout;
         }

@@ -51,20 +51,27 @@
 #![warn(missing_docs)]
 
 mod body;
+mod breaker;
 mod classify;
 mod clone;
+mod overload;
+mod reject;
 mod retry;
 mod single_flight;
+mod throttle;
 
 pub use body::PrefixedBody;
+pub use breaker::{BreakerLayer, CircuitBreaker};
 pub use classify::{Classify, HttpClassifier, error_outcome};
 pub use clone::{
     BodyTooLarge, BufferedBody, CloneAll, CloneBuffered, CloneRequest, buffer_request,
 };
+pub use reject::{Rejected, RejectedBy};
 pub use retry::{AttemptTimedOut, Retry, RetryLayer, RetryLayerBuilder};
 pub use single_flight::{
     DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,
 };
+pub use throttle::{Throttle, ThrottleLayer};
 
 /// The error type of the layer's services, as in tower.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
