@@ -44,6 +44,15 @@ pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
         if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
             return AttemptOutcome::Timeout;
         }
+        #[cfg(feature = "reqwest")]
+        if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+            if r.is_connect() {
+                return AttemptOutcome::ConnectFailed;
+            }
+            if r.is_timeout() {
+                return AttemptOutcome::Timeout;
+            }
+        }
         if let Some(io) = e.downcast_ref::<io::Error>() {
             match io.kind() {
                 io::ErrorKind::ConnectionRefused => return AttemptOutcome::ConnectFailed,
@@ -101,7 +110,19 @@ impl HttpClassifier {
 
 impl<B> Classify<http::Response<B>> for HttpClassifier {
     fn response(&self, response: &http::Response<B>) -> AttemptOutcome {
-        let headers = response.headers();
+        self.parts(response.status(), response.headers())
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl Classify<reqwest::Response> for HttpClassifier {
+    fn response(&self, response: &reqwest::Response) -> AttemptOutcome {
+        self.parts(response.status(), response.headers())
+    }
+}
+
+impl HttpClassifier {
+    fn parts(&self, status: http::StatusCode, headers: &http::HeaderMap) -> AttemptOutcome {
         let retry_after = if self.honour_retry_after {
             headers
                 .get(http::header::RETRY_AFTER)
@@ -115,7 +136,7 @@ impl<B> Classify<http::Response<B>> for HttpClassifier {
             .and_then(|v| v.to_str().ok())
             .map_or(Pushback::None, Pushback::from_grpc_header);
         AttemptOutcome::Response {
-            status: response.status().as_u16(),
+            status: status.as_u16(),
             retry_after,
             pushback,
         }

@@ -56,6 +56,8 @@ mod classify;
 mod clone;
 mod overload;
 mod reject;
+#[cfg(feature = "reqwest")]
+mod reqwest_middleware;
 mod retry;
 mod single_flight;
 mod throttle;
@@ -67,6 +69,8 @@ pub use clone::{
     BodyTooLarge, BufferedBody, CloneAll, CloneBuffered, CloneRequest, buffer_request,
 };
 pub use reject::{Rejected, RejectedBy};
+#[cfg(feature = "reqwest")]
+pub use reqwest_middleware::RetryMiddleware;
 pub use retry::{AttemptTimedOut, Retry, RetryLayer, RetryLayerBuilder};
 pub use single_flight::{
     DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,

@@ -246,11 +246,13 @@ impl<C, R> RetryLayer<C, R> {
     }
 
     /// The classifier.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) fn classifier(&self) -> &C {
         &self.classifier
     }
 
     /// The state every service of this layer shares.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
