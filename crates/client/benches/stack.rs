@@ -195,5 +195,33 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// Each layer alone on the success path, one thread: where the stack's
+/// cost goes.
+fn parts(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let mut g = c.benchmark_group("stack/success/1-thread/parts");
+    let bare = backend(200);
+    g.bench_function("bare backend", |b| b.iter_custom(|iters| contend(&bare, 1, iters)));
+    let sf = SingleFlightLayer::new().layer(backend(200));
+    g.bench_function("single-flight alone", |b| b.iter_custom(|iters| contend(&sf, 1, iters)));
+    let retry = RetryLayer::builder(&config())
+        .unwrap()
+        .budget(budget())
+        .seed(1)
+        .build()
+        .layer(backend(200));
+    g.bench_function("retry + budget alone", |b| b.iter_custom(|iters| contend(&retry, 1, iters)));
+    let throttle = ThrottleLayer::new(&ThrottleConfig::default())
+        .unwrap()
+        .seed(2)
+        .layer(backend(200));
+    g.bench_function("throttle alone", |b| b.iter_custom(|iters| contend(&throttle, 1, iters)));
+    g.finish();
+}
+
+criterion_group!(benches, bench, parts);
 criterion_main!(benches);

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -212,7 +212,10 @@ fn bump(counter: &AtomicU64) {
 ///   a 2xx answer for a while (a token's lifetime, say); errors and other
 ///   statuses are never cached.
 ///
-/// Every service built from one layer shares its table and counters.
+/// Clones of a service share its key table; each
+/// [`layer`](Layer::layer) call makes a new table (a request never joins a
+/// flight to another inner service). The counters are shared by every
+/// service of the layer.
 ///
 /// Put it **outside** the retry layer: one flight then runs one retry
 /// sequence for all its waiters. Inside it, every waiter would retry on
@@ -340,7 +343,7 @@ impl<S, K: Clone> Layer<S> for SingleFlightLayer<K> {
                 max_body_bytes: self.max_body_bytes,
                 ttl: self.ttl,
                 counters: self.counters.clone(),
-                table: Mutex::new(None),
+                table: OnceLock::new(),
             }),
         }
     }
@@ -383,7 +386,7 @@ struct FlightConfig {
     counters: Arc<Counters>,
     /// The key table, typed by the first call (the layer does not know the
     /// key and body types); `Box<dyn Any>` keeps `FlightConfig` untyped.
-    table: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    table: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// An error shared by every waiter of a flight: the upstream error behind
@@ -478,21 +481,23 @@ struct Table<Key, B> {
 /// The typed table behind [`FlightConfig::table`].
 type TableOf<Key, B> = Arc<Mutex<Table<Key, B>>>;
 
-fn table_of<Key, B>(config: &FlightConfig) -> TableOf<Key, B>
+/// The table for this key and body type, made on first use. `None` only
+/// if one service is used with two request or response types (a service
+/// whose inner service is generic over them): such requests are sent alone.
+fn table_of<Key, B>(config: &FlightConfig) -> Option<&TableOf<Key, B>>
 where
-    Key: Send + 'static,
-    B: Send + 'static,
+    Key: Send + Sync + 'static,
+    TableOf<Key, B>: Send + Sync + 'static,
 {
-    let mut slot = config.table.lock().unwrap_or_else(PoisonError::into_inner);
-    let any = slot.get_or_insert_with(|| {
-        Box::new(Arc::new(Mutex::new(Table::<Key, B> {
-            slots: HashMap::new(),
-            next_id: 0,
-        })))
-    });
-    any.downcast_ref::<TableOf<Key, B>>()
-        .expect("one service has one request and response type")
-        .clone()
+    config
+        .table
+        .get_or_init(|| {
+            Box::new(Arc::new(Mutex::new(Table::<Key, B> {
+                slots: HashMap::new(),
+                next_id: 0,
+            })))
+        })
+        .downcast_ref::<TableOf<Key, B>>()
 }
 
 impl<S, K, ReqB, B> Service<http::Request<ReqB>> for SingleFlight<S, K>
@@ -526,12 +531,15 @@ where
             bump(&counters.unkeyed);
             return Box::pin(alone(self.inner.clone(), request));
         };
-        let table = table_of::<K::Key, B>(config);
-        let now = Instant::now();
+        let Some(table) = table_of::<K::Key, B>(config) else {
+            bump(&counters.unkeyed);
+            return Box::pin(alone(self.inner.clone(), request));
+        };
+        let table = table.clone();
         let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = t.slots.get(&key) {
             match slot {
-                Slot::Cached { until, response } if now < *until => {
+                Slot::Cached { until, response } if Instant::now() < *until => {
                     bump(&counters.cache_hits);
                     let response = response.response();
                     return Box::pin(async move { Ok(response) });
@@ -557,6 +565,7 @@ where
             }
         } else if t.slots.len() >= config.max_keys {
             // Full: drop what has finished or expired before refusing.
+            let now = Instant::now();
             t.slots.retain(|_, slot| slot.is_live(now));
             if t.slots.len() >= config.max_keys {
                 bump(&counters.bypassed_table_full);
@@ -631,20 +640,16 @@ where
     if body.size_hint().lower() > cap as u64 {
         return too_large(parts, PrefixedBody::streaming(body));
     }
-    let mut buf = BytesMut::new();
+    let mut buf = Collect::default();
     let mut trailers = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| shared(e.into()))?;
         match frame.into_data() {
-            Ok(mut data) => {
-                if buf.len() + data.remaining() > cap {
-                    buf.extend_from_slice(&data.copy_to_bytes(data.remaining()));
-                    return too_large(parts, PrefixedBody::new(buf.freeze(), body));
-                }
-                while data.has_remaining() {
-                    let n = data.chunk().len();
-                    buf.extend_from_slice(data.chunk());
-                    data.advance(n);
+            Ok(data) => {
+                let over = buf.len() + data.remaining() > cap;
+                buf.push(data);
+                if over {
+                    return too_large(parts, PrefixedBody::new(buf.finish(), body));
                 }
             }
             Err(frame) => {
@@ -666,9 +671,53 @@ where
         version,
         headers,
         extensions,
-        body: buf.freeze(),
+        body: buf.finish(),
         trailers,
     }))))
+}
+
+/// A body's data frames in memory. The usual single frame (`Full`, a
+/// small hyper body) is kept as it came, without a copy.
+#[derive(Default)]
+struct Collect {
+    first: Option<Bytes>,
+    more: Option<BytesMut>,
+}
+
+impl Collect {
+    fn len(&self) -> usize {
+        self.more
+            .as_ref()
+            .map_or_else(|| self.first.as_ref().map_or(0, Bytes::len), BytesMut::len)
+    }
+
+    fn push(&mut self, mut data: impl Buf) {
+        if let Some(more) = &mut self.more {
+            while data.has_remaining() {
+                let n = data.chunk().len();
+                more.extend_from_slice(data.chunk());
+                data.advance(n);
+            }
+            return;
+        }
+        let bytes = data.copy_to_bytes(data.remaining());
+        match self.first.take() {
+            None => self.first = Some(bytes),
+            Some(first) => {
+                let mut more = BytesMut::with_capacity(first.len() + bytes.len());
+                more.extend_from_slice(&first);
+                more.extend_from_slice(&bytes);
+                self.more = Some(more);
+            }
+        }
+    }
+
+    fn finish(self) -> Bytes {
+        match self.more {
+            Some(more) => more.freeze(),
+            None => self.first.unwrap_or_default(),
+        }
+    }
 }
 
 /// One caller waiting on a flight. Dropping it before the flight lands
