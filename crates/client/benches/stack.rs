@@ -105,13 +105,17 @@ impl SamePolicy {
 impl Policy<Req, Resp, Infallible> for SamePolicy {
     type Future = Ready<()>;
 
-    fn retry(&mut self, _req: &mut Req, result: &mut Result<Resp, Infallible>) -> Option<Ready<()>> {
+    fn retry(
+        &mut self,
+        _req: &mut Req,
+        result: &mut Result<Resp, Infallible>,
+    ) -> Option<Ready<()>> {
         let now = Nanos::from(self.origin.elapsed());
         let mut shared = self.shared.lock().unwrap();
         let (budget, rng) = &mut *shared;
-        let state = self
-            .state
-            .get_or_insert_with(|| RetryState::begin(&self.policy, now, budget as &mut dyn RetryBudget));
+        let state = self.state.get_or_insert_with(|| {
+            RetryState::begin(&self.policy, now, budget as &mut dyn RetryBudget)
+        });
         let outcome = match result {
             Ok(response) => AttemptOutcome::status(response.status().as_u16()),
             Err(never) => match *never {},
@@ -159,7 +163,11 @@ where
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .max()
+        .unwrap()
 }
 
 fn bench(c: &mut Criterion) {
@@ -172,7 +180,8 @@ fn bench(c: &mut Criterion) {
     for (path, status) in [("success", 200), ("100%-failure", 503)] {
         for threads in [1, 2] {
             let mut g = c.benchmark_group(format!("stack/{path}/{threads}-thread"));
-            let tower_retry = tower::retry::RetryLayer::new(SamePolicy::new()).layer(backend(status));
+            let tower_retry =
+                tower::retry::RetryLayer::new(SamePolicy::new()).layer(backend(status));
             g.bench_function("tower Retry (same policy + budget)", |b| {
                 b.iter_custom(|iters| contend(&tower_retry, threads, iters))
             });
@@ -185,11 +194,16 @@ fn bench(c: &mut Criterion) {
                         .seed(1)
                         .build(),
                 )
-                .layer(ThrottleLayer::new(&ThrottleConfig::default()).unwrap().seed(2))
+                .layer(
+                    ThrottleLayer::new(&ThrottleConfig::default())
+                        .unwrap()
+                        .seed(2),
+                )
                 .service(backend(status));
-            g.bench_function("stormbreak stack (single-flight + retry + budget + throttle)", |b| {
-                b.iter_custom(|iters| contend(&stack, threads, iters))
-            });
+            g.bench_function(
+                "stormbreak stack (single-flight + retry + budget + throttle)",
+                |b| b.iter_custom(|iters| contend(&stack, threads, iters)),
+            );
             g.finish();
         }
     }
@@ -205,21 +219,29 @@ fn parts(c: &mut Criterion) {
     let _guard = rt.enter();
     let mut g = c.benchmark_group("stack/success/1-thread/parts");
     let bare = backend(200);
-    g.bench_function("bare backend", |b| b.iter_custom(|iters| contend(&bare, 1, iters)));
+    g.bench_function("bare backend", |b| {
+        b.iter_custom(|iters| contend(&bare, 1, iters))
+    });
     let sf = SingleFlightLayer::new().layer(backend(200));
-    g.bench_function("single-flight alone", |b| b.iter_custom(|iters| contend(&sf, 1, iters)));
+    g.bench_function("single-flight alone", |b| {
+        b.iter_custom(|iters| contend(&sf, 1, iters))
+    });
     let retry = RetryLayer::builder(&config())
         .unwrap()
         .budget(budget())
         .seed(1)
         .build()
         .layer(backend(200));
-    g.bench_function("retry + budget alone", |b| b.iter_custom(|iters| contend(&retry, 1, iters)));
+    g.bench_function("retry + budget alone", |b| {
+        b.iter_custom(|iters| contend(&retry, 1, iters))
+    });
     let throttle = ThrottleLayer::new(&ThrottleConfig::default())
         .unwrap()
         .seed(2)
         .layer(backend(200));
-    g.bench_function("throttle alone", |b| b.iter_custom(|iters| contend(&throttle, 1, iters)));
+    g.bench_function("throttle alone", |b| {
+        b.iter_custom(|iters| contend(&throttle, 1, iters))
+    });
     g.finish();
 }
 

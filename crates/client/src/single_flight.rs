@@ -99,11 +99,41 @@ impl fmt::Debug for DefaultKey {
 }
 
 /// A [`DefaultKey`]: method, URI, credential hash.
-#[derive(Clone, PartialEq, Eq, Hash)]
+///
+/// URIs compare byte for byte (`http`'s own `Uri` equality ignores the
+/// host's case, and hashes it a byte at a time): two spellings of one host
+/// only miss a chance to share.
+#[derive(Clone)]
 pub struct RequestKey {
     method: Method,
     uri: Uri,
     credential: (u64, u64),
+}
+
+impl RequestKey {
+    fn parts(&self) -> (&str, Option<&str>, Option<&str>, Option<&str>) {
+        (
+            self.method.as_str(),
+            self.uri.scheme_str(),
+            self.uri.authority().map(|a| a.as_str()),
+            self.uri.path_and_query().map(|p| p.as_str()),
+        )
+    }
+}
+
+impl PartialEq for RequestKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.credential == other.credential && self.parts() == other.parts()
+    }
+}
+
+impl Eq for RequestKey {}
+
+impl Hash for RequestKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.credential.hash(state);
+        self.parts().hash(state);
+    }
 }
 
 impl fmt::Debug for RequestKey {
@@ -343,6 +373,7 @@ impl<S, K: Clone> Layer<S> for SingleFlightLayer<K> {
                 max_body_bytes: self.max_body_bytes,
                 ttl: self.ttl,
                 counters: self.counters.clone(),
+                hasher: RandomState::new(),
                 table: OnceLock::new(),
             }),
         }
@@ -384,6 +415,8 @@ struct FlightConfig {
     max_body_bytes: usize,
     ttl: Option<Duration>,
     counters: Arc<Counters>,
+    /// Hashes each request's key once, on arrival.
+    hasher: RandomState,
     /// The key table, typed by the first call (the layer does not know the
     /// key and body types); `Box<dyn Any>` keeps `FlightConfig` untyped.
     table: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
@@ -474,8 +507,58 @@ impl<B> Slot<B> {
 }
 
 struct Table<Key, B> {
-    slots: HashMap<Key, Slot<B>>,
+    slots: HashMap<Prehashed<Key>, Slot<B>, BuildPrehashed>,
     next_id: u64,
+}
+
+/// A key with its hash, computed once per request: the table's hasher only
+/// passes it through, so lookups, landing and removal never rehash it.
+#[derive(Clone)]
+struct Prehashed<K> {
+    hash: u64,
+    key: K,
+}
+
+impl<K: PartialEq> PartialEq for Prehashed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+
+impl<K: Eq> Eq for Prehashed<K> {}
+
+impl<K> Hash for Prehashed<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct BuildPrehashed;
+
+impl BuildHasher for BuildPrehashed {
+    type Hasher = PassThrough;
+    fn build_hasher(&self) -> PassThrough {
+        PassThrough(0)
+    }
+}
+
+/// Passes a [`Prehashed`] key's hash through.
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in, FNV-style.
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// The typed table behind [`FlightConfig::table`].
@@ -493,7 +576,7 @@ where
         .table
         .get_or_init(|| {
             Box::new(Arc::new(Mutex::new(Table::<Key, B> {
-                slots: HashMap::new(),
+                slots: HashMap::with_hasher(BuildPrehashed),
                 next_id: 0,
             })))
         })
@@ -536,6 +619,11 @@ where
             return Box::pin(alone(self.inner.clone(), request));
         };
         let table = table.clone();
+        // Hashed once here; every later look-up of this key reuses it.
+        let key = Prehashed {
+            hash: config.hasher.hash_one(&key),
+            key,
+        };
         let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = t.slots.get(&key) {
             match slot {
@@ -725,7 +813,7 @@ impl Collect {
 /// (cancels) the upstream call.
 struct Waiter<Key: Hash + Eq, B> {
     table: TableOf<Key, B>,
-    key: Key,
+    key: Prehashed<Key>,
     id: u64,
     ttl: Option<Duration>,
     flight: Option<FlightFuture<B>>,
