@@ -473,16 +473,11 @@ where
 {
     type Response = S::Response;
 
-    fn send(
-        &mut self,
-        request: Req,
-    ) -> impl Future<Output = Result<S::Response, BoxError>> + Send + '_ {
+    async fn send(&mut self, request: Req) -> Result<S::Response, BoxError> {
         // Waiting for the inner service to be ready is part of the
         // attempt: a pool that stays exhausted cannot outlast the
         // deadline, and its error is judged like any other.
-        async move {
-            let service = self.ready().await.map_err(Into::into)?;
-            service.call(request).await.map_err(Into::into)
-        }
+        let service = self.ready().await.map_err(Into::into)?;
+        service.call(request).await.map_err(Into::into)
     }
 }

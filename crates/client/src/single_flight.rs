@@ -480,7 +480,7 @@ enum Landed<B> {
     Buffered(Arc<Buffered>),
     /// Over the cap: the streaming response, for whichever waiter takes it
     /// first; the others send their own requests.
-    TooLarge(Mutex<Option<http::Response<PrefixedBody<B>>>>),
+    TooLarge(Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>),
 }
 
 type FlightOutput<B> = Result<Arc<Landed<B>>, SharedError>;
@@ -721,9 +721,9 @@ where
     let (parts, mut body) = response.into_parts();
     let too_large = |parts, body| {
         bump(&counters.too_large);
-        Ok(Arc::new(Landed::TooLarge(Mutex::new(Some(
+        Ok(Arc::new(Landed::TooLarge(Mutex::new(Some(Box::new(
             http::Response::from_parts(parts, body),
-        )))))
+        ))))))
     };
     if body.size_hint().lower() > cap as u64 {
         return too_large(parts, PrefixedBody::streaming(body));
@@ -844,6 +844,7 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .take()
+                        .map(|r| *r)
                         .ok_or_else(|| {
                             "single-flight: the streaming response was taken twice".into()
                         }),

@@ -3,6 +3,10 @@
 //! drops it). Real sockets, so real time: pauses are 5 ms, and a 10 s
 //! timeout only guards against a hang.
 
+// Each example includes `support/loopback.rs` so it runs on its own; this
+// test includes both examples, hence the server module twice.
+#![allow(clippy::duplicate_mod)]
+
 #[allow(dead_code)]
 #[path = "../examples/hyper_client.rs"]
 mod hyper_example;
