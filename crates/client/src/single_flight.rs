@@ -464,6 +464,15 @@ struct Buffered {
 }
 
 impl Buffered {
+    fn into_response<B>(self) -> http::Response<PrefixedBody<B>> {
+        let mut r = http::Response::new(PrefixedBody::full(self.body, self.trailers));
+        *r.status_mut() = self.status;
+        *r.version_mut() = self.version;
+        *r.headers_mut() = self.headers;
+        *r.extensions_mut() = self.extensions;
+        r
+    }
+
     fn response<B>(&self) -> http::Response<PrefixedBody<B>> {
         let mut r =
             http::Response::new(PrefixedBody::full(self.body.clone(), self.trailers.clone()));
@@ -834,22 +843,46 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
         let flight = self.flight.as_mut().expect("taken only on drop");
         let output = flight.await;
         self.land(&output);
+        // Let go of the flight: if no other caller holds it (or the cache),
+        // the answer is this waiter's alone and moves out without a copy.
+        drop(self.flight.take());
         match output {
             Err(e) => Err(Box::new(e)),
-            Ok(landed) => match &*landed {
-                Landed::Buffered(b) => Ok(b.response()),
-                Landed::TooLarge(stream) => match own {
-                    Some((service, request)) => alone(service, request).await,
-                    None => stream
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take()
-                        .map(|r| *r)
-                        .ok_or_else(|| {
-                            "single-flight: the streaming response was taken twice".into()
-                        }),
+            Ok(landed) => match Arc::try_unwrap(landed) {
+                Ok(Landed::Buffered(b)) => Ok(match Arc::try_unwrap(b) {
+                    Ok(b) => b.into_response(),
+                    Err(b) => b.response(),
+                }),
+                Ok(Landed::TooLarge(stream)) => self.take_stream(&stream, own).await,
+                Err(landed) => match &*landed {
+                    Landed::Buffered(b) => Ok(b.response()),
+                    Landed::TooLarge(stream) => self.take_stream(stream, own).await,
                 },
             },
+        }
+    }
+
+    /// The caller that started the flight gets its streaming response;
+    /// one that joined sends its own request.
+    async fn take_stream<S, ReqB>(
+        &self,
+        stream: &Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>,
+        own: Option<(S, http::Request<ReqB>)>,
+    ) -> Result<http::Response<PrefixedBody<B>>, BoxError>
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+        S::Error: Into<BoxError>,
+    {
+        {
+            match own {
+                Some((service, request)) => alone(service, request).await,
+                None => stream
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .map(|r| *r)
+                    .ok_or_else(|| "single-flight: the streaming response was taken twice".into()),
+            }
         }
     }
 
