@@ -20,8 +20,9 @@ pub trait Classify<Res> {
     /// The outcome of an attempt that failed with an error: a refused
     /// connection is [`ConnectFailed`](AttemptOutcome::ConnectFailed), a
     /// timeout from an inner layer (tokio's or tower's `Elapsed`) is
-    /// [`Timeout`](AttemptOutcome::Timeout), anything else a
-    /// [`Reset`](AttemptOutcome::Reset).
+    /// [`Timeout`](AttemptOutcome::Timeout), a local refusal
+    /// ([`Rejected`](crate::Rejected)) a final 503 with "do not retry"
+    /// pushback, anything else a [`Reset`](AttemptOutcome::Reset).
     fn error(&self, error: &BoxError) -> AttemptOutcome {
         error_outcome(error.as_ref())
     }
@@ -31,8 +32,26 @@ pub trait Classify<Res> {
 pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
     let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = cause {
+        if e.is::<crate::Rejected>() {
+            // Never sent: retrying against our own throttle or open
+            // breaker would only spend the budget.
+            return AttemptOutcome::Response {
+                status: 503,
+                retry_after: None,
+                pushback: Pushback::DoNotRetry,
+            };
+        }
         if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
             return AttemptOutcome::Timeout;
+        }
+        #[cfg(feature = "reqwest")]
+        if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+            if r.is_connect() {
+                return AttemptOutcome::ConnectFailed;
+            }
+            if r.is_timeout() {
+                return AttemptOutcome::Timeout;
+            }
         }
         if let Some(io) = e.downcast_ref::<io::Error>() {
             match io.kind() {
@@ -91,7 +110,19 @@ impl HttpClassifier {
 
 impl<B> Classify<http::Response<B>> for HttpClassifier {
     fn response(&self, response: &http::Response<B>) -> AttemptOutcome {
-        let headers = response.headers();
+        self.parts(response.status(), response.headers())
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl Classify<reqwest::Response> for HttpClassifier {
+    fn response(&self, response: &reqwest::Response) -> AttemptOutcome {
+        self.parts(response.status(), response.headers())
+    }
+}
+
+impl HttpClassifier {
+    fn parts(&self, status: http::StatusCode, headers: &http::HeaderMap) -> AttemptOutcome {
         let retry_after = if self.honour_retry_after {
             headers
                 .get(http::header::RETRY_AFTER)
@@ -105,7 +136,7 @@ impl<B> Classify<http::Response<B>> for HttpClassifier {
             .and_then(|v| v.to_str().ok())
             .map_or(Pushback::None, Pushback::from_grpc_header);
         AttemptOutcome::Response {
-            status: response.status().as_u16(),
+            status: status.as_u16(),
             retry_after,
             pushback,
         }

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -17,7 +18,7 @@ use stormbreak_policy::{FieldError, Nanos};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::{BoxError, Classify, HttpClassifier};
+use crate::{BoxError, Classify, CloneBuffered, CloneRequest, HttpClassifier};
 
 /// A tower [`Layer`] whose services retry by a [`RetryPolicy`] under a
 /// retry budget shared by every service built from the same layer.
@@ -46,17 +47,19 @@ use crate::{BoxError, Classify, HttpClassifier};
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct RetryLayer<C = HttpClassifier> {
+pub struct RetryLayer<C = HttpClassifier, R = CloneBuffered> {
     shared: Arc<Shared>,
     classifier: C,
+    cloner: R,
 }
 
 /// What every service of one layer shares: the policy, the clock's origin
 /// and, under one lock, the budget and the jitter RNG.
-struct Shared {
+pub(crate) struct Shared {
     policy: RetryPolicy,
     origin: Instant,
     decide: Mutex<Decide>,
+    passed_through: AtomicU64,
 }
 
 struct Decide {
@@ -114,19 +117,21 @@ impl RetryLayer {
             budget: Box::new(RatioBudget::new(&RatioBudgetConfig::default()).expect("default")),
             seed: None,
             classifier: HttpClassifier::default(),
+            cloner: CloneBuffered,
         })
     }
 }
 
 /// Chooses a [`RetryLayer`]'s budget, RNG seed and classifier.
-pub struct RetryLayerBuilder<C = HttpClassifier> {
+pub struct RetryLayerBuilder<C = HttpClassifier, R = CloneBuffered> {
     policy: RetryPolicy,
     budget: Box<dyn RetryBudget + Send>,
     seed: Option<u64>,
     classifier: C,
+    cloner: R,
 }
 
-impl<C> RetryLayerBuilder<C> {
+impl<C, R> RetryLayerBuilder<C, R> {
     /// The retry budget: any of the policy crate's laws, or
     /// [`Unlimited`](stormbreak_policy::budget::Unlimited) to go without
     /// (and storm).
@@ -161,18 +166,53 @@ impl<C> RetryLayerBuilder<C> {
     }
 
     /// The classifier, e.g. for a non-HTTP service.
-    pub fn classifier<D>(self, classifier: D) -> RetryLayerBuilder<D> {
+    pub fn classifier<D>(self, classifier: D) -> RetryLayerBuilder<D, R> {
         RetryLayerBuilder {
             policy: self.policy,
             budget: self.budget,
             seed: self.seed,
             classifier,
+            cloner: self.cloner,
+        }
+    }
+
+    /// How a request is copied for a retry (tower's
+    /// `Policy::clone_request`): a request the cloner declines is sent once,
+    /// unretried. The default, [`CloneBuffered`], copies `http::Request`s
+    /// whose body is already in memory; [`CloneAll`](crate::CloneAll) any
+    /// `Clone` request; a closure `Fn(&Req) -> Option<Req>` anything else.
+    ///
+    /// ```
+    /// use stormbreak_client::RetryLayer;
+    /// use stormbreak_policy::retry::RetryConfig;
+    ///
+    /// // Retry only requests that carry an idempotency key.
+    /// let layer = RetryLayer::builder(&RetryConfig::default())
+    ///     .unwrap()
+    ///     .clone_with(|req: &http::Request<String>| {
+    ///         req.headers().get("idempotency-key")?;
+    ///         let mut copy = http::Request::new(req.body().clone());
+    ///         *copy.method_mut() = req.method().clone();
+    ///         *copy.uri_mut() = req.uri().clone();
+    ///         *copy.headers_mut() = req.headers().clone();
+    ///         Some(copy)
+    ///     })
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn clone_with<Q>(self, cloner: Q) -> RetryLayerBuilder<C, Q> {
+        RetryLayerBuilder {
+            policy: self.policy,
+            budget: self.budget,
+            seed: self.seed,
+            classifier: self.classifier,
+            cloner,
         }
     }
 
     /// The layer. Its clock starts now: call inside the runtime that will
     /// drive its services.
-    pub fn build(self) -> RetryLayer<C> {
+    pub fn build(self) -> RetryLayer<C, R> {
         let rng = match self.seed {
             Some(seed) => Pcg64Mcg::seed_from_u64(seed),
             None => Pcg64Mcg::from_os_rng(),
@@ -185,20 +225,40 @@ impl<C> RetryLayerBuilder<C> {
                     budget: self.budget,
                     rng,
                 }),
+                passed_through: AtomicU64::new(0),
             }),
             classifier: self.classifier,
+            cloner: self.cloner,
         }
     }
 }
 
-impl<C> RetryLayer<C> {
+impl<C, R> RetryLayer<C, R> {
     /// The policy the layer's services follow.
     pub fn policy(&self) -> &RetryPolicy {
         &self.shared.policy
     }
+
+    /// Requests sent once, unretried, because the cloner declined to copy
+    /// them (a streaming body, say), since the layer was built.
+    pub fn passed_through(&self) -> u64 {
+        self.shared.passed_through.load(Ordering::Relaxed)
+    }
+
+    /// The classifier.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn classifier(&self) -> &C {
+        &self.classifier
+    }
+
+    /// The state every service of this layer shares.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
 }
 
-impl<C: fmt::Debug> fmt::Debug for RetryLayer<C> {
+impl<C: fmt::Debug, R> fmt::Debug for RetryLayer<C, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryLayer")
             .field("policy", &self.shared.policy)
@@ -207,14 +267,15 @@ impl<C: fmt::Debug> fmt::Debug for RetryLayer<C> {
     }
 }
 
-impl<S, C: Clone> Layer<S> for RetryLayer<C> {
-    type Service = Retry<S, C>;
+impl<S, C: Clone, R: Clone> Layer<S> for RetryLayer<C, R> {
+    type Service = Retry<S, C, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Retry {
             inner,
             shared: self.shared.clone(),
             classifier: self.classifier.clone(),
+            cloner: self.cloner.clone(),
         }
     }
 }
@@ -231,13 +292,14 @@ impl<S, C: Clone> Layer<S> for RetryLayer<C> {
 /// Without an `overall_timeout` nothing bounds a request: a server's
 /// `Retry-After` is honoured however long it is.
 #[derive(Clone)]
-pub struct Retry<S, C = HttpClassifier> {
+pub struct Retry<S, C = HttpClassifier, R = CloneBuffered> {
     inner: S,
     shared: Arc<Shared>,
     classifier: C,
+    cloner: R,
 }
 
-impl<S: fmt::Debug, C: fmt::Debug> fmt::Debug for Retry<S, C> {
+impl<S: fmt::Debug, C: fmt::Debug, R> fmt::Debug for Retry<S, C, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Retry")
             .field("inner", &self.inner)
@@ -262,14 +324,15 @@ impl fmt::Display for AttemptTimedOut {
 
 impl std::error::Error for AttemptTimedOut {}
 
-impl<S, C, Req> Service<Req> for Retry<S, C>
+impl<S, C, R, Req> Service<Req> for Retry<S, C, R>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
     S::Response: Send + 'static,
     S::Error: Into<BoxError>,
-    Req: Clone + Send + 'static,
-    C: Classify<S::Response> + Clone + Send + 'static,
+    Req: Send + 'static,
+    C: Classify<S::Response> + Clone + Send + Sync + 'static,
+    R: CloneRequest<Req> + Clone + Send + Sync + 'static,
 {
     type Response = S::Response;
     type Error = BoxError;
@@ -286,48 +349,135 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         let classifier = self.classifier.clone();
+        let cloner = self.cloner.clone();
         Box::pin(async move {
-            let mut state = shared.begin();
-            loop {
-                // Waiting for the inner service to be ready is part of the
-                // attempt: a pool that stays exhausted cannot outlast the
-                // deadline, and its error is judged like any other.
-                let this_try = request.clone();
-                let attempt = async {
-                    let service = inner.ready().await.map_err(Into::into)?;
-                    service.call(this_try).await.map_err(Into::into)
-                };
-                let result: Option<Result<S::Response, BoxError>> =
-                    match state.attempt_deadline(&shared.policy) {
-                        Some(at) => tokio::time::timeout_at(shared.instant(at), attempt)
-                            .await
-                            .ok(),
-                        None => Some(attempt.await),
-                    };
-                let outcome = match &result {
-                    None => AttemptOutcome::Timeout,
-                    Some(Ok(response)) => classifier.response(response),
-                    Some(Err(error)) => classifier.error(error),
-                };
-                match shared.decide(&mut state, outcome) {
-                    RetryDecision::Success => {
-                        return result.expect("only an answered attempt succeeds");
-                    }
-                    RetryDecision::RetryAt(at) => {
-                        // Let go of the failed answer now: an unread body
-                        // would hold its connection through the pause.
-                        drop(result);
-                        // tokio's timer ticks in milliseconds: a zero pause
-                        // through it would still cost up to a millisecond.
-                        if at > shared.now() {
-                            tokio::time::sleep_until(shared.instant(at)).await;
-                        }
-                    }
-                    RetryDecision::GiveUp(reason) => {
-                        return result.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason })));
-                    }
+            // Waiting for the inner service to be ready is part of the
+            // attempt: a pool that stays exhausted cannot outlast the
+            // deadline, and its error is judged like any other.
+            drive(
+                &shared,
+                &classifier,
+                request,
+                |r: &Req| cloner.clone_request(r),
+                &mut inner,
+            )
+            .await
+        })
+    }
+}
+
+/// The one retry loop: every integration (the tower service, the
+/// reqwest middleware) runs its attempts through it, so they all follow the
+/// policy crate's state machine the same way.
+///
+/// `clone` copies the request for each attempt but the last; a request it
+/// declines is sent once, bounded by the policy's timeouts: it counts as a
+/// request for the budget and is never retried.
+pub(crate) async fn drive<Req, Res, C>(
+    shared: &Shared,
+    classifier: &C,
+    request: Req,
+    clone: impl Fn(&Req) -> Option<Req>,
+    send: &mut impl Attempt<Req, Response = Res>,
+) -> Result<Res, BoxError>
+where
+    C: Classify<Res>,
+{
+    let mut state = shared.begin();
+    let mut copy = clone(&request);
+    if copy.is_none() {
+        shared.passed_through.fetch_add(1, Ordering::Relaxed);
+        let attempt = send.send(request);
+        return match state.attempt_deadline(&shared.policy) {
+            Some(at) => match tokio::time::timeout_at(shared.instant(at), attempt).await {
+                Ok(result) => result,
+                Err(_) => Err(Box::new(AttemptTimedOut {
+                    reason: GiveUpReason::Deadline,
+                })),
+            },
+            None => attempt.await,
+        };
+    }
+    let mut request = Some(request);
+    loop {
+        // The original goes out last, so a request with `max_attempts`
+        // attempts is copied `max_attempts - 1` times at most; until then
+        // each attempt sends a copy and keeps the original for the next.
+        let this_try = match copy.take() {
+            Some(c) => c,
+            None => request.take().expect("the original is sent once, last"),
+        };
+        let attempt = send.send(this_try);
+        let result: Option<Result<Res, BoxError>> = match state.attempt_deadline(&shared.policy) {
+            Some(at) => tokio::time::timeout_at(shared.instant(at), attempt)
+                .await
+                .ok(),
+            None => Some(attempt.await),
+        };
+        let outcome = match &result {
+            None => AttemptOutcome::Timeout,
+            Some(Ok(response)) => classifier.response(response),
+            Some(Err(error)) => classifier.error(error),
+        };
+        match shared.decide(&mut state, outcome) {
+            RetryDecision::Success => {
+                return result.expect("only an answered attempt succeeds");
+            }
+            RetryDecision::RetryAt(at) => {
+                // Let go of the failed answer now: an unread body
+                // would hold its connection through the pause.
+                drop(result);
+                if request.is_none() {
+                    // Unreachable with a policy that counts attempts, kept
+                    // so a miscount gives up instead of panicking.
+                    return Err(Box::new(AttemptTimedOut {
+                        reason: GiveUpReason::AttemptsExhausted,
+                    }));
+                }
+                // tokio's timer ticks in milliseconds: a zero pause
+                // through it would still cost up to a millisecond.
+                if at > shared.now() {
+                    tokio::time::sleep_until(shared.instant(at)).await;
+                }
+                // `attempts` now counts the attempt about to go out: copy
+                // unless it is the last the policy allows.
+                if state.attempts() < shared.policy.max_attempts() {
+                    copy = request.as_ref().and_then(&clone);
                 }
             }
-        })
+            RetryDecision::GiveUp(reason) => {
+                return result.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason })));
+            }
+        }
+    }
+}
+
+/// Sends one attempt: what [`drive`] needs from a client.
+pub(crate) trait Attempt<Req> {
+    /// What an attempt answers.
+    type Response;
+
+    /// Sends `request` as one attempt.
+    fn send(
+        &mut self,
+        request: Req,
+    ) -> impl Future<Output = Result<Self::Response, BoxError>> + Send + '_;
+}
+
+impl<S, Req> Attempt<Req> for S
+where
+    S: Service<Req> + Send,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    Req: Send + 'static,
+{
+    type Response = S::Response;
+
+    async fn send(&mut self, request: Req) -> Result<S::Response, BoxError> {
+        // Waiting for the inner service to be ready is part of the
+        // attempt: a pool that stays exhausted cannot outlast the
+        // deadline, and its error is judged like any other.
+        let service = self.ready().await.map_err(Into::into)?;
+        service.call(request).await.map_err(Into::into)
     }
 }

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stormbreak_client::{AttemptTimedOut, BoxError, RetryLayer};
+use stormbreak_client::{AttemptTimedOut, BoxError, CloneRequest, RetryLayer};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{
     AwsRetryQuota, AwsRetryQuotaConfig, RatioBudget, RatioBudgetConfig, TokenBucket,
@@ -388,4 +388,93 @@ async fn the_same_seed_gives_the_same_jittered_pauses() {
         runs.push(gaps);
     }
     assert_eq!(runs[0], runs[1]);
+}
+
+/// A request body that cannot be replayed, like hyper's `Incoming`.
+struct Streaming;
+
+#[tokio::test(start_paused = true)]
+async fn a_request_the_cloner_declines_is_sent_once_and_not_retried() {
+    let calls = Arc::new(Mutex::new(0u32));
+    let seen = calls.clone();
+    let svc = service_fn(move |_req: http::Request<Streaming>| {
+        *seen.lock().unwrap() += 1;
+        async { Ok::<_, BoxError>(http::Response::builder().status(503).body(()).unwrap()) }
+    });
+    let layer = RetryLayer::builder(&config())
+        .unwrap()
+        .clone_with(|_: &http::Request<Streaming>| None)
+        .build();
+    let client = layer.clone().layer(svc);
+    let response = client.oneshot(http::Request::new(Streaming)).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(*calls.lock().unwrap(), 1);
+    assert_eq!(layer.passed_through(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_buffered_body_is_retried_with_the_same_bytes() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    let svc = service_fn(move |req: http::Request<Full<Bytes>>| {
+        let seen = seen.clone();
+        async move {
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let mut b = seen.lock().unwrap();
+            b.push(body);
+            let status = if b.len() < 3 { 503 } else { 200 };
+            Ok::<_, BoxError>(http::Response::builder().status(status).body(()).unwrap())
+        }
+    });
+    let layer = RetryLayer::builder(&config()).unwrap().seed(1).build();
+    let client = layer.clone().layer(svc);
+    let req = http::Request::post("/token")
+        .body(Full::new(Bytes::from_static(b"grant_type=refresh_token")))
+        .unwrap();
+    let response = client.oneshot(req).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        *bodies.lock().unwrap(),
+        vec![Bytes::from_static(b"grant_type=refresh_token"); 3]
+    );
+    assert_eq!(layer.passed_through(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_buffered_under_the_cap_becomes_retryable() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, StreamBody};
+    use stormbreak_client::buffer_request;
+    let frames = futures_util::stream::iter(vec![
+        Ok::<_, io::Error>(http_body::Frame::data(Bytes::from_static(b"grant_type="))),
+        Ok(http_body::Frame::data(Bytes::from_static(b"refresh_token"))),
+    ]);
+    let req = http::Request::new(StreamBody::new(frames));
+    let buffered = buffer_request(req, 1024).await.unwrap().unwrap();
+    let copy = stormbreak_client::CloneBuffered
+        .clone_request(&buffered)
+        .expect("a Full body is copyable");
+    assert_eq!(
+        copy.into_body().collect().await.unwrap().to_bytes(),
+        "grant_type=refresh_token"
+    );
+    // Over the cap: handed back whole, to send once.
+    let frames = futures_util::stream::iter(vec![
+        Ok::<_, io::Error>(http_body::Frame::data(Bytes::from_static(b"0123456789"))),
+        Ok(http_body::Frame::data(Bytes::from_static(b"abcdef"))),
+    ]);
+    let too_large = buffer_request(http::Request::new(StreamBody::new(frames)), 12)
+        .await
+        .unwrap()
+        .unwrap_err();
+    let body = too_large
+        .request
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(body, "0123456789abcdef");
 }

@@ -1,0 +1,940 @@
+//! Single-flight: concurrent identical requests share one upstream call.
+//!
+//! The second storm of 2026-08-17 was an editor whose every caller
+//! refreshed the same token on its own. Behind [`SingleFlightLayer`] the
+//! callers that ask for the same thing while a call is in flight wait for
+//! that call and share its result, errors included.
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
+use futures_util::future::{Shared, WeakShared};
+use http::{HeaderMap, HeaderName, Method, StatusCode, Uri, Version};
+use http_body::Body;
+use http_body_util::BodyExt;
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+use crate::{BoxError, PrefixedBody};
+
+/// Which requests are the same: a key, or `None` for a request that must
+/// never be coalesced.
+///
+/// Implemented by [`DefaultKey`] and by any `Fn(&Req) -> Option<K>`.
+pub trait FlightKey<Req> {
+    /// The key; equal keys share a flight.
+    type Key: Hash + Eq + Clone + Send + Sync + 'static;
+
+    /// The key of `request`, or `None` to send it on its own.
+    fn key(&self, request: &Req) -> Option<Self::Key>;
+}
+
+impl<Req, K, F> FlightKey<Req> for F
+where
+    F: Fn(&Req) -> Option<K>,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Key = K;
+
+    fn key(&self, request: &Req) -> Option<K> {
+        self(request)
+    }
+}
+
+/// The default key: method, URI and a 128-bit keyed hash of the credential
+/// headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
+/// [`with_credential_headers`](Self::with_credential_headers) says
+/// otherwise), so two users never share a response.
+///
+/// Only requests whose body is known to be empty are keyed: the body is not
+/// part of the key, so two `POST`s with different bodies must not be
+/// merged. A token refresh that sends a body names its own key with a
+/// closure (see [`SingleFlightLayer`]).
+///
+/// The credential never leaves the hash: the key's `Debug` prints
+/// `<redacted>`, and the hash is keyed per layer, so it means nothing
+/// outside the process.
+#[derive(Clone)]
+pub struct DefaultKey {
+    headers: Arc<[HeaderName]>,
+    hashers: (RandomState, RandomState),
+}
+
+impl Default for DefaultKey {
+    fn default() -> Self {
+        Self::with_credential_headers([
+            http::header::AUTHORIZATION,
+            http::header::PROXY_AUTHORIZATION,
+            http::header::COOKIE,
+        ])
+    }
+}
+
+impl DefaultKey {
+    /// Keys on method, URI and the values of `headers` (hashed).
+    pub fn with_credential_headers(headers: impl IntoIterator<Item = HeaderName>) -> Self {
+        DefaultKey {
+            headers: headers.into_iter().collect(),
+            hashers: (RandomState::new(), RandomState::new()),
+        }
+    }
+}
+
+impl fmt::Debug for DefaultKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DefaultKey")
+            .field("credential_headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`DefaultKey`]: method, URI, credential hash.
+///
+/// URIs compare byte for byte (`http`'s own `Uri` equality ignores the
+/// host's case, and hashes it a byte at a time): two spellings of one host
+/// only miss a chance to share.
+#[derive(Clone)]
+pub struct RequestKey {
+    method: Method,
+    uri: Uri,
+    credential: (u64, u64),
+}
+
+impl RequestKey {
+    fn parts(&self) -> (&str, Option<&str>, Option<&str>, Option<&str>) {
+        (
+            self.method.as_str(),
+            self.uri.scheme_str(),
+            self.uri.authority().map(|a| a.as_str()),
+            self.uri.path_and_query().map(|p| p.as_str()),
+        )
+    }
+}
+
+impl PartialEq for RequestKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.credential == other.credential && self.parts() == other.parts()
+    }
+}
+
+impl Eq for RequestKey {}
+
+impl Hash for RequestKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.credential.hash(state);
+        self.parts().hash(state);
+    }
+}
+
+impl fmt::Debug for RequestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URI is not secret; the credential hash is left out so that a
+        // logged key cannot be used to confirm a guessed token.
+        f.debug_struct("RequestKey")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("credential", &"<redacted>")
+            .finish()
+    }
+}
+
+impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
+    type Key = RequestKey;
+
+    fn key(&self, request: &http::Request<B>) -> Option<RequestKey> {
+        if request.body().size_hint().exact() != Some(0) {
+            return None;
+        }
+        let hash = |state: &RandomState| {
+            use std::hash::Hasher;
+            let mut h = state.build_hasher();
+            for name in self.headers.iter() {
+                name.hash(&mut h);
+                for value in request.headers().get_all(name) {
+                    value.as_bytes().hash(&mut h);
+                }
+            }
+            h.finish()
+        };
+        Some(RequestKey {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            credential: (hash(&self.hashers.0), hash(&self.hashers.1)),
+        })
+    }
+}
+
+/// Counters since the layer was built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlightStats {
+    /// Upstream calls started for a key (one per flight).
+    pub flights: u64,
+    /// Requests that joined a flight already in the air.
+    pub coalesced: u64,
+    /// Requests answered from the success cache.
+    pub cache_hits: u64,
+    /// Requests sent on their own because the key table was full.
+    pub bypassed_table_full: u64,
+    /// Requests sent on their own because they had no key.
+    pub unkeyed: u64,
+    /// Flights whose response body was over the cap: the waiters other
+    /// than the first each sent their own request.
+    pub too_large: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    flights: AtomicU64,
+    coalesced: AtomicU64,
+    cache_hits: AtomicU64,
+    bypassed_table_full: AtomicU64,
+    unkeyed: AtomicU64,
+    too_large: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> FlightStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        FlightStats {
+            flights: get(&self.flights),
+            coalesced: get(&self.coalesced),
+            cache_hits: get(&self.cache_hits),
+            bypassed_table_full: get(&self.bypassed_table_full),
+            unkeyed: get(&self.unkeyed),
+            too_large: get(&self.too_large),
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A tower [`Layer`] that coalesces concurrent identical `http` requests
+/// into one upstream call.
+///
+/// * **Key**: [`DefaultKey`] (method, URI, hashed credentials; bodiless
+///   requests only), or any `Fn(&Req) -> Option<K>`.
+/// * **Sharing**: the response is buffered (up to
+///   [`max_body_bytes`](Self::max_body_bytes), 64 KiB by default) and every
+///   waiter gets its own copy, with status, headers, extensions and
+///   trailers. An error is shared as an `Arc` inside a [`SharedError`]. A
+///   body over the cap is not shared: the first caller gets it, still
+///   streaming, and the other waiters each send their own request.
+/// * **Bound**: at most [`max_keys`](Self::max_keys) keys (1 024 by
+///   default) are in flight or cached at once; past that a request goes
+///   upstream on its own and [`FlightStats::bypassed_table_full`] counts it.
+/// * **Cancellation**: a waiter that is dropped leaves the others waiting;
+///   the upstream call is dropped (cancelled) only when every waiter has
+///   gone.
+/// * **Cache**: [`cache_successes_for`](Self::cache_successes_for) keeps
+///   a 2xx answer for a while (a token's lifetime, say); errors and other
+///   statuses are never cached.
+///
+/// Clones of a service share its key table; each
+/// [`layer`](Layer::layer) call makes a new table (a request never joins a
+/// flight to another inner service). The counters are shared by every
+/// service of the layer.
+///
+/// Put it **outside** the retry layer: one flight then runs one retry
+/// sequence for all its waiters. Inside it, every waiter would retry on
+/// its own (see the crate docs).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use stormbreak_client::SingleFlightLayer;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let calls = Arc::new(AtomicU32::new(0));
+/// let seen = calls.clone();
+/// let backend = service_fn(move |_req: http::Request<String>| {
+///     seen.fetch_add(1, Ordering::SeqCst);
+///     async {
+///         tokio::task::yield_now().await;
+///         Ok::<_, std::convert::Infallible>(http::Response::new("token-1".to_owned()))
+///     }
+/// });
+/// // The token endpoint takes a body, so name the key: one refresh per user.
+/// let layer = SingleFlightLayer::with_key(|req: &http::Request<String>| {
+///     req.headers().get("x-user").map(|v| v.as_bytes().to_vec())
+/// });
+/// let client = layer.layer(backend);
+/// let refresh = || {
+///     let req = http::Request::post("/token")
+///         .header("x-user", "ada")
+///         .body("grant_type=refresh_token".to_owned())
+///         .unwrap();
+///     client.clone().oneshot(req)
+/// };
+/// let (a, b) = tokio::join!(refresh(), refresh());
+/// assert!(a.is_ok() && b.is_ok());
+/// assert_eq!(calls.load(Ordering::SeqCst), 1);
+/// assert_eq!(layer.stats().coalesced, 1);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SingleFlightLayer<K = DefaultKey> {
+    key: K,
+    max_keys: usize,
+    max_body_bytes: usize,
+    ttl: Option<Duration>,
+    counters: Arc<Counters>,
+}
+
+impl Default for SingleFlightLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SingleFlightLayer {
+    /// A layer keyed by [`DefaultKey`].
+    pub fn new() -> Self {
+        Self::with_key(DefaultKey::default())
+    }
+}
+
+impl<K> SingleFlightLayer<K> {
+    /// Largest number of keys in the table by default.
+    pub const DEFAULT_MAX_KEYS: usize = 1024;
+    /// Largest response body shared by default.
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+
+    /// A layer keyed by `key`.
+    pub fn with_key(key: K) -> Self {
+        SingleFlightLayer {
+            key,
+            max_keys: Self::DEFAULT_MAX_KEYS,
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            ttl: None,
+            counters: Arc::default(),
+        }
+    }
+
+    /// At most `n` keys in flight or cached; 0 turns coalescing off.
+    pub fn max_keys(mut self, n: usize) -> Self {
+        self.max_keys = n;
+        self
+    }
+
+    /// Largest response body buffered to be shared.
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n;
+        self
+    }
+
+    /// Keeps a successful (2xx) answer for `ttl` and serves it to later
+    /// requests with the same key. Errors are never cached.
+    pub fn cache_successes_for(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The counters, shared by every service of this layer.
+    pub fn stats(&self) -> FlightStats {
+        self.counters.snapshot()
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for SingleFlightLayer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SingleFlightLayer")
+            .field("key", &self.key)
+            .field("max_keys", &self.max_keys)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, K: Clone> Layer<S> for SingleFlightLayer<K> {
+    type Service = SingleFlight<S, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        SingleFlight {
+            inner,
+            key: self.key.clone(),
+            config: Arc::new(FlightConfig {
+                max_keys: self.max_keys,
+                max_body_bytes: self.max_body_bytes,
+                ttl: self.ttl,
+                counters: self.counters.clone(),
+                hasher: RandomState::new(),
+                table: OnceLock::new(),
+            }),
+        }
+    }
+}
+
+/// The service [`SingleFlightLayer`] builds.
+///
+/// It is always ready: readiness of the inner service is awaited inside
+/// each upstream call, so a waiter that joins a flight never reserves
+/// capacity it will not use.
+pub struct SingleFlight<S, K = DefaultKey> {
+    inner: S,
+    key: K,
+    config: Arc<FlightConfig>,
+}
+
+impl<S: Clone, K: Clone> Clone for SingleFlight<S, K> {
+    fn clone(&self) -> Self {
+        SingleFlight {
+            inner: self.inner.clone(),
+            key: self.key.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, K: fmt::Debug> fmt::Debug for SingleFlight<S, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SingleFlight")
+            .field("inner", &self.inner)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+struct FlightConfig {
+    max_keys: usize,
+    max_body_bytes: usize,
+    ttl: Option<Duration>,
+    counters: Arc<Counters>,
+    /// Hashes each request's key once, on arrival.
+    hasher: RandomState,
+    /// The key table, typed by the first call (the layer does not know the
+    /// key and body types); `Box<dyn Any>` keeps `FlightConfig` untyped.
+    table: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// An error shared by every waiter of a flight: the upstream error behind
+/// an `Arc`. [`source`](std::error::Error::source) is the upstream error,
+/// so classifiers that walk the chain see through it.
+#[derive(Clone)]
+pub struct SharedError(Arc<BoxError>);
+
+impl SharedError {
+    /// The upstream error.
+    pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.0.as_ref().as_ref()
+    }
+}
+
+impl fmt::Debug for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.0.as_ref().as_ref())
+    }
+}
+
+/// A response read into memory, copied out to each waiter.
+struct Buffered {
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+    body: Bytes,
+    trailers: Option<HeaderMap>,
+}
+
+impl Buffered {
+    fn into_response<B>(self) -> http::Response<PrefixedBody<B>> {
+        let mut r = http::Response::new(PrefixedBody::full(self.body, self.trailers));
+        *r.status_mut() = self.status;
+        *r.version_mut() = self.version;
+        *r.headers_mut() = self.headers;
+        *r.extensions_mut() = self.extensions;
+        r
+    }
+
+    fn response<B>(&self) -> http::Response<PrefixedBody<B>> {
+        let mut r =
+            http::Response::new(PrefixedBody::full(self.body.clone(), self.trailers.clone()));
+        *r.status_mut() = self.status;
+        *r.version_mut() = self.version;
+        *r.headers_mut() = self.headers.clone();
+        *r.extensions_mut() = self.extensions.clone();
+        r
+    }
+}
+
+/// What a flight produced.
+enum Landed<B> {
+    Buffered(Arc<Buffered>),
+    /// Over the cap: the streaming response, for whichever waiter takes it
+    /// first; the others send their own requests.
+    TooLarge(Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>),
+}
+
+type FlightOutput<B> = Result<Arc<Landed<B>>, SharedError>;
+type FlightFuture<B> = Shared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>;
+
+enum Slot<B> {
+    InFlight {
+        id: u64,
+        flight: WeakShared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>,
+    },
+    Cached {
+        until: Instant,
+        response: Arc<Buffered>,
+    },
+}
+
+impl<B> Slot<B> {
+    fn is_live(&self, now: Instant) -> bool {
+        match self {
+            Slot::InFlight { flight, .. } => flight.upgrade().is_some(),
+            Slot::Cached { until, .. } => now < *until,
+        }
+    }
+}
+
+struct Table<Key, B> {
+    slots: HashMap<Prehashed<Key>, Slot<B>, BuildPrehashed>,
+    next_id: u64,
+}
+
+/// A key with its hash, computed once per request: the table's hasher only
+/// passes it through, so lookups, landing and removal never rehash it.
+#[derive(Clone)]
+struct Prehashed<K> {
+    hash: u64,
+    key: K,
+}
+
+impl<K: PartialEq> PartialEq for Prehashed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+
+impl<K: Eq> Eq for Prehashed<K> {}
+
+impl<K> Hash for Prehashed<K> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct BuildPrehashed;
+
+impl BuildHasher for BuildPrehashed {
+    type Hasher = PassThrough;
+    fn build_hasher(&self) -> PassThrough {
+        PassThrough(0)
+    }
+}
+
+/// Passes a [`Prehashed`] key's hash through.
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in, FNV-style.
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// The typed table behind [`FlightConfig::table`].
+type TableOf<Key, B> = Arc<Mutex<Table<Key, B>>>;
+
+/// The table for this key and body type, made on first use. `None` only
+/// if one service is used with two request or response types (a service
+/// whose inner service is generic over them): such requests are sent alone.
+fn table_of<Key, B>(config: &FlightConfig) -> Option<&TableOf<Key, B>>
+where
+    Key: Send + Sync + 'static,
+    TableOf<Key, B>: Send + Sync + 'static,
+{
+    config
+        .table
+        .get_or_init(|| {
+            Box::new(Arc::new(Mutex::new(Table::<Key, B> {
+                slots: HashMap::with_hasher(BuildPrehashed),
+                next_id: 0,
+            })))
+        })
+        .downcast_ref::<TableOf<Key, B>>()
+}
+
+impl<S, K, ReqB, B> Service<http::Request<ReqB>> for SingleFlight<S, K>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    K: FlightKey<http::Request<ReqB>>,
+    ReqB: Send + 'static,
+    B: Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<PrefixedBody<B>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<ReqB>) -> Self::Future {
+        let config = &self.config;
+        let counters = config.counters.clone();
+        let key = if config.max_keys == 0 {
+            None
+        } else {
+            self.key.key(&request)
+        };
+        let Some(key) = key else {
+            bump(&counters.unkeyed);
+            return Box::pin(alone(self.inner.clone(), request));
+        };
+        let Some(table) = table_of::<K::Key, B>(config) else {
+            bump(&counters.unkeyed);
+            return Box::pin(alone(self.inner.clone(), request));
+        };
+        let table = table.clone();
+        // Hashed once here; every later look-up of this key reuses it.
+        let key = Prehashed {
+            hash: config.hasher.hash_one(&key),
+            key,
+        };
+        let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = t.slots.get(&key) {
+            match slot {
+                Slot::Cached { until, response } if Instant::now() < *until => {
+                    bump(&counters.cache_hits);
+                    let response = response.response();
+                    return Box::pin(async move { Ok(response) });
+                }
+                Slot::InFlight { id, flight } => {
+                    if let Some(flight) = flight.upgrade() {
+                        bump(&counters.coalesced);
+                        let id = *id;
+                        drop(t);
+                        let waiter = Waiter {
+                            table,
+                            key,
+                            id,
+                            ttl: config.ttl,
+                            flight: Some(flight),
+                            landed: false,
+                        };
+                        let inner = self.inner.clone();
+                        return Box::pin(waiter.wait(Some((inner, request))));
+                    }
+                }
+                Slot::Cached { .. } => {}
+            }
+        } else if t.slots.len() >= config.max_keys {
+            // Full: drop what has finished or expired before refusing.
+            let now = Instant::now();
+            t.slots.retain(|_, slot| slot.is_live(now));
+            if t.slots.len() >= config.max_keys {
+                bump(&counters.bypassed_table_full);
+                drop(t);
+                return Box::pin(alone(self.inner.clone(), request));
+            }
+        }
+        bump(&counters.flights);
+        let id = t.next_id;
+        t.next_id += 1;
+        let call: Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>> = Box::pin(fly(
+            self.inner.clone(),
+            request,
+            config.max_body_bytes,
+            counters,
+        ));
+        let flight = call.shared();
+        let weak = flight.downgrade().expect("a flight not yet polled");
+        t.slots
+            .insert(key.clone(), Slot::InFlight { id, flight: weak });
+        drop(t);
+        let waiter = Waiter {
+            table,
+            key,
+            id,
+            ttl: config.ttl,
+            flight: Some(flight),
+            landed: false,
+        };
+        Box::pin(waiter.wait::<S, ReqB>(None))
+    }
+}
+
+/// A request sent on its own, not coalesced.
+async fn alone<S, ReqB, B>(
+    service: S,
+    request: http::Request<ReqB>,
+) -> Result<http::Response<PrefixedBody<B>>, BoxError>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+{
+    let response = service.oneshot(request).await.map_err(Into::into)?;
+    Ok(response.map(PrefixedBody::streaming))
+}
+
+/// The upstream call of one flight, body read up to `cap`.
+async fn fly<S, ReqB, B>(
+    service: S,
+    request: http::Request<ReqB>,
+    cap: usize,
+    counters: Arc<Counters>,
+) -> FlightOutput<B>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    B: Body + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let shared = |e: BoxError| SharedError(Arc::new(e));
+    let response = service
+        .oneshot(request)
+        .await
+        .map_err(|e| shared(e.into()))?;
+    let (parts, mut body) = response.into_parts();
+    let too_large = |parts, body| {
+        bump(&counters.too_large);
+        Ok(Arc::new(Landed::TooLarge(Mutex::new(Some(Box::new(
+            http::Response::from_parts(parts, body),
+        ))))))
+    };
+    if body.size_hint().lower() > cap as u64 {
+        return too_large(parts, PrefixedBody::streaming(body));
+    }
+    let mut buf = Collect::default();
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| shared(e.into()))?;
+        match frame.into_data() {
+            Ok(data) => {
+                let over = buf.len() + data.remaining() > cap;
+                buf.push(data);
+                if over {
+                    return too_large(parts, PrefixedBody::new(buf.finish(), body));
+                }
+            }
+            Err(frame) => {
+                if let Ok(t) = frame.into_trailers() {
+                    trailers = Some(t);
+                }
+            }
+        }
+    }
+    let http::response::Parts {
+        status,
+        version,
+        headers,
+        extensions,
+        ..
+    } = parts;
+    Ok(Arc::new(Landed::Buffered(Arc::new(Buffered {
+        status,
+        version,
+        headers,
+        extensions,
+        body: buf.finish(),
+        trailers,
+    }))))
+}
+
+/// A body's data frames in memory. The usual single frame (`Full`, a
+/// small hyper body) is kept as it came, without a copy.
+#[derive(Default)]
+struct Collect {
+    first: Option<Bytes>,
+    more: Option<BytesMut>,
+}
+
+impl Collect {
+    fn len(&self) -> usize {
+        self.more
+            .as_ref()
+            .map_or_else(|| self.first.as_ref().map_or(0, Bytes::len), BytesMut::len)
+    }
+
+    fn push(&mut self, mut data: impl Buf) {
+        if let Some(more) = &mut self.more {
+            while data.has_remaining() {
+                let n = data.chunk().len();
+                more.extend_from_slice(data.chunk());
+                data.advance(n);
+            }
+            return;
+        }
+        let bytes = data.copy_to_bytes(data.remaining());
+        match self.first.take() {
+            None => self.first = Some(bytes),
+            Some(first) => {
+                let mut more = BytesMut::with_capacity(first.len() + bytes.len());
+                more.extend_from_slice(&first);
+                more.extend_from_slice(&bytes);
+                self.more = Some(more);
+            }
+        }
+    }
+
+    fn finish(self) -> Bytes {
+        match self.more {
+            Some(more) => more.freeze(),
+            None => self.first.unwrap_or_default(),
+        }
+    }
+}
+
+/// One caller waiting on a flight. Dropping it before the flight lands
+/// removes the flight from the table if no other caller waits, which drops
+/// (cancels) the upstream call.
+struct Waiter<Key: Hash + Eq, B> {
+    table: TableOf<Key, B>,
+    key: Prehashed<Key>,
+    id: u64,
+    ttl: Option<Duration>,
+    flight: Option<FlightFuture<B>>,
+    landed: bool,
+}
+
+impl<Key: Hash + Eq, B> Waiter<Key, B> {
+    /// `own` is the caller's request when it joined someone else's
+    /// flight: it is sent alone if the shared response was too large.
+    async fn wait<S, ReqB>(
+        mut self,
+        own: Option<(S, http::Request<ReqB>)>,
+    ) -> Result<http::Response<PrefixedBody<B>>, BoxError>
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+        S::Error: Into<BoxError>,
+    {
+        let flight = self.flight.as_mut().expect("taken only on drop");
+        let output = flight.await;
+        self.land(&output);
+        // Let go of the flight: if no other caller holds it (or the cache),
+        // the answer is this waiter's alone and moves out without a copy.
+        drop(self.flight.take());
+        match output {
+            Err(e) => Err(Box::new(e)),
+            Ok(landed) => match Arc::try_unwrap(landed) {
+                Ok(Landed::Buffered(b)) => Ok(match Arc::try_unwrap(b) {
+                    Ok(b) => b.into_response(),
+                    Err(b) => b.response(),
+                }),
+                Ok(Landed::TooLarge(stream)) => self.take_stream(&stream, own).await,
+                Err(landed) => match &*landed {
+                    Landed::Buffered(b) => Ok(b.response()),
+                    Landed::TooLarge(stream) => self.take_stream(stream, own).await,
+                },
+            },
+        }
+    }
+
+    /// The caller that started the flight gets its streaming response;
+    /// one that joined sends its own request.
+    async fn take_stream<S, ReqB>(
+        &self,
+        stream: &Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>,
+        own: Option<(S, http::Request<ReqB>)>,
+    ) -> Result<http::Response<PrefixedBody<B>>, BoxError>
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+        S::Error: Into<BoxError>,
+    {
+        {
+            match own {
+                Some((service, request)) => alone(service, request).await,
+                None => stream
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .map(|r| *r)
+                    .ok_or_else(|| "single-flight: the streaming response was taken twice".into()),
+            }
+        }
+    }
+
+    /// The first waiter to see the flight land takes it out of the table,
+    /// or turns it into a cache entry.
+    fn land(&mut self, output: &FlightOutput<B>) {
+        self.landed = true;
+        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(Slot::InFlight { id, .. }) = t.slots.get(&self.key) else {
+            return;
+        };
+        if *id != self.id {
+            return;
+        }
+        let cached = match (self.ttl, output) {
+            (Some(ttl), Ok(landed)) => match &**landed {
+                Landed::Buffered(b) if b.status.is_success() => Some(Slot::Cached {
+                    until: Instant::now() + ttl,
+                    response: b.clone(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        match (cached, t.slots.get_mut(&self.key)) {
+            (Some(cached), Some(slot)) => *slot = cached,
+            _ => {
+                t.slots.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl<Key: Hash + Eq, B> Drop for Waiter<Key, B> {
+    fn drop(&mut self) {
+        let Some(flight) = self.flight.take() else {
+            return;
+        };
+        if !self.landed {
+            // Under the table lock no one can join this flight, so a count
+            // of one means this waiter is the last.
+            let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+            let ours = matches!(
+                t.slots.get(&self.key),
+                Some(Slot::InFlight { id, .. }) if *id == self.id
+            );
+            if ours && flight.strong_count() == Some(1) {
+                t.slots.remove(&self.key);
+            }
+        }
+        // The upstream call, if this was its last waiter, is dropped here,
+        // outside the lock.
+        drop(flight);
+    }
+}
