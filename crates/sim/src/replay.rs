@@ -120,6 +120,66 @@ impl fmt::Display for Fix {
     }
 }
 
+/// How the Central-US HAProxy pool and the editor clients hold
+/// connections, for the question of whether the pause alone is decisive
+/// (`docs/replay.md`, "The pause question"). The replay itself runs
+/// [`ConnectionModel::Flows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionModel {
+    /// A flow per request, held for its life (the replay's model).
+    Flows,
+    /// Keep-alive connections that a pause resets and a timeout closes;
+    /// editors reconnect at their next request (HTTP/1.1 clients).
+    KeepAlive,
+    /// The same, and editors wait gRPC's connection backoff (1 s × 1.6ⁿ,
+    /// ±20%, at most 120 s) after a reset or refused connect, failing
+    /// their requests at once meanwhile.
+    KeepAliveBackoff,
+}
+
+/// ASSUMPTION: 100 000 editor processes per site at scale 1 (one token
+/// request every ~37 s each at 2.7 k/s).
+pub const EDITORS_PER_SITE: u32 = 100_000;
+
+/// ASSUMPTION: a `maxconn` far above what the editors open (~74 000 idle
+/// connections per site at a 50 s keep-alive), so the calibrated flow
+/// limit stays the binding one: the variant adds what a connection does —
+/// a pause resets it, a timeout closes it, a reset client backs off — not
+/// a new limit.
+pub const VARIANT_MAXCONN: u32 = 1_000_000;
+
+/// Gives the incident scenario the connection model `model`.
+pub fn with_connections(sc: &mut Scenario, model: ConnectionModel) {
+    use crate::scenario::{
+        ClientConnSpec, DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_TIMEOUT, LbConnSpec,
+    };
+    if model == ConnectionModel::Flows {
+        return;
+    }
+    for lb in sc
+        .lbs
+        .iter_mut()
+        .filter(|l| l.name.get_ref() == "haproxy-cus")
+    {
+        lb.connections = Some(LbConnSpec {
+            maxconn: VARIANT_MAXCONN,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+        });
+    }
+    for c in sc
+        .clients
+        .iter_mut()
+        .filter(|c| c.name.get_ref().starts_with("editors-"))
+    {
+        c.connections = Some(ClientConnSpec {
+            instances: EDITORS_PER_SITE,
+            idle_timeout: DEFAULT_CLIENT_IDLE_TIMEOUT,
+            reconnect_backoff: (model == ConnectionModel::KeepAliveBackoff)
+                .then(BackoffConfig::grpc_connection),
+        });
+    }
+}
+
 /// Applies `fixes` to the incident scenario and drops the operators'
 /// actions (when `fixes` is non-empty): the system must recover by itself.
 pub fn apply(sc: &mut Scenario, fixes: &[Fix]) {

@@ -67,3 +67,21 @@ fn the_shed_without_the_pause_ends_the_storm() {
         );
     }
 }
+
+/// Modelling connections does not change that answer (docs/replay.md, "The
+/// pause question"): with keep-alive connections that the pause resets and
+/// editors that then wait gRPC's reconnect backoff, the storm still
+/// re-forms within a minute of the resume, because what sustains it — the
+/// editors' live operations and their pending fan-out — lives in the
+/// clients, which a pause does not touch.
+#[test]
+fn with_connections_and_a_reconnect_backoff_the_pause_alone_is_still_undone() {
+    let r = run(|sc| {
+        sc.actions
+            .retain(|a| !matches!(a.get_ref().kind, ActionKind::Shed { .. }));
+        replay::with_connections(sc, replay::ConnectionModel::KeepAliveBackoff);
+    });
+    assert!(r.headline.metastable);
+    let web = recovered_h(&r, "repository read");
+    assert!(web > PAUSE_H + 1.0, "repository read back at {web:.2} h");
+}
