@@ -222,3 +222,39 @@ fn connection_fields_are_checked_with_their_position() {
     let err = Scenario::parse("c.toml", &maxconn).unwrap_err().to_string();
     assert!(err.contains("connections.maxconn must be ≥ 1"), "{err}");
 }
+
+/// `scenarios/keepalive-maxconn.toml`: the keep-alive law at 8 000
+/// processes, a `maxconn` cut below the idle connections, and a pause.
+#[test]
+fn the_keepalive_scenario_shows_idle_connections_exhausting_maxconn() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/keepalive-maxconn.toml"
+    ))
+    .unwrap();
+    let rec = run(&text);
+    let e = edge(&rec);
+    let law = 8000.0 * (1.0 - (-50.0f64 / 20.0).exp());
+    let before = e.connections[60..119].iter().sum::<f64>() / 59.0;
+    assert!(
+        (before - law).abs() < 0.03 * law,
+        "{before} open, law {law}"
+    );
+    let refused = |a: usize, b: usize| -> u64 {
+        rec.route("r").unwrap().errors[a..b]
+            .iter()
+            .map(|e| e[Cause::FlowsExhausted as usize])
+            .sum()
+    };
+    assert_eq!(refused(0, 119), 0);
+    assert!(
+        refused(121, 179) > 10_000,
+        "the cut refused {}",
+        refused(121, 179)
+    );
+    assert!(e.connections[150] <= 6000.0);
+    assert!(e.in_flight[150] < 10.0, "{}", e.in_flight[150]);
+    assert_eq!(refused(190, 360), 0);
+    assert_eq!(e.connections[239], 0.0, "the pause left connections");
+    assert!(e.connections[300] > 0.95 * law);
+}
