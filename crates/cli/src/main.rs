@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod audit_cmd;
+mod parallel;
 mod replay;
 mod report_cmd;
 mod simulate;

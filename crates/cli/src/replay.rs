@@ -49,6 +49,10 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Simulations to run at once for --ablation and --compare [default:
+    /// the cores available]. Outputs are the same whatever it is.
+    #[arg(long, value_name = "N", value_parser = crate::parallel::parse_jobs)]
+    pub jobs: Option<usize>,
 }
 
 /// A parsed `--fix` list (a newtype, so clap takes it as one value).
@@ -65,10 +69,49 @@ struct Run {
     summary: ReplaySummary,
 }
 
-fn run_variant(fixes: &[Fix], opts: RunOptions, quiet: bool) -> Result<Run, String> {
+fn variant_scenario(fixes: &[Fix]) -> Result<stormbreak_sim::Scenario, String> {
     let mut sc = replay::scenario().map_err(|e| e.to_string())?;
     replay::apply(&mut sc, fixes);
-    run_scenario(sc, fixes, opts, quiet)
+    Ok(sc)
+}
+
+/// Runs independent simulations on `jobs` threads, results in order. With
+/// more than one, the per-run progress bars give way to one over the runs.
+fn run_all(
+    jobs: usize,
+    runs: Vec<(stormbreak_sim::Scenario, Vec<Fix>)>,
+    opts: RunOptions,
+    quiet: bool,
+) -> Result<Vec<Run>, String> {
+    let jobs = jobs.min(runs.len()).max(1);
+    if jobs == 1 {
+        return runs
+            .into_iter()
+            .map(|(sc, fixes)| run_scenario(sc, &fixes, opts, quiet))
+            .collect();
+    }
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(runs.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating {pos}/{len} runs on {msg} threads [{bar:30}] {elapsed}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(jobs.to_string());
+        bar
+    };
+    let out = crate::parallel::map_in_order(
+        jobs,
+        runs,
+        |(sc, fixes)| run_scenario(sc, &fixes, opts, true),
+        || bar.inc(1),
+    );
+    bar.finish_and_clear();
+    out
 }
 
 fn run_scenario(
@@ -137,13 +180,15 @@ pub fn run(args: Args) -> Result<(), String> {
         None => crate::default_out(replay::scenario_name())?.join(&variant),
     };
     let out_dir = crate::prepare_out(&out)?;
-    let mut runs = Vec::new();
+    let mut todo = Vec::new();
     if args.compare || chosen.is_empty() {
-        runs.push(run_variant(&[], opts, quiet)?);
+        todo.push((variant_scenario(&[])?, Vec::new()));
     }
     if !chosen.is_empty() {
-        runs.push(run_variant(&chosen, opts, quiet)?);
+        todo.push((variant_scenario(&chosen)?, chosen.clone()));
     }
+    let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
+    let runs = run_all(jobs, todo, opts, quiet)?;
     // Outputs: the last run's files, every run's summary under `replay`.
     let main = runs.last().expect("at least one run");
     let replay_json = serde_json::json!({
@@ -470,12 +515,14 @@ fn ablation(args: &Args, opts: RunOptions, quiet: bool) -> Result<(), String> {
     // The yardstick: no follow-up and no operator action either.
     let mut bare = replay::scenario().map_err(|e| e.to_string())?;
     bare.actions.clear();
-    let mut baseline = run_scenario(bare, &[], opts, quiet)?;
-    baseline.label = "no follow-ups, no operator actions".into();
-    let mut runs = Vec::new();
+    let mut todo = vec![(bare, Vec::new())];
     for v in &variants {
-        runs.push(run_variant(v, opts, quiet)?);
+        todo.push((variant_scenario(v)?, v.clone()));
     }
+    let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
+    let mut runs = run_all(jobs, todo, opts, quiet)?;
+    let mut baseline = runs.remove(0);
+    baseline.label = "no follow-ups, no operator actions".into();
     let mut s =
         String::from("Ablation: each follow-up alone, and all but one (no operator actions)\n");
     let _ = writeln!(

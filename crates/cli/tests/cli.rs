@@ -276,3 +276,89 @@ fn a_run_over_its_work_budget_stops_with_a_clear_error_and_no_outputs() {
     assert!(!out_dir.join("summary.json").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every file of an output directory, by relative path.
+type Tree = std::collections::BTreeMap<String, Vec<u8>>;
+
+fn tree(dir: &std::path::Path) -> Tree {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// `--ablation` and `--compare` run their simulations on `--jobs` threads;
+/// what they write and print is the same whatever the thread count.
+#[test]
+fn parallel_replays_write_the_same_outputs_whatever_the_thread_count() {
+    for mode in ["--ablation", "--compare"] {
+        let mut seen: Vec<(Tree, Vec<u8>)> = Vec::new();
+        for jobs in ["1", "2"] {
+            let dir = temp_dir(&format!("jobs{mode}{jobs}"));
+            let out = stormbreak()
+                .args([
+                    "replay", mode, "--scale", "0.001", "--quiet", "--jobs", jobs, "--out",
+                ])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The printed summary names the output directory; drop that line.
+            let stdout: Vec<u8> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with("outputs: "))
+                .flat_map(|l| format!("{l}\n").into_bytes())
+                .collect();
+            let files = tree(&dir);
+            assert!(
+                files.contains_key("summary.json"),
+                "{mode}: {:?}",
+                files.keys()
+            );
+            seen.push((files, stdout));
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        for (i, s) in seen.iter().enumerate().skip(1) {
+            assert_eq!(
+                s.0.keys().collect::<Vec<_>>(),
+                seen[0].0.keys().collect::<Vec<_>>()
+            );
+            for (k, v) in &s.0 {
+                assert!(
+                    v == &seen[0].0[k],
+                    "{mode}: {k} differs between --jobs 1 and run {i}"
+                );
+            }
+            assert_eq!(s.1, seen[0].1, "{mode}: stdout differs");
+        }
+    }
+}
+
+#[test]
+fn jobs_must_be_a_thread_count() {
+    let out = stormbreak()
+        .args(["replay", "--jobs", "0", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--jobs") && err.contains("from 1 to 256"),
+        "{err}"
+    );
+}
