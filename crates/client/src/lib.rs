@@ -125,6 +125,7 @@ mod body;
 mod breaker;
 mod classify;
 mod clone;
+mod deadline;
 mod overload;
 mod reject;
 #[cfg(feature = "reqwest")]

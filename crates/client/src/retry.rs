@@ -18,6 +18,7 @@ use stormbreak_policy::{FieldError, Nanos};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::deadline::deadline;
 use crate::{BoxError, Classify, CloneBuffered, CloneRequest, HttpClassifier};
 
 /// A tower [`Layer`] whose services retry by a [`RetryPolicy`] under a
@@ -389,9 +390,9 @@ where
         shared.passed_through.fetch_add(1, Ordering::Relaxed);
         let attempt = send.send(request);
         return match state.attempt_deadline(&shared.policy) {
-            Some(at) => match tokio::time::timeout_at(shared.instant(at), attempt).await {
-                Ok(result) => result,
-                Err(_) => Err(Box::new(AttemptTimedOut {
+            Some(at) => match deadline(shared.instant(at), attempt).await {
+                Some(result) => result,
+                None => Err(Box::new(AttemptTimedOut {
                     reason: GiveUpReason::Deadline,
                 })),
             },
@@ -409,9 +410,8 @@ where
         };
         let attempt = send.send(this_try);
         let result: Option<Result<Res, BoxError>> = match state.attempt_deadline(&shared.policy) {
-            Some(at) => tokio::time::timeout_at(shared.instant(at), attempt)
-                .await
-                .ok(),
+            // No timer is made for an attempt answered on its first poll.
+            Some(at) => deadline(shared.instant(at), attempt).await,
             None => Some(attempt.await),
         };
         let outcome = match &result {

@@ -155,21 +155,26 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
         if request.body().size_hint().exact() != Some(0) {
             return None;
         }
-        let hash = |state: &RandomState| {
-            use std::hash::Hasher;
-            let mut h = state.build_hasher();
-            for name in self.headers.iter() {
-                name.hash(&mut h);
-                for value in request.headers().get_all(name) {
-                    value.as_bytes().hash(&mut h);
+        use std::hash::Hasher;
+        // Both halves of the hash are fed in one pass, so each header is
+        // looked up once. A value is tagged with its header's position in
+        // the list and prefixed by its length, so no two lists of values
+        // feed the same bytes.
+        let (mut h0, mut h1) = (self.hashers.0.build_hasher(), self.hashers.1.build_hasher());
+        for (i, name) in self.headers.iter().enumerate() {
+            for value in request.headers().get_all(name) {
+                let value = value.as_bytes();
+                for h in [&mut h0, &mut h1] {
+                    h.write_usize(i);
+                    h.write_usize(value.len());
+                    h.write(value);
                 }
             }
-            h.finish()
-        };
+        }
         Some(RequestKey {
             method: request.method().clone(),
             uri: request.uri().clone(),
-            credential: (hash(&self.hashers.0), hash(&self.hashers.1)),
+            credential: (h0.finish(), h1.finish()),
         })
     }
 }
@@ -890,13 +895,6 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
     /// or turns it into a cache entry.
     fn land(&mut self, output: &FlightOutput<B>) {
         self.landed = true;
-        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(Slot::InFlight { id, .. }) = t.slots.get(&self.key) else {
-            return;
-        };
-        if *id != self.id {
-            return;
-        }
         let cached = match (self.ttl, output) {
             (Some(ttl), Ok(landed)) => match &**landed {
                 Landed::Buffered(b) if b.status.is_success() => Some(Slot::Cached {
@@ -907,10 +905,21 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
             },
             _ => None,
         };
-        match (cached, t.slots.get_mut(&self.key)) {
-            (Some(cached), Some(slot)) => *slot = cached,
-            _ => {
-                t.slots.remove(&self.key);
+        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        // One look-up on the usual path (this flight's slot, nothing to
+        // cache); a slot that is not this flight's (another waiter landed
+        // it and the key was taken again since) goes back as it was.
+        let Some((key, slot)) = t.slots.remove_entry(&self.key) else {
+            return;
+        };
+        match slot {
+            Slot::InFlight { id, .. } if id == self.id => {
+                if let Some(cached) = cached {
+                    t.slots.insert(key, cached);
+                }
+            }
+            other => {
+                t.slots.insert(key, other);
             }
         }
     }
