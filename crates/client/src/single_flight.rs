@@ -51,8 +51,8 @@ where
     }
 }
 
-/// The default key: method, URI and a 128-bit keyed hash of the credential
-/// headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
+/// The default key: method, URI and a 128-bit keyed hash of them and of
+/// the credential headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
 /// [`with_credential_headers`](Self::with_credential_headers) says
 /// otherwise), so two users never share a response.
 ///
@@ -107,7 +107,10 @@ impl fmt::Debug for DefaultKey {
 pub struct RequestKey {
     method: Method,
     uri: Uri,
-    credential: (u64, u64),
+    /// A 128-bit keyed hash of the method, the URI and the credentials:
+    /// the credentials are compared only through it, and its first half
+    /// is the key's `Hash`, so the table never rehashes the URI.
+    hash: (u64, u64),
 }
 
 impl RequestKey {
@@ -123,7 +126,7 @@ impl RequestKey {
 
 impl PartialEq for RequestKey {
     fn eq(&self, other: &Self) -> bool {
-        self.credential == other.credential && self.parts() == other.parts()
+        self.hash == other.hash && self.parts() == other.parts()
     }
 }
 
@@ -131,8 +134,9 @@ impl Eq for RequestKey {}
 
 impl Hash for RequestKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.credential.hash(state);
-        self.parts().hash(state);
+        // Equal keys have equal `hash`es; its first half is already a
+        // keyed hash of everything the key compares.
+        state.write_u64(self.hash.0);
     }
 }
 
@@ -156,26 +160,90 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
             return None;
         }
         use std::hash::Hasher;
+        let method = request.method();
+        let uri = request.uri();
         // Both halves of the hash are fed in one pass, so each header is
-        // looked up once. A value is tagged with its header's position in
-        // the list and prefixed by its length, so no two lists of values
-        // feed the same bytes.
-        let (mut h0, mut h1) = (self.hashers.0.build_hasher(), self.hashers.1.build_hasher());
+        // looked up once. The URI's parts are hashed as `str`s (each ended
+        // by a byte UTF-8 never holds); a credential value, which may hold
+        // any byte, is prefixed by its length and tagged with its header's
+        // position in the list: no two keys feed the same bytes.
+        let mut h = Tee::new(&self.hashers);
+        (
+            method.as_str(),
+            uri.scheme_str(),
+            uri.authority().map(|a| a.as_str()),
+            uri.path_and_query().map(|p| p.as_str()),
+        )
+            .hash(&mut h);
         for (i, name) in self.headers.iter().enumerate() {
             for value in request.headers().get_all(name) {
                 let value = value.as_bytes();
-                for h in [&mut h0, &mut h1] {
-                    h.write_usize(i);
-                    h.write_usize(value.len());
-                    h.write(value);
-                }
+                h.write_usize(i);
+                h.write_usize(value.len());
+                h.write(value);
             }
         }
         Some(RequestKey {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            credential: (h0.finish(), h1.finish()),
+            method: method.clone(),
+            uri: uri.clone(),
+            hash: h.finish_both(),
         })
+    }
+}
+
+/// Feeds the same bytes to two SipHashers through a small buffer: SipHash
+/// hashes the concatenation of its writes, so the hashes are those of
+/// writing to each directly, without SipHash's cost per write (a key's
+/// many short strings and integers) paid twice per piece.
+struct Tee {
+    hashers: (std::hash::DefaultHasher, std::hash::DefaultHasher),
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl Tee {
+    fn new(states: &(RandomState, RandomState)) -> Self {
+        Tee {
+            hashers: (states.0.build_hasher(), states.1.build_hasher()),
+            buf: [0; 128],
+            len: 0,
+        }
+    }
+
+    fn flush(&mut self) {
+        use std::hash::Hasher;
+        let pending = &self.buf[..self.len];
+        self.hashers.0.write(pending);
+        self.hashers.1.write(pending);
+        self.len = 0;
+    }
+
+    fn finish_both(mut self) -> (u64, u64) {
+        use std::hash::Hasher;
+        self.flush();
+        (self.hashers.0.finish(), self.hashers.1.finish())
+    }
+}
+
+impl std::hash::Hasher for Tee {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() > self.buf.len() {
+            self.flush();
+            if bytes.len() > self.buf.len() {
+                self.hashers.0.write(bytes);
+                self.hashers.1.write(bytes);
+                return;
+            }
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// Only [`Tee::finish_both`] is used; this is the first hash.
+    fn finish(&self) -> u64 {
+        let mut h = self.hashers.0.clone();
+        h.write(&self.buf[..self.len]);
+        h.finish()
     }
 }
 
@@ -858,10 +926,12 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
                     Ok(b) => b.into_response(),
                     Err(b) => b.response(),
                 }),
-                Ok(Landed::TooLarge(stream)) => self.take_stream(&stream, own).await,
+                // Boxed: the rare path's future (a whole request of its
+                // own) would otherwise make every waiter's future larger.
+                Ok(Landed::TooLarge(stream)) => Box::pin(self.take_stream(&stream, own)).await,
                 Err(landed) => match &*landed {
                     Landed::Buffered(b) => Ok(b.response()),
-                    Landed::TooLarge(stream) => self.take_stream(stream, own).await,
+                    Landed::TooLarge(stream) => Box::pin(self.take_stream(stream, own)).await,
                 },
             },
         }
