@@ -347,23 +347,18 @@ where
         // The readied service sends the first attempt; a fresh clone is
         // left behind for the next caller (tower's convention).
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        let classifier = self.classifier.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
         let cloner = self.cloner.clone();
-        Box::pin(async move {
-            // Waiting for the inner service to be ready is part of the
-            // attempt: a pool that stays exhausted cannot outlast the
-            // deadline, and its error is judged like any other.
-            drive(
-                &shared,
-                &classifier,
-                request,
-                |r: &Req| cloner.clone_request(r),
-                &mut inner,
-            )
-            .await
-        })
+        // `drive` owns what it uses: a wrapping `async move` block would
+        // hold a second copy of the request and of the service in the
+        // boxed future, which is copied whole into its box.
+        Box::pin(drive(
+            self.shared.clone(),
+            self.classifier.clone(),
+            request,
+            move |r: &Req| cloner.clone_request(r),
+            inner,
+        ))
     }
 }
 
@@ -375,11 +370,11 @@ where
 /// declines is sent once, bounded by the policy's timeouts: it counts as a
 /// request for the budget and is never retried.
 pub(crate) async fn drive<Req, Res, C>(
-    shared: &Shared,
-    classifier: &C,
+    shared: impl std::ops::Deref<Target = Shared>,
+    classifier: C,
     request: Req,
     clone: impl Fn(&Req) -> Option<Req>,
-    send: &mut impl Attempt<Req, Response = Res>,
+    mut send: impl Attempt<Req, Response = Res>,
 ) -> Result<Res, BoxError>
 where
     C: Classify<Res>,
