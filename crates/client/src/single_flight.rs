@@ -559,7 +559,8 @@ impl Buffered {
 
 /// What a flight produced.
 enum Landed<B> {
-    Buffered(Arc<Buffered>),
+    /// Shared by the waiters (and the cache) through the flight's `Arc`.
+    Buffered(Buffered),
     /// Over the cap: the streaming response, for whichever waiter takes it
     /// first; the others send their own requests.
     TooLarge(Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>),
@@ -573,9 +574,10 @@ enum Slot<B> {
         id: u64,
         flight: WeakShared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>,
     },
+    /// Only ever a [`Landed::Buffered`] answer.
     Cached {
         until: Instant,
-        response: Arc<Buffered>,
+        response: Arc<Landed<B>>,
     },
 }
 
@@ -710,9 +712,11 @@ where
         if let Some(slot) = t.slots.get(&key) {
             match slot {
                 Slot::Cached { until, response } if Instant::now() < *until => {
-                    bump(&counters.cache_hits);
-                    let response = response.response();
-                    return Box::pin(async move { Ok(response) });
+                    if let Landed::Buffered(b) = &**response {
+                        bump(&counters.cache_hits);
+                        let response = b.response();
+                        return Box::pin(async move { Ok(response) });
+                    }
                 }
                 Slot::InFlight { id, flight } => {
                     if let Some(flight) = flight.upgrade() {
@@ -836,14 +840,14 @@ where
         extensions,
         ..
     } = parts;
-    Ok(Arc::new(Landed::Buffered(Arc::new(Buffered {
+    Ok(Arc::new(Landed::Buffered(Buffered {
         status,
         version,
         headers,
         extensions,
         body: buf.finish(),
         trailers,
-    }))))
+    })))
 }
 
 /// A body's data frames in memory. The usual single frame (`Full`, a
@@ -922,10 +926,7 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
         match output {
             Err(e) => Err(Box::new(e)),
             Ok(landed) => match Arc::try_unwrap(landed) {
-                Ok(Landed::Buffered(b)) => Ok(match Arc::try_unwrap(b) {
-                    Ok(b) => b.into_response(),
-                    Err(b) => b.response(),
-                }),
+                Ok(Landed::Buffered(b)) => Ok(b.into_response()),
                 // Boxed: the rare path's future (a whole request of its
                 // own) would otherwise make every waiter's future larger.
                 Ok(Landed::TooLarge(stream)) => Box::pin(self.take_stream(&stream, own)).await,
@@ -969,7 +970,7 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
             (Some(ttl), Ok(landed)) => match &**landed {
                 Landed::Buffered(b) if b.status.is_success() => Some(Slot::Cached {
                     until: Instant::now() + ttl,
-                    response: b.clone(),
+                    response: landed.clone(),
                 }),
                 _ => None,
             },
