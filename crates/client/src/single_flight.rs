@@ -557,7 +557,10 @@ impl Buffered {
     }
 }
 
-/// What a flight produced.
+/// What a flight produced. It lives behind the flight's `Arc`, so the
+/// size of the large variant costs nothing; boxing it would cost the
+/// allocation per flight that keeping it inline saves.
+#[allow(clippy::large_enum_variant)]
 enum Landed<B> {
     /// Shared by the waiters (and the cache) through the flight's `Arc`.
     Buffered(Buffered),
