@@ -1021,3 +1021,55 @@ impl<Key: Hash + Eq, B> Drop for Waiter<Key, B> {
         drop(flight);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::Hasher;
+
+    /// The buffer must not change the hashes: each is what writing the
+    /// same pieces to its SipHasher directly gives, for short pieces, a
+    /// piece that crosses the buffer's end and one longer than the buffer.
+    #[test]
+    fn the_tee_hashes_as_writing_to_each_hasher_directly() {
+        let states = (RandomState::new(), RandomState::new());
+        let long = vec![0xa5u8; 300];
+        let pieces: [&[u8]; 6] = [b"GET", &[0xff], &[7; 100], &[1; 60], &long, b"tail"];
+        let mut tee = Tee::new(&states);
+        let (mut a, mut b) = (states.0.build_hasher(), states.1.build_hasher());
+        for piece in pieces {
+            tee.write(piece);
+            tee.write_usize(piece.len());
+            a.write(piece);
+            a.write_usize(piece.len());
+            b.write(piece);
+            b.write_usize(piece.len());
+        }
+        assert_eq!(tee.finish(), a.finish());
+        assert_eq!(tee.finish_both(), (a.finish(), b.finish()));
+    }
+
+    #[test]
+    fn keys_differ_by_credential_and_match_without_one() {
+        let key = DefaultKey::default();
+        let req = |auth: Option<&str>| {
+            let mut r = http::Request::get("http://token.internal/token");
+            if let Some(a) = auth {
+                r = r.header("authorization", a);
+            }
+            r.body(http_body_util::Empty::<Bytes>::new()).unwrap()
+        };
+        let ada = key.key(&req(Some("Bearer ada"))).unwrap();
+        let bob = key.key(&req(Some("Bearer bob"))).unwrap();
+        let none = key.key(&req(None)).unwrap();
+        assert!(ada != bob && ada != none);
+        assert!(ada == key.key(&req(Some("Bearer ada"))).unwrap());
+        assert!(none == key.key(&req(None)).unwrap());
+        // The table's hash agrees with equality.
+        let h = RandomState::new();
+        assert_eq!(
+            h.hash_one(&ada),
+            h.hash_one(key.key(&req(Some("Bearer ada"))).unwrap())
+        );
+    }
+}
