@@ -19,7 +19,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use http_body_util::Full;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -246,4 +246,82 @@ fn parts(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench, parts);
-criterion_main!(benches);
+
+/// `STACK_ICOUNT=<which> [STACK_ICOUNT_N=<n>]` runs `n` requests (100 000
+/// by default) through one configuration on one thread and exits, for
+/// `valgrind --tool=callgrind` to count instructions per request; the
+/// machine's load does not change the count. `which` is one of `bare`,
+/// `single-flight`, `retry`, `throttle`, `stack`, `tower-retry`, each
+/// optionally suffixed `-fail` for the 100 %-failure backend.
+fn icount(which: &str) {
+    let n: u64 = std::env::var("STACK_ICOUNT_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let (which, status) = match which.strip_suffix("-fail") {
+        Some(w) => (w, 503),
+        None => (which, 200),
+    };
+    let run = |d: Duration| println!("{which} ({status}): {n} requests in {d:?}");
+    match which {
+        "bare" => run(contend(&backend(status), 1, n)),
+        "single-flight" => run(contend(
+            &SingleFlightLayer::new().layer(backend(status)),
+            1,
+            n,
+        )),
+        "retry" => {
+            let retry = RetryLayer::builder(&config())
+                .unwrap()
+                .budget(budget())
+                .seed(1)
+                .build()
+                .layer(backend(status));
+            run(contend(&retry, 1, n))
+        }
+        "throttle" => {
+            let throttle = ThrottleLayer::new(&ThrottleConfig::default())
+                .unwrap()
+                .seed(2)
+                .layer(backend(status));
+            run(contend(&throttle, 1, n))
+        }
+        "stack" => {
+            let stack = ServiceBuilder::new()
+                .layer(SingleFlightLayer::new())
+                .layer(
+                    RetryLayer::builder(&config())
+                        .unwrap()
+                        .budget(budget())
+                        .seed(1)
+                        .build(),
+                )
+                .layer(
+                    ThrottleLayer::new(&ThrottleConfig::default())
+                        .unwrap()
+                        .seed(2),
+                )
+                .service(backend(status));
+            run(contend(&stack, 1, n))
+        }
+        "tower-retry" => {
+            let tower_retry =
+                tower::retry::RetryLayer::new(SamePolicy::new()).layer(backend(status));
+            run(contend(&tower_retry, 1, n))
+        }
+        other => panic!("STACK_ICOUNT: unknown configuration {other:?}"),
+    }
+}
+
+fn main() {
+    if let Ok(which) = std::env::var("STACK_ICOUNT") {
+        return icount(&which);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -132,7 +132,7 @@ impl HttpClassifier {
             None
         };
         let pushback = headers
-            .get("grpc-retry-pushback-ms")
+            .get(&GRPC_RETRY_PUSHBACK_MS)
             .and_then(|v| v.to_str().ok())
             .map_or(Pushback::None, Pushback::from_grpc_header);
         AttemptOutcome::Response {
@@ -142,6 +142,10 @@ impl HttpClassifier {
         }
     }
 }
+
+/// Named once: a `&str` name would be parsed on every look-up.
+static GRPC_RETRY_PUSHBACK_MS: http::HeaderName =
+    http::HeaderName::from_static("grpc-retry-pushback-ms");
 
 fn unix_now_secs() -> u64 {
     SystemTime::now()

@@ -125,6 +125,7 @@ mod body;
 mod breaker;
 mod classify;
 mod clone;
+mod deadline;
 mod overload;
 mod reject;
 #[cfg(feature = "reqwest")]
@@ -146,7 +147,7 @@ pub use retry::{AttemptTimedOut, Retry, RetryLayer, RetryLayerBuilder};
 pub use single_flight::{
     DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,
 };
-pub use throttle::{Throttle, ThrottleLayer};
+pub use throttle::{Throttle, ThrottleFuture, ThrottleLayer};
 
 /// The error type of the layer's services, as in tower.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

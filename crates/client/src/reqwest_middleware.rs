@@ -81,13 +81,13 @@ where
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let mut attempt = NextAttempt { next, extensions };
+        let attempt = NextAttempt { next, extensions };
         drive(
-            self.layer.shared(),
-            self.layer.classifier(),
+            &**self.layer.shared(),
+            ByRef(self.layer.classifier()),
             request,
             reqwest::Request::try_clone,
-            &mut attempt,
+            attempt,
         )
         .await
         .map_err(|e| match e.downcast::<reqwest_middleware::Error>() {
@@ -115,5 +115,18 @@ impl fmt::Display for Boxed {
 impl std::error::Error for Boxed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(self.0.as_ref())
+    }
+}
+
+/// The layer's classifier, lent to [`drive`] (which owns its classifier).
+struct ByRef<'a, C>(&'a C);
+
+impl<Res, C: Classify<Res>> Classify<Res> for ByRef<'_, C> {
+    fn response(&self, response: &Res) -> stormbreak_policy::retry::AttemptOutcome {
+        self.0.response(response)
+    }
+
+    fn error(&self, error: &BoxError) -> stormbreak_policy::retry::AttemptOutcome {
+        self.0.error(error)
     }
 }

@@ -18,6 +18,7 @@ use stormbreak_policy::{FieldError, Nanos};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::deadline::deadline;
 use crate::{BoxError, Classify, CloneBuffered, CloneRequest, HttpClassifier};
 
 /// A tower [`Layer`] whose services retry by a [`RetryPolicy`] under a
@@ -346,23 +347,18 @@ where
         // The readied service sends the first attempt; a fresh clone is
         // left behind for the next caller (tower's convention).
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        let classifier = self.classifier.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
         let cloner = self.cloner.clone();
-        Box::pin(async move {
-            // Waiting for the inner service to be ready is part of the
-            // attempt: a pool that stays exhausted cannot outlast the
-            // deadline, and its error is judged like any other.
-            drive(
-                &shared,
-                &classifier,
-                request,
-                |r: &Req| cloner.clone_request(r),
-                &mut inner,
-            )
-            .await
-        })
+        // `drive` owns what it uses: a wrapping `async move` block would
+        // hold a second copy of the request and of the service in the
+        // boxed future, which is copied whole into its box.
+        Box::pin(drive(
+            self.shared.clone(),
+            self.classifier.clone(),
+            request,
+            move |r: &Req| cloner.clone_request(r),
+            inner,
+        ))
     }
 }
 
@@ -374,11 +370,11 @@ where
 /// declines is sent once, bounded by the policy's timeouts: it counts as a
 /// request for the budget and is never retried.
 pub(crate) async fn drive<Req, Res, C>(
-    shared: &Shared,
-    classifier: &C,
+    shared: impl std::ops::Deref<Target = Shared>,
+    classifier: C,
     request: Req,
     clone: impl Fn(&Req) -> Option<Req>,
-    send: &mut impl Attempt<Req, Response = Res>,
+    mut send: impl Attempt<Req, Response = Res>,
 ) -> Result<Res, BoxError>
 where
     C: Classify<Res>,
@@ -389,9 +385,9 @@ where
         shared.passed_through.fetch_add(1, Ordering::Relaxed);
         let attempt = send.send(request);
         return match state.attempt_deadline(&shared.policy) {
-            Some(at) => match tokio::time::timeout_at(shared.instant(at), attempt).await {
-                Ok(result) => result,
-                Err(_) => Err(Box::new(AttemptTimedOut {
+            Some(at) => match deadline(shared.instant(at), attempt).await {
+                Some(result) => result,
+                None => Err(Box::new(AttemptTimedOut {
                     reason: GiveUpReason::Deadline,
                 })),
             },
@@ -409,9 +405,8 @@ where
         };
         let attempt = send.send(this_try);
         let result: Option<Result<Res, BoxError>> = match state.attempt_deadline(&shared.policy) {
-            Some(at) => tokio::time::timeout_at(shared.instant(at), attempt)
-                .await
-                .ok(),
+            // No timer is made for an attempt answered on its first poll.
+            Some(at) => deadline(shared.instant(at), attempt).await,
             None => Some(attempt.await),
         };
         let outcome = match &result {

@@ -51,8 +51,8 @@ where
     }
 }
 
-/// The default key: method, URI and a 128-bit keyed hash of the credential
-/// headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
+/// The default key: method, URI and a 128-bit keyed hash of them and of
+/// the credential headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
 /// [`with_credential_headers`](Self::with_credential_headers) says
 /// otherwise), so two users never share a response.
 ///
@@ -107,7 +107,10 @@ impl fmt::Debug for DefaultKey {
 pub struct RequestKey {
     method: Method,
     uri: Uri,
-    credential: (u64, u64),
+    /// A 128-bit keyed hash of the method, the URI and the credentials:
+    /// the credentials are compared only through it, and its first half
+    /// is the key's `Hash`, so the table never rehashes the URI.
+    hash: (u64, u64),
 }
 
 impl RequestKey {
@@ -123,7 +126,7 @@ impl RequestKey {
 
 impl PartialEq for RequestKey {
     fn eq(&self, other: &Self) -> bool {
-        self.credential == other.credential && self.parts() == other.parts()
+        self.hash == other.hash && self.parts() == other.parts()
     }
 }
 
@@ -131,8 +134,9 @@ impl Eq for RequestKey {}
 
 impl Hash for RequestKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.credential.hash(state);
-        self.parts().hash(state);
+        // Equal keys have equal `hash`es; its first half is already a
+        // keyed hash of everything the key compares.
+        state.write_u64(self.hash.0);
     }
 }
 
@@ -155,22 +159,91 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
         if request.body().size_hint().exact() != Some(0) {
             return None;
         }
-        let hash = |state: &RandomState| {
-            use std::hash::Hasher;
-            let mut h = state.build_hasher();
-            for name in self.headers.iter() {
-                name.hash(&mut h);
-                for value in request.headers().get_all(name) {
-                    value.as_bytes().hash(&mut h);
-                }
+        use std::hash::Hasher;
+        let method = request.method();
+        let uri = request.uri();
+        // Both halves of the hash are fed in one pass, so each header is
+        // looked up once. The URI's parts are hashed as `str`s (each ended
+        // by a byte UTF-8 never holds); a credential value, which may hold
+        // any byte, is prefixed by its length and tagged with its header's
+        // position in the list: no two keys feed the same bytes.
+        let mut h = Tee::new(&self.hashers);
+        (
+            method.as_str(),
+            uri.scheme_str(),
+            uri.authority().map(|a| a.as_str()),
+            uri.path_and_query().map(|p| p.as_str()),
+        )
+            .hash(&mut h);
+        for (i, name) in self.headers.iter().enumerate() {
+            for value in request.headers().get_all(name) {
+                let value = value.as_bytes();
+                h.write_usize(i);
+                h.write_usize(value.len());
+                h.write(value);
             }
-            h.finish()
-        };
+        }
         Some(RequestKey {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            credential: (hash(&self.hashers.0), hash(&self.hashers.1)),
+            method: method.clone(),
+            uri: uri.clone(),
+            hash: h.finish_both(),
         })
+    }
+}
+
+/// Feeds the same bytes to two SipHashers through a small buffer: SipHash
+/// hashes the concatenation of its writes, so the hashes are those of
+/// writing to each directly, without SipHash's cost per write (a key's
+/// many short strings and integers) paid twice per piece.
+struct Tee {
+    hashers: (std::hash::DefaultHasher, std::hash::DefaultHasher),
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl Tee {
+    fn new(states: &(RandomState, RandomState)) -> Self {
+        Tee {
+            hashers: (states.0.build_hasher(), states.1.build_hasher()),
+            buf: [0; 128],
+            len: 0,
+        }
+    }
+
+    fn flush(&mut self) {
+        use std::hash::Hasher;
+        let pending = &self.buf[..self.len];
+        self.hashers.0.write(pending);
+        self.hashers.1.write(pending);
+        self.len = 0;
+    }
+
+    fn finish_both(mut self) -> (u64, u64) {
+        use std::hash::Hasher;
+        self.flush();
+        (self.hashers.0.finish(), self.hashers.1.finish())
+    }
+}
+
+impl std::hash::Hasher for Tee {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() > self.buf.len() {
+            self.flush();
+            if bytes.len() > self.buf.len() {
+                self.hashers.0.write(bytes);
+                self.hashers.1.write(bytes);
+                return;
+            }
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// Only [`Tee::finish_both`] is used; this is the first hash.
+    fn finish(&self) -> u64 {
+        let mut h = self.hashers.0.clone();
+        h.write(&self.buf[..self.len]);
+        h.finish()
     }
 }
 
@@ -484,9 +557,13 @@ impl Buffered {
     }
 }
 
-/// What a flight produced.
+/// What a flight produced. It lives behind the flight's `Arc`, so the
+/// size of the large variant costs nothing; boxing it would cost the
+/// allocation per flight that keeping it inline saves.
+#[allow(clippy::large_enum_variant)]
 enum Landed<B> {
-    Buffered(Arc<Buffered>),
+    /// Shared by the waiters (and the cache) through the flight's `Arc`.
+    Buffered(Buffered),
     /// Over the cap: the streaming response, for whichever waiter takes it
     /// first; the others send their own requests.
     TooLarge(Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>),
@@ -500,9 +577,10 @@ enum Slot<B> {
         id: u64,
         flight: WeakShared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>,
     },
+    /// Only ever a [`Landed::Buffered`] answer.
     Cached {
         until: Instant,
-        response: Arc<Buffered>,
+        response: Arc<Landed<B>>,
     },
 }
 
@@ -637,9 +715,11 @@ where
         if let Some(slot) = t.slots.get(&key) {
             match slot {
                 Slot::Cached { until, response } if Instant::now() < *until => {
-                    bump(&counters.cache_hits);
-                    let response = response.response();
-                    return Box::pin(async move { Ok(response) });
+                    if let Landed::Buffered(b) = &**response {
+                        bump(&counters.cache_hits);
+                        let response = b.response();
+                        return Box::pin(async move { Ok(response) });
+                    }
                 }
                 Slot::InFlight { id, flight } => {
                     if let Some(flight) = flight.upgrade() {
@@ -763,14 +843,14 @@ where
         extensions,
         ..
     } = parts;
-    Ok(Arc::new(Landed::Buffered(Arc::new(Buffered {
+    Ok(Arc::new(Landed::Buffered(Buffered {
         status,
         version,
         headers,
         extensions,
         body: buf.finish(),
         trailers,
-    }))))
+    })))
 }
 
 /// A body's data frames in memory. The usual single frame (`Full`, a
@@ -849,14 +929,13 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
         match output {
             Err(e) => Err(Box::new(e)),
             Ok(landed) => match Arc::try_unwrap(landed) {
-                Ok(Landed::Buffered(b)) => Ok(match Arc::try_unwrap(b) {
-                    Ok(b) => b.into_response(),
-                    Err(b) => b.response(),
-                }),
-                Ok(Landed::TooLarge(stream)) => self.take_stream(&stream, own).await,
+                Ok(Landed::Buffered(b)) => Ok(b.into_response()),
+                // Boxed: the rare path's future (a whole request of its
+                // own) would otherwise make every waiter's future larger.
+                Ok(Landed::TooLarge(stream)) => Box::pin(self.take_stream(&stream, own)).await,
                 Err(landed) => match &*landed {
                     Landed::Buffered(b) => Ok(b.response()),
-                    Landed::TooLarge(stream) => self.take_stream(stream, own).await,
+                    Landed::TooLarge(stream) => Box::pin(self.take_stream(stream, own)).await,
                 },
             },
         }
@@ -890,27 +969,31 @@ impl<Key: Hash + Eq, B> Waiter<Key, B> {
     /// or turns it into a cache entry.
     fn land(&mut self, output: &FlightOutput<B>) {
         self.landed = true;
-        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(Slot::InFlight { id, .. }) = t.slots.get(&self.key) else {
-            return;
-        };
-        if *id != self.id {
-            return;
-        }
         let cached = match (self.ttl, output) {
             (Some(ttl), Ok(landed)) => match &**landed {
                 Landed::Buffered(b) if b.status.is_success() => Some(Slot::Cached {
                     until: Instant::now() + ttl,
-                    response: b.clone(),
+                    response: landed.clone(),
                 }),
                 _ => None,
             },
             _ => None,
         };
-        match (cached, t.slots.get_mut(&self.key)) {
-            (Some(cached), Some(slot)) => *slot = cached,
-            _ => {
-                t.slots.remove(&self.key);
+        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        // One look-up on the usual path (this flight's slot, nothing to
+        // cache); a slot that is not this flight's (another waiter landed
+        // it and the key was taken again since) goes back as it was.
+        let Some((key, slot)) = t.slots.remove_entry(&self.key) else {
+            return;
+        };
+        match slot {
+            Slot::InFlight { id, .. } if id == self.id => {
+                if let Some(cached) = cached {
+                    t.slots.insert(key, cached);
+                }
+            }
+            other => {
+                t.slots.insert(key, other);
             }
         }
     }
@@ -936,5 +1019,57 @@ impl<Key: Hash + Eq, B> Drop for Waiter<Key, B> {
         // The upstream call, if this was its last waiter, is dropped here,
         // outside the lock.
         drop(flight);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::Hasher;
+
+    /// The buffer must not change the hashes: each is what writing the
+    /// same pieces to its SipHasher directly gives, for short pieces, a
+    /// piece that crosses the buffer's end and one longer than the buffer.
+    #[test]
+    fn the_tee_hashes_as_writing_to_each_hasher_directly() {
+        let states = (RandomState::new(), RandomState::new());
+        let long = vec![0xa5u8; 300];
+        let pieces: [&[u8]; 6] = [b"GET", &[0xff], &[7; 100], &[1; 60], &long, b"tail"];
+        let mut tee = Tee::new(&states);
+        let (mut a, mut b) = (states.0.build_hasher(), states.1.build_hasher());
+        for piece in pieces {
+            tee.write(piece);
+            tee.write_usize(piece.len());
+            a.write(piece);
+            a.write_usize(piece.len());
+            b.write(piece);
+            b.write_usize(piece.len());
+        }
+        assert_eq!(tee.finish(), a.finish());
+        assert_eq!(tee.finish_both(), (a.finish(), b.finish()));
+    }
+
+    #[test]
+    fn keys_differ_by_credential_and_match_without_one() {
+        let key = DefaultKey::default();
+        let req = |auth: Option<&str>| {
+            let mut r = http::Request::get("http://token.internal/token");
+            if let Some(a) = auth {
+                r = r.header("authorization", a);
+            }
+            r.body(http_body_util::Empty::<Bytes>::new()).unwrap()
+        };
+        let ada = key.key(&req(Some("Bearer ada"))).unwrap();
+        let bob = key.key(&req(Some("Bearer bob"))).unwrap();
+        let none = key.key(&req(None)).unwrap();
+        assert!(ada != bob && ada != none);
+        assert!(ada == key.key(&req(Some("Bearer ada"))).unwrap());
+        assert!(none == key.key(&req(None)).unwrap());
+        // The table's hash agrees with equality.
+        let h = RandomState::new();
+        assert_eq!(
+            h.hash_one(&ada),
+            h.hash_one(key.key(&req(Some("Bearer ada"))).unwrap())
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use pin_project_lite::pin_project;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::shed::{AdaptiveThrottle, ThrottleConfig};
@@ -191,7 +192,7 @@ where
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+    type Future = ThrottleFuture<S::Future, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -201,24 +202,85 @@ where
         if !self.shared.should_send() {
             self.shared.rejected.fetch_add(1, Ordering::Relaxed);
             // The readied inner service is left unused, as tower allows.
-            return Box::pin(std::future::ready(Err(Box::new(Rejected {
+            return ThrottleFuture {
+                state: State::Refused,
+            };
+        }
+        ThrottleFuture {
+            state: State::Sent {
+                call: self.inner.call(request),
+                shared: self.shared.clone(),
+                classifier: self.classifier.clone(),
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The future [`Throttle`] answers with: the inner call, whose answer
+    /// the throttle counts, or a local refusal ([`Rejected`]).
+    ///
+    /// A named type rather than a boxed one, so a request through the
+    /// throttle costs no allocation of its own.
+    pub struct ThrottleFuture<F, C> {
+        #[pin]
+        state: State<F, C>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, C> {
+        Sent {
+            #[pin]
+            call: F,
+            shared: Arc<ThrottleShared>,
+            classifier: C,
+        },
+        Refused,
+        Done,
+    }
+}
+
+impl<F, C> fmt::Debug for ThrottleFuture<F, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, C, T, E> Future for ThrottleFuture<F, C>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+    C: Classify<T>,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        let result = match state.as_mut().project() {
+            StateProj::Sent {
+                call,
+                shared,
+                classifier,
+            } => {
+                let result = std::task::ready!(call.poll(cx)).map_err(Into::into);
+                match verdict(&*classifier, &result) {
+                    Verdict::Accepted => shared.on_response(true),
+                    Verdict::Failed => shared.on_response(false),
+                    // Counted as a request (the book counts local rejects
+                    // too), never as an accept.
+                    Verdict::NotSent => {}
+                }
+                result
+            }
+            StateProj::Refused => Err(Box::new(Rejected {
                 by: RejectedBy::Throttle,
                 retry_after: None,
-            }) as BoxError)));
-        }
-        let call = self.inner.call(request);
-        let shared = self.shared.clone();
-        let classifier = self.classifier.clone();
-        Box::pin(async move {
-            let result = call.await.map_err(Into::into);
-            match verdict(&classifier, &result) {
-                Verdict::Accepted => shared.on_response(true),
-                Verdict::Failed => shared.on_response(false),
-                // Counted as a request (the book counts local rejects too),
-                // never as an accept.
-                Verdict::NotSent => {}
-            }
-            result
-        })
+            }) as BoxError),
+            StateProj::Done => panic!("ThrottleFuture polled after it completed"),
+        };
+        state.set(State::Done);
+        Poll::Ready(result)
     }
 }
