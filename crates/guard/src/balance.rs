@@ -103,7 +103,9 @@ impl Cluster {
                 &mut *rng,
             )?
         };
-        self.endpoints[index].inflight.fetch_add(1, Ordering::AcqRel);
+        self.endpoints[index]
+            .inflight
+            .fetch_add(1, Ordering::AcqRel);
         Some(Picked {
             cluster: self,
             index,
@@ -126,7 +128,12 @@ impl Cluster {
     pub(crate) fn available(&self) -> usize {
         let now = self.clock.now();
         match &self.outlier {
-            Some(o) => self.endpoints.len() - o.lock().unwrap_or_else(PoisonError::into_inner).ejected_count(now),
+            Some(o) => {
+                self.endpoints.len()
+                    - o.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .ejected_count(now)
+            }
             None => self.endpoints.len(),
         }
     }

@@ -12,7 +12,9 @@ pub type Body = BoxBody<Bytes, BoxError>;
 
 /// A body holding `bytes`.
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// An empty body.

@@ -46,12 +46,20 @@ impl Upstream {
             .build(connector);
         Upstream {
             client,
-            version: if h2 { Version::HTTP_2 } else { Version::HTTP_11 },
+            version: if h2 {
+                Version::HTTP_2
+            } else {
+                Version::HTTP_11
+            },
         }
     }
 
     /// Sends `request` (origin-form URI) to `addr`.
-    pub(crate) async fn send(&self, addr: SocketAddr, mut request: Request<Body>) -> Result<Response<Incoming>, AttemptError> {
+    pub(crate) async fn send(
+        &self,
+        addr: SocketAddr,
+        mut request: Request<Body>,
+    ) -> Result<Response<Incoming>, AttemptError> {
         let path = request
             .uri()
             .path_and_query()

@@ -75,7 +75,12 @@ pub(crate) fn client_ip(trusted: &[Cidr], peer: IpAddr, headers: &HeaderMap) -> 
 /// Appends the peer to `X-Forwarded-For` and a `for=` element to `Forwarded`
 /// (RFC 7239). From an untrusted peer, what it sent is dropped first, so a
 /// client cannot plant addresses for the upstream to believe.
-pub(crate) fn append_forwarded(headers: &mut HeaderMap, peer: SocketAddr, trusted_peer: bool, proto: &str) {
+pub(crate) fn append_forwarded(
+    headers: &mut HeaderMap,
+    peer: SocketAddr,
+    trusted_peer: bool,
+    proto: &str,
+) {
     let xff = HeaderName::from_static("x-forwarded-for");
     let prior_xff = if trusted_peer {
         joined(headers, &xff)
@@ -127,7 +132,10 @@ mod tests {
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         h
     }
@@ -169,7 +177,11 @@ mod tests {
         let untrusted_peer: IpAddr = "8.8.8.8".parse().unwrap();
         assert_eq!(client_ip(&trusted, untrusted_peer, &h), untrusted_peer);
         let proxy: IpAddr = "10.0.0.1".parse().unwrap();
-        assert_eq!(client_ip(&trusted, proxy, &h), "1.2.3.4".parse::<IpAddr>().unwrap(), "6.6.6.6 could be forged");
+        assert_eq!(
+            client_ip(&trusted, proxy, &h),
+            "1.2.3.4".parse::<IpAddr>().unwrap(),
+            "6.6.6.6 could be forged"
+        );
         let garbled = map(&[("x-forwarded-for", "1.2.3.4, nonsense")]);
         assert_eq!(client_ip(&trusted, proxy, &garbled), proxy);
     }

@@ -97,9 +97,16 @@ impl Guard {
                 bind: l.bind.clone(),
                 source,
             };
-            let socket = tokio::net::TcpListener::bind(&l.bind).await.map_err(bind_err)?;
+            let socket = tokio::net::TcpListener::bind(&l.bind)
+                .await
+                .map_err(bind_err)?;
             addrs.push((l.name.clone(), socket.local_addr().map_err(bind_err)?));
-            tasks.spawn(listener::serve(socket, l.clone(), proxy.clone(), stopped.clone()));
+            tasks.spawn(listener::serve(
+                socket,
+                l.clone(),
+                proxy.clone(),
+                stopped.clone(),
+            ));
         }
         Ok(Guard {
             proxy,

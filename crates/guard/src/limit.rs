@@ -35,7 +35,11 @@ pub(crate) struct LimitPermit {
 }
 
 impl ConcurrencyLimit {
-    pub(crate) fn new(config: &LimitConfig, queue: Option<QueueConfig>, clock: Clock) -> Result<Arc<Self>, FieldError> {
+    pub(crate) fn new(
+        config: &LimitConfig,
+        queue: Option<QueueConfig>,
+        clock: Clock,
+    ) -> Result<Arc<Self>, FieldError> {
         Ok(Arc::new(ConcurrencyLimit {
             state: Mutex::new((Limiter::new(config.build()?), Pcg64Mcg::from_os_rng())),
             queue,
@@ -60,7 +64,9 @@ impl ConcurrencyLimit {
         // Claim a queue slot, or be refused: the queue never grows past its size.
         if self
             .waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| (w < queue.size).then_some(w + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w < queue.size).then_some(w + 1)
+            })
             .is_err()
         {
             return None;
@@ -115,7 +121,11 @@ impl ConcurrencyLimit {
 
     /// The algorithm's current limit.
     pub(crate) fn limit(&self) -> u32 {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).0.limit()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .limit()
     }
 }
 
@@ -151,7 +161,12 @@ mod tests {
     use stormbreak_policy::limit::FixedConfig;
 
     fn fixed(limit: u32, queue: Option<QueueConfig>) -> Arc<ConcurrencyLimit> {
-        ConcurrencyLimit::new(&LimitConfig::Fixed(FixedConfig { limit }), queue, Clock::new()).unwrap()
+        ConcurrencyLimit::new(
+            &LimitConfig::Fixed(FixedConfig { limit }),
+            queue,
+            Clock::new(),
+        )
+        .unwrap()
     }
 
     #[tokio::test(start_paused = true)]
@@ -167,15 +182,27 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_queue_is_bounded_and_times_out_and_a_release_admits_a_waiter() {
-        let queue = QueueConfig { size: 1, timeout: Nanos::from_millis(100) };
+        let queue = QueueConfig {
+            size: 1,
+            timeout: Nanos::from_millis(100),
+        };
         let l = fixed(1, Some(queue));
         let held = l.acquire().await.unwrap();
         let waiter = tokio::spawn({
             let l = l.clone();
-            async move { l.acquire().await.map(|p| p.finish(Outcome::Success)).is_some() }
+            async move {
+                l.acquire()
+                    .await
+                    .map(|p| p.finish(Outcome::Success))
+                    .is_some()
+            }
         });
         tokio::task::yield_now().await;
-        assert_eq!(l.saturation(), 1.0, "one in flight, one waiting: all room used");
+        assert_eq!(
+            l.saturation(),
+            1.0,
+            "one in flight, one waiting: all room used"
+        );
         assert!(l.acquire().await.is_none(), "the one-slot queue is full");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         held.finish(Outcome::Success);

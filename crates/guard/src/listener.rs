@@ -67,9 +67,19 @@ pub(crate) async fn serve(
     }
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, config: &ListenerConfig, proxy: Arc<Proxy>, settings: Arc<ListenerSettings>) {
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: &ListenerConfig,
+    proxy: Arc<Proxy>,
+    settings: Arc<ListenerSettings>,
+) {
     let active = Arc::new(AtomicUsize::new(0));
-    let io = TokioIo::new(IdleIo::new(stream, config.idle_timeout.into(), active.clone()));
+    let io = TokioIo::new(IdleIo::new(
+        stream,
+        config.idle_timeout.into(),
+        active.clone(),
+    ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -145,7 +155,11 @@ impl IdleIo {
 }
 
 impl AsyncRead for IdleIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Ready(r) => {
@@ -163,7 +177,11 @@ impl AsyncRead for IdleIo {
 }
 
 impl AsyncWrite for IdleIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let n = ready!(Pin::new(&mut self.inner).poll_write(cx, buf))?;
         self.touch();
         Poll::Ready(Ok(n))
@@ -177,7 +195,11 @@ impl AsyncWrite for IdleIo {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, bufs))?;
         self.touch();
         Poll::Ready(Ok(n))

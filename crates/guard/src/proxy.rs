@@ -52,7 +52,11 @@ pub(crate) struct ListenerSettings {
 impl ListenerSettings {
     pub(crate) fn new(l: &ListenerConfig) -> Self {
         ListenerSettings {
-            trusted: l.trusted_proxies.iter().filter_map(|t| Cidr::parse(t)).collect(),
+            trusted: l
+                .trusted_proxies
+                .iter()
+                .filter_map(|t| Cidr::parse(t))
+                .collect(),
             criticality_header: HeaderName::from_bytes(l.criticality_header.as_bytes())
                 .unwrap_or(HeaderName::from_static("x-stormbreak-criticality")),
             max_body_bytes: l.max_body_bytes,
@@ -80,7 +84,12 @@ fn idempotent(method: &Method) -> bool {
     )
 }
 
-fn route_of(config: &RouteConfig, index: usize, clusters: &[Cluster], clock: Clock) -> Result<Route, FieldError> {
+fn route_of(
+    config: &RouteConfig,
+    index: usize,
+    clusters: &[Cluster],
+    clock: Clock,
+) -> Result<Route, FieldError> {
     let cluster_index = |name: &str| clusters.iter().position(|c| c.name == name);
     Ok(Route {
         name: config.name.clone(),
@@ -120,7 +129,11 @@ impl Proxy {
             .enumerate()
             .map(|(i, r)| route_of(r, i, &clusters, clock))
             .collect::<Result<Vec<_>, _>>()?;
-        let matchers: Vec<Matcher> = config.routes.iter().map(|r| Matcher::new(&r.matches)).collect();
+        let matchers: Vec<Matcher> = config
+            .routes
+            .iter()
+            .map(|r| Matcher::new(&r.matches))
+            .collect();
         let order = route::order(&matchers);
         Ok(Proxy {
             clock,
@@ -134,15 +147,30 @@ impl Proxy {
     }
 
     /// Answers one request: the guard's own refusal or the upstream's response.
-    pub(crate) async fn handle(&self, listener: &ListenerSettings, peer: SocketAddr, request: Request<Incoming>) -> Response<Body> {
+    pub(crate) async fn handle(
+        &self,
+        listener: &ListenerSettings,
+        peer: SocketAddr,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
         bump(&self.stats.requests);
-        match tokio::time::timeout(listener.request_timeout, self.route(listener, peer, request)).await {
+        match tokio::time::timeout(
+            listener.request_timeout,
+            self.route(listener, peer, request),
+        )
+        .await
+        {
             Ok(response) => response,
             Err(_) => shed::reject(504, None, "request timed out at the guard"),
         }
     }
 
-    async fn route(&self, listener: &ListenerSettings, peer: SocketAddr, request: Request<Incoming>) -> Response<Body> {
+    async fn route(
+        &self,
+        listener: &ListenerSettings,
+        peer: SocketAddr,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -208,16 +236,28 @@ impl Proxy {
             .await;
         if let Some(p) = permit {
             let overloaded = matches!(response.status().as_u16(), 500..=599);
-            p.finish(if overloaded { Outcome::Dropped } else { Outcome::Success });
+            p.finish(if overloaded {
+                Outcome::Dropped
+            } else {
+                Outcome::Success
+            });
         }
         response
     }
 
     fn saturation_answer(&self) -> (u16, Option<stormbreak_policy::Nanos>) {
         let shedder = self.shedder.lock().unwrap_or_else(PoisonError::into_inner);
-        match shedder.saturation().decide(Criticality::Sheddable, f64::INFINITY) {
-            stormbreak_policy::shed::Decision::Reject { status, retry_after } => (status, retry_after),
-            stormbreak_policy::shed::Decision::Admit => (503, Some(stormbreak_policy::Nanos::SECOND)),
+        match shedder
+            .saturation()
+            .decide(Criticality::Sheddable, f64::INFINITY)
+        {
+            stormbreak_policy::shed::Decision::Reject {
+                status,
+                retry_after,
+            } => (status, retry_after),
+            stormbreak_policy::shed::Decision::Admit => {
+                (503, Some(stormbreak_policy::Nanos::SECOND))
+            }
         }
     }
 
@@ -239,16 +279,21 @@ impl Proxy {
         }
         headers::strip_hop_by_hop(&mut parts.headers);
         headers::append_forwarded(&mut parts.headers, peer, trusted_peer, "http");
-        parts
-            .headers
-            .insert(listener.criticality_header.clone(), HeaderValue::from_static(class.name()));
+        parts.headers.insert(
+            listener.criticality_header.clone(),
+            HeaderValue::from_static(class.name()),
+        );
 
-        let retryable = route.retry.is_some() && (route.retry_non_idempotent || idempotent(&parts.method));
+        let retryable =
+            route.retry.is_some() && (route.retry_non_idempotent || idempotent(&parts.method));
         let size = incoming.size_hint().exact();
         let body = if incoming.is_end_stream() {
             ReqBody::Buffered(Bytes::new())
         } else if retryable && size.is_some_and(|n| n <= route.retry_buffer_bytes) {
-            match Limited::new(incoming, route.retry_buffer_bytes as usize).collect().await {
+            match Limited::new(incoming, route.retry_buffer_bytes as usize)
+                .collect()
+                .await
+            {
                 Ok(collected) => ReqBody::Buffered(collected.to_bytes()),
                 Err(_) => return shed::reject(400, None, "request body could not be read"),
             }
@@ -273,14 +318,23 @@ impl Proxy {
                 Response::from_parts(parts, incoming.map_err(BoxError::from).boxed())
             }
             Err(AttemptError::Timeout) => shed::reject(504, None, "upstream timed out"),
-            Err(AttemptError::NoEndpoint) => shed::reject(503, None, "no upstream endpoint available"),
-            Err(AttemptError::Connect | AttemptError::Reset) => shed::reject(502, None, "upstream connection failed"),
+            Err(AttemptError::NoEndpoint) => {
+                shed::reject(503, None, "no upstream endpoint available")
+            }
+            Err(AttemptError::Connect | AttemptError::Reset) => {
+                shed::reject(502, None, "upstream connection failed")
+            }
         }
     }
 
     /// One attempt: pick an endpoint of the route's cluster (or its failover
     /// when none is left), pass the cluster's own limit, send.
-    async fn attempt(&self, route: &Route, parts: &http::request::Parts, body: &ReqBody) -> Attempt {
+    async fn attempt(
+        &self,
+        route: &Route,
+        parts: &http::request::Parts,
+        body: &ReqBody,
+    ) -> Attempt {
         let primary = &self.clusters[route.cluster];
         let cluster = match route.failover {
             Some(f) if primary.available() == 0 => &self.clusters[f],
@@ -305,7 +359,11 @@ impl Proxy {
         };
         cluster.report(picked.index, failed);
         if let Some(p) = permit {
-            p.finish(if failed { Outcome::Dropped } else { Outcome::Success });
+            p.finish(if failed {
+                Outcome::Dropped
+            } else {
+                Outcome::Success
+            });
         }
         result
     }
@@ -322,7 +380,12 @@ impl Proxy {
 
     /// A route's current concurrency limit.
     pub(crate) fn route_limit(&self, route: &str) -> Option<u32> {
-        self.routes.iter().find(|r| r.name == route)?.limit.as_ref().map(|l| l.limit())
+        self.routes
+            .iter()
+            .find(|r| r.name == route)?
+            .limit
+            .as_ref()
+            .map(|l| l.limit())
     }
 }
 
@@ -346,5 +409,7 @@ impl ReqBody {
 }
 
 fn parse_class(s: &str) -> Option<Criticality> {
-    Criticality::ALL.into_iter().find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+    Criticality::ALL
+        .into_iter()
+        .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
 }

@@ -33,7 +33,9 @@ impl RateLimit {
     fn key(&self, client: IpAddr, headers: &HeaderMap) -> u64 {
         match &self.key {
             RateLimitKey::ClientIp => self.hasher.hash_one(client.to_canonical()),
-            RateLimitKey::Header(name) => self.hasher.hash_one(headers.get(name).map(|v| v.as_bytes())),
+            RateLimitKey::Header(name) => self
+                .hasher
+                .hash_one(headers.get(name).map(|v| v.as_bytes())),
             RateLimitKey::Token => {
                 let token = headers
                     .get(http::header::AUTHORIZATION)
@@ -46,7 +48,12 @@ impl RateLimit {
     }
 
     /// Conforming requests pass; others learn how long to wait.
-    pub(crate) fn check(&self, now: Nanos, client: IpAddr, headers: &HeaderMap) -> Result<(), NotUntil> {
+    pub(crate) fn check(
+        &self,
+        now: Nanos,
+        client: IpAddr,
+        headers: &HeaderMap,
+    ) -> Result<(), NotUntil> {
         let key = self.key(client, headers);
         self.limiter
             .lock()

@@ -15,7 +15,8 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RatioBudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
-    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState, retry_after_from_header,
+    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    retry_after_from_header,
 };
 use stormbreak_policy::{FieldError, Nanos};
 
@@ -40,7 +41,10 @@ struct Decide {
 impl RouteRetry {
     /// `budget` absent means the ratio budget's defaults (Finagle's 20 % +
     /// 10/s): a retry policy never runs without a budget by accident.
-    pub(crate) fn new(config: &RetryConfig, budget: Option<&BudgetConfig>) -> Result<Self, FieldError> {
+    pub(crate) fn new(
+        config: &RetryConfig,
+        budget: Option<&BudgetConfig>,
+    ) -> Result<Self, FieldError> {
         let budget = match budget {
             Some(b) => b.build()?,
             None => BudgetConfig::Ratio(RatioBudgetConfig::default()).build()?,
@@ -62,7 +66,13 @@ impl RouteRetry {
     fn decide(&self, state: &mut RetryState, now: Nanos, outcome: AttemptOutcome) -> RetryDecision {
         let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
         let Decide { budget, rng } = &mut *d;
-        state.on_outcome_budgeted(&self.policy, now, outcome, budget as &mut dyn RetryBudget, rng)
+        state.on_outcome_budgeted(
+            &self.policy,
+            now,
+            outcome,
+            budget as &mut dyn RetryBudget,
+            rng,
+        )
     }
 }
 
@@ -100,7 +110,12 @@ pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
 ///
 /// Each attempt is bounded by the policy's attempt deadline (per-try
 /// timeout, overall deadline); an attempt cut off by it is a timeout.
-pub(crate) async fn run<F, Fut>(retry: Option<&RouteRetry>, clock: &Clock, stats: &Stats, mut attempt: F) -> Attempt
+pub(crate) async fn run<F, Fut>(
+    retry: Option<&RouteRetry>,
+    clock: &Clock,
+    stats: &Stats,
+    mut attempt: F,
+) -> Attempt
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Attempt>,

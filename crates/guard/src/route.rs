@@ -36,7 +36,10 @@ impl Matcher {
                 .headers
                 .iter()
                 .filter_map(|(k, v)| {
-                    Some((HeaderName::from_bytes(k.as_bytes()).ok()?, HeaderValue::from_str(v).ok()?))
+                    Some((
+                        HeaderName::from_bytes(k.as_bytes()).ok()?,
+                        HeaderValue::from_str(v).ok()?,
+                    ))
                 })
                 .collect(),
         }
@@ -53,7 +56,13 @@ impl Matcher {
 
     /// Does a request with this host (port stripped, lowercase), path,
     /// method and headers match?
-    pub(crate) fn matches(&self, host: Option<&str>, path: &str, method: &Method, headers: &HeaderMap) -> bool {
+    pub(crate) fn matches(
+        &self,
+        host: Option<&str>,
+        path: &str,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> bool {
         if let Some(want) = &self.host
             && host != Some(want.as_str())
         {
@@ -82,15 +91,16 @@ fn prefix_matches(prefix: &str, path: &str) -> bool {
 /// The request's host, lowercase and without port: `:authority` (HTTP/2 and
 /// absolute-form requests) first, then `Host`.
 pub(crate) fn request_host<'a>(uri: &'a http::Uri, headers: &'a HeaderMap) -> Option<String> {
-    let raw = uri
-        .authority()
-        .map(|a| a.host().to_owned())
-        .or_else(|| {
-            let h = headers.get(http::header::HOST)?.to_str().ok()?;
-            let auth: http::uri::Authority = h.parse().ok()?;
-            Some(auth.host().to_owned())
-        })?;
-    Some(raw.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase())
+    let raw = uri.authority().map(|a| a.host().to_owned()).or_else(|| {
+        let h = headers.get(http::header::HOST)?.to_str().ok()?;
+        let auth: http::uri::Authority = h.parse().ok()?;
+        Some(auth.host().to_owned())
+    })?;
+    Some(
+        raw.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+    )
 }
 
 /// Index of the route that takes the request: the most specific match,
@@ -123,7 +133,12 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn m(host: Option<&str>, prefix: Option<&str>, methods: &[&str], headers: &[(&str, &str)]) -> Matcher {
+    fn m(
+        host: Option<&str>,
+        prefix: Option<&str>,
+        methods: &[&str],
+        headers: &[(&str, &str)],
+    ) -> Matcher {
         Matcher::new(&MatchConfig {
             host: host.map(str::to_owned),
             path_prefix: prefix.map(str::to_owned),
@@ -148,24 +163,33 @@ mod tests {
     #[test]
     fn most_specific_wins_and_ties_go_by_file_order() {
         let routes = vec![
-            m(None, None, &[], &[]),                            // 0: catch-all
-            m(None, Some("/api"), &[], &[]),                    // 1
-            m(None, Some("/api"), &["GET"], &[]),               // 2
-            m(Some("a.example"), None, &[], &[]),               // 3: host beats any path
-            m(None, Some("/api"), &["GET"], &[]),               // 4: same as 2, later
-            m(None, Some("/api"), &["GET"], &[("x-v", "2")]),   // 5
+            m(None, None, &[], &[]),                          // 0: catch-all
+            m(None, Some("/api"), &[], &[]),                  // 1
+            m(None, Some("/api"), &["GET"], &[]),             // 2
+            m(Some("a.example"), None, &[], &[]),             // 3: host beats any path
+            m(None, Some("/api"), &["GET"], &[]),             // 4: same as 2, later
+            m(None, Some("/api"), &["GET"], &[("x-v", "2")]), // 5
         ];
         let order = order(&routes);
         let none = HeaderMap::new();
         let mut v2 = HeaderMap::new();
         v2.insert("x-v", "2".parse().unwrap());
-        let pick = |host, path, method: Method, h: &HeaderMap| select(&routes, &order, host, path, &method, h);
+        let pick = |host, path, method: Method, h: &HeaderMap| {
+            select(&routes, &order, host, path, &method, h)
+        };
         assert_eq!(pick(None, "/other", Method::GET, &none), Some(0));
         assert_eq!(pick(None, "/api/x", Method::POST, &none), Some(1));
-        assert_eq!(pick(None, "/api/x", Method::GET, &none), Some(2), "2 and 4 tie: file order");
+        assert_eq!(
+            pick(None, "/api/x", Method::GET, &none),
+            Some(2),
+            "2 and 4 tie: file order"
+        );
         assert_eq!(pick(None, "/api/x", Method::GET, &v2), Some(5));
         assert_eq!(pick(Some("a.example"), "/api/x", Method::GET, &v2), Some(3));
-        assert_eq!(select(&routes[1..2], &[0], None, "/x", &Method::GET, &none), None);
+        assert_eq!(
+            select(&routes[1..2], &[0], None, "/x", &Method::GET, &none),
+            None
+        );
     }
 
     #[test]
@@ -175,7 +199,10 @@ mod tests {
         let origin: http::Uri = "/p".parse().unwrap();
         assert_eq!(request_host(&origin, &h).as_deref(), Some("api.example"));
         let absolute: http::Uri = "http://other.example/p".parse().unwrap();
-        assert_eq!(request_host(&absolute, &h).as_deref(), Some("other.example"));
+        assert_eq!(
+            request_host(&absolute, &h).as_deref(),
+            Some("other.example")
+        );
         assert_eq!(request_host(&origin, &HeaderMap::new()), None);
     }
 }

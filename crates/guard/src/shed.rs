@@ -10,9 +10,14 @@ use crate::body::{self, Body};
 /// A response with `status`, a one-line reason and, when set, `Retry-After`
 /// in whole seconds rounded up (RFC 9110 §10.2.3 has no fractions; rounding
 /// down could invite a retry before the policy allows one).
-pub(crate) fn reject(status: u16, retry_after: Option<Nanos>, reason: &'static str) -> Response<Body> {
+pub(crate) fn reject(
+    status: u16,
+    retry_after: Option<Nanos>,
+    reason: &'static str,
+) -> Response<Body> {
     let mut response = Response::new(body::full(format!("{reason}\n")));
-    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     if let Some(after) = retry_after {
         let secs = after.div_ceil(Nanos::SECOND).max(1);
         response
@@ -29,7 +34,10 @@ pub(crate) fn reject(status: u16, retry_after: Option<Nanos>, reason: &'static s
 pub(crate) fn answer(decision: Decision) -> Option<Response<Body>> {
     match decision {
         Decision::Admit => None,
-        Decision::Reject { status, retry_after } => Some(reject(status, retry_after, "shed by stormbreak guard")),
+        Decision::Reject {
+            status,
+            retry_after,
+        } => Some(reject(status, retry_after, "shed by stormbreak guard")),
     }
 }
 

@@ -23,7 +23,10 @@ fn err(text: &str) -> String {
 #[test]
 fn the_base_config_is_valid() {
     let c = GuardConfig::parse("g.toml", BASE).unwrap();
-    assert_eq!((c.listeners.len(), c.clusters.len(), c.routes.len()), (1, 1, 1));
+    assert_eq!(
+        (c.listeners.len(), c.clusters.len(), c.routes.len()),
+        (1, 1, 1)
+    );
 }
 
 #[test]
@@ -31,7 +34,10 @@ fn syntax_and_type_errors_name_line_and_column() {
     let e = err(&BASE.replace("bind = \"127.0.0.1:0\"", "bind = 80"));
     assert!(e.starts_with("g.toml:3:8: "), "{e}");
     let e = err(&format!("{BASE}surprise = 1\n"));
-    assert!(e.starts_with("g.toml:12:1: ") && e.contains("unknown field `surprise`"), "{e}");
+    assert!(
+        e.starts_with("g.toml:12:1: ") && e.contains("unknown field `surprise`"),
+        "{e}"
+    );
     let e = err("[[listener]\n");
     assert!(e.starts_with("g.toml:1:"), "{e}");
 }
@@ -41,21 +47,49 @@ fn semantic_errors_point_at_the_offending_value() {
     let e = err(&BASE.replace("bind = \"127.0.0.1:0\"", "bind = \"localhost\""));
     assert!(e.starts_with("g.toml:3:8: expected an ip:port"), "{e}");
     let e = err(&BASE.replace("cluster = \"app\"\n", "cluster = \"nope\"\n"));
-    assert!(e.starts_with("g.toml:11:11: route \"app\": no [[cluster]] named \"nope\""), "{e}");
+    assert!(
+        e.starts_with("g.toml:11:11: route \"app\": no [[cluster]] named \"nope\""),
+        "{e}"
+    );
     let e = err(&BASE.replace("\"127.0.0.1:9\"", "\"127.0.0.1:9\", \"example.com:80\""));
-    assert!(e.starts_with("g.toml:7:29: cluster \"app\": expected an ip:port endpoint"), "{e}");
+    assert!(
+        e.starts_with("g.toml:7:29: cluster \"app\": expected an ip:port endpoint"),
+        "{e}"
+    );
     // A policy's FieldError lands on the field inside the block.
-    let e = err(&format!("{BASE}retry = {{ max_attempts = 2, backoff = {{ base = \"1s\", max = \"10ms\" }} }}\n"));
+    let e = err(&format!(
+        "{BASE}retry = {{ max_attempts = 2, backoff = {{ base = \"1s\", max = \"10ms\" }} }}\n"
+    ));
     assert!(e.starts_with("g.toml:12:"), "{e}");
     assert!(e.contains("route \"app\": retry: backoff.max"), "{e}");
-    let e = err(&format!("{BASE}budget = {{ kind = \"ratio\", retry_ratio = -1 }}\n"));
-    assert!(e.starts_with("g.toml:12:42: route \"app\": budget: retry_ratio must be"), "{e}");
-    let e = err(&format!("{BASE}\n[[shed]]\nroute = \"app\"\nstatus = 403\nretry_after = \"5s\"\n"));
-    assert!(e.starts_with("g.toml:16:15: ") && e.contains("403 tells clients not to retry"), "{e}");
-    let e = err(&format!("{BASE}\n[[shed]]\nroute = \"ghost\"\nstatus = 503\n"));
-    assert!(e.starts_with("g.toml:14:9: no [[route]] named \"ghost\""), "{e}");
-    let e = err(&format!("{BASE}limit = {{ kind = \"aimd\", min_limit = 0 }}\n"));
-    assert!(e.starts_with("g.toml:12:") && e.contains("route \"app\": limit:"), "{e}");
+    let e = err(&format!(
+        "{BASE}budget = {{ kind = \"ratio\", retry_ratio = -1 }}\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:12:42: route \"app\": budget: retry_ratio must be"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}\n[[shed]]\nroute = \"app\"\nstatus = 403\nretry_after = \"5s\"\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:16:15: ") && e.contains("403 tells clients not to retry"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}\n[[shed]]\nroute = \"ghost\"\nstatus = 503\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:14:9: no [[route]] named \"ghost\""),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}limit = {{ kind = \"aimd\", min_limit = 0 }}\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:12:") && e.contains("route \"app\": limit:"),
+        "{e}"
+    );
 }
 
 /// Every `retry = { ... }` line of every scenario, pasted into a route.
@@ -79,7 +113,10 @@ fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
             }
         }
     }
-    assert!(blocks >= 5, "only {blocks} policy blocks found in scenarios/");
+    assert!(
+        blocks >= 5,
+        "only {blocks} policy blocks found in scenarios/"
+    );
 }
 
 #[test]

@@ -73,20 +73,39 @@ budget = { kind = "ratio", retry_ratio = 0.2, min_retries_per_sec = 10, ttl = "1
         "{requests} requests, {attempts} attempts ({:.3} per request) in ≤ {elapsed} s; bound {bound} retries",
         attempts as f64 / requests as f64
     );
-    assert_eq!(g.stats().attempts(), attempts, "the guard counted what the backend saw");
+    assert_eq!(
+        g.stats().attempts(),
+        attempts,
+        "the guard counted what the backend saw"
+    );
     assert!(retries as f64 <= bound, "{retries} retries > {bound}");
     // The budget did let retries through: 20 % of requests plus the reserve, less rounding.
     assert!(retries >= 2000, "{retries}");
     // Within one ttl the reserve is spent once: ≤ 0.2 + 100/10 000 = 1.21 attempts per request.
     if elapsed < 10.0 {
-        assert!(attempts * 100 <= requests * 121, "{attempts} attempts for {requests} requests");
+        assert!(
+            attempts * 100 <= requests * 121,
+            "{attempts} attempts for {requests} requests"
+        );
     }
 }
 
 #[tokio::test]
 async fn a_403_is_never_retried_and_a_500_is_retried_up_to_max_attempts() {
-    let b = backend(|seen| status(if seen.head.uri.path() == "/forbidden" { 403 } else { 500 })).await;
-    let g = guard(&one_route(&b, r#"retry = { max_attempts = 3, backoff = { kind = "constant", base = "1ms" } }"#, "")).await;
+    let b = backend(|seen| {
+        status(if seen.head.uri.path() == "/forbidden" {
+            403
+        } else {
+            500
+        })
+    })
+    .await;
+    let g = guard(&one_route(
+        &b,
+        r#"retry = { max_attempts = 3, backoff = { kind = "constant", base = "1ms" } }"#,
+        "",
+    ))
+    .await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
     for _ in 0..10 {
@@ -96,7 +115,9 @@ async fn a_403_is_never_retried_and_a_500_is_retried_up_to_max_attempts() {
     assert_eq!(send(&client, get(edge, "/fail")).await.0.status, 500);
     assert_eq!(b.hits(), 13, "500: three attempts");
     // POST is not idempotent: sent once.
-    let post = Request::post(format!("http://{edge}/fail")).body(Full::new(Bytes::from_static(b"x"))).unwrap();
+    let post = Request::post(format!("http://{edge}/fail"))
+        .body(Full::new(Bytes::from_static(b"x")))
+        .unwrap();
     assert_eq!(send(&client, post).await.0.status, 500);
     assert_eq!(b.hits(), 14);
 }
@@ -111,9 +132,16 @@ async fn a_buffered_body_is_replayed_on_retry() {
         status(if l.len() < 2 { 503 } else { 200 })
     })
     .await;
-    let g = guard(&one_route(&b, r#"retry = { max_attempts = 3, backoff = { kind = "constant", base = "1ms" } }"#, "")).await;
+    let g = guard(&one_route(
+        &b,
+        r#"retry = { max_attempts = 3, backoff = { kind = "constant", base = "1ms" } }"#,
+        "",
+    ))
+    .await;
     let edge = g.local_addr("edge").unwrap();
-    let put = Request::put(format!("http://{edge}/doc")).body(Full::new(Bytes::from_static(b"payload"))).unwrap();
+    let put = Request::put(format!("http://{edge}/doc"))
+        .body(Full::new(Bytes::from_static(b"payload")))
+        .unwrap();
     assert_eq!(send(&http1_client(), put).await.0.status, 200);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
@@ -166,12 +194,19 @@ retry_after = "30s"
     let client = http1_client();
     let (p, _) = send(&client, get(edge, "/token/x")).await;
     assert_eq!(p.status, 403);
-    assert!(!p.headers.contains_key("retry-after"), "403 means do not retry");
+    assert!(
+        !p.headers.contains_key("retry-after"),
+        "403 means do not retry"
+    );
     let (p, _) = send(&client, get(edge, "/batch")).await;
     assert_eq!(p.status, 429);
     assert_eq!(p.headers["retry-after"], "30");
     assert_eq!(send(&client, get(edge, "/web")).await.0.status, 200);
-    assert_eq!(b.hits(), 1, "shed requests never reach the upstream, retry policy or not");
+    assert_eq!(
+        b.hits(),
+        1,
+        "shed requests never reach the upstream, retry policy or not"
+    );
     assert_eq!(g.stats().shed(), 2);
 }
 
@@ -185,7 +220,9 @@ async fn saturation_sheds_sheddable_first_with_503_and_retry_after() {
     let held = gate.clone();
     let server = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let held = held.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |_req| {
@@ -195,9 +232,11 @@ async fn saturation_sheds_sheddable_first_with_503_and_retry_after() {
                         Ok::<_, std::convert::Infallible>(status(200))
                     }
                 });
-                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
             });
         }
     });
@@ -231,7 +270,9 @@ queue = {{ size = 6, timeout = "10s" }}
     let mut pending = Vec::new();
     for _ in 0..8 {
         let req = class_get("critical");
-        pending.push(tokio::spawn(async move { send(&http1_client(), req).await.0.status }));
+        pending.push(tokio::spawn(async move {
+            send(&http1_client(), req).await.0.status
+        }));
     }
     let client = http1_client();
     // Wait (bounded) until all eight are admitted or queued.
@@ -265,7 +306,10 @@ rate_limit_key = { header = "x-client" }"#,
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
     let keyed = |key: String| {
-        Request::get(format!("http://{edge}/")).header("x-client", key).body(Full::new(Bytes::new())).unwrap()
+        Request::get(format!("http://{edge}/"))
+            .header("x-client", key)
+            .body(Full::new(Bytes::new()))
+            .unwrap()
     };
     for i in 0..2_000 {
         let (p, _) = send(&client, keyed(format!("flood-{i}"))).await;

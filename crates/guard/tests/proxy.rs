@@ -17,14 +17,32 @@ async fn echo() -> Backend {
     backend(|seen| {
         let mut r = http::Response::new(Full::new(seen.body.clone()));
         let h = r.headers_mut();
-        let copy = |name: &str| seen.head.headers.get(name).cloned().unwrap_or(http::HeaderValue::from_static("-"));
+        let copy = |name: &str| {
+            seen.head
+                .headers
+                .get(name)
+                .cloned()
+                .unwrap_or(http::HeaderValue::from_static("-"))
+        };
         h.insert("seen-xff", copy("x-forwarded-for"));
         h.insert("seen-forwarded", copy("forwarded"));
         h.insert("seen-host", copy("host"));
         h.insert("seen-secret", copy("x-secret"));
         h.insert("seen-class", copy("x-stormbreak-criticality"));
-        h.insert("seen-path", seen.head.uri.path_and_query().unwrap().as_str().parse().unwrap());
-        h.insert("seen-version", format!("{:?}", seen.head.version).parse().unwrap());
+        h.insert(
+            "seen-path",
+            seen.head
+                .uri
+                .path_and_query()
+                .unwrap()
+                .as_str()
+                .parse()
+                .unwrap(),
+        );
+        h.insert(
+            "seen-version",
+            format!("{:?}", seen.head.version).parse().unwrap(),
+        );
         r
     })
     .await
@@ -82,11 +100,18 @@ async fn http1_and_h2c_in_and_out_with_forwarded_headers_and_no_hop_by_hop() {
             assert_eq!(h["seen-xff"], "127.0.0.1", "{ctx}");
             assert_eq!(h["seen-forwarded"], "for=127.0.0.1;proto=http", "{ctx}");
             if version == "HTTP/1.1" {
-                assert_eq!(h["seen-secret"], "-", "a header named by Connection is hop-by-hop: {ctx}");
+                assert_eq!(
+                    h["seen-secret"], "-",
+                    "a header named by Connection is hop-by-hop: {ctx}"
+                );
             }
             // An untrusted criticality header is ignored: the route's class is sent on.
             assert_eq!(h["seen-class"], "critical", "{ctx}");
-            let expect = if upstream == "h2c" { "HTTP/2.0" } else { "HTTP/1.1" };
+            let expect = if upstream == "h2c" {
+                "HTTP/2.0"
+            } else {
+                "HTTP/1.1"
+            };
             assert_eq!(h["seen-version"], expect, "{ctx}");
         }
         assert!(g.stats().requests() >= 2);
@@ -120,7 +145,10 @@ async fn unmatched_hosts_get_404_and_absolute_uris_never_pick_the_upstream() {
     let g = guard(&config(&b, "http1")).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
-    let req = Request::get(format!("http://{edge}/")).header("host", "evil.example").body(Full::new(Bytes::new())).unwrap();
+    let req = Request::get(format!("http://{edge}/"))
+        .header("host", "evil.example")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     let (parts, _) = send(&client, req).await;
     assert_eq!(parts.status, 404);
     assert_eq!(g.stats().no_route(), 1);
@@ -129,10 +157,16 @@ async fn unmatched_hosts_get_404_and_absolute_uris_never_pick_the_upstream() {
     // the route (app.example), the configured endpoint gets the request,
     // and `other` never hears of it.
     let mut s = TcpStream::connect(edge).await.unwrap();
-    let raw = format!("GET http://app.example/x HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", other.addr);
+    let raw = format!(
+        "GET http://app.example/x HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        other.addr
+    );
     s.write_all(raw.as_bytes()).await.unwrap();
     let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut answer)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(b.hits(), 1);
     assert_eq!(other.hits(), 0);
@@ -145,16 +179,25 @@ async fn connection_refused_is_a_502_and_keep_alive_connections_are_pooled() {
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
     for _ in 0..20 {
-        let req = Request::get(format!("http://{edge}/")).header("host", "app.example").body(Full::new(Bytes::new())).unwrap();
+        let req = Request::get(format!("http://{edge}/"))
+            .header("host", "app.example")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
         assert_eq!(send(&client, req).await.0.status, 200);
     }
     assert_eq!(b.hits(), 20);
     // A port nothing listens on: bind, read the port, close.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let toml = config(&b, "http1").replace(&b.addr.to_string(), &dead.to_string());
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
-    let req = Request::get(format!("http://{edge}/")).header("host", "app.example").body(Full::new(Bytes::new())).unwrap();
+    let req = Request::get(format!("http://{edge}/"))
+        .header("host", "app.example")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     assert_eq!(send(&client, req).await.0.status, 502);
 }
 
@@ -163,11 +206,17 @@ async fn malformed_requests_get_400_and_the_guard_keeps_serving() {
     let b = echo().await;
     let g = guard(&config(&b, "http1")).await;
     let edge = g.local_addr("edge").unwrap();
-    for garbage in [&b"NOT HTTP AT ALL\r\n\r\n"[..], b"GET / HTTP/1.1\r\nHost: app.example\r\nBad Header\r\n\r\n", b"\x00\x01\x02\r\n\r\n"] {
+    for garbage in [
+        &b"NOT HTTP AT ALL\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: app.example\r\nBad Header\r\n\r\n",
+        b"\x00\x01\x02\r\n\r\n",
+    ] {
         let mut s = TcpStream::connect(edge).await.unwrap();
         s.write_all(garbage).await.unwrap();
         let mut answer = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+            .await
+            .unwrap();
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
     }
@@ -180,16 +229,32 @@ async fn malformed_requests_get_400_and_the_guard_keeps_serving() {
     raw.push_str("\r\n");
     s.write_all(raw.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await.unwrap();
-    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 431"), "{}", String::from_utf8_lossy(&answer));
-    let req = Request::get(format!("http://{edge}/")).header("host", "app.example").body(Full::new(Bytes::new())).unwrap();
-    assert_eq!(send(&http1_client(), req).await.0.status, 200, "still serving");
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let req = Request::get(format!("http://{edge}/"))
+        .header("host", "app.example")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(
+        send(&http1_client(), req).await.0.status,
+        200,
+        "still serving"
+    );
 }
 
 #[tokio::test]
 async fn a_declared_body_over_the_limit_gets_413_before_upstream() {
     let b = echo().await;
-    let toml = config(&b, "http1").replace("bind = \"127.0.0.1:0\"", "bind = \"127.0.0.1:0\"\nmax_body_bytes = 10");
+    let toml = config(&b, "http1").replace(
+        "bind = \"127.0.0.1:0\"",
+        "bind = \"127.0.0.1:0\"\nmax_body_bytes = 10",
+    );
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let req = Request::post(format!("http://{edge}/"))
@@ -203,11 +268,16 @@ async fn a_declared_body_over_the_limit_gets_413_before_upstream() {
 #[tokio::test]
 async fn a_slowloris_client_is_cut_off_while_others_are_served() {
     let b = echo().await;
-    let toml = config(&b, "http1").replace("bind = \"127.0.0.1:0\"", "bind = \"127.0.0.1:0\"\nheader_read_timeout = \"300ms\"");
+    let toml = config(&b, "http1").replace(
+        "bind = \"127.0.0.1:0\"",
+        "bind = \"127.0.0.1:0\"\nheader_read_timeout = \"300ms\"",
+    );
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let mut slow = TcpStream::connect(edge).await.unwrap();
-    slow.write_all(b"GET / HTTP/1.1\r\nHost: app.example\r\n").await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: app.example\r\n")
+        .await
+        .unwrap();
     // Dribble one header byte at a time; the guard must hang up. Bounded
     // at 200 bytes (20 s) so a guard that never cuts off fails, not hangs.
     let dribble = async {
@@ -227,7 +297,10 @@ async fn a_slowloris_client_is_cut_off_while_others_are_served() {
     let client = http1_client();
     let served = async {
         for _ in 0..5 {
-            let req = Request::get(format!("http://{edge}/")).header("host", "app.example").body(Full::new(Bytes::new())).unwrap();
+            let req = Request::get(format!("http://{edge}/"))
+                .header("host", "app.example")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
             assert_eq!(send(&client, req).await.0.status, 200);
         }
     };
@@ -238,11 +311,16 @@ async fn a_slowloris_client_is_cut_off_while_others_are_served() {
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed() {
     let b = echo().await;
-    let toml = config(&b, "http1").replace("bind = \"127.0.0.1:0\"", "bind = \"127.0.0.1:0\"\nidle_timeout = \"200ms\"");
+    let toml = config(&b, "http1").replace(
+        "bind = \"127.0.0.1:0\"",
+        "bind = \"127.0.0.1:0\"\nidle_timeout = \"200ms\"",
+    );
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let mut s = TcpStream::connect(edge).await.unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: app.example\r\n\r\n").await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: app.example\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = vec![0u8; 4096];
     let n = s.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
@@ -262,9 +340,15 @@ async fn an_idle_keep_alive_connection_is_closed() {
 /// `curl`, or `None` when it is missing outside CI. Under `CI=true` a
 /// missing curl fails the test.
 fn curl() -> Option<&'static str> {
-    let found = std::process::Command::new("curl").arg("--version").output().is_ok_and(|o| o.status.success());
+    let found = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "curl is required under CI=true (.ci/run installs it)");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "curl is required under CI=true (.ci/run installs it)"
+        );
         eprintln!("curl not found: skipping outside CI");
         return None;
     }
@@ -279,15 +363,33 @@ async fn curl_over_http1_and_h2c() {
     let edge = g.local_addr("edge").unwrap();
     for flag in ["--http1.1", "--http2-prior-knowledge"] {
         let out = tokio::process::Command::new(curl)
-            .args(["-sS", "-i", "--max-time", "10", flag, "-H", "host: app.example", "-d", "ping"])
+            .args([
+                "-sS",
+                "-i",
+                "--max-time",
+                "10",
+                flag,
+                "-H",
+                "host: app.example",
+                "-d",
+                "ping",
+            ])
             .arg(format!("http://{edge}/curl"))
             .kill_on_drop(true)
             .output()
             .await
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
-        assert!(out.status.success(), "{flag}: {}", String::from_utf8_lossy(&out.stderr));
-        let status_line = if flag == "--http1.1" { "http/1.1 200" } else { "http/2 200" };
+        assert!(
+            out.status.success(),
+            "{flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let status_line = if flag == "--http1.1" {
+            "http/1.1 200"
+        } else {
+            "http/2 200"
+        };
         assert!(text.starts_with(status_line), "{flag}: {text}");
         assert!(text.contains("seen-path: /curl"), "{flag}: {text}");
         assert!(text.ends_with("ping"), "{flag}: {text}");

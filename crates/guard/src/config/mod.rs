@@ -326,11 +326,15 @@ impl Cidr {
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u128::from(net) & mask == u128::from(ip) & mask
             }
             _ => false,
@@ -377,7 +381,7 @@ impl GuardConfig {
     /// retry = { max_attempts = 9 }
     /// "#;
     /// let e = GuardConfig::parse("guard.toml", text).unwrap_err();
-    /// assert!(e.to_string().starts_with("guard.toml:13:9: route \"all\": retry: max_attempts must be"), "{e}");
+    /// assert!(e.to_string().starts_with("guard.toml:13:26: route \"all\": retry: max_attempts must be"), "{e}");
     /// ```
     pub fn parse(file: &str, text: &str) -> Result<GuardConfig, ConfigError> {
         if text.len() > MAX_CONFIG_BYTES {
@@ -418,19 +422,28 @@ impl GuardConfig {
             ("shed", self.shed.len()),
         ] {
             if n > MAX_ITEMS {
-                return Err(doc.at(kind, format!("at most {MAX_ITEMS} [[{kind}]] tables, got {n}")));
+                return Err(doc.at(
+                    kind,
+                    format!("at most {MAX_ITEMS} [[{kind}]] tables, got {n}"),
+                ));
             }
         }
         let mut names = HashSet::new();
         for (i, l) in self.listeners.iter().enumerate() {
             let p = format!("listener.{i}");
             if !names.insert(l.name.as_str()) {
-                return Err(doc.at(&format!("{p}.name"), format!("listener {:?} is defined twice", l.name)));
+                return Err(doc.at(
+                    &format!("{p}.name"),
+                    format!("listener {:?} is defined twice", l.name),
+                ));
             }
             if l.bind.parse::<SocketAddr>().is_err() {
                 return Err(doc.at(
                     &format!("{p}.bind"),
-                    format!("expected an ip:port such as \"127.0.0.1:8080\", got {:?}", l.bind),
+                    format!(
+                        "expected an ip:port such as \"127.0.0.1:8080\", got {:?}",
+                        l.bind
+                    ),
                 ));
             }
             for (j, t) in l.trusted_proxies.iter().enumerate() {
@@ -450,7 +463,10 @@ impl GuardConfig {
             if !(8192..=1 << 20).contains(&l.max_header_bytes) {
                 return Err(doc.at(
                     &format!("{p}.max_header_bytes"),
-                    format!("expected between 8192 and 1048576, got {}", l.max_header_bytes),
+                    format!(
+                        "expected between 8192 and 1048576, got {}",
+                        l.max_header_bytes
+                    ),
                 ));
             }
             if !(1..=1000).contains(&l.max_headers) {
@@ -479,7 +495,10 @@ impl GuardConfig {
             if c.endpoints.is_empty() || c.endpoints.len() > MAX_ENDPOINTS {
                 return Err(doc.at(
                     &format!("{p}.endpoints"),
-                    format!("{who}: expected 1 to {MAX_ENDPOINTS} endpoints, got {}", c.endpoints.len()),
+                    format!(
+                        "{who}: expected 1 to {MAX_ENDPOINTS} endpoints, got {}",
+                        c.endpoints.len()
+                    ),
                 ));
             }
             for (j, e) in c.endpoints.iter().enumerate() {
@@ -491,17 +510,27 @@ impl GuardConfig {
                 }
             }
             if c.protocol == Protocol::Auto {
-                return Err(doc.at(&format!("{p}.protocol"), format!("{who}: expected \"http1\" or \"h2c\"")));
+                return Err(doc.at(
+                    &format!("{p}.protocol"),
+                    format!("{who}: expected \"http1\" or \"h2c\""),
+                ));
             }
-            c.balance.validate().map_err(|e| policy(format!("{p}.balance"), who.clone(), e))?;
+            c.balance
+                .validate()
+                .map_err(|e| policy(format!("{p}.balance"), who.clone(), e))?;
             if let Some(o) = &c.outlier {
-                o.validate().map_err(|e| policy(format!("{p}.outlier"), who.clone(), e))?;
+                o.validate()
+                    .map_err(|e| policy(format!("{p}.outlier"), who.clone(), e))?;
             }
             if let Some(l) = &c.limit {
-                l.validate().map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
+                l.validate()
+                    .map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
             }
             if c.connect_timeout.is_zero() {
-                return Err(doc.at(&format!("{p}.connect_timeout"), format!("{who}: expected > 0")));
+                return Err(doc.at(
+                    &format!("{p}.connect_timeout"),
+                    format!("{who}: expected > 0"),
+                ));
             }
         }
         let mut routes = HashSet::new();
@@ -511,7 +540,10 @@ impl GuardConfig {
             if !routes.insert(r.name.as_str()) {
                 return Err(doc.at(&format!("{p}.name"), format!("{who} is defined twice")));
             }
-            for (key, name) in [("cluster", Some(&r.cluster)), ("failover", r.failover.as_ref())] {
+            for (key, name) in [
+                ("cluster", Some(&r.cluster)),
+                ("failover", r.failover.as_ref()),
+            ] {
                 if let Some(name) = name
                     && !clusters.contains(name.as_str())
                 {
@@ -531,39 +563,58 @@ impl GuardConfig {
             }
             for (j, m) in r.matches.methods.iter().enumerate() {
                 if http::Method::from_bytes(m.as_bytes()).is_err() {
-                    return Err(doc.at(&format!("{p}.match.methods.{j}"), format!("{who}: expected an HTTP method, got {m:?}")));
+                    return Err(doc.at(
+                        &format!("{p}.match.methods.{j}"),
+                        format!("{who}: expected an HTTP method, got {m:?}"),
+                    ));
                 }
             }
             for (name, value) in &r.matches.headers {
                 if http::HeaderName::from_bytes(name.as_bytes()).is_err()
                     || http::HeaderValue::from_str(value).is_err()
                 {
-                    return Err(doc.at(&format!("{p}.match.headers"), format!("{who}: {name:?} = {value:?} is not a valid header")));
+                    return Err(doc.at(
+                        &format!("{p}.match.headers"),
+                        format!("{who}: {name:?} = {value:?} is not a valid header"),
+                    ));
                 }
             }
             if let Some(c) = &r.retry {
-                c.validate().map_err(|e| policy(format!("{p}.retry"), who.clone(), e))?;
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.retry"), who.clone(), e))?;
             }
             if let Some(c) = &r.budget {
-                c.validate().map_err(|e| policy(format!("{p}.budget"), who.clone(), e))?;
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.budget"), who.clone(), e))?;
             }
             if let Some(c) = &r.limit {
-                c.validate().map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
             }
             if let Some(c) = &r.rate_limit {
-                c.validate().map_err(|e| policy(format!("{p}.rate_limit"), who.clone(), e))?;
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.rate_limit"), who.clone(), e))?;
             }
             if let RateLimitKey::Header(h) = &r.rate_limit_key
                 && http::HeaderName::from_bytes(h.as_bytes()).is_err()
             {
-                return Err(doc.at(&format!("{p}.rate_limit_key"), format!("{who}: expected a header name, got {h:?}")));
+                return Err(doc.at(
+                    &format!("{p}.rate_limit_key"),
+                    format!("{who}: expected a header name, got {h:?}"),
+                ));
             }
             if let Some(q) = &r.queue {
                 if r.limit.is_none() {
-                    return Err(doc.at(&format!("{p}.queue"), format!("{who}: a queue needs a `limit` to wait for")));
+                    return Err(doc.at(
+                        &format!("{p}.queue"),
+                        format!("{who}: a queue needs a `limit` to wait for"),
+                    ));
                 }
                 if q.size > 1 << 20 || q.timeout.is_zero() {
-                    return Err(doc.at(&format!("{p}.queue"), format!("{who}: expected size ≤ 1048576 and timeout > 0")));
+                    return Err(doc.at(
+                        &format!("{p}.queue"),
+                        format!("{who}: expected size ≤ 1048576 and timeout > 0"),
+                    ));
                 }
             }
         }
@@ -575,11 +626,17 @@ impl GuardConfig {
                     let field = e.field().split_once('.').map_or("", |(_, f)| f);
                     doc.at(&format!("shed.{i}.{field}"), e.to_string())
                 }
-                _ => doc.at(&format!("saturation.{}", e.field().trim_start_matches("saturation.")), e.to_string()),
+                _ => doc.at(
+                    &format!("saturation.{}", e.field().trim_start_matches("saturation.")),
+                    e.to_string(),
+                ),
             })?;
         for (i, s) in self.shed.iter().enumerate() {
             if !routes.contains(s.route.as_str()) {
-                return Err(doc.at(&format!("shed.{i}.route"), format!("no [[route]] named {:?}", s.route)));
+                return Err(doc.at(
+                    &format!("shed.{i}.route"),
+                    format!("no [[route]] named {:?}", s.route),
+                ));
             }
         }
         Ok(())
@@ -622,7 +679,11 @@ mod tests {
         let one = Cidr::parse("::1").unwrap();
         assert!(one.contains("::1".parse().unwrap()));
         assert!(!one.contains("::2".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
         for bad in ["10.0.0.0/33", "x", "10.0.0.0/", "::/129"] {
             assert_eq!(Cidr::parse(bad), None, "{bad}");
         }

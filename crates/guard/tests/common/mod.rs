@@ -56,7 +56,9 @@ where
     let counter = hits.clone();
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let (handler, counter) = (handler.clone(), counter.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
@@ -64,7 +66,11 @@ where
                     async move {
                         counter.fetch_add(1, Ordering::SeqCst);
                         let (head, body) = req.into_parts();
-                        let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|c| c.to_bytes())
+                            .unwrap_or_default();
                         Ok::<_, Infallible>(handler(Seen { head, body }))
                     }
                 });
@@ -95,11 +101,16 @@ pub fn http1_client() -> HttpClient {
 }
 
 pub fn h2c_client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).http2_only(true).build_http()
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http()
 }
 
 /// Sends `req`, reads the whole answer; panics after 10 s (a hang guard only).
-pub async fn send(client: &HttpClient, req: Request<Full<Bytes>>) -> (http::response::Parts, Bytes) {
+pub async fn send(
+    client: &HttpClient,
+    req: Request<Full<Bytes>>,
+) -> (http::response::Parts, Bytes) {
     tokio::time::timeout(Duration::from_secs(10), async {
         let response = client.request(req).await.expect("response");
         let (parts, body) = response.into_parts();
@@ -110,5 +121,7 @@ pub async fn send(client: &HttpClient, req: Request<Full<Bytes>>) -> (http::resp
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
-    Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap()
+    Request::get(format!("http://{addr}{path}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap()
 }

@@ -218,10 +218,22 @@ mod tests {
     #[test]
     fn invalid_fields_are_named() {
         let bad = [
-            OutlierConfig { consecutive_failures: 0, ..cfg(10) },
-            OutlierConfig { base_ejection_time: Nanos::ZERO, ..cfg(10) },
-            OutlierConfig { max_ejection_time: Nanos::from_secs(1), ..cfg(10) },
-            OutlierConfig { max_ejection_percent: 101, ..cfg(10) },
+            OutlierConfig {
+                consecutive_failures: 0,
+                ..cfg(10)
+            },
+            OutlierConfig {
+                base_ejection_time: Nanos::ZERO,
+                ..cfg(10)
+            },
+            OutlierConfig {
+                max_ejection_time: Nanos::from_secs(1),
+                ..cfg(10)
+            },
+            OutlierConfig {
+                max_ejection_percent: 101,
+                ..cfg(10)
+            },
         ];
         let fields: Vec<_> = bad
             .iter()
@@ -229,7 +241,12 @@ mod tests {
             .collect();
         assert_eq!(
             fields,
-            ["consecutive_failures", "base_ejection_time", "max_ejection_time", "max_ejection_percent"]
+            [
+                "consecutive_failures",
+                "base_ejection_time",
+                "max_ejection_time",
+                "max_ejection_percent"
+            ]
         );
     }
 
@@ -249,7 +266,7 @@ mod tests {
     fn repeated_ejections_grow_to_the_cap_and_healthy_time_forgives() {
         let mut d = OutlierDetector::new(&cfg(100), 1).unwrap();
         let mut t = Nanos::ZERO;
-        let mut eject = |d: &mut OutlierDetector, t: Nanos| {
+        let eject = |d: &mut OutlierDetector, t: Nanos| {
             let _ = d.on_failure(0, t);
             let _ = d.on_failure(0, t);
             d.on_failure(0, t).expect("third failure ejects")
@@ -261,18 +278,30 @@ mod tests {
         assert_eq!(until - t, Nanos::from_secs(20));
         t = until;
         let until = eject(&mut d, t);
-        assert_eq!(until - t, Nanos::from_secs(25), "capped at max_ejection_time");
+        assert_eq!(
+            until - t,
+            Nanos::from_secs(25),
+            "capped at max_ejection_time"
+        );
         // Healthy for one base period after the ejection: one ejection forgiven.
         t = until + Nanos::from_secs(10);
         d.on_success(0, t);
         let again = eject(&mut d, t);
-        assert_eq!(again - t, Nanos::from_secs(25), "3 - 1 + 1 = 3 ejections: still capped");
+        assert_eq!(
+            again - t,
+            Nanos::from_secs(25),
+            "3 - 1 + 1 = 3 ejections: still capped"
+        );
         t = again + Nanos::from_secs(10);
         d.on_success(0, t);
         d.on_success(0, t + Nanos::from_secs(10));
         d.on_success(0, t + Nanos::from_secs(20));
         let t = t + Nanos::from_secs(20);
-        assert_eq!(eject(&mut d, t) - t, Nanos::from_secs(10), "all forgiven: base time again");
+        assert_eq!(
+            eject(&mut d, t) - t,
+            Nanos::from_secs(10),
+            "all forgiven: base time again"
+        );
     }
 
     #[test]

@@ -185,7 +185,10 @@ mod tests {
         let others = &loads[1..];
         let (lo, hi) = (others.iter().min().unwrap(), others.iter().max().unwrap());
         assert!(hi - lo <= 8, "{loads:?}");
-        assert!(loads[0] < 70, "the busy endpoint is mostly avoided: {loads:?}");
+        assert!(
+            loads[0] < 70,
+            "the busy endpoint is mostly avoided: {loads:?}"
+        );
     }
 
     #[test]
