@@ -214,3 +214,60 @@ mod tests {
         assert_eq!(start.elapsed(), std::time::Duration::from_millis(100));
     }
 }
+
+#[cfg(test)]
+mod knee {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::time::Duration;
+
+    /// A simulated backend with `KNEE` workers and 10 ms of work per request:
+    /// up to the knee a request takes 10 ms, beyond it they share the workers
+    /// and each takes 10 ms × in flight / `KNEE`. 200 closed-loop clients
+    /// push through the guard's limiter for 60 virtual seconds; the
+    /// adaptive limit must end near the knee rather than at the 200 the
+    /// clients could drive, or at its floor. Gradient2 settles where the
+    /// short-term latency is about its 1.5 tolerance over the long-term one,
+    /// so "near" is within a factor of two.
+    const KNEE: u32 = 20;
+
+    async fn settle(config: &str) -> (u32, u64) {
+        let config: LimitConfig = toml::from_str(config).unwrap();
+        let limit = ConcurrencyLimit::new(&config, None, Clock::new()).unwrap();
+        let inflight = Arc::new(AtomicU32::new(0));
+        let done = Arc::new(AtomicU64::new(0));
+        let end = tokio::time::Instant::now() + Duration::from_secs(60);
+        let clients: Vec<_> = (0..200)
+            .map(|_| {
+                let (limit, inflight, done) = (limit.clone(), inflight.clone(), done.clone());
+                tokio::spawn(async move {
+                    while tokio::time::Instant::now() < end {
+                        let Some(permit) = limit.acquire().await else {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            continue;
+                        };
+                        let n = inflight.fetch_add(1, Ordering::SeqCst) + 1;
+                        let work = Duration::from_micros(10_000 * u64::from(n.max(KNEE)) / u64::from(KNEE));
+                        tokio::time::sleep(work).await;
+                        inflight.fetch_sub(1, Ordering::SeqCst);
+                        done.fetch_add(1, Ordering::Relaxed);
+                        permit.finish(Outcome::Success);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.await.unwrap();
+        }
+        (limit.limit(), done.load(Ordering::Relaxed))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gradient2_settles_near_the_backends_knee() {
+        let (limit, done) = settle(r#"kind = "gradient2""#).await;
+        eprintln!("gradient2: limit {limit}, {done} requests");
+        assert!((KNEE / 2..=2 * KNEE).contains(&limit), "limit {limit}, knee {KNEE}");
+        // Throughput near the backend's capacity (20 workers × 100/s × 60 s).
+        assert!(done > 90_000, "{done}");
+    }
+}
