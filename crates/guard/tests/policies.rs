@@ -326,3 +326,142 @@ rate_limit_key = { header = "x-client" }"#,
     assert_eq!(p.headers["retry-after"], "1");
     assert_eq!(g.stats().rate_limited(), 1);
 }
+
+#[tokio::test]
+async fn a_failing_endpoint_is_ejected_and_p2c_sends_the_rest_to_the_healthy_one() {
+    let bad = backend(|_| status(503)).await;
+    let good = backend(|_| status(200)).await;
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{}", "{}"]
+outlier = {{ consecutive_failures = 3, base_ejection_time = "60s", max_ejection_percent = 50 }}
+
+[[route]]
+name = "app"
+cluster = "app"
+"#,
+        bad.addr, good.addr
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    for _ in 0..100 {
+        let _ = send(&client, get(edge, "/")).await;
+    }
+    // Successes elsewhere do not reset the bad endpoint's count: its third
+    // failure ejects it for 60 s, longer than this test.
+    assert_eq!(bad.hits(), 3);
+    assert_eq!(good.hits(), 97);
+}
+
+#[tokio::test]
+async fn with_every_primary_endpoint_ejected_the_route_fails_over() {
+    let bad = backend(|_| status(503)).await;
+    let west = backend(|_| status(200)).await;
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "east"
+endpoints = ["{}"]
+outlier = {{ consecutive_failures = 2, base_ejection_time = "60s" }}
+
+[[cluster]]
+name = "west"
+endpoints = ["{}"]
+
+[[route]]
+name = "app"
+cluster = "east"
+failover = "west"
+"#,
+        bad.addr, west.addr
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    let statuses: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..10 {
+            v.push(send(&client, get(edge, "/")).await.0.status.as_u16());
+        }
+        v
+    };
+    assert_eq!(statuses, [503, 503, 200, 200, 200, 200, 200, 200, 200, 200]);
+    assert_eq!((bad.hits(), west.hits()), (2, 8));
+}
+
+#[tokio::test]
+async fn a_cluster_limit_bounds_attempts_in_flight_across_routes() {
+    // Two routes share a cluster whose fixed limit is 1: while one request
+    // holds it, an attempt from the other route is refused (503, not sent).
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let (held, count) = (gate.clone(), hits.clone());
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let (held, count) = (held.clone(), count.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |_req| {
+                    let (held, count) = (held.clone(), count.clone());
+                    async move {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        held.notified().await;
+                        Ok::<_, std::convert::Infallible>(status(200))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{addr}"]
+limit = {{ kind = "fixed", limit = 1 }}
+
+[[route]]
+name = "a"
+match = {{ path_prefix = "/a" }}
+cluster = "app"
+
+[[route]]
+name = "b"
+cluster = "app"
+"#
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let first = tokio::spawn(async move { send(&http1_client(), get(edge, "/a")).await.0.status });
+    for _ in 0..500 {
+        if hits.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(send(&http1_client(), get(edge, "/b")).await.0.status, 503);
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "the refused attempt was not sent");
+    gate.notify_one();
+    assert_eq!(first.await.unwrap(), 200);
+    server.abort();
+}
