@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::FieldError;
-use stormbreak_policy::balance::{LeastRequest, OutlierDetector};
+use stormbreak_policy::balance::{HealthCheckConfig, HealthTable, LeastRequest, OutlierDetector};
 
 use crate::clock::Clock;
 use crate::config::ClusterConfig;
@@ -28,6 +28,7 @@ pub(crate) struct Cluster {
     pub(crate) endpoints: Vec<Endpoint>,
     p2c: LeastRequest,
     outlier: Option<Mutex<OutlierDetector>>,
+    health: Option<(HealthCheckConfig, Mutex<HealthTable>)>,
     pub(crate) limit: Option<Arc<ConcurrencyLimit>>,
     pub(crate) upstream: Upstream,
     rng: Mutex<Pcg64Mcg>,
@@ -69,6 +70,10 @@ impl Cluster {
             Some(o) => Some(Mutex::new(OutlierDetector::new(o, endpoints.len())?)),
             None => None,
         };
+        let health = match &config.health_check {
+            Some(h) => Some((h.clone(), Mutex::new(HealthTable::new(h, endpoints.len())?))),
+            None => None,
+        };
         let limit = match &config.limit {
             Some(l) => Some(ConcurrencyLimit::new(l, None, clock)?),
             None => None,
@@ -78,6 +83,7 @@ impl Cluster {
             endpoints,
             p2c: LeastRequest::new(&config.balance)?,
             outlier,
+            health,
             limit,
             upstream: Upstream::new(config),
             rng: Mutex::new(Pcg64Mcg::from_os_rng()),
@@ -92,13 +98,18 @@ impl Cluster {
             .outlier
             .as_ref()
             .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
+        let health = self
+            .health
+            .as_ref()
+            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
         let index = {
             let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
             self.p2c.choose(
                 self.endpoints.len(),
                 |i| {
                     let ejected = outlier.as_ref().is_some_and(|o| o.is_ejected(i, now));
-                    (!ejected).then(|| self.endpoints[i].inflight.load(Ordering::Acquire))
+                    let sick = health.as_ref().is_some_and(|h| !h.is_healthy(i));
+                    (!ejected && !sick).then(|| self.endpoints[i].inflight.load(Ordering::Acquire))
                 },
                 &mut *rng,
             )?
@@ -124,17 +135,55 @@ impl Cluster {
         }
     }
 
-    /// Endpoints not ejected now.
+    /// Endpoints neither ejected nor failing their health checks now.
     pub(crate) fn available(&self) -> usize {
         let now = self.clock.now();
-        match &self.outlier {
-            Some(o) => {
-                self.endpoints.len()
-                    - o.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .ejected_count(now)
-            }
-            None => self.endpoints.len(),
+        let outlier = self
+            .outlier
+            .as_ref()
+            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
+        let health = self
+            .health
+            .as_ref()
+            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        (0..self.endpoints.len())
+            .filter(|&i| {
+                !outlier.as_ref().is_some_and(|o| o.is_ejected(i, now))
+                    && health.as_ref().is_none_or(|h| h.is_healthy(i))
+            })
+            .count()
+    }
+
+    /// The health-check config, when the cluster has one.
+    pub(crate) fn health_check(&self) -> Option<&HealthCheckConfig> {
+        self.health.as_ref().map(|(c, _)| c)
+    }
+
+    /// Probes endpoint `index` every `interval`: `GET path`, a 2xx within
+    /// `timeout` is a success. Runs until its task is stopped.
+    pub(crate) async fn probe_loop(&self, index: usize) {
+        let Some((config, table)) = &self.health else {
+            return;
+        };
+        let addr = self.endpoints[index].addr;
+        let mut tick = tokio::time::interval(std::time::Duration::from(config.interval));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let request = http::Request::get(config.path.as_str())
+                .header(http::header::HOST, addr.to_string())
+                .header(http::header::USER_AGENT, "stormbreak-guard-health-check")
+                .body(crate::body::empty());
+            let Ok(request) = request else { return };
+            let probe = self.upstream.send(addr, request);
+            let ok = matches!(
+                tokio::time::timeout(std::time::Duration::from(config.timeout), probe).await,
+                Ok(Ok(r)) if r.status().is_success()
+            );
+            let _changed = table
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .on_probe(index, ok);
         }
     }
 }

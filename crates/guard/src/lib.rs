@@ -11,7 +11,7 @@
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
 //! | `retry` | retries with backoff, jitter, timeouts and a budget | `retry::RetryState`, `budget::AnyBudget` |
-//! | `balance` | endpoint choice, outlier ejection | `balance::{LeastRequest, OutlierDetector}` |
+//! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `endpoint` | pooled keep-alive connections, HTTP/1.1 or h2c | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
@@ -107,6 +107,20 @@ impl Guard {
                 proxy.clone(),
                 stopped.clone(),
             ));
+        }
+        for (c, cluster) in proxy.clusters.iter().enumerate() {
+            if cluster.health_check().is_some() {
+                for e in 0..cluster.endpoints.len() {
+                    let proxy = proxy.clone();
+                    let mut stopped = stopped.clone();
+                    tasks.spawn(async move {
+                        tokio::select! {
+                            () = proxy.clusters[c].probe_loop(e) => {}
+                            _ = stopped.changed() => {}
+                        }
+                    });
+                }
+            }
         }
         Ok(Guard {
             proxy,

@@ -247,7 +247,9 @@ mod knee {
                             continue;
                         };
                         let n = inflight.fetch_add(1, Ordering::SeqCst) + 1;
-                        let work = Duration::from_micros(10_000 * u64::from(n.max(KNEE)) / u64::from(KNEE));
+                        let work = Duration::from_micros(
+                            10_000 * u64::from(n.max(KNEE)) / u64::from(KNEE),
+                        );
                         tokio::time::sleep(work).await;
                         inflight.fetch_sub(1, Ordering::SeqCst);
                         done.fetch_add(1, Ordering::Relaxed);
@@ -266,7 +268,10 @@ mod knee {
     async fn gradient2_settles_near_the_backends_knee() {
         let (limit, done) = settle(r#"kind = "gradient2""#).await;
         eprintln!("gradient2: limit {limit}, {done} requests");
-        assert!((KNEE / 2..=2 * KNEE).contains(&limit), "limit {limit}, knee {KNEE}");
+        assert!(
+            (KNEE / 2..=2 * KNEE).contains(&limit),
+            "limit {limit}, knee {KNEE}"
+        );
         // Throughput near the backend's capacity (20 workers × 100/s × 60 s).
         assert!(done > 90_000, "{done}");
     }

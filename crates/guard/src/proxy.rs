@@ -71,7 +71,7 @@ pub(crate) struct Proxy {
     matchers: Vec<Matcher>,
     order: Vec<usize>,
     pub(crate) routes: Vec<Route>,
-    clusters: Vec<Cluster>,
+    pub(crate) clusters: Vec<Cluster>,
     shedder: Mutex<Shedder>,
     pub(crate) stats: Arc<Stats>,
 }

@@ -411,7 +411,9 @@ async fn a_cluster_limit_bounds_attempts_in_flight_across_routes() {
     let (held, count) = (gate.clone(), hits.clone());
     let server = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
             let (held, count) = (held.clone(), count.clone());
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |_req| {
@@ -422,9 +424,11 @@ async fn a_cluster_limit_bounds_attempts_in_flight_across_routes() {
                         Ok::<_, std::convert::Infallible>(status(200))
                     }
                 });
-                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
             });
         }
     });
@@ -460,8 +464,84 @@ cluster = "app"
     }
     assert_eq!(hits.load(Ordering::SeqCst), 1);
     assert_eq!(send(&http1_client(), get(edge, "/b")).await.0.status, 503);
-    assert_eq!(hits.load(Ordering::SeqCst), 1, "the refused attempt was not sent");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the refused attempt was not sent"
+    );
     gate.notify_one();
     assert_eq!(first.await.unwrap(), 200);
     server.abort();
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_its_health_checks_gets_no_traffic_until_it_recovers() {
+    let sick = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (probes, work) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (flag, p, w) = (sick.clone(), probes.clone(), work.clone());
+    let flaky = backend(move |seen| {
+        if seen.head.uri.path() == "/healthz" {
+            p.fetch_add(1, Ordering::SeqCst);
+            status(if flag.load(Ordering::SeqCst) {
+                503
+            } else {
+                200
+            })
+        } else {
+            w.fetch_add(1, Ordering::SeqCst);
+            status(200)
+        }
+    })
+    .await;
+    let steady = backend(|_| status(200)).await;
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{}", "{}"]
+health_check = {{ path = "/healthz", interval = "20ms", timeout = "10ms", unhealthy_threshold = 2, healthy_threshold = 2 }}
+
+[[route]]
+name = "app"
+cluster = "app"
+"#,
+        flaky.addr, steady.addr
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    // Wait (bounded, 5 s) for a third probe: one endpoint's probes run one
+    // after another, so by then the second failure has been recorded.
+    for _ in 0..500 {
+        if probes.load(Ordering::SeqCst) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(probes.load(Ordering::SeqCst) >= 3);
+    let client = http1_client();
+    for _ in 0..50 {
+        assert_eq!(send(&client, get(edge, "/work")).await.0.status, 200);
+    }
+    assert_eq!(
+        work.load(Ordering::SeqCst),
+        0,
+        "no request went to the unhealthy endpoint"
+    );
+    // Recovery: two healthy probes bring it back (bounded: 5 s).
+    sick.store(false, Ordering::SeqCst);
+    for _ in 0..1000 {
+        if work.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        let _ = send(&client, get(edge, "/work")).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        work.load(Ordering::SeqCst) > 0,
+        "the recovered endpoint got traffic again"
+    );
 }

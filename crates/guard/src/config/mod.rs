@@ -13,6 +13,7 @@
 //! | `saturation` | [`SaturationConfig`] | — |
 //! | `cluster.balance` | [`BalanceConfig`] | — |
 //! | `cluster.outlier` | [`OutlierConfig`] | — |
+//! | `cluster.health_check` | [`HealthCheckConfig`] | — |
 //!
 //! Every error names `file:line:column`; see [`GuardConfig::parse`] and
 //! `docs/guard.md` for the whole schema.
@@ -25,7 +26,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 use serde::Deserialize;
-use stormbreak_policy::balance::{BalanceConfig, OutlierConfig};
+use stormbreak_policy::balance::{BalanceConfig, HealthCheckConfig, OutlierConfig};
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::ratelimit::RateLimitConfig;
@@ -142,6 +143,9 @@ pub struct ClusterConfig {
     /// Concurrency limit on the whole cluster; none when absent.
     #[serde(default)]
     pub limit: Option<LimitConfig>,
+    /// Active HTTP health checks; none when absent.
+    #[serde(default)]
+    pub health_check: Option<HealthCheckConfig>,
     /// Time allowed to open a connection to an endpoint.
     #[serde(default = "defaults::connect_timeout")]
     pub connect_timeout: Nanos,

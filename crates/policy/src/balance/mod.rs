@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`LeastRequest`] | pick an endpoint: the least loaded of `choice_count` drawn at random | Envoy `LEAST_REQUEST` (power of two choices, Mitzenmacher 2001) |
 //! | [`OutlierDetector`] | eject an endpoint after consecutive failures, for a growing time | Envoy outlier detection, `consecutive_5xx` |
+//! | [`HealthTable`] | healthy or not, from active probes with thresholds | Envoy / Kubernetes health-check thresholds |
 //!
 //! Both are sans-IO: the caller says how loaded each endpoint is and when
 //! each attempt ended; randomness is passed in.
@@ -22,9 +23,11 @@
 //! assert!(picks > 150, "{picks}");
 //! ```
 
+mod health;
 mod outlier;
 mod p2c;
 
+pub use health::{HealthCheckConfig, HealthTable};
 pub use outlier::{OutlierConfig, OutlierDetector};
 pub use p2c::{BalanceConfig, LeastRequest};
 
