@@ -5,7 +5,7 @@
 //!
 //! | module | job | policy from `stormbreak-policy` |
 //! |---|---|---|
-//! | `listener` | accept under a connection cap; header-read, idle timeouts; header limits | — |
+//! | `listener` | accept under a connection cap; TLS with ALPN (`tls`); header-read, idle timeouts; header limits | — |
 //! | `route` | most specific match of host, path prefix, method, headers | — |
 //! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
@@ -45,6 +45,7 @@ mod retry;
 mod route;
 mod shed;
 mod stats;
+mod tls;
 
 pub use config::{ConfigError, GuardConfig};
 pub use stats::Stats;

@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::{Instant, Sleep};
 
@@ -35,6 +35,12 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let cap = Arc::new(Semaphore::new(config.max_connections as usize));
+    // Validated when the config was parsed; a file changed since fails here.
+    let tls = config
+        .tls
+        .as_ref()
+        .and_then(|t| crate::tls::server_config(t, config.protocol).ok())
+        .map(tokio_rustls::TlsAcceptor::from);
     let settings = Arc::new(ListenerSettings::new(&config));
     let config = Arc::new(config);
     loop {
@@ -57,23 +63,41 @@ pub(crate) async fn serve(
         let _ = stream.set_nodelay(true);
         let (proxy, settings, config) = (proxy.clone(), settings.clone(), config.clone());
         let mut stop = shutdown.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let serve = async {
+                match tls {
+                    None => connection(stream, peer, &config, proxy, settings).await,
+                    Some(acceptor) => {
+                        // The handshake counts against the header-read
+                        // timeout: a slow handshake is slowloris too.
+                        let limit = Duration::from(config.header_read_timeout);
+                        if let Ok(Ok(stream)) =
+                            tokio::time::timeout(limit, acceptor.accept(stream)).await
+                        {
+                            connection(stream, peer, &config, proxy, settings).await;
+                        }
+                    }
+                }
+            };
             tokio::select! {
-                () = connection(stream, peer, &config, proxy, settings) => {}
+                () = serve => {}
                 _ = stop.changed() => {}
             }
         });
     }
 }
 
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     peer: SocketAddr,
     config: &ListenerConfig,
     proxy: Arc<Proxy>,
     settings: Arc<ListenerSettings>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let active = Arc::new(AtomicUsize::new(0));
     let io = TokioIo::new(IdleIo::new(
         stream,
@@ -121,15 +145,15 @@ impl Drop for Active {
 /// A socket that fails with `TimedOut` once no byte has moved for `idle`
 /// while no request is in flight on it (a request in flight is bounded by
 /// the request timeout instead).
-struct IdleIo {
-    inner: TcpStream,
+struct IdleIo<S> {
+    inner: S,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
     active: Arc<AtomicUsize>,
 }
 
-impl IdleIo {
-    fn new(inner: TcpStream, idle: Duration, active: Arc<AtomicUsize>) -> Self {
+impl<S> IdleIo<S> {
+    fn new(inner: S, idle: Duration, active: Arc<AtomicUsize>) -> Self {
         IdleIo {
             inner,
             idle,
@@ -154,7 +178,7 @@ impl IdleIo {
     }
 }
 
-impl AsyncRead for IdleIo {
+impl<S: AsyncRead + Unpin> AsyncRead for IdleIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -176,7 +200,7 @@ impl AsyncRead for IdleIo {
     }
 }
 
-impl AsyncWrite for IdleIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for IdleIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

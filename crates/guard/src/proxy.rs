@@ -47,6 +47,8 @@ pub(crate) struct ListenerSettings {
     pub(crate) criticality_header: HeaderName,
     pub(crate) max_body_bytes: u64,
     pub(crate) request_timeout: std::time::Duration,
+    /// `proto=` of the `Forwarded` element: `http` or `https`.
+    pub(crate) proto: &'static str,
 }
 
 impl ListenerSettings {
@@ -61,6 +63,7 @@ impl ListenerSettings {
                 .unwrap_or(HeaderName::from_static("x-stormbreak-criticality")),
             max_body_bytes: l.max_body_bytes,
             request_timeout: l.request_timeout.into(),
+            proto: if l.tls.is_some() { "https" } else { "http" },
         }
     }
 }
@@ -278,7 +281,7 @@ impl Proxy {
             parts.headers.insert(header::HOST, v);
         }
         headers::strip_hop_by_hop(&mut parts.headers);
-        headers::append_forwarded(&mut parts.headers, peer, trusted_peer, "http");
+        headers::append_forwarded(&mut parts.headers, peer, trusted_peer, listener.proto);
         parts.headers.insert(
             listener.criticality_header.clone(),
             HeaderValue::from_static(class.name()),

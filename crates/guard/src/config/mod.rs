@@ -121,6 +121,19 @@ pub struct ListenerConfig {
     /// Largest request body in bytes; larger gets 413.
     #[serde(default = "defaults::max_body_bytes")]
     pub max_body_bytes: u64,
+    /// Serve TLS with these PEM files (ALPN `h2`, `http/1.1`); cleartext when absent.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// `listener.tls`: PEM files, paths as given (relative to the working directory).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificate chain, leaf first.
+    pub cert: String,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
 }
 
 /// `[[cluster]]`.
@@ -460,6 +473,11 @@ impl GuardConfig {
             }
             if http::HeaderName::from_bytes(l.criticality_header.as_bytes()).is_err() {
                 return Err(doc.at(&format!("{p}.criticality_header"), "expected a header name"));
+            }
+            if let Some(tls) = &l.tls {
+                crate::tls::server_config(tls, l.protocol).map_err(|e| {
+                    doc.at(&format!("{p}.tls"), format!("listener {:?}: {e}", l.name))
+                })?;
             }
             if l.max_connections == 0 {
                 return Err(doc.at(&format!("{p}.max_connections"), "expected ≥ 1, got 0"));
