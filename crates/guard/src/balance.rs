@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use stormbreak_policy::FieldError;
 use stormbreak_policy::balance::{HealthCheckConfig, HealthTable, LeastRequest, OutlierDetector};
+use stormbreak_policy::breaker::{Admission, Breaker, Ticket};
+use stormbreak_policy::{FieldError, Nanos};
 
 use crate::clock::Clock;
 use crate::config::ClusterConfig;
@@ -29,6 +30,7 @@ pub(crate) struct Cluster {
     p2c: LeastRequest,
     outlier: Option<Mutex<OutlierDetector>>,
     health: Option<(HealthCheckConfig, Mutex<HealthTable>)>,
+    breaker: Option<Mutex<Breaker>>,
     pub(crate) limit: Option<Arc<ConcurrencyLimit>>,
     pub(crate) upstream: Upstream,
     rng: Mutex<Pcg64Mcg>,
@@ -74,6 +76,10 @@ impl Cluster {
             Some(h) => Some((h.clone(), Mutex::new(HealthTable::new(h, endpoints.len())?))),
             None => None,
         };
+        let breaker = match &config.breaker {
+            Some(b) => Some(Mutex::new(Breaker::new(b)?)),
+            None => None,
+        };
         let limit = match &config.limit {
             Some(l) => Some(ConcurrencyLimit::new(l, None, clock)?),
             None => None,
@@ -84,6 +90,7 @@ impl Cluster {
             p2c: LeastRequest::new(&config.balance)?,
             outlier,
             health,
+            breaker,
             limit,
             upstream: Upstream::new(config),
             rng: Mutex::new(Pcg64Mcg::from_os_rng()),
@@ -132,6 +139,23 @@ impl Cluster {
             let _ejected_until = o.on_failure(index, now);
         } else {
             o.on_success(index, now);
+        }
+    }
+
+    /// Asks the breaker for a call: `Ok(None)` without a breaker,
+    /// `Err(retry_after)` while it is open.
+    pub(crate) fn admit(&self) -> Result<Option<BreakerCall<'_>>, Option<Nanos>> {
+        let Some(breaker) = &self.breaker else {
+            return Ok(None);
+        };
+        let now = self.clock.now();
+        let mut b = breaker.lock().unwrap_or_else(PoisonError::into_inner);
+        match b.allow(now) {
+            Admission::Allowed(ticket) => Ok(Some(BreakerCall {
+                cluster: self,
+                ticket: Some(ticket),
+            })),
+            Admission::Rejected => Err(b.retry_after(now)),
         }
     }
 
@@ -184,6 +208,39 @@ impl Cluster {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .on_probe(index, ok);
+        }
+    }
+}
+
+/// A call the breaker admitted; report it with [`finish`](Self::finish).
+/// Dropped unreported (the client went away), it is cancelled.
+pub(crate) struct BreakerCall<'a> {
+    cluster: &'a Cluster,
+    ticket: Option<Ticket>,
+}
+
+impl BreakerCall<'_> {
+    pub(crate) fn finish(mut self, failed: bool) {
+        let (Some(ticket), Some(breaker)) = (self.ticket.take(), &self.cluster.breaker) else {
+            return;
+        };
+        let now = self.cluster.clock.now();
+        let mut b = breaker.lock().unwrap_or_else(PoisonError::into_inner);
+        let _transition = if failed {
+            b.on_failure(now, ticket)
+        } else {
+            b.on_success(now, ticket)
+        };
+    }
+}
+
+impl Drop for BreakerCall<'_> {
+    fn drop(&mut self) {
+        if let (Some(ticket), Some(breaker)) = (self.ticket.take(), &self.cluster.breaker) {
+            breaker
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .on_cancel(ticket);
         }
     }
 }

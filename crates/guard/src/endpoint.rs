@@ -21,8 +21,11 @@ pub(crate) enum AttemptError {
     Reset,
     /// The attempt's deadline passed first.
     Timeout,
-    /// Every endpoint of the cluster is ejected.
+    /// Every endpoint of the cluster is ejected or unhealthy, or the
+    /// cluster's concurrency limit is reached.
     NoEndpoint,
+    /// The cluster's circuit breaker is open; probes resume after this long.
+    CircuitOpen(Option<stormbreak_policy::Nanos>),
 }
 
 /// The connection pool of one cluster.

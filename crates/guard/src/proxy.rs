@@ -312,7 +312,7 @@ impl Proxy {
             _ => None,
         };
 
-        let attempt = || self.attempt(route, &parts, &body);
+        let attempt = |deadline| self.attempt(route, &parts, &body, deadline);
         let result = retry::run(retry, &self.clock, &self.stats, attempt).await;
         match result {
             Ok(response) => {
@@ -324,6 +324,9 @@ impl Proxy {
             Err(AttemptError::NoEndpoint) => {
                 shed::reject(503, None, "no upstream endpoint available")
             }
+            Err(AttemptError::CircuitOpen(after)) => {
+                shed::reject(503, after, "upstream circuit breaker open")
+            }
             Err(AttemptError::Connect | AttemptError::Reset) => {
                 shed::reject(502, None, "upstream connection failed")
             }
@@ -331,17 +334,23 @@ impl Proxy {
     }
 
     /// One attempt: pick an endpoint of the route's cluster (or its failover
-    /// when none is left), pass the cluster's own limit, send.
+    /// when none is left), pass the cluster's breaker and limit, send; all
+    /// within `deadline`, whose passing is a failure to every layer here.
     async fn attempt(
         &self,
         route: &Route,
         parts: &http::request::Parts,
         body: &ReqBody,
+        deadline: Option<tokio::time::Instant>,
     ) -> Attempt {
         let primary = &self.clusters[route.cluster];
         let cluster = match route.failover {
             Some(f) if primary.available() == 0 => &self.clusters[f],
             _ => primary,
+        };
+        let call = match cluster.admit() {
+            Ok(call) => call,
+            Err(after) => return Err(AttemptError::CircuitOpen(after)),
         };
         let permit = match &cluster.limit {
             Some(limit) => match limit.acquire().await {
@@ -355,12 +364,21 @@ impl Proxy {
         };
         let mut request = Request::from_parts(parts.clone(), body.take());
         *request.extensions_mut() = http::Extensions::new();
-        let result = cluster.upstream.send(picked.addr(), request).await;
+        let send = cluster.upstream.send(picked.addr(), request);
+        let result = match deadline {
+            Some(at) => tokio::time::timeout_at(at, send)
+                .await
+                .unwrap_or(Err(AttemptError::Timeout)),
+            None => send.await,
+        };
         let failed = match &result {
             Ok(r) => r.status().is_server_error(),
             Err(_) => true,
         };
         cluster.report(picked.index, failed);
+        if let Some(call) = call {
+            call.finish(failed);
+        }
         if let Some(p) = permit {
             p.finish(if failed {
                 Outcome::Dropped

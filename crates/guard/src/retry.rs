@@ -102,14 +102,23 @@ pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
         Err(AttemptError::Timeout) => AttemptOutcome::Timeout,
         Err(AttemptError::Connect | AttemptError::NoEndpoint) => AttemptOutcome::ConnectFailed,
         Err(AttemptError::Reset) => AttemptOutcome::Reset,
+        // The guard's own breaker answers as a 503 with its Retry-After, so
+        // a retry (if any) waits at least until probes resume.
+        Err(AttemptError::CircuitOpen(retry_after)) => AttemptOutcome::Response {
+            status: 503,
+            retry_after: *retry_after,
+            pushback: Pushback::None,
+        },
     }
 }
 
 /// Sends attempts made by `attempt` until the policy says success or give
 /// up; returns the last attempt's result. Without a policy, one attempt.
 ///
-/// Each attempt is bounded by the policy's attempt deadline (per-try
-/// timeout, overall deadline); an attempt cut off by it is a timeout.
+/// Each attempt is given the policy's attempt deadline (per-try timeout,
+/// overall deadline) and must answer [`AttemptError::Timeout`] when it
+/// passes: the attempt applies it itself, so the layers below it (breaker,
+/// outlier ejection, cluster limit) see the timeout as a failure.
 pub(crate) async fn run<F, Fut>(
     retry: Option<&RouteRetry>,
     clock: &Clock,
@@ -117,22 +126,20 @@ pub(crate) async fn run<F, Fut>(
     mut attempt: F,
 ) -> Attempt
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Option<tokio::time::Instant>) -> Fut,
     Fut: Future<Output = Attempt>,
 {
     let Some(retry) = retry else {
         bump(&stats.attempts);
-        return attempt().await;
+        return attempt(None).await;
     };
     let mut state = retry.begin(clock.now());
     loop {
         bump(&stats.attempts);
-        let result = match state.attempt_deadline(&retry.policy) {
-            Some(at) => tokio::time::timeout_at(clock.instant(at), attempt())
-                .await
-                .unwrap_or(Err(AttemptError::Timeout)),
-            None => attempt().await,
-        };
+        let deadline = state
+            .attempt_deadline(&retry.policy)
+            .map(|at| clock.instant(at));
+        let result = attempt(deadline).await;
         let outcome = outcome(&result);
         match retry.decide(&mut state, clock.now(), outcome) {
             RetryDecision::RetryAt(at) => {

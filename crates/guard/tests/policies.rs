@@ -545,3 +545,68 @@ cluster = "app"
         "the recovered endpoint got traffic again"
     );
 }
+
+#[tokio::test]
+async fn an_open_breaker_fails_fast_with_retry_after_and_timeouts_trip_it() {
+    // The backend answers after 1 s; the per-try timeout is 50 ms, so every
+    // attempt times out, and three timeouts in a row open the breaker.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let count = hits.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let count = count.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |_req| {
+                    let count = count.clone();
+                    async move {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        Ok::<_, std::convert::Infallible>(status(200))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+            });
+        }
+    });
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{addr}"]
+breaker = {{ consecutive_failures = 3, sliding_window_size = 0, wait_duration_in_open_state = "30s" }}
+
+[[route]]
+name = "app"
+cluster = "app"
+retry = {{ max_attempts = 1, per_try_timeout = "50ms" }}
+"#
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    for _ in 0..3 {
+        assert_eq!(send(&client, get(edge, "/")).await.0.status, 504);
+    }
+    let (p, _) = send(&client, get(edge, "/")).await;
+    assert_eq!(p.status, 503, "open: fail fast");
+    assert_eq!(p.headers["retry-after"], "30");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        3,
+        "the open breaker sent nothing"
+    );
+    server.abort();
+}

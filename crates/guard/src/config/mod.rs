@@ -14,6 +14,7 @@
 //! | `cluster.balance` | [`BalanceConfig`] | — |
 //! | `cluster.outlier` | [`OutlierConfig`] | — |
 //! | `cluster.health_check` | [`HealthCheckConfig`] | — |
+//! | `cluster.breaker` | [`BreakerConfig`] | — |
 //!
 //! Every error names `file:line:column`; see [`GuardConfig::parse`] and
 //! `docs/guard.md` for the whole schema.
@@ -27,6 +28,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::Deserialize;
 use stormbreak_policy::balance::{BalanceConfig, HealthCheckConfig, OutlierConfig};
+use stormbreak_policy::breaker::BreakerConfig;
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::ratelimit::RateLimitConfig;
@@ -156,6 +158,9 @@ pub struct ClusterConfig {
     /// Concurrency limit on the whole cluster; none when absent.
     #[serde(default)]
     pub limit: Option<LimitConfig>,
+    /// Circuit breaker over the whole cluster; none when absent.
+    #[serde(default)]
+    pub breaker: Option<BreakerConfig>,
     /// Active HTTP health checks; none when absent.
     #[serde(default)]
     pub health_check: Option<HealthCheckConfig>,
