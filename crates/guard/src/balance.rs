@@ -35,6 +35,10 @@ pub(crate) struct Cluster {
     pub(crate) upstream: Upstream,
     rng: Mutex<Pcg64Mcg>,
     clock: Clock,
+    /// Requests per second one endpoint serves, when configured.
+    pub(crate) endpoint_capacity: Option<f64>,
+    /// Attempts sent to this cluster so far.
+    pub(crate) served: std::sync::atomic::AtomicU64,
 }
 
 /// An endpoint picked for one attempt; its in-flight count drops when this does.
@@ -95,6 +99,8 @@ impl Cluster {
             upstream: Upstream::new(config),
             rng: Mutex::new(Pcg64Mcg::from_os_rng()),
             clock,
+            endpoint_capacity: config.endpoint_capacity,
+            served: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

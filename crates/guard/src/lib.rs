@@ -12,6 +12,7 @@
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
 //! | `retry` | retries with backoff, jitter, timeouts and a budget | `retry::RetryState`, `budget::AnyBudget` |
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
+//! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
 //! | `endpoint` | pooled keep-alive connections, HTTP/1.1 or h2c | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
@@ -36,6 +37,7 @@ pub mod body;
 mod clock;
 pub mod config;
 mod endpoint;
+mod failover;
 mod headers;
 mod limit;
 mod listener;
@@ -122,6 +124,20 @@ impl Guard {
                     });
                 }
             }
+        }
+        for route in proxy.spill_routes() {
+            let proxy = proxy.clone();
+            let mut stopped = stopped.clone();
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(failover::OBSERVE_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => { let _ = proxy.observe_spill(route); }
+                        _ = stopped.changed() => return,
+                    }
+                }
+            });
         }
         Ok(Guard {
             proxy,

@@ -19,6 +19,7 @@ use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
 use crate::config::{Cidr, GuardConfig, ListenerConfig, RouteConfig};
 use crate::endpoint::AttemptError;
+use crate::failover::{Capacity, Spill};
 use crate::headers;
 use crate::limit::ConcurrencyLimit;
 use crate::ratelimit::RateLimit;
@@ -26,6 +27,7 @@ use crate::retry::{self, Attempt, RouteRetry};
 use crate::route::{self, Matcher};
 use crate::shed;
 use crate::stats::{Stats, bump};
+use stormbreak_policy::failover::Region;
 
 /// A route with its policies built.
 pub(crate) struct Route {
@@ -33,6 +35,7 @@ pub(crate) struct Route {
     index: u32,
     cluster: usize,
     failover: Option<usize>,
+    spill: Option<Spill>,
     retry: Option<RouteRetry>,
     retry_non_idempotent: bool,
     retry_buffer_bytes: u64,
@@ -99,6 +102,10 @@ fn route_of(
         index: index as u32,
         cluster: cluster_index(&config.cluster).unwrap_or(0),
         failover: config.failover.as_deref().and_then(cluster_index),
+        spill: match &config.failover_policy {
+            Some(f) => Some(Spill::new(f, clock)?),
+            None => None,
+        },
         retry: match &config.retry {
             Some(r) => Some(RouteRetry::new(r, config.budget.as_ref())?),
             None => None,
@@ -344,8 +351,9 @@ impl Proxy {
         deadline: Option<tokio::time::Instant>,
     ) -> Attempt {
         let primary = &self.clusters[route.cluster];
-        let cluster = match route.failover {
-            Some(f) if primary.available() == 0 => &self.clusters[f],
+        let cluster = match (route.failover, &route.spill) {
+            (Some(f), _) if primary.available() == 0 => &self.clusters[f],
+            (Some(f), Some(spill)) if spill.route() == Region::Secondary => &self.clusters[f],
             _ => primary,
         };
         let call = match cluster.admit() {
@@ -387,6 +395,26 @@ impl Proxy {
             });
         }
         result
+    }
+
+    /// Feeds route `index`'s spill law with this second's rates.
+    pub(crate) fn observe_spill(&self, index: usize) -> Option<f64> {
+        let route = &self.routes[index];
+        let (spill, secondary) = (route.spill.as_ref()?, &self.clusters[route.failover?]);
+        let primary = &self.clusters[route.cluster];
+        let capacity = |c: &Cluster| c.endpoint_capacity.unwrap_or(0.0) * c.available() as f64;
+        Some(spill.observe(Capacity {
+            primary: capacity(primary),
+            secondary: capacity(secondary),
+            secondary_served: secondary.served.load(std::sync::atomic::Ordering::Relaxed),
+        }))
+    }
+
+    /// Route names with a spill law, by index.
+    pub(crate) fn spill_routes(&self) -> Vec<usize> {
+        (0..self.routes.len())
+            .filter(|&i| self.routes[i].spill.is_some())
+            .collect()
     }
 
     /// Route index and the keys its rate limiter holds, for tests.

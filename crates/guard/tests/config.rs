@@ -92,6 +92,29 @@ fn semantic_errors_point_at_the_offending_value() {
     );
 }
 
+#[test]
+fn a_spill_law_needs_a_failover_cluster_and_capacities() {
+    let e = err(&format!("{BASE}failover_policy = {{}}\n"));
+    assert!(
+        e.starts_with("g.toml:12:19: route \"app\": a failover_policy needs `failover`"),
+        "{e}"
+    );
+    let text = BASE.replace("[[route]]", "[[cluster]]\nname = \"west\"\nendpoints = [\"127.0.0.1:10\"]\nendpoint_capacity = \"1k/s\"\n\n[[route]]");
+    let e = err(&format!(
+        "{text}failover = \"west\"\nfailover_policy = {{}}\n"
+    ));
+    assert!(
+        e.contains("the spill law needs cluster \"app\" to set endpoint_capacity"),
+        "{e}"
+    );
+    let ok = text.replace(
+        "endpoints = [\"127.0.0.1:9\"]",
+        "endpoints = [\"127.0.0.1:9\"]\nendpoint_capacity = 500",
+    );
+    GuardConfig::parse("g.toml", &format!("{ok}failover = \"west\"\nfailover_policy = {{ law = {{ kind = \"capacity_aware\", target_utilisation = 0.7 }} }}\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Every `retry = { ... }` line of every scenario, pasted into a route.
 #[test]
 fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {

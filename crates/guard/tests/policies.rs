@@ -610,3 +610,51 @@ retry = {{ max_attempts = 1, per_try_timeout = "50ms" }}
     );
     server.abort();
 }
+
+#[tokio::test]
+async fn the_spill_law_sends_the_primarys_excess_to_a_secondary_with_headroom() {
+    let east = backend(|_| status(200)).await;
+    let west = backend(|_| status(200)).await;
+    let toml = format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "east"
+endpoints = ["{}"]
+endpoint_capacity = "2/s"
+
+[[cluster]]
+name = "west"
+endpoints = ["{}"]
+endpoint_capacity = "1k/s"
+
+[[route]]
+name = "app"
+cluster = "east"
+failover = "west"
+failover_policy = {{ half_life = "0", deadband = 0 }}
+"#,
+        east.addr, west.addr
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    // Far more than 2/s: once the law has seen a second of it (observed
+    // each second), most attempts spill west. Bounded at 20 000 requests.
+    for _ in 0..20_000 {
+        assert_eq!(send(&client, get(edge, "/")).await.0.status, 200);
+        if west.hits() >= 50 {
+            break;
+        }
+    }
+    assert!(
+        west.hits() >= 50,
+        "nothing spilled: east {} west {}",
+        east.hits(),
+        west.hits()
+    );
+    assert!(east.hits() > 0, "the primary keeps what it can serve");
+}

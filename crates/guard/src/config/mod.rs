@@ -15,6 +15,7 @@
 //! | `cluster.outlier` | [`OutlierConfig`] | — |
 //! | `cluster.health_check` | [`HealthCheckConfig`] | — |
 //! | `cluster.breaker` | [`BreakerConfig`] | — |
+//! | `route.failover_policy` | [`FailoverConfig`] | — |
 //!
 //! Every error names `file:line:column`; see [`GuardConfig::parse`] and
 //! `docs/guard.md` for the whole schema.
@@ -30,6 +31,7 @@ use serde::Deserialize;
 use stormbreak_policy::balance::{BalanceConfig, HealthCheckConfig, OutlierConfig};
 use stormbreak_policy::breaker::BreakerConfig;
 use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::ratelimit::RateLimitConfig;
 use stormbreak_policy::retry::RetryConfig;
@@ -161,6 +163,11 @@ pub struct ClusterConfig {
     /// Circuit breaker over the whole cluster; none when absent.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
+    /// Requests per second one endpoint can serve (`"500/s"`, `"9k/s"` or a
+    /// number); needed by routes that spill to or from this cluster by
+    /// `failover_policy`.
+    #[serde(default, with = "opt_rate")]
+    pub endpoint_capacity: Option<f64>,
     /// Active HTTP health checks; none when absent.
     #[serde(default)]
     pub health_check: Option<HealthCheckConfig>,
@@ -231,6 +238,11 @@ pub struct RouteConfig {
     /// Cluster to spill to when `cluster` has no endpoint left (all ejected).
     #[serde(default)]
     pub failover: Option<String>,
+    /// Spill to `failover` by the capacity-aware law (excess only, within the
+    /// failover cluster's headroom) even while the primary has endpoints;
+    /// without it the route fails over only when no primary endpoint is left.
+    #[serde(default)]
+    pub failover_policy: Option<FailoverConfig>,
     /// Retry policy; no retries when absent.
     #[serde(default)]
     pub retry: Option<RetryConfig>,
@@ -276,6 +288,15 @@ pub struct ShedRuleConfig {
     /// `Retry-After` to send (not with 403); none when absent or `"0"`.
     #[serde(default)]
     pub retry_after: Option<Nanos>,
+}
+
+/// `#[serde(with = "opt_rate")]`: an optional rate in the policy crate's units.
+mod opt_rate {
+    use serde::Deserializer;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        stormbreak_policy::units::rate::deserialize(d).map(Some)
+    }
 }
 
 mod defaults {
@@ -578,6 +599,30 @@ impl GuardConfig {
                         &format!("{p}.{key}"),
                         format!("{who}: no [[cluster]] named {name:?}"),
                     ));
+                }
+            }
+            if let Some(f) = &r.failover_policy {
+                f.validate()
+                    .map_err(|e| policy(format!("{p}.failover_policy"), who.clone(), e))?;
+                let Some(secondary) = &r.failover else {
+                    return Err(doc.at(
+                        &format!("{p}.failover_policy"),
+                        format!(
+                            "{who}: a failover_policy needs `failover` (the cluster to spill to)"
+                        ),
+                    ));
+                };
+                for name in [&r.cluster, secondary] {
+                    let c = self.clusters.iter().find(|c| &c.name == name);
+                    if c.is_some_and(|c| {
+                        c.endpoint_capacity
+                            .is_none_or(|r| !(r.is_finite() && r > 0.0))
+                    }) {
+                        return Err(doc.at(
+                            &format!("{p}.failover_policy"),
+                            format!("{who}: the spill law needs cluster {name:?} to set endpoint_capacity (> 0)"),
+                        ));
+                    }
                 }
             }
             if let Some(prefix) = &r.matches.path_prefix
