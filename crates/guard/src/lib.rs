@@ -94,7 +94,7 @@ impl Guard {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
-        for l in &config.listeners {
+        for (index, l) in config.listeners.iter().enumerate() {
             let bind_err = |source| StartError::Bind {
                 name: l.name.clone(),
                 bind: l.bind.clone(),
@@ -105,6 +105,7 @@ impl Guard {
                 .map_err(bind_err)?;
             addrs.push((l.name.clone(), socket.local_addr().map_err(bind_err)?));
             tasks.spawn(listener::serve(
+                index,
                 socket,
                 l.clone(),
                 proxy.clone(),

@@ -29,6 +29,7 @@ use crate::proxy::{ListenerSettings, Proxy};
 /// in the kernel's accept backlog (bounded by the OS) instead of costing
 /// the guard memory.
 pub(crate) async fn serve(
+    index: usize,
     listener: TcpListener,
     config: ListenerConfig,
     proxy: Arc<Proxy>,
@@ -41,7 +42,7 @@ pub(crate) async fn serve(
         .as_ref()
         .and_then(|t| crate::tls::server_config(t, config.protocol).ok())
         .map(tokio_rustls::TlsAcceptor::from);
-    let settings = Arc::new(ListenerSettings::new(&config));
+    let settings = Arc::new(ListenerSettings::new(index, &config));
     let config = Arc::new(config);
     loop {
         let permit = tokio::select! {

@@ -10,8 +10,11 @@ use http::{HeaderName, HeaderValue, Method, Request, Response, header};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::FieldError;
 use stormbreak_policy::limit::Outcome;
+use stormbreak_policy::ramp::StagedRestore;
 use stormbreak_policy::shed::{Criticality, Shedder};
 
 use crate::balance::Cluster;
@@ -36,6 +39,7 @@ pub(crate) struct Route {
     cluster: usize,
     failover: Option<usize>,
     spill: Option<Spill>,
+    restore: Option<Restore>,
     retry: Option<RouteRetry>,
     retry_non_idempotent: bool,
     retry_buffer_bytes: u64,
@@ -44,8 +48,19 @@ pub(crate) struct Route {
     rate_limit: Option<RateLimit>,
 }
 
+/// A route's staged restore: the policy's coordinator and which site each
+/// listener is.
+struct Restore {
+    state: Mutex<(StagedRestore, Pcg64Mcg)>,
+    /// Site of listener `i`, or `None` for a listener not in the restore
+    /// (which admits nothing while the restore runs).
+    site_of: Vec<Option<usize>>,
+}
+
 /// Per-listener settings the request path needs.
 pub(crate) struct ListenerSettings {
+    /// Position of the listener in the file.
+    pub(crate) index: usize,
     pub(crate) trusted: Vec<Cidr>,
     pub(crate) criticality_header: HeaderName,
     pub(crate) max_body_bytes: u64,
@@ -55,8 +70,9 @@ pub(crate) struct ListenerSettings {
 }
 
 impl ListenerSettings {
-    pub(crate) fn new(l: &ListenerConfig) -> Self {
+    pub(crate) fn new(index: usize, l: &ListenerConfig) -> Self {
         ListenerSettings {
+            index,
             trusted: l
                 .trusted_proxies
                 .iter()
@@ -90,10 +106,35 @@ fn idempotent(method: &Method) -> bool {
     )
 }
 
+fn restore_of(
+    config: &RouteConfig,
+    listeners: &[ListenerConfig],
+    clock: Clock,
+) -> Result<Option<Restore>, FieldError> {
+    let Some(c) = &config.restore else {
+        return Ok(None);
+    };
+    let sites: Vec<&str> = if config.restore_sites.is_empty() {
+        listeners.iter().map(|l| l.name.as_str()).collect()
+    } else {
+        config.restore_sites.iter().map(String::as_str).collect()
+    };
+    let mut restore = StagedRestore::new(c, sites.len())?;
+    restore.start(clock.now());
+    Ok(Some(Restore {
+        state: Mutex::new((restore, Pcg64Mcg::from_os_rng())),
+        site_of: listeners
+            .iter()
+            .map(|l| sites.iter().position(|s| *s == l.name))
+            .collect(),
+    }))
+}
+
 fn route_of(
     config: &RouteConfig,
     index: usize,
     clusters: &[Cluster],
+    listeners: &[ListenerConfig],
     clock: Clock,
 ) -> Result<Route, FieldError> {
     let cluster_index = |name: &str| clusters.iter().position(|c| c.name == name);
@@ -102,6 +143,7 @@ fn route_of(
         index: index as u32,
         cluster: cluster_index(&config.cluster).unwrap_or(0),
         failover: config.failover.as_deref().and_then(cluster_index),
+        restore: restore_of(config, listeners, clock)?,
         spill: match &config.failover_policy {
             Some(f) => Some(Spill::new(f, clock)?),
             None => None,
@@ -137,7 +179,7 @@ impl Proxy {
             .routes
             .iter()
             .enumerate()
-            .map(|(i, r)| route_of(r, i, &clusters, clock))
+            .map(|(i, r)| route_of(r, i, &clusters, &config.listeners, clock))
             .collect::<Result<Vec<_>, _>>()?;
         let matchers: Vec<Matcher> = config
             .routes
@@ -222,6 +264,19 @@ impl Proxy {
         if let Some(answer) = shed::answer(decision) {
             bump(&self.stats.shed);
             return answer;
+        }
+        // A restore in progress admits each site's current fraction only.
+        if let Some(restore) = &route.restore {
+            let admitted = restore.site_of[listener.index].is_some_and(|site| {
+                let mut s = restore.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let (r, rng) = &mut *s;
+                r.admit(self.clock.now(), site, rng)
+            });
+            if !admitted {
+                bump(&self.stats.shed);
+                let (status, after) = self.saturation_answer();
+                return shed::reject(status, after, "restore in progress: not yet admitted");
+            }
         }
         if let Some(rate) = &route.rate_limit
             && let Err(wait) = rate.check(self.clock.now(), client, request.headers())

@@ -658,3 +658,53 @@ failover_policy = {{ half_life = "0", deadband = 0 }}
     );
     assert!(east.hits() > 0, "the primary keeps what it can serve");
 }
+
+#[tokio::test]
+async fn a_staged_restore_admits_the_first_sites_fraction_and_nothing_at_the_next() {
+    let b = backend(|_| status(200)).await;
+    let toml = format!(
+        r#"
+[[listener]]
+name = "site-a"
+bind = "127.0.0.1:0"
+
+[[listener]]
+name = "site-b"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{}"]
+
+[[route]]
+name = "token"
+cluster = "app"
+restore = {{ ramp = {{ steps = [0.5, 1.0], hold = "1h", step_back_after = "0" }} }}
+restore_sites = ["site-a", "site-b"]
+"#,
+        b.addr
+    );
+    let g = guard(&toml).await;
+    let (a, bsite) = (
+        g.local_addr("site-a").unwrap(),
+        g.local_addr("site-b").unwrap(),
+    );
+    let client = http1_client();
+    let mut admitted = 0;
+    for _ in 0..400 {
+        let (p, _) = send(&client, get(a, "/")).await;
+        match p.status.as_u16() {
+            200 => admitted += 1,
+            503 => assert_eq!(p.headers["retry-after"], "1"),
+            other => panic!("{other}"),
+        }
+    }
+    // Site A is at its first step, 50 %: 200 ± 5 standard deviations of 10.
+    assert!((150..=250).contains(&admitted), "{admitted} of 400");
+    assert_eq!(b.hits(), admitted);
+    // Site B has not started: it admits nothing until A is fully restored.
+    for _ in 0..20 {
+        assert_eq!(send(&client, get(bsite, "/")).await.0.status, 503);
+    }
+    assert_eq!(b.hits(), admitted);
+}

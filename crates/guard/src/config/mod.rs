@@ -16,6 +16,7 @@
 //! | `cluster.health_check` | [`HealthCheckConfig`] | — |
 //! | `cluster.breaker` | [`BreakerConfig`] | — |
 //! | `route.failover_policy` | [`FailoverConfig`] | — |
+//! | `route.restore` | [`StagedRestoreConfig`] | the `do = "ramp"` action's ramp |
 //!
 //! Every error names `file:line:column`; see [`GuardConfig::parse`] and
 //! `docs/guard.md` for the whole schema.
@@ -33,6 +34,7 @@ use stormbreak_policy::breaker::BreakerConfig;
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::limit::LimitConfig;
+use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::ratelimit::RateLimitConfig;
 use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::shed::{Criticality, SaturationConfig, ShedConfig, ShedRule};
@@ -243,6 +245,14 @@ pub struct RouteConfig {
     /// without it the route fails over only when no primary endpoint is left.
     #[serde(default)]
     pub failover_policy: Option<FailoverConfig>,
+    /// Staged restore of this route, site by site, from the moment the guard
+    /// starts: the sites are `restore_sites` (listener names) in order.
+    /// Requests a site's ramp does not admit get the `[saturation]` answer.
+    #[serde(default)]
+    pub restore: Option<StagedRestoreConfig>,
+    /// Listener names restored in this order; every listener, in file order, when empty.
+    #[serde(default)]
+    pub restore_sites: Vec<String>,
     /// Retry policy; no retries when absent.
     #[serde(default)]
     pub retry: Option<RetryConfig>,
@@ -623,6 +633,24 @@ impl GuardConfig {
                             format!("{who}: the spill law needs cluster {name:?} to set endpoint_capacity (> 0)"),
                         ));
                     }
+                }
+            }
+            if let Some(c) = &r.restore {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.restore"), who.clone(), e))?;
+            }
+            for (j, site) in r.restore_sites.iter().enumerate() {
+                if !names.contains(site.as_str()) {
+                    return Err(doc.at(
+                        &format!("{p}.restore_sites.{j}"),
+                        format!("{who}: no [[listener]] named {site:?}"),
+                    ));
+                }
+                if r.restore_sites[..j].contains(site) {
+                    return Err(doc.at(
+                        &format!("{p}.restore_sites.{j}"),
+                        format!("{who}: site {site:?} is listed twice"),
+                    ));
                 }
             }
             if let Some(prefix) = &r.matches.path_prefix
