@@ -11,6 +11,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::Body;
 use crate::config::{ClusterConfig, Protocol};
+use crate::connector::Connector;
 
 /// Why an attempt produced no response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +31,7 @@ pub(crate) enum AttemptError {
 
 /// The connection pool of one cluster.
 pub(crate) struct Upstream {
-    client: Client<HttpConnector, Body>,
+    client: Client<Connector, Body>,
     version: Version,
 }
 
@@ -46,7 +47,14 @@ impl Upstream {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .http2_only(h2)
-            .build(connector);
+            .build(Connector::new(
+                connector,
+                config
+                    .tls
+                    .as_ref()
+                    // Checked when the config was parsed.
+                    .and_then(|t| crate::connector::client_config(t, config.protocol).ok()),
+            ));
         Upstream {
             client,
             version: if h2 {

@@ -13,7 +13,7 @@
 //! | `retry` | retries with backoff, jitter, timeouts and a budget | `retry::RetryState`, `budget::AnyBudget` |
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
-//! | `endpoint` | pooled keep-alive connections, HTTP/1.1 or h2c | — |
+//! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
 //! Every decision is the policy crate's, driven with tokio's clock (so a
@@ -36,6 +36,7 @@ mod balance;
 pub mod body;
 mod clock;
 pub mod config;
+mod connector;
 mod endpoint;
 mod failover;
 mod headers;

@@ -208,3 +208,88 @@ async fn curl_over_tls_http1_and_h2() {
         assert!(text.contains("proto=https"), "{flag}: {text}");
     }
 }
+
+/// A TLS backend (ALPN h2 and http/1.1) that reports the HTTP version it saw.
+async fn tls_backend(c: &Certs) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+    let certs = vec![CertificateDer::from(rcgen_pem_to_der(&c.cert_pem))];
+    let key = PrivateKeyDer::from_pem_file(c.dir.join("key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
+                        let mut r = status(200);
+                        r.headers_mut().insert(
+                            "seen-version",
+                            format!("{:?}", req.version()).parse().unwrap(),
+                        );
+                        Ok::<_, std::convert::Infallible>(r)
+                    });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn upstream_tls_over_http1_and_h2_with_the_configured_ca() {
+    let c = certs("upstream");
+    let (addr, server) = tls_backend(&c).await;
+    for (protocol, version) in [("http1", "HTTP/1.1"), ("h2c", "HTTP/2.0")] {
+        let toml = format!(
+            r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{addr}"]
+protocol = "{protocol}"
+tls = {{ ca = "{}", server_name = "localhost" }}
+
+[[route]]
+name = "app"
+cluster = "app"
+"#,
+            c.dir.join("cert.pem").display()
+        );
+        let g = guard(&toml).await;
+        let edge = g.local_addr("edge").unwrap();
+        let (parts, _) = send(&http1_client(), get(edge, "/")).await;
+        assert_eq!(parts.status, 200, "{protocol}");
+        assert_eq!(parts.headers["seen-version"], version, "{protocol}");
+    }
+    // A server name the certificate does not cover: the handshake fails, 502.
+    let toml = format!(
+        "[[listener]]\nname = \"edge\"\nbind = \"127.0.0.1:0\"\n\n[[cluster]]\nname = \"app\"\nendpoints = [\"{addr}\"]\ntls = {{ ca = \"{}\", server_name = \"other.example\" }}\n\n[[route]]\nname = \"app\"\ncluster = \"app\"\n",
+        c.dir.join("cert.pem").display()
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    assert_eq!(send(&http1_client(), get(edge, "/")).await.0.status, 502);
+    server.abort();
+}

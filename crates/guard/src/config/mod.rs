@@ -132,6 +132,16 @@ pub struct ListenerConfig {
     pub tls: Option<TlsConfig>,
 }
 
+/// `cluster.tls`: connect to the endpoints over TLS.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTlsConfig {
+    /// PEM file of the CA certificates the endpoints' certificates must chain to.
+    pub ca: String,
+    /// Name the endpoints' certificates must be valid for (SNI too).
+    pub server_name: String,
+}
+
 /// `listener.tls`: PEM files, paths as given (relative to the working directory).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -165,6 +175,9 @@ pub struct ClusterConfig {
     /// Circuit breaker over the whole cluster; none when absent.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
+    /// Connect over TLS (ALPN `http/1.1`, or `h2` with `protocol = "h2c"`); cleartext when absent.
+    #[serde(default)]
+    pub tls: Option<UpstreamTlsConfig>,
     /// Requests per second one endpoint can serve (`"500/s"`, `"9k/s"` or a
     /// number); needed by routes that spill to or from this cluster by
     /// `failover_policy`.
