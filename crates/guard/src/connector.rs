@@ -83,7 +83,7 @@ impl Service<Uri> for Connector {
                 None => Ok(Stream::Plain(tcp)),
                 Some((connector, name)) => {
                     let stream = connector.connect(name, TokioIo::new(tcp)).await?;
-                    Ok(Stream::Tls(TokioIo::new(stream)))
+                    Ok(Stream::Tls(Box::new(TokioIo::new(stream))))
                 }
             }
         })
@@ -93,7 +93,8 @@ impl Service<Uri> for Connector {
 /// A connection to an endpoint.
 pub(crate) enum Stream {
     Plain(TokioIo<TcpStream>),
-    Tls(TokioIo<TlsStream<TokioIo<TokioIo<TcpStream>>>>),
+    // Boxed: a TLS session is over a kilobyte, a plain stream 40 bytes.
+    Tls(Box<TokioIo<TlsStream<TokioIo<TokioIo<TcpStream>>>>>),
 }
 
 impl Connection for Stream {
@@ -121,7 +122,7 @@ impl Read for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -134,21 +135,21 @@ impl Write for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }
