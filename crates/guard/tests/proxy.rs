@@ -395,3 +395,35 @@ async fn curl_over_http1_and_h2c() {
         assert!(text.ends_with("ping"), "{flag}: {text}");
     }
 }
+
+#[tokio::test]
+async fn over_max_connections_a_connection_waits_until_one_closes() {
+    let b = echo().await;
+    let toml = config(&b, "http1").replace(
+        "bind = \"127.0.0.1:0\"",
+        "bind = \"127.0.0.1:0\"\nmax_connections = 1",
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let request = b"GET / HTTP/1.1\r\nHost: app.example\r\n\r\n";
+    let mut first = TcpStream::connect(edge).await.unwrap();
+    first.write_all(request).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), first.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // The first connection stays open (keep-alive): the second is not
+    // accepted, so its request is not answered while the first lives.
+    let mut second = TcpStream::connect(edge).await.unwrap();
+    second.write_all(request).await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_millis(300), second.read(&mut buf)).await;
+    assert!(waited.is_err(), "answered over the connection cap");
+    drop(first);
+    let n = tokio::time::timeout(Duration::from_secs(10), second.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+}
