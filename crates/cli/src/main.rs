@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod audit_cmd;
+mod guard_cmd;
 mod parallel;
 mod replay;
 mod report_cmd;
@@ -32,6 +33,8 @@ enum Command {
     Report(report_cmd::Args),
     /// Audit Kubernetes, Istio and HAProxy configs: capacity chain, blind autoscalers, retry amplification.
     Audit(audit_cmd::Args),
+    /// Run the guard reverse proxy (`--config FILE`), or validate its config (`--check FILE`).
+    Guard(guard_cmd::Args),
 }
 
 /// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(args),
         Command::Report(args) => report_cmd::run(args),
         Command::Audit(args) => audit_cmd::run(args),
+        Command::Guard(args) => guard_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,6 +25,7 @@
 //! | [`autoscale`] | desired replicas | Kubernetes HPA v2 |
 //! | [`ramp`] | fraction of traffic admitted during a staged restore | staged restore with an error guard |
 //! | [`failover`] | how much traffic to spill to another region | capacity-aware spill |
+//! | [`balance`] | which endpoint gets a request; which endpoints are ejected | Envoy least-request (power of two choices), Envoy outlier detection |
 //!
 //! [`units`] parses the human units (`"250ms"`, `"9k/s"`) used in config files.
 //!
@@ -73,6 +74,7 @@ mod field_error;
 pub use field_error::FieldError;
 
 pub mod autoscale;
+pub mod balance;
 pub mod breaker;
 pub mod budget;
 pub mod failover;

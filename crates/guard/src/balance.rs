@@ -1,0 +1,252 @@
+//! A cluster of static endpoints: P2C least-request choice, outlier
+//! ejection and an optional cluster-wide concurrency limit, all decided by
+//! the policy crate.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::balance::{HealthCheckConfig, HealthTable, LeastRequest, OutlierDetector};
+use stormbreak_policy::breaker::{Admission, Breaker, Ticket};
+use stormbreak_policy::{FieldError, Nanos};
+
+use crate::clock::Clock;
+use crate::config::ClusterConfig;
+use crate::endpoint::Upstream;
+use crate::limit::ConcurrencyLimit;
+
+/// One static endpoint and its requests in flight.
+pub(crate) struct Endpoint {
+    pub(crate) addr: SocketAddr,
+    inflight: AtomicU32,
+}
+
+/// A configured upstream cluster.
+pub(crate) struct Cluster {
+    pub(crate) name: String,
+    pub(crate) endpoints: Vec<Endpoint>,
+    p2c: LeastRequest,
+    outlier: Option<Mutex<OutlierDetector>>,
+    health: Option<(HealthCheckConfig, Mutex<HealthTable>)>,
+    breaker: Option<Mutex<Breaker>>,
+    pub(crate) limit: Option<Arc<ConcurrencyLimit>>,
+    pub(crate) upstream: Upstream,
+    rng: Mutex<Pcg64Mcg>,
+    clock: Clock,
+    /// Requests per second one endpoint serves, when configured.
+    pub(crate) endpoint_capacity: Option<f64>,
+    /// Attempts sent to this cluster so far.
+    pub(crate) served: std::sync::atomic::AtomicU64,
+}
+
+/// An endpoint picked for one attempt; its in-flight count drops when this does.
+pub(crate) struct Picked<'a> {
+    cluster: &'a Cluster,
+    pub(crate) index: usize,
+}
+
+impl Drop for Picked<'_> {
+    fn drop(&mut self) {
+        self.cluster.endpoints[self.index]
+            .inflight
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Picked<'_> {
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.cluster.endpoints[self.index].addr
+    }
+}
+
+impl Cluster {
+    pub(crate) fn new(config: &ClusterConfig, clock: Clock) -> Result<Self, FieldError> {
+        let endpoints = config
+            .endpoints
+            .iter()
+            .filter_map(|e| e.parse().ok())
+            .map(|addr| Endpoint {
+                addr,
+                inflight: AtomicU32::new(0),
+            })
+            .collect::<Vec<_>>();
+        let outlier = match &config.outlier {
+            Some(o) => Some(Mutex::new(OutlierDetector::new(o, endpoints.len())?)),
+            None => None,
+        };
+        let health = match &config.health_check {
+            Some(h) => Some((h.clone(), Mutex::new(HealthTable::new(h, endpoints.len())?))),
+            None => None,
+        };
+        let breaker = match &config.breaker {
+            Some(b) => Some(Mutex::new(Breaker::new(b)?)),
+            None => None,
+        };
+        let limit = match &config.limit {
+            Some(l) => Some(ConcurrencyLimit::new(l, None, clock)?),
+            None => None,
+        };
+        Ok(Cluster {
+            name: config.name.clone(),
+            endpoints,
+            p2c: LeastRequest::new(&config.balance)?,
+            outlier,
+            health,
+            breaker,
+            limit,
+            upstream: Upstream::new(config),
+            rng: Mutex::new(Pcg64Mcg::from_os_rng()),
+            clock,
+            endpoint_capacity: config.endpoint_capacity,
+            served: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Picks an endpoint that is not ejected, least loaded of the draw.
+    pub(crate) fn pick(&self) -> Option<Picked<'_>> {
+        let now = self.clock.now();
+        let outlier = self
+            .outlier
+            .as_ref()
+            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
+        let health = self
+            .health
+            .as_ref()
+            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        let index = {
+            let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+            self.p2c.choose(
+                self.endpoints.len(),
+                |i| {
+                    let ejected = outlier.as_ref().is_some_and(|o| o.is_ejected(i, now));
+                    let sick = health.as_ref().is_some_and(|h| !h.is_healthy(i));
+                    (!ejected && !sick).then(|| self.endpoints[i].inflight.load(Ordering::Acquire))
+                },
+                &mut *rng,
+            )?
+        };
+        self.endpoints[index]
+            .inflight
+            .fetch_add(1, Ordering::AcqRel);
+        Some(Picked {
+            cluster: self,
+            index,
+        })
+    }
+
+    /// Feeds an attempt's result to outlier ejection.
+    pub(crate) fn report(&self, index: usize, failed: bool) {
+        let Some(outlier) = &self.outlier else { return };
+        let now = self.clock.now();
+        let mut o = outlier.lock().unwrap_or_else(PoisonError::into_inner);
+        if failed {
+            let _ejected_until = o.on_failure(index, now);
+        } else {
+            o.on_success(index, now);
+        }
+    }
+
+    /// Asks the breaker for a call: `Ok(None)` without a breaker,
+    /// `Err(retry_after)` while it is open.
+    pub(crate) fn admit(&self) -> Result<Option<BreakerCall<'_>>, Option<Nanos>> {
+        let Some(breaker) = &self.breaker else {
+            return Ok(None);
+        };
+        let now = self.clock.now();
+        let mut b = breaker.lock().unwrap_or_else(PoisonError::into_inner);
+        match b.allow(now) {
+            Admission::Allowed(ticket) => Ok(Some(BreakerCall {
+                cluster: self,
+                ticket: Some(ticket),
+            })),
+            Admission::Rejected => Err(b.retry_after(now)),
+        }
+    }
+
+    /// Endpoints neither ejected nor failing their health checks now.
+    pub(crate) fn available(&self) -> usize {
+        let now = self.clock.now();
+        let outlier = self
+            .outlier
+            .as_ref()
+            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
+        let health = self
+            .health
+            .as_ref()
+            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        (0..self.endpoints.len())
+            .filter(|&i| {
+                !outlier.as_ref().is_some_and(|o| o.is_ejected(i, now))
+                    && health.as_ref().is_none_or(|h| h.is_healthy(i))
+            })
+            .count()
+    }
+
+    /// The health-check config, when the cluster has one.
+    pub(crate) fn health_check(&self) -> Option<&HealthCheckConfig> {
+        self.health.as_ref().map(|(c, _)| c)
+    }
+
+    /// Probes endpoint `index` every `interval`: `GET path`, a 2xx within
+    /// `timeout` is a success. Runs until its task is stopped.
+    pub(crate) async fn probe_loop(&self, index: usize) {
+        let Some((config, table)) = &self.health else {
+            return;
+        };
+        let addr = self.endpoints[index].addr;
+        let mut tick = tokio::time::interval(std::time::Duration::from(config.interval));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let request = http::Request::get(config.path.as_str())
+                .header(http::header::HOST, addr.to_string())
+                .header(http::header::USER_AGENT, "stormbreak-guard-health-check")
+                .body(crate::body::empty());
+            let Ok(request) = request else { return };
+            let probe = self.upstream.send(addr, request);
+            let ok = matches!(
+                tokio::time::timeout(std::time::Duration::from(config.timeout), probe).await,
+                Ok(Ok(r)) if r.status().is_success()
+            );
+            let _changed = table
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .on_probe(index, ok);
+        }
+    }
+}
+
+/// A call the breaker admitted; report it with [`finish`](Self::finish).
+/// Dropped unreported (the client went away), it is cancelled.
+pub(crate) struct BreakerCall<'a> {
+    cluster: &'a Cluster,
+    ticket: Option<Ticket>,
+}
+
+impl BreakerCall<'_> {
+    pub(crate) fn finish(mut self, failed: bool) {
+        let (Some(ticket), Some(breaker)) = (self.ticket.take(), &self.cluster.breaker) else {
+            return;
+        };
+        let now = self.cluster.clock.now();
+        let mut b = breaker.lock().unwrap_or_else(PoisonError::into_inner);
+        let _transition = if failed {
+            b.on_failure(now, ticket)
+        } else {
+            b.on_success(now, ticket)
+        };
+    }
+}
+
+impl Drop for BreakerCall<'_> {
+    fn drop(&mut self) {
+        if let (Some(ticket), Some(breaker)) = (self.ticket.take(), &self.cluster.breaker) {
+            breaker
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .on_cancel(ticket);
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! The guard's config file: listeners, clusters, routes and their policies.
+//!
+//! The policy sections are the policy crate's own config types, the same a
+//! scenario file uses, so a block copied from `scenarios/*.toml` configures
+//! the guard unchanged:
+//!
+//! | key | type | in a scenario |
+//! |---|---|---|
+//! | `route.retry` | [`RetryConfig`] | `gateway.retry`, `client.retry` |
+//! | `route.budget` | [`BudgetConfig`] | `gateway.budget`, `client.budget` |
+//! | `route.limit`, `cluster.limit` | [`LimitConfig`] | — |
+//! | `route.rate_limit` | [`RateLimitConfig`] | — |
+//! | `saturation` | [`SaturationConfig`] | — |
+//! | `cluster.balance` | [`BalanceConfig`] | — |
+//! | `cluster.outlier` | [`OutlierConfig`] | — |
+//! | `cluster.health_check` | [`HealthCheckConfig`] | — |
+//! | `cluster.breaker` | [`BreakerConfig`] | — |
+//! | `route.failover_policy` | [`FailoverConfig`] | — |
+//! | `route.restore` | [`StagedRestoreConfig`] | the `do = "ramp"` action's ramp |
+//!
+//! Every error names `file:line:column`; see [`GuardConfig::parse`] and
+//! `docs/guard.md` for the whole schema.
+
+mod error;
+
+pub use error::ConfigError;
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+
+use serde::Deserialize;
+use stormbreak_policy::balance::{BalanceConfig, HealthCheckConfig, OutlierConfig};
+use stormbreak_policy::breaker::BreakerConfig;
+use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::failover::FailoverConfig;
+use stormbreak_policy::limit::LimitConfig;
+use stormbreak_policy::ramp::StagedRestoreConfig;
+use stormbreak_policy::ratelimit::RateLimitConfig;
+use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::shed::{Criticality, SaturationConfig, ShedConfig, ShedRule};
+use stormbreak_policy::{FieldError, Nanos};
+use toml::de::DeTable;
+
+use error::Doc;
+
+/// Largest config file read: a guard config is a few kilobytes; anything
+/// near this is not one.
+pub const MAX_CONFIG_BYTES: usize = 4 << 20;
+
+/// Most endpoints in one cluster (the P2C pick scans them).
+pub const MAX_ENDPOINTS: usize = 1024;
+
+/// Most routes, clusters or listeners of each kind.
+pub const MAX_ITEMS: usize = 4096;
+
+/// The whole guard config, as parsed from TOML.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// `[[listener]]`: where the guard accepts connections.
+    #[serde(rename = "listener")]
+    pub listeners: Vec<ListenerConfig>,
+    /// `[[cluster]]`: upstreams, each a set of static endpoints.
+    #[serde(rename = "cluster", default)]
+    pub clusters: Vec<ClusterConfig>,
+    /// `[[route]]`: which requests go to which cluster, under which policies.
+    #[serde(rename = "route", default)]
+    pub routes: Vec<RouteConfig>,
+    /// `[saturation]`: class thresholds for shedding when a route's limiter
+    /// is saturated, and the answer given.
+    #[serde(default)]
+    pub saturation: SaturationConfig,
+    /// `[[shed]]`: operator shed rules in force from the start.
+    #[serde(rename = "shed", default)]
+    pub shed: Vec<ShedRuleConfig>,
+}
+
+/// Wire protocol a listener accepts or a cluster speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.1 or cleartext HTTP/2 (h2c, prior knowledge), told apart by the preface.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// Cleartext HTTP/2 with prior knowledge only.
+    H2c,
+}
+
+/// `[[listener]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Unique name.
+    pub name: String,
+    /// `ip:port` to bind; port 0 picks a free port.
+    pub bind: String,
+    /// Protocols accepted (default `auto`).
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Connection cap (HAProxy's `maxconn`): beyond it the listener stops
+    /// accepting and new connections wait in the kernel's backlog.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: u32,
+    /// Peers (IP or CIDR) whose `X-Forwarded-For` and criticality header are believed.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Request header carrying the criticality class, believed only from trusted proxies.
+    #[serde(default = "defaults::criticality_header")]
+    pub criticality_header: String,
+    /// Time allowed to receive a request's headers (slowloris guard).
+    #[serde(default = "defaults::header_read_timeout")]
+    pub header_read_timeout: Nanos,
+    /// A connection with no request in flight and no bytes moving is closed after this.
+    #[serde(default = "defaults::idle_timeout")]
+    pub idle_timeout: Nanos,
+    /// Time allowed for a whole request, body upload and upstream answer included.
+    #[serde(default = "defaults::request_timeout")]
+    pub request_timeout: Nanos,
+    /// Largest request head (start line and headers) in bytes; larger gets 431.
+    #[serde(default = "defaults::max_header_bytes")]
+    pub max_header_bytes: u32,
+    /// Most request headers; more gets 431.
+    #[serde(default = "defaults::max_headers")]
+    pub max_headers: u32,
+    /// Largest request body in bytes; larger gets 413.
+    #[serde(default = "defaults::max_body_bytes")]
+    pub max_body_bytes: u64,
+    /// Serve TLS with these PEM files (ALPN `h2`, `http/1.1`); cleartext when absent.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// `cluster.tls`: connect to the endpoints over TLS.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTlsConfig {
+    /// PEM file of the CA certificates the endpoints' certificates must chain to.
+    pub ca: String,
+    /// Name the endpoints' certificates must be valid for (SNI too).
+    pub server_name: String,
+}
+
+/// `listener.tls`: PEM files, paths as given (relative to the working directory).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificate chain, leaf first.
+    pub cert: String,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
+}
+
+/// `[[cluster]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Unique name.
+    pub name: String,
+    /// Static endpoints, `ip:port`.
+    pub endpoints: Vec<String>,
+    /// Protocol spoken to the endpoints: `http1` (default) or `h2c`.
+    #[serde(default = "defaults::cluster_protocol")]
+    pub protocol: Protocol,
+    /// Endpoint choice (power of two choices, least request).
+    #[serde(default)]
+    pub balance: BalanceConfig,
+    /// Passive outlier ejection; none when absent.
+    #[serde(default)]
+    pub outlier: Option<OutlierConfig>,
+    /// Concurrency limit on the whole cluster; none when absent.
+    #[serde(default)]
+    pub limit: Option<LimitConfig>,
+    /// Circuit breaker over the whole cluster; none when absent.
+    #[serde(default)]
+    pub breaker: Option<BreakerConfig>,
+    /// Connect over TLS (ALPN `http/1.1`, or `h2` with `protocol = "h2c"`); cleartext when absent.
+    #[serde(default)]
+    pub tls: Option<UpstreamTlsConfig>,
+    /// Requests per second one endpoint can serve (`"500/s"`, `"9k/s"` or a
+    /// number); needed by routes that spill to or from this cluster by
+    /// `failover_policy`.
+    #[serde(default, with = "opt_rate")]
+    pub endpoint_capacity: Option<f64>,
+    /// Active HTTP health checks; none when absent.
+    #[serde(default)]
+    pub health_check: Option<HealthCheckConfig>,
+    /// Time allowed to open a connection to an endpoint.
+    #[serde(default = "defaults::connect_timeout")]
+    pub connect_timeout: Nanos,
+    /// Idle pooled connections are closed after this.
+    #[serde(default = "defaults::pool_idle_timeout")]
+    pub pool_idle_timeout: Nanos,
+    /// Most idle pooled connections kept per endpoint.
+    #[serde(default = "defaults::pool_max_idle")]
+    pub pool_max_idle_per_endpoint: u32,
+}
+
+/// `route.match`: which requests a route takes. Every field set must match.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchConfig {
+    /// Exact host (case-insensitive, port ignored), from `:authority` or `Host`.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Path prefix, matched on whole segments (`/api` matches `/api` and
+    /// `/api/x`, not `/apix`); default `/`.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Methods, any of which matches; all when empty.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Headers that must be present with exactly these values.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Where a rate-limit key comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RateLimitKey {
+    /// The client address (after trusted-proxy resolution).
+    #[default]
+    ClientIp,
+    /// The value of this request header; requests without it share one key.
+    Header(String),
+    /// The bearer token of `Authorization`; requests without one share one key.
+    Token,
+}
+
+/// Admission queue in front of a route's concurrency limiter.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Most requests waiting; a request arriving to a full queue is shed.
+    pub size: u32,
+    /// Longest wait before a queued request is shed.
+    pub timeout: Nanos,
+}
+
+/// `[[route]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Unique name (shed rules refer to it).
+    pub name: String,
+    /// Which requests; everything when absent.
+    #[serde(default, rename = "match")]
+    pub matches: MatchConfig,
+    /// Cluster the requests go to.
+    pub cluster: String,
+    /// Cluster to spill to when `cluster` has no endpoint left (all ejected).
+    #[serde(default)]
+    pub failover: Option<String>,
+    /// Spill to `failover` by the capacity-aware law (excess only, within the
+    /// failover cluster's headroom) even while the primary has endpoints;
+    /// without it the route fails over only when no primary endpoint is left.
+    #[serde(default)]
+    pub failover_policy: Option<FailoverConfig>,
+    /// Staged restore of this route, site by site, from the moment the guard
+    /// starts: the sites are `restore_sites` (listener names) in order.
+    /// Requests a site's ramp does not admit get the `[saturation]` answer.
+    #[serde(default)]
+    pub restore: Option<StagedRestoreConfig>,
+    /// Listener names restored in this order; every listener, in file order, when empty.
+    #[serde(default)]
+    pub restore_sites: Vec<String>,
+    /// Retry policy; no retries when absent.
+    #[serde(default)]
+    pub retry: Option<RetryConfig>,
+    /// Retry budget shared by the route's requests; the ratio budget's
+    /// defaults when `retry` is set and this is absent.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+    /// Retry non-idempotent methods too (POST, PATCH); default false.
+    #[serde(default)]
+    pub retry_non_idempotent: bool,
+    /// Largest request body buffered so it can be retried; larger or
+    /// streaming bodies are sent once.
+    #[serde(default = "defaults::retry_buffer_bytes")]
+    pub retry_buffer_bytes: u64,
+    /// Concurrency limiter for the route; none when absent.
+    #[serde(default)]
+    pub limit: Option<LimitConfig>,
+    /// Admission queue in front of `limit`; none (shed at once) when absent.
+    #[serde(default)]
+    pub queue: Option<QueueConfig>,
+    /// Class of the route's requests unless a trusted header says otherwise.
+    #[serde(default)]
+    pub criticality: Criticality,
+    /// Keyed GCRA rate limit; none when absent.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitConfig>,
+    /// What the rate limit is keyed by (default the client address).
+    #[serde(default)]
+    pub rate_limit_key: RateLimitKey,
+}
+
+/// `[[shed]]`: an operator rule, as a scenario's `do = "shed"` action spells it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShedRuleConfig {
+    /// Route name.
+    pub route: String,
+    /// Only this class; every class when absent.
+    #[serde(default)]
+    pub class: Option<Criticality>,
+    /// 403, 429 or 503.
+    pub status: u16,
+    /// `Retry-After` to send (not with 403); none when absent or `"0"`.
+    #[serde(default)]
+    pub retry_after: Option<Nanos>,
+}
+
+/// `#[serde(with = "opt_rate")]`: an optional rate in the policy crate's units.
+mod opt_rate {
+    use serde::Deserializer;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        stormbreak_policy::units::rate::deserialize(d).map(Some)
+    }
+}
+
+mod defaults {
+    use super::{Nanos, Protocol};
+    pub fn max_connections() -> u32 {
+        10_000
+    }
+    pub fn criticality_header() -> String {
+        "x-stormbreak-criticality".to_owned()
+    }
+    pub fn header_read_timeout() -> Nanos {
+        Nanos::from_secs(10)
+    }
+    pub fn idle_timeout() -> Nanos {
+        Nanos::from_secs(60)
+    }
+    pub fn request_timeout() -> Nanos {
+        Nanos::from_secs(60)
+    }
+    pub fn max_header_bytes() -> u32 {
+        16 * 1024
+    }
+    pub fn max_headers() -> u32 {
+        100
+    }
+    pub fn max_body_bytes() -> u64 {
+        10 << 20
+    }
+    pub fn cluster_protocol() -> Protocol {
+        Protocol::Http1
+    }
+    pub fn connect_timeout() -> Nanos {
+        Nanos::from_secs(1)
+    }
+    pub fn pool_idle_timeout() -> Nanos {
+        Nanos::from_secs(90)
+    }
+    pub fn pool_max_idle() -> u32 {
+        32
+    }
+    pub fn retry_buffer_bytes() -> u64 {
+        64 * 1024
+    }
+}
+
+/// A trusted-proxy entry: an address and prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Parses `10.0.0.0/8`, `::1/128` or a bare address.
+    pub fn parse(s: &str) -> Option<Cidr> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a.parse::<IpAddr>().ok()?, Some(p.parse::<u8>().ok()?)),
+            None => (s.parse::<IpAddr>().ok()?, None),
+        };
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(max);
+        (prefix <= max).then_some(Cidr { addr, prefix })
+    }
+
+    /// Does `ip` fall in this range? (IPv4-mapped IPv6 addresses count as IPv4.)
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl GuardConfig {
+    /// Reads and validates the config file at `path`.
+    pub fn load(path: &std::path::Path) -> Result<GuardConfig, ConfigError> {
+        let file = path.display().to_string();
+        let whole = |message: String| ConfigError {
+            file: file.clone(),
+            line_col: None,
+            message,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
+        if meta.len() > MAX_CONFIG_BYTES as u64 {
+            return Err(whole(format!(
+                "larger than {} MiB, the limit for a guard config",
+                MAX_CONFIG_BYTES >> 20
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| whole(format!("cannot read: {e}")))?;
+        GuardConfig::parse(&file, &text)
+    }
+
+    /// Parses and validates `text`; errors name `file:line:column`.
+    ///
+    /// ```
+    /// use stormbreak_guard::GuardConfig;
+    /// let text = r#"
+    /// [[listener]]
+    /// name = "edge"
+    /// bind = "127.0.0.1:0"
+    ///
+    /// [[cluster]]
+    /// name = "api"
+    /// endpoints = ["127.0.0.1:9000"]
+    ///
+    /// [[route]]
+    /// name = "all"
+    /// cluster = "api"
+    /// retry = { max_attempts = 9 }
+    /// "#;
+    /// let e = GuardConfig::parse("guard.toml", text).unwrap_err();
+    /// assert!(e.to_string().starts_with("guard.toml:13:26: route \"all\": retry: max_attempts must be"), "{e}");
+    /// ```
+    pub fn parse(file: &str, text: &str) -> Result<GuardConfig, ConfigError> {
+        if text.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError {
+                file: file.to_owned(),
+                line_col: None,
+                message: format!(
+                    "larger than {} MiB, the limit for a guard config",
+                    MAX_CONFIG_BYTES >> 20
+                ),
+            });
+        }
+        let serde_error = |e: toml::de::Error| ConfigError {
+            file: file.to_owned(),
+            line_col: e.span().map(|s| error::line_col(text, s.start)),
+            message: e.message().trim().to_owned(),
+        };
+        let root = DeTable::parse(text).map_err(serde_error)?;
+        let config = GuardConfig::deserialize(toml::de::Deserializer::from(root.clone()))
+            .map_err(serde_error)?;
+        let doc = Doc { file, text, root };
+        config.validate(&doc)?;
+        Ok(config)
+    }
+
+    fn validate(&self, doc: &Doc<'_>) -> Result<(), ConfigError> {
+        let policy = |path: String, who: String, e: FieldError| {
+            let at = format!("{path}.{}", e.field());
+            doc.at(&at, format!("{who}: {e}"))
+        };
+        if self.listeners.is_empty() {
+            return Err(doc.at("", "at least one [[listener]] is needed"));
+        }
+        for (kind, n) in [
+            ("listener", self.listeners.len()),
+            ("cluster", self.clusters.len()),
+            ("route", self.routes.len()),
+            ("shed", self.shed.len()),
+        ] {
+            if n > MAX_ITEMS {
+                return Err(doc.at(
+                    kind,
+                    format!("at most {MAX_ITEMS} [[{kind}]] tables, got {n}"),
+                ));
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, l) in self.listeners.iter().enumerate() {
+            let p = format!("listener.{i}");
+            if !names.insert(l.name.as_str()) {
+                return Err(doc.at(
+                    &format!("{p}.name"),
+                    format!("listener {:?} is defined twice", l.name),
+                ));
+            }
+            if l.bind.parse::<SocketAddr>().is_err() {
+                return Err(doc.at(
+                    &format!("{p}.bind"),
+                    format!(
+                        "expected an ip:port such as \"127.0.0.1:8080\", got {:?}",
+                        l.bind
+                    ),
+                ));
+            }
+            for (j, t) in l.trusted_proxies.iter().enumerate() {
+                if Cidr::parse(t).is_none() {
+                    return Err(doc.at(
+                        &format!("{p}.trusted_proxies.{j}"),
+                        format!("expected an IP address or CIDR such as \"10.0.0.0/8\", got {t:?}"),
+                    ));
+                }
+            }
+            if http::HeaderName::from_bytes(l.criticality_header.as_bytes()).is_err() {
+                return Err(doc.at(&format!("{p}.criticality_header"), "expected a header name"));
+            }
+            if let Some(tls) = &l.tls {
+                crate::tls::server_config(tls, l.protocol).map_err(|e| {
+                    doc.at(&format!("{p}.tls"), format!("listener {:?}: {e}", l.name))
+                })?;
+            }
+            if l.max_connections == 0 {
+                return Err(doc.at(&format!("{p}.max_connections"), "expected ≥ 1, got 0"));
+            }
+            if !(8192..=1 << 20).contains(&l.max_header_bytes) {
+                return Err(doc.at(
+                    &format!("{p}.max_header_bytes"),
+                    format!(
+                        "expected between 8192 and 1048576, got {}",
+                        l.max_header_bytes
+                    ),
+                ));
+            }
+            if !(1..=1000).contains(&l.max_headers) {
+                return Err(doc.at(
+                    &format!("{p}.max_headers"),
+                    format!("expected between 1 and 1000, got {}", l.max_headers),
+                ));
+            }
+            for (key, t) in [
+                ("header_read_timeout", l.header_read_timeout),
+                ("idle_timeout", l.idle_timeout),
+                ("request_timeout", l.request_timeout),
+            ] {
+                if t.is_zero() {
+                    return Err(doc.at(&format!("{p}.{key}"), "expected a duration > 0, got 0"));
+                }
+            }
+        }
+        let mut clusters = HashSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let p = format!("cluster.{i}");
+            let who = format!("cluster {:?}", c.name);
+            if !clusters.insert(c.name.as_str()) {
+                return Err(doc.at(&format!("{p}.name"), format!("{who} is defined twice")));
+            }
+            if c.endpoints.is_empty() || c.endpoints.len() > MAX_ENDPOINTS {
+                return Err(doc.at(
+                    &format!("{p}.endpoints"),
+                    format!(
+                        "{who}: expected 1 to {MAX_ENDPOINTS} endpoints, got {}",
+                        c.endpoints.len()
+                    ),
+                ));
+            }
+            for (j, e) in c.endpoints.iter().enumerate() {
+                if e.parse::<SocketAddr>().is_err() {
+                    return Err(doc.at(
+                        &format!("{p}.endpoints.{j}"),
+                        format!("{who}: expected an ip:port endpoint such as \"10.0.0.7:8080\", got {e:?}"),
+                    ));
+                }
+            }
+            if c.protocol == Protocol::Auto {
+                return Err(doc.at(
+                    &format!("{p}.protocol"),
+                    format!("{who}: expected \"http1\" or \"h2c\""),
+                ));
+            }
+            c.balance
+                .validate()
+                .map_err(|e| policy(format!("{p}.balance"), who.clone(), e))?;
+            if let Some(o) = &c.outlier {
+                o.validate()
+                    .map_err(|e| policy(format!("{p}.outlier"), who.clone(), e))?;
+            }
+            if let Some(l) = &c.limit {
+                l.validate()
+                    .map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
+            }
+            if c.connect_timeout.is_zero() {
+                return Err(doc.at(
+                    &format!("{p}.connect_timeout"),
+                    format!("{who}: expected > 0"),
+                ));
+            }
+        }
+        let mut routes = HashSet::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            let p = format!("route.{i}");
+            let who = format!("route {:?}", r.name);
+            if !routes.insert(r.name.as_str()) {
+                return Err(doc.at(&format!("{p}.name"), format!("{who} is defined twice")));
+            }
+            for (key, name) in [
+                ("cluster", Some(&r.cluster)),
+                ("failover", r.failover.as_ref()),
+            ] {
+                if let Some(name) = name
+                    && !clusters.contains(name.as_str())
+                {
+                    return Err(doc.at(
+                        &format!("{p}.{key}"),
+                        format!("{who}: no [[cluster]] named {name:?}"),
+                    ));
+                }
+            }
+            if let Some(f) = &r.failover_policy {
+                f.validate()
+                    .map_err(|e| policy(format!("{p}.failover_policy"), who.clone(), e))?;
+                let Some(secondary) = &r.failover else {
+                    return Err(doc.at(
+                        &format!("{p}.failover_policy"),
+                        format!(
+                            "{who}: a failover_policy needs `failover` (the cluster to spill to)"
+                        ),
+                    ));
+                };
+                for name in [&r.cluster, secondary] {
+                    let c = self.clusters.iter().find(|c| &c.name == name);
+                    if c.is_some_and(|c| {
+                        c.endpoint_capacity
+                            .is_none_or(|r| !(r.is_finite() && r > 0.0))
+                    }) {
+                        return Err(doc.at(
+                            &format!("{p}.failover_policy"),
+                            format!("{who}: the spill law needs cluster {name:?} to set endpoint_capacity (> 0)"),
+                        ));
+                    }
+                }
+            }
+            if let Some(c) = &r.restore {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.restore"), who.clone(), e))?;
+            }
+            for (j, site) in r.restore_sites.iter().enumerate() {
+                if !names.contains(site.as_str()) {
+                    return Err(doc.at(
+                        &format!("{p}.restore_sites.{j}"),
+                        format!("{who}: no [[listener]] named {site:?}"),
+                    ));
+                }
+                if r.restore_sites[..j].contains(site) {
+                    return Err(doc.at(
+                        &format!("{p}.restore_sites.{j}"),
+                        format!("{who}: site {site:?} is listed twice"),
+                    ));
+                }
+            }
+            if let Some(prefix) = &r.matches.path_prefix
+                && !prefix.starts_with('/')
+            {
+                return Err(doc.at(
+                    &format!("{p}.match.path_prefix"),
+                    format!("{who}: expected a path starting with '/', got {prefix:?}"),
+                ));
+            }
+            for (j, m) in r.matches.methods.iter().enumerate() {
+                if http::Method::from_bytes(m.as_bytes()).is_err() {
+                    return Err(doc.at(
+                        &format!("{p}.match.methods.{j}"),
+                        format!("{who}: expected an HTTP method, got {m:?}"),
+                    ));
+                }
+            }
+            for (name, value) in &r.matches.headers {
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err()
+                    || http::HeaderValue::from_str(value).is_err()
+                {
+                    return Err(doc.at(
+                        &format!("{p}.match.headers"),
+                        format!("{who}: {name:?} = {value:?} is not a valid header"),
+                    ));
+                }
+            }
+            if let Some(c) = &r.retry {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.retry"), who.clone(), e))?;
+            }
+            if let Some(c) = &r.budget {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.budget"), who.clone(), e))?;
+            }
+            if let Some(c) = &r.limit {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.limit"), who.clone(), e))?;
+            }
+            if let Some(c) = &r.rate_limit {
+                c.validate()
+                    .map_err(|e| policy(format!("{p}.rate_limit"), who.clone(), e))?;
+            }
+            if let RateLimitKey::Header(h) = &r.rate_limit_key
+                && http::HeaderName::from_bytes(h.as_bytes()).is_err()
+            {
+                return Err(doc.at(
+                    &format!("{p}.rate_limit_key"),
+                    format!("{who}: expected a header name, got {h:?}"),
+                ));
+            }
+            if let Some(q) = &r.queue {
+                if r.limit.is_none() {
+                    return Err(doc.at(
+                        &format!("{p}.queue"),
+                        format!("{who}: a queue needs a `limit` to wait for"),
+                    ));
+                }
+                if q.size > 1 << 20 || q.timeout.is_zero() {
+                    return Err(doc.at(
+                        &format!("{p}.queue"),
+                        format!("{who}: expected size ≤ 1048576 and timeout > 0"),
+                    ));
+                }
+            }
+        }
+        self.shed_config()
+            .validate()
+            .map_err(|e| match e.field().split_once('.') {
+                Some((rule, _)) if rule.starts_with("rules[") => {
+                    let i = &rule["rules[".len()..rule.len() - 1];
+                    let field = e.field().split_once('.').map_or("", |(_, f)| f);
+                    doc.at(&format!("shed.{i}.{field}"), e.to_string())
+                }
+                _ => doc.at(
+                    &format!("saturation.{}", e.field().trim_start_matches("saturation.")),
+                    e.to_string(),
+                ),
+            })?;
+        for (i, s) in self.shed.iter().enumerate() {
+            if !routes.contains(s.route.as_str()) {
+                return Err(doc.at(
+                    &format!("shed.{i}.route"),
+                    format!("no [[route]] named {:?}", s.route),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy crate's shed config these sections make: route names become route indices.
+    pub fn shed_config(&self) -> ShedConfig {
+        let rules = self
+            .shed
+            .iter()
+            .map(|s| ShedRule {
+                route: self
+                    .routes
+                    .iter()
+                    .position(|r| r.name == s.route)
+                    .map_or(u32::MAX, |i| i as u32),
+                class: s.class,
+                status: s.status,
+                retry_after: s.retry_after.filter(|n| !n.is_zero()),
+            })
+            .collect::<Vec<_>>();
+        ShedConfig {
+            saturation: self.saturation.clone(),
+            max_rules: ShedConfig::default().max_rules.max(rules.len()),
+            rules,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_matches_by_prefix_and_maps_ipv4_in_ipv6() {
+        let net = Cidr::parse("10.1.0.0/16").unwrap();
+        assert!(net.contains("10.1.200.3".parse().unwrap()));
+        assert!(!net.contains("10.2.0.1".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.0.9".parse().unwrap()));
+        let one = Cidr::parse("::1").unwrap();
+        assert!(one.contains("::1".parse().unwrap()));
+        assert!(!one.contains("::2".parse().unwrap()));
+        assert!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        for bad in ["10.0.0.0/33", "x", "10.0.0.0/", "::/129"] {
+            assert_eq!(Cidr::parse(bad), None, "{bad}");
+        }
+    }
+}

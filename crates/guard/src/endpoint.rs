@@ -1,0 +1,97 @@
+//! Sending one attempt to one endpoint over a pooled, kept-alive connection.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{Request, Response, Uri, Version};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::body::Body;
+use crate::config::{ClusterConfig, Protocol};
+use crate::connector::Connector;
+
+/// Why an attempt produced no response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttemptError {
+    /// No connection could be opened (refused, unreachable, connect timeout).
+    Connect,
+    /// The connection or stream failed before a response head arrived.
+    Reset,
+    /// The attempt's deadline passed first.
+    Timeout,
+    /// Every endpoint of the cluster is ejected or unhealthy, or the
+    /// cluster's concurrency limit is reached.
+    NoEndpoint,
+    /// The cluster's circuit breaker is open; probes resume after this long.
+    CircuitOpen(Option<stormbreak_policy::Nanos>),
+}
+
+/// The connection pool of one cluster.
+pub(crate) struct Upstream {
+    client: Client<Connector, Body>,
+    version: Version,
+}
+
+impl Upstream {
+    pub(crate) fn new(config: &ClusterConfig) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from(config.connect_timeout)));
+        connector.set_nodelay(true);
+        let h2 = config.protocol == Protocol::H2c;
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from(config.pool_idle_timeout))
+            .pool_max_idle_per_host(config.pool_max_idle_per_endpoint as usize)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .http2_only(h2)
+            .build(Connector::new(
+                connector,
+                config
+                    .tls
+                    .as_ref()
+                    // Checked when the config was parsed.
+                    .and_then(|t| crate::connector::client_config(t, config.protocol).ok()),
+            ));
+        Upstream {
+            client,
+            version: if h2 {
+                Version::HTTP_2
+            } else {
+                Version::HTTP_11
+            },
+        }
+    }
+
+    /// Sends `request` (origin-form URI) to `addr`.
+    pub(crate) async fn send(
+        &self,
+        addr: SocketAddr,
+        mut request: Request<Body>,
+    ) -> Result<Response<Incoming>, AttemptError> {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        // Only the configured endpoint is ever dialled: the client's URI
+        // contributes its path and nothing else.
+        let uri = Uri::builder()
+            .scheme("http")
+            .authority(addr.to_string())
+            .path_and_query(path)
+            .build()
+            .map_err(|_| AttemptError::Connect)?;
+        *request.uri_mut() = uri;
+        *request.version_mut() = self.version;
+        self.client.request(request).await.map_err(|e| {
+            if e.is_connect() {
+                AttemptError::Connect
+            } else {
+                AttemptError::Reset
+            }
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! `stormbreak guard`: a reverse proxy that enforces `stormbreak-policy`'s
+//! overload policies on real traffic.
+//!
+//! The request path, one module per layer (in the order a request meets them):
+//!
+//! | module | job | policy from `stormbreak-policy` |
+//! |---|---|---|
+//! | `listener` | accept under a connection cap; TLS with ALPN (`tls`); header-read, idle timeouts; header limits | — |
+//! | `route` | most specific match of host, path prefix, method, headers | — |
+//! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
+//! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
+//! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
+//! | `retry` | retries with backoff, jitter, timeouts and a budget | `retry::RetryState`, `budget::AnyBudget` |
+//! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
+//! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
+//! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
+//! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
+//!
+//! Every decision is the policy crate's, driven with tokio's clock (so a
+//! test can pause it) and a seeded RNG; nothing here re-implements one.
+//! `docs/guard.md` documents the config file.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = stormbreak_guard::GuardConfig::load("guard.toml".as_ref())?;
+//! let guard = stormbreak_guard::Guard::start(&config).await?;
+//! println!("listening on {:?}", guard.local_addr("edge"));
+//! guard.wait().await;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod balance;
+pub mod body;
+mod clock;
+pub mod config;
+mod connector;
+mod endpoint;
+mod failover;
+mod headers;
+mod limit;
+mod listener;
+mod proxy;
+mod ratelimit;
+mod retry;
+mod route;
+mod shed;
+mod stats;
+mod tls;
+
+pub use config::{ConfigError, GuardConfig};
+pub use stats::Stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Why the guard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A policy refused its config (only reachable when the config was not
+    /// parsed by [`GuardConfig::parse`], which checks the same).
+    #[error("{0}")]
+    Policy(#[from] stormbreak_policy::FieldError),
+    /// A listener could not bind.
+    #[error("listener {name:?}: cannot bind {bind}: {source}")]
+    Bind {
+        /// Listener name.
+        name: String,
+        /// Address it asked for.
+        bind: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// A running guard: its listeners are accepting until it is dropped or
+/// [`shutdown`](Guard::shutdown).
+pub struct Guard {
+    proxy: Arc<proxy::Proxy>,
+    addrs: Vec<(String, SocketAddr)>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Guard {
+    /// Builds every policy, binds every listener and starts serving on the
+    /// current tokio runtime.
+    pub async fn start(config: &GuardConfig) -> Result<Guard, StartError> {
+        let proxy = Arc::new(proxy::Proxy::new(config)?);
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut addrs = Vec::new();
+        for (index, l) in config.listeners.iter().enumerate() {
+            let bind_err = |source| StartError::Bind {
+                name: l.name.clone(),
+                bind: l.bind.clone(),
+                source,
+            };
+            let socket = tokio::net::TcpListener::bind(&l.bind)
+                .await
+                .map_err(bind_err)?;
+            addrs.push((l.name.clone(), socket.local_addr().map_err(bind_err)?));
+            tasks.spawn(listener::serve(
+                index,
+                socket,
+                l.clone(),
+                proxy.clone(),
+                stopped.clone(),
+            ));
+        }
+        for (c, cluster) in proxy.clusters.iter().enumerate() {
+            if cluster.health_check().is_some() {
+                for e in 0..cluster.endpoints.len() {
+                    let proxy = proxy.clone();
+                    let mut stopped = stopped.clone();
+                    tasks.spawn(async move {
+                        tokio::select! {
+                            () = proxy.clusters[c].probe_loop(e) => {}
+                            _ = stopped.changed() => {}
+                        }
+                    });
+                }
+            }
+        }
+        for route in proxy.spill_routes() {
+            let proxy = proxy.clone();
+            let mut stopped = stopped.clone();
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(failover::OBSERVE_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => { let _ = proxy.observe_spill(route); }
+                        _ = stopped.changed() => return,
+                    }
+                }
+            });
+        }
+        Ok(Guard {
+            proxy,
+            addrs,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The address listener `name` is bound to (its port, when it asked for 0).
+    pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+    }
+
+    /// What the guard has done so far.
+    pub fn stats(&self) -> &Stats {
+        &self.proxy.stats
+    }
+
+    /// Keys held by route `route`'s rate limiter, and its capacity.
+    pub fn rate_limit_keys(&self, route: &str) -> Option<(usize, usize)> {
+        self.proxy.rate_limit_keys(route)
+    }
+
+    /// Route `route`'s current concurrency limit, if it has a limiter.
+    pub fn route_limit(&self, route: &str) -> Option<u32> {
+        self.proxy.route_limit(route)
+    }
+
+    /// Stops accepting and closes every connection.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Serves until every listener has stopped (that is, forever unless a
+    /// listener fails).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+}

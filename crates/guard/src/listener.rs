@@ -1,0 +1,236 @@
+//! Accepting connections: the connection cap, protocol detection, and the
+//! per-connection limits and timeouts that keep a slow or malformed client
+//! from costing more than its share.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::time::{Instant, Sleep};
+
+use crate::config::{ListenerConfig, Protocol};
+use crate::proxy::{ListenerSettings, Proxy};
+
+/// Serves `listener` until `shutdown` turns true.
+///
+/// The connection cap works as HAProxy's `maxconn`: with `max_connections`
+/// connections open the loop stops accepting, so further connections wait
+/// in the kernel's accept backlog (bounded by the OS) instead of costing
+/// the guard memory.
+pub(crate) async fn serve(
+    index: usize,
+    listener: TcpListener,
+    config: ListenerConfig,
+    proxy: Arc<Proxy>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let cap = Arc::new(Semaphore::new(config.max_connections as usize));
+    // Validated when the config was parsed; a file changed since fails here.
+    let tls = config
+        .tls
+        .as_ref()
+        .and_then(|t| crate::tls::server_config(t, config.protocol).ok())
+        .map(tokio_rustls::TlsAcceptor::from);
+    let settings = Arc::new(ListenerSettings::new(index, &config));
+    let config = Arc::new(config);
+    loop {
+        let permit = tokio::select! {
+            p = cap.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                // Out of file descriptors and the like: back off briefly
+                // instead of spinning on the error.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let (proxy, settings, config) = (proxy.clone(), settings.clone(), config.clone());
+        let mut stop = shutdown.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let serve = async {
+                match tls {
+                    None => connection(stream, peer, &config, proxy, settings).await,
+                    Some(acceptor) => {
+                        // The handshake counts against the header-read
+                        // timeout: a slow handshake is slowloris too.
+                        let limit = Duration::from(config.header_read_timeout);
+                        if let Ok(Ok(stream)) =
+                            tokio::time::timeout(limit, acceptor.accept(stream)).await
+                        {
+                            connection(stream, peer, &config, proxy, settings).await;
+                        }
+                    }
+                }
+            };
+            tokio::select! {
+                () = serve => {}
+                _ = stop.changed() => {}
+            }
+        });
+    }
+}
+
+async fn connection<S>(
+    stream: S,
+    peer: SocketAddr,
+    config: &ListenerConfig,
+    proxy: Arc<Proxy>,
+    settings: Arc<ListenerSettings>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let active = Arc::new(AtomicUsize::new(0));
+    let io = TokioIo::new(IdleIo::new(
+        stream,
+        config.idle_timeout.into(),
+        active.clone(),
+    ));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from(config.header_read_timeout))
+        .max_headers(config.max_headers as usize)
+        .max_buf_size((config.max_header_bytes as usize).max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(config.max_header_bytes)
+        .max_concurrent_streams(256);
+    let builder = match config.protocol {
+        Protocol::Auto => builder,
+        Protocol::Http1 => builder.http1_only(),
+        Protocol::H2c => builder.http2_only(),
+    };
+    let service = service_fn(move |request| {
+        let (proxy, settings, active) = (proxy.clone(), settings.clone(), active.clone());
+        async move {
+            active.fetch_add(1, Ordering::AcqRel);
+            let _done = Active(active);
+            Ok::<_, Infallible>(proxy.handle(&settings, peer, request).await)
+        }
+    });
+    // A malformed request gets hyper's 400 and the connection ends; the
+    // error is the client's, not ours, so it is not propagated.
+    let _ = builder.serve_connection(io, service).await;
+}
+
+struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A socket that fails with `TimedOut` once no byte has moved for `idle`
+/// while no request is in flight on it (a request in flight is bounded by
+/// the request timeout instead).
+struct IdleIo<S> {
+    inner: S,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    active: Arc<AtomicUsize>,
+}
+
+impl<S> IdleIo<S> {
+    fn new(inner: S, idle: Duration, active: Arc<AtomicUsize>) -> Self {
+        IdleIo {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            active,
+        }
+    }
+
+    fn touch(&mut self) {
+        self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+
+    /// `Err` once the connection has been idle too long.
+    fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        while self.deadline.as_mut().poll(cx).is_ready() {
+            if self.active.load(Ordering::Acquire) == 0 {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"));
+            }
+            self.touch();
+        }
+        Ok(())
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for IdleIo<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    self.touch();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                self.check(cx)?;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for IdleIo<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let n = ready!(Pin::new(&mut self.inner).poll_write(cx, buf))?;
+        self.touch();
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, bufs))?;
+        self.touch();
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}

@@ -1,0 +1,156 @@
+//! Retries: the policy crate's [`RetryState`] decides, tokio's clock waits.
+//!
+//! The same approach as `stormbreak-client`'s retry layer: one
+//! [`RetryPolicy`] per route, one retry budget per route shared by all its
+//! requests under a lock together with the jitter RNG, and per request a
+//! 40-byte `RetryState` that says when (or whether) to send the next attempt.
+
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::Response;
+use hyper::body::Incoming;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RatioBudgetConfig, RetryBudget};
+use stormbreak_policy::retry::{
+    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    retry_after_from_header,
+};
+use stormbreak_policy::{FieldError, Nanos};
+
+use crate::clock::Clock;
+use crate::endpoint::AttemptError;
+use crate::stats::{Stats, bump};
+
+/// One attempt's result as the request path sees it.
+pub(crate) type Attempt = Result<Response<Incoming>, AttemptError>;
+
+/// A route's retry policy and its shared budget.
+pub(crate) struct RouteRetry {
+    policy: RetryPolicy,
+    decide: Mutex<Decide>,
+}
+
+struct Decide {
+    budget: AnyBudget,
+    rng: Pcg64Mcg,
+}
+
+impl RouteRetry {
+    /// `budget` absent means the ratio budget's defaults (Finagle's 20 % +
+    /// 10/s): a retry policy never runs without a budget by accident.
+    pub(crate) fn new(
+        config: &RetryConfig,
+        budget: Option<&BudgetConfig>,
+    ) -> Result<Self, FieldError> {
+        let budget = match budget {
+            Some(b) => b.build()?,
+            None => BudgetConfig::Ratio(RatioBudgetConfig::default()).build()?,
+        };
+        Ok(RouteRetry {
+            policy: RetryPolicy::new(config)?,
+            decide: Mutex::new(Decide {
+                budget,
+                rng: Pcg64Mcg::from_os_rng(),
+            }),
+        })
+    }
+
+    fn begin(&self, now: Nanos) -> RetryState {
+        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
+        RetryState::begin(&self.policy, now, &mut d.budget)
+    }
+
+    fn decide(&self, state: &mut RetryState, now: Nanos, outcome: AttemptOutcome) -> RetryDecision {
+        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
+        let Decide { budget, rng } = &mut *d;
+        state.on_outcome_budgeted(
+            &self.policy,
+            now,
+            outcome,
+            budget as &mut dyn RetryBudget,
+            rng,
+        )
+    }
+}
+
+/// What an attempt's result tells the retry policy: status, `Retry-After`
+/// (delta-seconds or HTTP-date) and gRPC pushback from the response head.
+pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
+    match attempt {
+        Ok(response) => {
+            let headers = response.headers();
+            let now_unix = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let retry_after = headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_after_from_header(v, now_unix));
+            let pushback = headers
+                .get("grpc-retry-pushback-ms")
+                .and_then(|v| v.to_str().ok())
+                .map_or(Pushback::None, Pushback::from_grpc_header);
+            AttemptOutcome::Response {
+                status: response.status().as_u16(),
+                retry_after,
+                pushback,
+            }
+        }
+        Err(AttemptError::Timeout) => AttemptOutcome::Timeout,
+        Err(AttemptError::Connect | AttemptError::NoEndpoint) => AttemptOutcome::ConnectFailed,
+        Err(AttemptError::Reset) => AttemptOutcome::Reset,
+        // The guard's own breaker answers as a 503 with its Retry-After, so
+        // a retry (if any) waits at least until probes resume.
+        Err(AttemptError::CircuitOpen(retry_after)) => AttemptOutcome::Response {
+            status: 503,
+            retry_after: *retry_after,
+            pushback: Pushback::None,
+        },
+    }
+}
+
+/// Sends attempts made by `attempt` until the policy says success or give
+/// up; returns the last attempt's result. Without a policy, one attempt.
+///
+/// Each attempt is given the policy's attempt deadline (per-try timeout,
+/// overall deadline) and must answer [`AttemptError::Timeout`] when it
+/// passes: the attempt applies it itself, so the layers below it (breaker,
+/// outlier ejection, cluster limit) see the timeout as a failure.
+pub(crate) async fn run<F, Fut>(
+    retry: Option<&RouteRetry>,
+    clock: &Clock,
+    stats: &Stats,
+    mut attempt: F,
+) -> Attempt
+where
+    F: FnMut(Option<tokio::time::Instant>) -> Fut,
+    Fut: Future<Output = Attempt>,
+{
+    let Some(retry) = retry else {
+        bump(&stats.attempts);
+        return attempt(None).await;
+    };
+    let mut state = retry.begin(clock.now());
+    loop {
+        bump(&stats.attempts);
+        let deadline = state
+            .attempt_deadline(&retry.policy)
+            .map(|at| clock.instant(at));
+        let result = attempt(deadline).await;
+        let outcome = outcome(&result);
+        match retry.decide(&mut state, clock.now(), outcome) {
+            RetryDecision::RetryAt(at) => {
+                // Let go of the failed answer first: its unread body holds a connection.
+                drop(result);
+                bump(&stats.retries);
+                if at > clock.now() {
+                    tokio::time::sleep_until(clock.instant(at)).await;
+                }
+            }
+            RetryDecision::Success | RetryDecision::GiveUp(_) => return result,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Loopback backends and clients for the guard's tests.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use stormbreak_guard::{Guard, GuardConfig};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// A loopback HTTP/1.1 + h2c server; stops when dropped.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub hits: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Backend {
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a backend handler sees: the request head and its whole body.
+pub struct Seen {
+    pub head: http::request::Parts,
+    pub body: Bytes,
+}
+
+pub async fn backend<F>(handler: F) -> Backend
+where
+    F: Fn(Seen) -> Response<Full<Bytes>> + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let handler = Arc::new(handler);
+    let counter = hits.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (handler, counter) = (handler.clone(), counter.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let (handler, counter) = (handler.clone(), counter.clone());
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        let (head, body) = req.into_parts();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|c| c.to_bytes())
+                            .unwrap_or_default();
+                        Ok::<_, Infallible>(handler(Seen { head, body }))
+                    }
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Backend { addr, hits, task }
+}
+
+pub fn status(code: u16) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = http::StatusCode::from_u16(code).unwrap();
+    r
+}
+
+pub async fn guard(toml: &str) -> Guard {
+    let config = GuardConfig::parse("test.toml", toml).unwrap_or_else(|e| panic!("{e}"));
+    Guard::start(&config).await.unwrap()
+}
+
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn http1_client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+pub fn h2c_client() -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http()
+}
+
+/// Sends `req`, reads the whole answer; panics after 10 s (a hang guard only).
+pub async fn send(
+    client: &HttpClient,
+    req: Request<Full<Bytes>>,
+) -> (http::response::Parts, Bytes) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let response = client.request(req).await.expect("response");
+        let (parts, body) = response.into_parts();
+        (parts, body.collect().await.expect("body").to_bytes())
+    })
+    .await
+    .expect("no hang")
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Request<Full<Bytes>> {
+    Request::get(format!("http://{addr}{path}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}

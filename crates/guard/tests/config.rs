@@ -1,0 +1,152 @@
+//! The config file: errors name file:line:column, and policy blocks copied
+//! from the simulator's scenarios configure the guard unchanged.
+
+use stormbreak_guard::GuardConfig;
+
+const BASE: &str = r#"[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["127.0.0.1:9"]
+
+[[route]]
+name = "app"
+cluster = "app"
+"#;
+
+fn err(text: &str) -> String {
+    GuardConfig::parse("g.toml", text).unwrap_err().to_string()
+}
+
+#[test]
+fn the_base_config_is_valid() {
+    let c = GuardConfig::parse("g.toml", BASE).unwrap();
+    assert_eq!(
+        (c.listeners.len(), c.clusters.len(), c.routes.len()),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn syntax_and_type_errors_name_line_and_column() {
+    let e = err(&BASE.replace("bind = \"127.0.0.1:0\"", "bind = 80"));
+    assert!(e.starts_with("g.toml:3:8: "), "{e}");
+    let e = err(&format!("{BASE}surprise = 1\n"));
+    assert!(
+        e.starts_with("g.toml:12:1: ") && e.contains("unknown field `surprise`"),
+        "{e}"
+    );
+    let e = err("[[listener]\n");
+    assert!(e.starts_with("g.toml:1:"), "{e}");
+}
+
+#[test]
+fn semantic_errors_point_at_the_offending_value() {
+    let e = err(&BASE.replace("bind = \"127.0.0.1:0\"", "bind = \"localhost\""));
+    assert!(e.starts_with("g.toml:3:8: expected an ip:port"), "{e}");
+    let e = err(&BASE.replace("cluster = \"app\"\n", "cluster = \"nope\"\n"));
+    assert!(
+        e.starts_with("g.toml:11:11: route \"app\": no [[cluster]] named \"nope\""),
+        "{e}"
+    );
+    let e = err(&BASE.replace("\"127.0.0.1:9\"", "\"127.0.0.1:9\", \"example.com:80\""));
+    assert!(
+        e.starts_with("g.toml:7:29: cluster \"app\": expected an ip:port endpoint"),
+        "{e}"
+    );
+    // A policy's FieldError lands on the field inside the block.
+    let e = err(&format!(
+        "{BASE}retry = {{ max_attempts = 2, backoff = {{ base = \"1s\", max = \"10ms\" }} }}\n"
+    ));
+    assert!(e.starts_with("g.toml:12:"), "{e}");
+    assert!(e.contains("route \"app\": retry: backoff.max"), "{e}");
+    let e = err(&format!(
+        "{BASE}budget = {{ kind = \"ratio\", retry_ratio = -1 }}\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:12:42: route \"app\": budget: retry_ratio must be"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}\n[[shed]]\nroute = \"app\"\nstatus = 403\nretry_after = \"5s\"\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:16:15: ") && e.contains("403 tells clients not to retry"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}\n[[shed]]\nroute = \"ghost\"\nstatus = 503\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:14:9: no [[route]] named \"ghost\""),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{BASE}limit = {{ kind = \"aimd\", min_limit = 0 }}\n"
+    ));
+    assert!(
+        e.starts_with("g.toml:12:") && e.contains("route \"app\": limit:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_spill_law_needs_a_failover_cluster_and_capacities() {
+    let e = err(&format!("{BASE}failover_policy = {{}}\n"));
+    assert!(
+        e.starts_with("g.toml:12:19: route \"app\": a failover_policy needs `failover`"),
+        "{e}"
+    );
+    let text = BASE.replace("[[route]]", "[[cluster]]\nname = \"west\"\nendpoints = [\"127.0.0.1:10\"]\nendpoint_capacity = \"1k/s\"\n\n[[route]]");
+    let e = err(&format!(
+        "{text}failover = \"west\"\nfailover_policy = {{}}\n"
+    ));
+    assert!(
+        e.contains("the spill law needs cluster \"app\" to set endpoint_capacity"),
+        "{e}"
+    );
+    let ok = text.replace(
+        "endpoints = [\"127.0.0.1:9\"]",
+        "endpoints = [\"127.0.0.1:9\"]\nendpoint_capacity = 500",
+    );
+    GuardConfig::parse("g.toml", &format!("{ok}failover = \"west\"\nfailover_policy = {{ law = {{ kind = \"capacity_aware\", target_utilisation = 0.7 }} }}\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Every `retry = { ... }` line of every scenario, pasted into a route.
+#[test]
+fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+    let mut blocks = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("retry = {") || line.starts_with("budget = {") {
+                let config = format!("{BASE}{line}\n");
+                if let Err(e) = GuardConfig::parse("g.toml", &config) {
+                    panic!("{}: {line}\n{e}", path.display());
+                }
+                blocks += 1;
+            }
+        }
+    }
+    assert!(
+        blocks >= 5,
+        "only {blocks} policy blocks found in scenarios/"
+    );
+}
+
+#[test]
+fn a_block_means_the_same_to_the_guard_as_to_the_policy_crate() {
+    let line = r#"retry = { max_attempts = 3, overall_timeout = "10s", backoff = { kind = "constant", base = "0" } }"#;
+    let config = GuardConfig::parse("g.toml", &format!("{BASE}{line}\n")).unwrap();
+    let direct: toml::Table = toml::from_str(line).unwrap();
+    let direct: stormbreak_policy::retry::RetryConfig = direct["retry"].clone().try_into().unwrap();
+    assert_eq!(config.routes[0].retry.as_ref(), Some(&direct));
+}

@@ -1,0 +1,295 @@
+//! TLS listeners: certificates from files (generated here with rcgen),
+//! ALPN choosing h2 or HTTP/1.1, with a hyper client and with curl.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+
+struct Certs {
+    dir: std::path::PathBuf,
+    cert_pem: String,
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn certs(tag: &str) -> Certs {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("stormbreak-guard-tls-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert_pem = key.cert.pem();
+    std::fs::write(dir.join("cert.pem"), &cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), key.signing_key.serialize_pem()).unwrap();
+    Certs { dir, cert_pem }
+}
+
+fn config(b: &Backend, certs: &Certs) -> String {
+    format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+tls = {{ cert = "{}", key = "{}" }}
+
+[[cluster]]
+name = "app"
+endpoints = ["{}"]
+
+[[route]]
+name = "app"
+cluster = "app"
+"#,
+        certs.dir.join("cert.pem").display(),
+        certs.dir.join("key.pem").display(),
+        b.addr
+    )
+}
+
+async fn echo_proto() -> Backend {
+    backend(|seen| {
+        let mut r = status(200);
+        let fwd = seen
+            .head
+            .headers
+            .get("forwarded")
+            .cloned()
+            .unwrap_or(http::HeaderValue::from_static("-"));
+        r.headers_mut().insert("seen-forwarded", fwd);
+        r
+    })
+    .await
+}
+
+/// One GET over TLS offering `alpn`; returns the negotiated protocol and the response.
+async fn tls_get(
+    edge: std::net::SocketAddr,
+    cert_pem: &str,
+    alpn: &[&[u8]],
+) -> (Vec<u8>, http::response::Parts) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(rcgen_pem_to_der(cert_pem)))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(edge).await.unwrap();
+    let tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let negotiated = tls.get_ref().1.alpn_protocol().unwrap_or_default().to_vec();
+    let io = TokioIo::new(tls);
+    let request = Request::get("https://localhost/tls")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), async {
+        if negotiated == b"h2" {
+            let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            send.send_request(request).await.unwrap()
+        } else {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            send.send_request(request).await.unwrap()
+        }
+    })
+    .await
+    .expect("no hang");
+    let (parts, body) = response.into_parts();
+    let _ = body.collect().await;
+    (negotiated, parts)
+}
+
+fn rcgen_pem_to_der(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn tls_with_alpn_serves_h2_and_http1_to_a_hyper_client() {
+    let b = echo_proto().await;
+    let c = certs("hyper");
+    let g = guard(&config(&b, &c)).await;
+    let edge = g.local_addr("edge").unwrap();
+    for (offer, expect) in [
+        (&[&b"h2"[..], b"http/1.1"][..], &b"h2"[..]),
+        (&[&b"http/1.1"[..]][..], &b"http/1.1"[..]),
+    ] {
+        let (negotiated, parts) = tls_get(edge, &c.cert_pem, offer).await;
+        assert_eq!(negotiated, expect);
+        assert_eq!(parts.status, 200);
+        assert_eq!(parts.headers["seen-forwarded"], "for=127.0.0.1;proto=https");
+    }
+    assert_eq!(b.hits(), 2);
+}
+
+#[test]
+fn a_missing_or_bad_certificate_is_a_config_error_at_the_tls_table() {
+    let c = certs("bad");
+    let text = format!(
+        "[[listener]]\nname = \"edge\"\nbind = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n",
+        c.dir.join("missing.pem").display(),
+        c.dir.join("key.pem").display()
+    );
+    let e = stormbreak_guard::GuardConfig::parse("g.toml", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("g.toml:4:7: listener \"edge\": cannot read certificates"),
+        "{e}"
+    );
+    // A key file given as the certificate: no certificate in it.
+    let text = text.replace("missing.pem", "key.pem");
+    let e = stormbreak_guard::GuardConfig::parse("g.toml", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no PEM certificate"), "{e}");
+}
+
+#[tokio::test]
+async fn curl_over_tls_http1_and_h2() {
+    let found = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "curl is required under CI=true"
+        );
+        eprintln!("curl not found: skipping outside CI");
+        return;
+    }
+    let b = echo_proto().await;
+    let c = certs("curl");
+    let g = guard(&config(&b, &c)).await;
+    let edge = g.local_addr("edge").unwrap();
+    for (flag, status_line) in [("--http1.1", "http/1.1 200"), ("--http2", "http/2 200")] {
+        let out = tokio::process::Command::new("curl")
+            .args(["-sS", "-i", "--max-time", "10", flag, "--cacert"])
+            .arg(c.dir.join("cert.pem"))
+            .arg("--resolve")
+            .arg(format!("localhost:{}:127.0.0.1", edge.port()))
+            .arg(format!("https://localhost:{}/", edge.port()))
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        assert!(
+            out.status.success(),
+            "{flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.starts_with(status_line), "{flag}: {text}");
+        assert!(text.contains("proto=https"), "{flag}: {text}");
+    }
+}
+
+/// A TLS backend (ALPN h2 and http/1.1) that reports the HTTP version it saw.
+async fn tls_backend(c: &Certs) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+    let certs = vec![CertificateDer::from(rcgen_pem_to_der(&c.cert_pem))];
+    let key = PrivateKeyDer::from_pem_file(c.dir.join("key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(|req: Request<hyper::body::Incoming>| async move {
+                        let mut r = status(200);
+                        r.headers_mut().insert(
+                            "seen-version",
+                            format!("{:?}", req.version()).parse().unwrap(),
+                        );
+                        Ok::<_, std::convert::Infallible>(r)
+                    });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn upstream_tls_over_http1_and_h2_with_the_configured_ca() {
+    let c = certs("upstream");
+    let (addr, server) = tls_backend(&c).await;
+    for (protocol, version) in [("http1", "HTTP/1.1"), ("h2c", "HTTP/2.0")] {
+        let toml = format!(
+            r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{addr}"]
+protocol = "{protocol}"
+tls = {{ ca = "{}", server_name = "localhost" }}
+
+[[route]]
+name = "app"
+cluster = "app"
+"#,
+            c.dir.join("cert.pem").display()
+        );
+        let g = guard(&toml).await;
+        let edge = g.local_addr("edge").unwrap();
+        let (parts, _) = send(&http1_client(), get(edge, "/")).await;
+        assert_eq!(parts.status, 200, "{protocol}");
+        assert_eq!(parts.headers["seen-version"], version, "{protocol}");
+    }
+    // A server name the certificate does not cover: the handshake fails, 502.
+    let toml = format!(
+        "[[listener]]\nname = \"edge\"\nbind = \"127.0.0.1:0\"\n\n[[cluster]]\nname = \"app\"\nendpoints = [\"{addr}\"]\ntls = {{ ca = \"{}\", server_name = \"other.example\" }}\n\n[[route]]\nname = \"app\"\ncluster = \"app\"\n",
+        c.dir.join("cert.pem").display()
+    );
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    assert_eq!(send(&http1_client(), get(edge, "/")).await.0.status, 502);
+    server.abort();
+}
