@@ -305,39 +305,114 @@ fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
     hops
 }
 
-/// The pool for a destination: a subset's `connectionPool` replaces the
-/// host's (Istio merges traffic policies field by field at the top level).
+/// A client of a destination: its sidecars each hold their own pool.
+struct Caller {
+    /// Its namespace (None: not known; the lookup starts at the service's).
+    ns: Option<String>,
+    /// Its pods (one client sidecar each).
+    pods: u32,
+    /// Who it is, for the `how`.
+    who: String,
+}
+
+/// The callers of `svc` the configs show: the ingress gateway for a
+/// gateway route, else the sidecar workloads that call it.
+fn mesh_callers(
+    inv: &Inventory,
+    callers: &std::collections::HashMap<(String, String), Vec<usize>>,
+    svc: &Service,
+) -> Vec<Caller> {
+    callers
+        .get(&(svc.namespace.clone(), svc.name.clone()))
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let w = &inv.workloads[*i];
+            let (n, _) = replicas(inv, w);
+            Caller {
+                ns: Some(w.namespace.clone()),
+                pods: n,
+                who: format!("calling pods ({}/{})", w.namespace, w.name),
+            }
+        })
+        .collect()
+}
+
+/// The pool for a destination, summed over its callers: Istio's pool is
+/// per client sidecar, so the destination admits Σ (caller pods × the
+/// limit that caller's DestinationRule lookup gives). A subset's
+/// `connectionPool` replaces the host's (Istio merges traffic policies
+/// field by field at the top level). One caller without a limit makes
+/// the hop unlimited. Also returns whether every caller's pool carries a
+/// retry budget (`maxRetries`).
 fn pool_hop(
     inv: &Inventory,
     svc: &Service,
-    callers: Option<(u32, String)>,
+    callers: &[Caller],
     subset: Option<&str>,
 ) -> (Option<Hop>, bool) {
-    let Some(dr) = inv.destination_rule_for(svc) else {
-        return (None, false);
-    };
-    let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
-        Some((name, p)) => (p, format!(" subset {name}")),
-        None => (&dr.pool, String::new()),
-    };
-    let budget = pool.max_retries.count().is_some();
-    let Some((n, how)) = pool.in_flight() else {
+    let unknown = [Caller {
+        ns: None,
+        pods: 1,
+        who: "per caller proxy (callers not in the configs)".into(),
+    }];
+    let known = !callers.is_empty();
+    let callers = if known { callers } else { &unknown[..] };
+    let mut total = 0.0;
+    let mut parts = Vec::new();
+    let mut first: Option<(String, Pos, String)> = None;
+    let mut budget = true;
+    let mut unlimited = false;
+    for c in callers {
+        let Some(dr) = inv.destination_rule_for(svc, c.ns.as_deref()) else {
+            unlimited = true;
+            budget = false;
+            continue;
+        };
+        let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
+            Some((name, p)) => (p, format!(" subset {name}")),
+            None => (&dr.pool, String::new()),
+        };
+        budget &= pool.max_retries.count().is_some();
+        let Some((n, how)) = pool.in_flight() else {
+            unlimited = true;
+            continue;
+        };
+        total += n as f64 * c.pods as f64;
+        parts.push(format!("{how} × {} {}", c.pods, c.who));
+        first.get_or_insert_with(|| {
+            (
+                format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
+                dr.src.line_of(if pool.max_requests.count().is_some() {
+                    "http2MaxRequests"
+                } else {
+                    "maxConnections"
+                }),
+                model::key("DestinationRule", &dr.namespace, &dr.name),
+            )
+        });
+    }
+    let Some((name, pos, object)) = first.filter(|_| !unlimited) else {
         return (None, budget);
     };
-    let (c, who) = callers.unwrap_or((1, "per caller proxy (callers not in the configs)".into()));
+    let how = if known {
+        format!(
+            "a pool is per client sidecar: Σ caller pods × limit = {} = {}",
+            parts.join(" + "),
+            trim(total)
+        )
+    } else {
+        parts.join(" + ")
+    };
     let hop = Hop {
         kind: HopKind::Pool,
-        name: format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
-        limit: Some(n as f64 * c as f64),
+        name,
+        limit: Some(total),
         unknown: false,
-        how: format!("{how} × {c} {who}"),
+        how,
         assumed: false,
-        pos: dr.src.line_of(if pool.max_requests.count().is_some() {
-            "http2MaxRequests"
-        } else {
-            "maxConnections"
-        }),
-        object: model::key("DestinationRule", &dr.namespace, &dr.name),
+        pos,
+        object,
     };
     (Some(hop), budget)
 }
@@ -471,6 +546,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         per_try: None,
         default: false,
     });
+    let caller_map = inv.callers();
     let mut ingress_edges: Vec<Edge> = Vec::new();
     let mut routed: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     for cfg in &inv.haproxy {
@@ -542,7 +618,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 routed.insert((svc.namespace.clone(), svc.name.clone()));
                 let mut hops = Vec::new();
                 let mut layers: Vec<RetryLayer> = Vec::new();
-                let mut callers = None;
+                let mut callers = Vec::new();
                 if ro.at_gateway {
                     if let Some(e) = ingress_edges.first() {
                         hops.extend(e.hops.iter().cloned());
@@ -552,12 +628,17 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     }
                     if let Some(g) = ingress {
                         let (n, _) = replicas(inv, g);
-                        callers = Some((n, format!("ingress gateway pods ({})", g.name)));
+                        callers.push(Caller {
+                            ns: Some(g.namespace.clone()),
+                            pods: n,
+                            who: format!("ingress gateway pods ({})", g.name),
+                        });
                     }
                 } else {
                     layers.extend(client.iter().cloned());
+                    callers = mesh_callers(inv, &caller_map, svc);
                 }
-                let (pool, budget) = pool_hop(inv, svc, callers, subset.as_deref());
+                let (pool, budget) = pool_hop(inv, svc, &callers, subset.as_deref());
                 hops.extend(pool);
                 let wi = workload_index(inv, svc);
                 if let Some(wi) = wi {
@@ -605,7 +686,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         if w.sidecar.is_none() || is_ingress(w) {
             continue;
         }
-        let (pool, budget) = pool_hop(inv, svc, None, None);
+        let (pool, budget) = pool_hop(inv, svc, &mesh_callers(inv, &caller_map, svc), None);
         let mut hops: Vec<Hop> = pool.into_iter().collect();
         hops.extend(pod_hops(inv, w, opts));
         let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();

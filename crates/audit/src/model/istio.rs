@@ -38,6 +38,10 @@ pub struct DestinationRuleSpec {
     /// Named subsets, each with an optional policy override.
     #[serde(default)]
     pub subsets: Vec<Subset>,
+    /// Namespaces the rule is visible to (`.`: its own, `*`: all; empty:
+    /// all, Istio's default).
+    #[serde(default)]
+    pub export_to: Vec<String>,
 }
 
 /// `TrafficPolicy`.

@@ -495,6 +495,7 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         namespace,
         name,
         host: o.spec.host.clone(),
+        export_to: o.spec.export_to.clone(),
         pool,
         subsets,
         outlier,
