@@ -369,7 +369,8 @@ fn pool_hop(
             budget = false;
             continue;
         };
-        let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
+        let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name))
+        {
             Some((name, p)) => (p, format!(" subset {name}")),
             None => (&dr.pool, String::new()),
         };

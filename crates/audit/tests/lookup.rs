@@ -43,7 +43,10 @@ fn then_the_services_namespace_then_the_root() {
     let p = pool_of(&without(&["in-client"])).expect("a pool");
     assert!(p.contains("bookinfo/in-service"), "{p}");
     let p = pool_of(&without(&["in-client", "in-service"])).expect("a pool");
-    assert!(p.contains("istio-system/in-root"), "wildcard in the root: {p}");
+    assert!(
+        p.contains("istio-system/in-root"),
+        "wildcard in the root: {p}"
+    );
 }
 
 #[test]

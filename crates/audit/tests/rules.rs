@@ -520,3 +520,86 @@ fn a_subset_pool_applies_to_routes_that_name_the_subset_only() {
     let without = format!("{}{subset_dr}{}", &base[..dr_start], vs(""));
     assert!(of(&audit_texts(&[("h.yaml", &without)]), "SB201").is_empty());
 }
+
+/// A caller fleet for POOL_SCALE's cart: `frontend` (3 pods) calls cart by
+/// the env value ADDR.
+const CALLER: &str = r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend, namespace: shop}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: frontend}}
+  template:
+    metadata: {labels: {app: frontend}}
+    spec:
+      containers:
+      - name: frontend
+        image: frontend:1
+        env:
+        - {name: CART_ADDR, value: "ADDR"}
+"#;
+
+fn with_caller(pool: &str, addr: &str) -> stormbreak_audit::Report {
+    let text = POOL_SCALE.replace("POOL", pool) + &CALLER.replace("ADDR", addr);
+    audit_texts(&[("cart.yaml", &text)])
+}
+
+#[test]
+fn sb203_counts_every_calling_pod_and_states_the_formula() {
+    // 3 frontend pods × 10 = 30 ≤ 4 replicas × 16 workers = 64: fires,
+    // with the arithmetic.
+    let r = with_caller("10", "http://cart:8080/api");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(m.contains("admits 30 requests"), "{m}");
+    assert!(m.contains("caller pods × limit"), "{m}");
+    assert!(m.contains("4 replicas × 16 per pod = 64"), "{m}");
+    assert!(m.contains("calling pods (shop/frontend)"), "{m}");
+    // The FQDN with a port and the annotation count the same way.
+    let r = with_caller("10", "cart.shop.svc.cluster.local:8080");
+    assert_eq!(ids(&r), vec!["SB203"], "{:?}", r.findings);
+}
+
+#[test]
+fn sb203_quiet_when_the_callers_together_leave_room() {
+    // 3 pods × 48 = 144 > 64: the same pool that fires for one unknown
+    // caller (sb203_per_caller_pool_that_does_not_grow_with_replicas) is
+    // roomy once the three calling sidecars are counted.
+    let r = with_caller("48", "http://cart:8080");
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("shop/cart"))
+        .expect("a chain to cart");
+    let pool = c.hops.iter().find(|h| h.limit == Some(144.0));
+    assert!(pool.is_some(), "{:?}", c.hops);
+}
+
+#[test]
+fn sb203_a_bare_word_is_not_an_address() {
+    // CART_ADDR=cart is not plainly an address: no caller is counted, so
+    // the pool of 48 is read for one caller and fires as before.
+    let r = with_caller("48", "cart");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb203_calls_annotation_names_callers() {
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no").replace(
+            "{labels: {app: frontend}}",
+            "{labels: {app: frontend}, annotations: {stormbreak.io/calls: \"cart\"}}",
+        );
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+}

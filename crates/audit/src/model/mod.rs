@@ -303,9 +303,10 @@ impl DestinationRule {
     /// namespace; `~` or anything else exports to nobody else.)
     pub fn visible_to(&self, client_ns: &str) -> bool {
         self.export_to.is_empty()
-            || self.export_to.iter().any(|e| {
-                e == "*" || (e == "." && self.namespace == client_ns) || e == client_ns
-            })
+            || self
+                .export_to
+                .iter()
+                .any(|e| e == "*" || (e == "." && self.namespace == client_ns) || e == client_ns)
     }
 }
 
@@ -397,7 +398,9 @@ impl Inventory {
             }
             for h in &w.calls {
                 if let Some(s) = self.service_for_host(h, &w.namespace) {
-                    let v = out.entry((s.namespace.clone(), s.name.clone())).or_default();
+                    let v = out
+                        .entry((s.namespace.clone(), s.name.clone()))
+                        .or_default();
                     if v.last() != Some(&i) {
                         v.push(i);
                     }
@@ -461,7 +464,11 @@ impl Inventory {
             .chain(wild)
             .filter(|(i, _)| self.destination_rules[*i].visible_to(viewer))
             .collect();
-        let order = [client_ns, Some(svc.namespace.as_str()), Some(ROOT_NAMESPACE)];
+        let order = [
+            client_ns,
+            Some(svc.namespace.as_str()),
+            Some(ROOT_NAMESPACE),
+        ];
         for ns in order.into_iter().flatten() {
             let best = candidates
                 .iter()

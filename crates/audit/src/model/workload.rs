@@ -323,7 +323,12 @@ pub fn from_template(
         }
     }
     if let Some(v) = pod_annotations.get(CALLS_ANNOTATION) {
-        calls.extend(v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from));
+        calls.extend(
+            v.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(String::from),
+        );
     }
     calls.sort();
     calls.dedup();
