@@ -498,20 +498,124 @@ pub fn active_capacity(b: &Proxy) -> Option<u64> {
     active.iter().map(|s| s.maxconn.filter(|m| *m > 0)).sum()
 }
 
+/// A backend's `fullconn`: as written, else HAProxy's default of 10% of
+/// the sum of the `maxconn` of the frontends that may route to it
+/// (`default_backend`, `use_backend`, or the listen section itself; a
+/// frontend without `maxconn` counts the global one). None when a frontend's
+/// limit is unknown.
+pub fn fullconn_of(cfg: &Config, b: &Proxy) -> Option<(u64, String)> {
+    if let Some((f, _)) = b.fullconn.filter(|(f, _)| *f > 0) {
+        return Some((f, format!("fullconn {f}")));
+    }
+    let mut sum = 0u64;
+    let mut n = 0;
+    for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
+        let routes = f.name == b.name && f.kind == crate::inputs::haproxy::ProxyKind::Listen
+            || f.default_backend.as_deref() == Some(b.name.as_str())
+            || f.use_backends.iter().any(|u| *u == b.name);
+        if !routes {
+            continue;
+        }
+        let m = f
+            .maxconn
+            .filter(|(m, _)| *m > 0)
+            .or(cfg.global_maxconn.filter(|(m, _)| *m > 0))?;
+        sum = sum.saturating_add(m.0);
+        n += 1;
+    }
+    (n > 0).then(|| {
+        let f = (sum / 10).max(1);
+        (
+            f,
+            format!("fullconn {f} (not set: 10% of the {n} routing frontends' maxconn {sum})"),
+        )
+    })
+}
+
+/// Most fixed-point steps of [`dynamic_capacity`] (each step only grows
+/// the served count; the bound keeps hostile numbers from looping long).
+const MAX_DYNAMIC_STEPS: usize = 1000;
+
+/// The dynamic limit of a backend whose servers set `minconn`: a server
+/// admits max(minconn, maxconn × L ÷ fullconn), at most maxconn, where L
+/// is the backend's load (served + queued). With at most Q queued (the
+/// servers' `maxqueue`, all finite), the served count is the fixed point
+/// S = Σ limit(S + Q). Returns (S, Σ maxconn, Q) or None when no active
+/// server sets `minconn` below its `maxconn`, a `maxconn` is unlimited, or
+/// a queue is unlimited (the queue then grows until every server reaches
+/// `maxconn`).
+pub fn dynamic_capacity(b: &Proxy, fullconn: u64) -> Option<(f64, u64, u64)> {
+    let active: Vec<_> = b
+        .servers
+        .iter()
+        .filter(|s| !s.backup && !s.disabled)
+        .collect();
+    if !active
+        .iter()
+        .any(|s| s.minconn.is_some_and(|m| s.maxconn.is_some_and(|x| m < x)))
+    {
+        return None;
+    }
+    let mut servers = Vec::new();
+    let mut q = 0u64;
+    for s in &active {
+        let max = s.maxconn.filter(|m| *m > 0)?;
+        let min = s.minconn.filter(|m| *m > 0).unwrap_or(max).min(max);
+        q = q.saturating_add(s.maxqueue.filter(|m| *m > 0)?);
+        servers.push((min as f64, max as f64));
+    }
+    let f = fullconn.max(1) as f64;
+    let total_max: f64 = servers.iter().map(|s| s.1).sum();
+    let mut served: f64 = servers.iter().map(|s| s.0).sum();
+    for _ in 0..MAX_DYNAMIC_STEPS {
+        let load = served + q as f64;
+        let next: f64 = servers
+            .iter()
+            .map(|(min, max)| (max * load / f).floor().max(*min).min(*max))
+            .sum();
+        if next <= served {
+            break;
+        }
+        served = next;
+    }
+    Some((served, total_max as u64, q))
+}
+
 fn backend_hop(cfg: &Config, b: &Proxy) -> Hop {
     let n = b
         .servers
         .iter()
         .filter(|s| !s.backup && !s.disabled)
         .count();
-    let (limit, how) = match active_capacity(b) {
-        Some(c) => (
-            Some(c as f64),
+    let queue = |b: &Proxy| -> String {
+        let qs: Option<u64> = b
+            .servers
+            .iter()
+            .filter(|s| !s.backup && !s.disabled)
+            .map(|s| s.maxqueue.filter(|m| *m > 0))
+            .sum();
+        match qs {
+            Some(q) => format!("; up to {q} more wait in the servers' queues (maxqueue)"),
+            None => "; queues unbounded (no maxqueue)".into(),
+        }
+    };
+    let dynamic = fullconn_of(cfg, b).and_then(|(f, why)| dynamic_capacity(b, f).map(|d| (d, why)));
+    let (limit, how) = match (active_capacity(b), dynamic) {
+        (Some(_), Some(((s, max, q), why))) => (
+            Some(s),
             format!(
-                "sum of {n} active servers' maxconn = {c} connections × 1 request per connection"
+                "dynamic maxconn (minconn with {why}): each server admits max(minconn, maxconn × load ÷ fullconn); with at most {q} queued the servers reach {} of their {max} maxconn connections × 1 request per connection",
+                trim(s)
             ),
         ),
-        None => (
+        (Some(c), None) => (
+            Some(c as f64),
+            format!(
+                "sum of {n} active servers' maxconn = {c} connections × 1 request per connection{}",
+                queue(b)
+            ),
+        ),
+        (None, _) => (
             None,
             format!("{n} active servers, at least one without maxconn (unlimited)"),
         ),
@@ -575,7 +679,10 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 }
                 let explicit = b.retries.is_some() || b.retry_on.is_some();
                 let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
-                layers.push(RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit));
+                layers.push(
+                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit)
+                        .redispatching(b.redispatch_interval),
+                );
                 let target = b
                     .servers
                     .iter()

@@ -603,3 +603,108 @@ fn sb203_calls_annotation_names_callers() {
     let r = audit_texts(&[("cart.yaml", &text)]);
     assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
 }
+
+/// An HAProxy backend with dynamic maxconn: three servers minconn 10,
+/// maxconn 100, maxqueue 10, fullconn FULL.
+const DYNAMIC: &str = "global\n    maxconn 4000\n\nfrontend www\n    bind :80\n    maxconn 3000\n    default_backend app\n\nbackend app\n    FULL\n    server a 10.0.0.1:80 minconn 10 maxconn 100 maxqueue 10\n    server b 10.0.0.2:80 minconn 10 maxconn 100 maxqueue 10\n    server c 10.0.0.3:80 minconn 10 maxconn 100 maxqueue 10\n";
+
+#[test]
+fn sb204_fullconn_beyond_what_the_backend_can_hold() {
+    // Σ maxconn 300 + Σ maxqueue 30 = 330 < fullconn 1000: each server
+    // admits max(10, 100 × L / 1000); the fixed point S = Σ limit(S + 30)
+    // is 30 + … below 300.
+    let r = audit_texts(&[("haproxy.cfg", &DYNAMIC.replace("FULL", "fullconn 1000"))]);
+    let f = of(&r, "SB204");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].pos.line, 10, "points at fullconn");
+    assert!(f[0].message.contains("= 330"), "{}", f[0].message);
+    // The chain's backend hop uses the dynamic limit, not 300.
+    let c = &r.chains[0];
+    let be = c
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(be.limit.unwrap() < 300.0, "{be:?}");
+    assert!(be.how.contains("dynamic maxconn"), "{}", be.how);
+    // Unset, fullconn is 10% of the frontend's maxconn 3000 = 300: within
+    // reach, quiet; the chain says where the number came from.
+    let r = audit_texts(&[("haproxy.cfg", &DYNAMIC.replace("FULL", ""))]);
+    assert!(of(&r, "SB204").is_empty(), "{:?}", r.findings);
+    let be = r.chains[0]
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(
+        be.how
+            .contains("10% of the 1 routing frontends' maxconn 3000"),
+        "{}",
+        be.how
+    );
+    assert_eq!(be.limit, Some(300.0), "{be:?}");
+}
+
+#[test]
+fn sb204_quiet_without_minconn_or_with_an_unbounded_queue() {
+    let no_min = DYNAMIC
+        .replace("FULL", "fullconn 1000")
+        .replace("minconn 10 ", "");
+    let r = audit_texts(&[("haproxy.cfg", &no_min)]);
+    assert!(of(&r, "SB204").is_empty(), "{:?}", r.findings);
+    let be = r.chains[0]
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(be.how.contains("up to 30 more wait"), "{}", be.how);
+    let unbounded = DYNAMIC
+        .replace("FULL", "fullconn 1000")
+        .replace("maxqueue 10", "maxqueue 0");
+    assert!(of(&audit_texts(&[("haproxy.cfg", &unbounded)]), "SB204").is_empty());
+}
+
+#[test]
+fn haproxy_redispatch_says_where_retries_go() {
+    let cfg = |opt: &str| {
+        format!(
+            "frontend www\n    bind :80\n    maxconn 100\n    default_backend app\n\nbackend app\n    retries 3\n{opt}    server a 10.0.0.1:80 maxconn 50\n    server b 10.0.0.2:80 maxconn 50\n"
+        )
+    };
+    let layer = |text: &str| {
+        let r = audit_texts(&[("haproxy.cfg", text)]);
+        r.chains[0].retries.last().unwrap().clone()
+    };
+    let none = layer(&cfg(""));
+    assert!(
+        none.what.contains("every retry goes to the same server"),
+        "{}",
+        none.what
+    );
+    let last = layer(&cfg("    option redispatch\n"));
+    assert!(
+        last.what
+            .contains("1 of 3 retries elsewhere, 3 on the first server"),
+        "{}",
+        last.what
+    );
+    let every = layer(&cfg("    option redispatch 1\n"));
+    assert!(
+        every.what.contains("3 of 3 retries elsewhere"),
+        "{}",
+        every.what
+    );
+    // Attempts per class are the same with or without redispatch.
+    for class in stormbreak_audit::model::FailureClass::ALL {
+        assert_eq!(none.attempts(class), last.attempts(class));
+    }
+    let r = audit_texts(&[("haproxy.cfg", &cfg("    option redispatch x\n"))]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "a bad interval is an error: {:?}", r.findings);
+    assert_eq!(bad[0].pos.line, 8, "with its line");
+    assert!(
+        bad[0].message.contains("option redispatch"),
+        "{}",
+        bad[0].message
+    );
+}

@@ -158,6 +158,36 @@ impl RetryLayer {
         }
     }
 
+    /// HAProxy `option redispatch <interval>` on this layer: which of the
+    /// retries go to another server (the attempt count is unchanged;
+    /// without redispatch, HAProxy's retries stay on the server first
+    /// chosen, so a dead server takes every attempt). Stated in `what`.
+    pub fn redispatching(mut self, interval: i64) -> RetryLayer {
+        let r = self.retries;
+        if r == 0 || interval == 0 {
+            self.what
+                .push_str(", no redispatch: every retry goes to the same server");
+            return self;
+        }
+        let moved = if interval > 0 {
+            r / interval as u32
+        } else {
+            u32::from(interval.unsigned_abs() <= r as u64)
+        };
+        let which = if interval == -1 {
+            "the last retry".to_string()
+        } else if interval > 0 {
+            format!("each retry numbered a multiple of {interval}")
+        } else {
+            format!("retry number {} counted from the last", -interval)
+        };
+        self.what.push_str(&format!(
+            ", option redispatch {interval}: {which} goes to another server ({moved} of {r} retries elsewhere, {} on the first server)",
+            1 + r - moved
+        ));
+        self
+    }
+
     /// Gateway API `HTTPRoute` `retry` (attempts = retries; codes).
     pub fn gateway_api(attempts: Option<i64>, codes: &[i64]) -> RetryLayer {
         let n = attempts.unwrap_or(0).clamp(0, 1000) as u32;

@@ -5,6 +5,7 @@
 mod backup_headroom;
 mod blind_autoscaler;
 mod frontend_over_servers;
+mod fullconn;
 mod hop_below;
 mod no_budget;
 mod outlier_all;
@@ -52,6 +53,7 @@ pub const RULES: &[RuleInfo] = &[
     hop_below::RULE,
     frontend_over_servers::RULE,
     pool_scale::RULE,
+    fullconn::RULE,
     retry_amplification::RULE,
     per_try::RULE,
     no_budget::RULE,
@@ -82,6 +84,7 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     hop_below::check(ctx, &mut out);
     frontend_over_servers::check(ctx, &mut out);
     pool_scale::check(ctx, &mut out);
+    fullconn::check(ctx, &mut out);
     retry_amplification::check(ctx, &mut out);
     per_try::check(ctx, &mut out);
     no_budget::check(ctx, &mut out);
