@@ -708,3 +708,73 @@ fn haproxy_redispatch_says_where_retries_go() {
         bad[0].message
     );
 }
+
+/// An HPA on cart (POOL_SCALE's shape) with the given apiVersion and
+/// behavior.
+fn hpa(api: &str, behavior: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  replicas: 10\n  selector: {{matchLabels: {{app: cart}}}}\n  template:\n    metadata: {{labels: {{app: cart}}}}\n    spec:\n      containers: [{{name: cart, image: cart:1}}]\n---\napiVersion: {api}\nkind: HorizontalPodAutoscaler\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  scaleTargetRef: {{kind: Deployment, name: cart, apiVersion: apps/v1}}\n  minReplicas: 10\n  maxReplicas: 40\n  metrics:\n  - type: Pods\n    pods: {{metric: {{name: requests_in_flight}}, target: {{type: AverageValue, averageValue: \"10\"}}}}\n{behavior}"
+    )
+}
+
+const SLOW_UP: &str = "  behavior:\n    scaleUp:\n      stabilizationWindowSeconds: 60\n      policies:\n      - {type: Pods, value: 1, periodSeconds: 60}\n";
+
+#[test]
+fn sb104_a_scale_up_too_slow_for_a_2x_peak_and_v2beta2_is_read() {
+    for api in ["autoscaling/v2", "autoscaling/v2beta2"] {
+        let r = audit_texts(&[("cart.yaml", &hpa(api, SLOW_UP))]);
+        assert_eq!(
+            r.counts.read.get("HorizontalPodAutoscaler"),
+            Some(&1),
+            "{api} read"
+        );
+        let f = of(&r, "SB104");
+        assert_eq!(f.len(), 1, "{api}: {:?}", r.findings);
+        // 10 → 20 at 1 pod per 60 s (4 syncs): 37 syncs after the 60 s window.
+        let m = &f[0].message;
+        assert!(m.contains("needs 20 replicas"), "{m}");
+        assert!(
+            m.contains("615 s = stabilization window 60 s + 37 syncs of 15 s"),
+            "{m}"
+        );
+        assert_eq!(f[0].pos.line, 23, "points at scaleUp");
+    }
+    let disabled = SLOW_UP.replace(
+        "      policies:\n      - {type: Pods, value: 1, periodSeconds: 60}\n",
+        "      selectPolicy: Disabled\n",
+    );
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &disabled))]);
+    assert!(
+        of(&r, "SB104")[0].message.contains("never"),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
+    for b in [
+        String::new(),
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 600\n".to_string(),
+        // The slow Pods policy beside a Percent one, the larger taken.
+        SLOW_UP.to_string() + "      - {type: Percent, value: 100, periodSeconds: 60}\n",
+    ] {
+        let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
+        assert!(r.findings.is_empty(), "{b}: {:?}", r.findings);
+    }
+    // selectPolicy Min takes the slow one: fires again.
+    let min = SLOW_UP.to_string()
+        + "      - {type: Percent, value: 100, periodSeconds: 60}\n      selectPolicy: Min\n";
+    assert_eq!(
+        ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &min))])),
+        vec!["SB104"]
+    );
+    // A bad selectPolicy is an SB001 with its line; the rest still runs.
+    let bad = SLOW_UP.replace("stabilizationWindowSeconds: 60", "selectPolicy: Fastest");
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &bad))]);
+    assert!(
+        of(&r, "SB001")[0].message.contains("selectPolicy"),
+        "{:?}",
+        r.findings
+    );
+}

@@ -221,13 +221,17 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                         resource: "cpu".into(),
                         utilization: Some(util),
                     }],
-                    false,
+                    // v1 has no behavior field; the controller applies
+                    // the defaults to it all the same.
+                    Some(super::behavior::Behavior::default()),
                 );
             }
         }
-        (_, "autoscaling/v2", "HorizontalPodAutoscaler") => {
-            if let Some(h) = typed::<hpa2::HorizontalPodAutoscaler>(inv, raw) {
-                let spec = h.spec.unwrap_or_default();
+        // v2beta2 has the same schema as v2 for every field read here
+        // (metrics, min/max, behavior); read both through v2's spec.
+        (_, "autoscaling/v2" | "autoscaling/v2beta2", "HorizontalPodAutoscaler") => {
+            if let Some(h) = typed::<Object<hpa2::HorizontalPodAutoscalerSpec>>(inv, raw) {
+                let spec = h.spec;
                 let mut metrics: Vec<Metric> = spec.metrics.iter().flatten().map(metric).collect();
                 if metrics.is_empty() {
                     // Kubernetes' default: 80% average CPU utilisation.
@@ -236,6 +240,18 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                         utilization: Some(0.8),
                     });
                 }
+                let behavior = match super::behavior::Behavior::read(spec.behavior.as_ref()) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        let (ns, name) = names(&h.metadata);
+                        inv.findings.push(parse_finding(
+                            src(raw).line_of("behavior"),
+                            &key("HorizontalPodAutoscaler", &ns, &name),
+                            e,
+                        ));
+                        Some(super::behavior::Behavior::default())
+                    }
+                };
                 autoscaler(
                     inv,
                     raw,
@@ -245,7 +261,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     spec.min_replicas.map(i64::from),
                     Some(spec.max_replicas as i64),
                     metrics,
-                    spec.behavior.is_some(),
+                    behavior,
                 );
             }
         }
@@ -268,7 +284,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(s.min_replica_count.unwrap_or(0)),
                     Some(s.max_replica_count.unwrap_or(100)),
                     metrics,
-                    false,
+                    None,
                 );
             }
         }
@@ -425,7 +441,7 @@ fn autoscaler(
     min: Option<i64>,
     max: Option<i64>,
     metrics: Vec<Metric>,
-    behavior: bool,
+    behavior: Option<super::behavior::Behavior>,
 ) {
     count(inv, kind);
     record_ignores(inv, kind, meta, None);

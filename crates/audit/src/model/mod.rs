@@ -1,6 +1,7 @@
 //! The inventory: every object the audit understands, typed, with its
 //! position; unknown kinds counted; objects that fail to parse reported.
 
+pub mod behavior;
 pub mod istio;
 mod load;
 pub mod pool;
@@ -140,8 +141,9 @@ pub struct Autoscaler {
     pub max: u32,
     /// Metrics (the HPA scales to the largest of their proposals).
     pub metrics: Vec<Metric>,
-    /// `behavior` present.
-    pub behavior: bool,
+    /// HPA `behavior`, Kubernetes' defaults filled in (None: not an HPA
+    /// with a v2 behavior, e.g. autoscaling/v1 or a ScaledObject).
+    pub behavior: Option<behavior::Behavior>,
 }
 
 /// Outlier detection, as read.

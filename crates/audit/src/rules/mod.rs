@@ -12,6 +12,7 @@ mod outlier_all;
 mod per_try;
 mod pool_scale;
 pub(crate) mod retry_amplification;
+mod slow_scale_up;
 mod zero_unlimited;
 
 use crate::chain::{Chain, ChainOptions};
@@ -50,6 +51,7 @@ pub const RULES: &[RuleInfo] = &[
     blind_autoscaler::CONTAINER,
     blind_autoscaler::POD_CPU,
     blind_autoscaler::NONE,
+    slow_scale_up::RULE,
     hop_below::RULE,
     frontend_over_servers::RULE,
     pool_scale::RULE,
@@ -81,6 +83,7 @@ pub struct Ctx<'a> {
 pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     blind_autoscaler::check(ctx, &mut out);
+    slow_scale_up::check(ctx, &mut out);
     hop_below::check(ctx, &mut out);
     frontend_over_servers::check(ctx, &mut out);
     pool_scale::check(ctx, &mut out);
