@@ -512,7 +512,7 @@ pub fn fullconn_of(cfg: &Config, b: &Proxy) -> Option<(u64, String)> {
     for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
         let routes = f.name == b.name && f.kind == crate::inputs::haproxy::ProxyKind::Listen
             || f.default_backend.as_deref() == Some(b.name.as_str())
-            || f.use_backends.iter().any(|u| *u == b.name);
+            || f.use_backends.contains(&b.name);
         if !routes {
             continue;
         }

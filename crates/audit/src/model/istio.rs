@@ -54,6 +54,46 @@ pub struct TrafficPolicy {
     /// Outlier detection (passive health checking).
     #[serde(default)]
     pub outlier_detection: Option<OutlierDetection>,
+    /// Load balancer settings (only `localityLbSetting` is read).
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancer>,
+}
+
+/// `LoadBalancerSettings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancer {
+    /// Locality-weighted load balancing and failover.
+    #[serde(default)]
+    pub locality_lb_setting: Option<LocalityLbSetting>,
+}
+
+/// `LocalityLoadBalancerSetting`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalityLbSetting {
+    /// `enabled` (unset: on, per mesh config).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Explicit failover: traffic from one region goes to another when the
+    /// local endpoints are unhealthy.
+    #[serde(default)]
+    pub failover: Vec<Failover>,
+    /// Labels ordering endpoints by priority (e.g.
+    /// `topology.kubernetes.io/region`).
+    #[serde(default)]
+    pub failover_priority: Vec<String>,
+}
+
+/// `LocalityLoadBalancerSetting.Failover`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Failover {
+    /// Origin region.
+    #[serde(default)]
+    pub from: String,
+    /// Destination region.
+    #[serde(default)]
+    pub to: String,
 }
 
 /// `Subset`.

@@ -506,6 +506,26 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         max_ejection_percent: od.max_ejection_percent.unwrap_or(10).clamp(0, 100) as f64,
         min_health_percent: od.min_health_percent.unwrap_or(0).clamp(0, 100) as f64,
     });
+    let failover = policy
+        .load_balancer
+        .as_ref()
+        .and_then(|lb| lb.locality_lb_setting.as_ref())
+        .filter(|l| l.enabled != Some(false))
+        .filter(|l| !l.failover.is_empty() || !l.failover_priority.is_empty())
+        .map(|l| super::LocalityFailover {
+            pairs: l
+                .failover
+                .iter()
+                .take(super::MAX_FAILOVER)
+                .map(|f| (f.from.clone(), f.to.clone()))
+                .collect(),
+            priority: l
+                .failover_priority
+                .iter()
+                .take(super::MAX_FAILOVER)
+                .cloned()
+                .collect(),
+        });
     inv.destination_rules.push(DestinationRule {
         src: src(raw),
         namespace,
@@ -515,6 +535,7 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         pool,
         subsets,
         outlier,
+        failover,
     });
 }
 

@@ -174,6 +174,22 @@ pub struct DestinationRule {
     pub subsets: Vec<(String, PoolLimits)>,
     /// Outlier detection.
     pub outlier: Option<Outlier>,
+    /// Locality failover (`localityLbSetting`, when enabled and it names
+    /// `failover` or `failoverPriority`).
+    pub failover: Option<LocalityFailover>,
+}
+
+/// At most this many `failover` pairs and `failoverPriority` labels are
+/// kept per DestinationRule (a bound on hostile input).
+pub const MAX_FAILOVER: usize = 64;
+
+/// Locality failover of a DestinationRule, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalityFailover {
+    /// `failover` pairs (from region, to region).
+    pub pairs: Vec<(String, String)>,
+    /// `failoverPriority` labels.
+    pub priority: Vec<String>,
 }
 
 /// One HTTP route of a VirtualService or a Gateway API HTTPRoute rule.

@@ -130,6 +130,10 @@ pub struct Workload {
     /// [`CALLS_ANNOTATION`]; resolved against Services by
     /// [`super::Inventory::callers`].
     pub calls: Vec<String>,
+    /// The region its pods are pinned to (`nodeSelector` or a required
+    /// node affinity `In` with one value on `topology.kubernetes.io/region`),
+    /// the locality Istio's failover names.
+    pub region: Option<String>,
     /// Problems reading annotations, reported as SB001.
     pub problems: Vec<String>,
 }
@@ -229,6 +233,37 @@ fn workers_of(c: &Container) -> Option<(u32, String)> {
     None
 }
 
+/// The well-known node label of a region.
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+
+fn region_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
+    if let Some(r) = spec
+        .node_selector
+        .as_ref()
+        .and_then(|m| m.get(REGION_LABEL))
+    {
+        return Some(r.clone());
+    }
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    // One term only: several terms are ORed, so no single region.
+    let [term] = terms.as_slice() else {
+        return None;
+    };
+    term.match_expressions.iter().flatten().find_map(|e| {
+        match (e.key.as_str(), e.operator.as_str(), e.values.as_deref()) {
+            (REGION_LABEL, "In", Some([v])) => Some(v.clone()),
+            _ => None,
+        }
+    })
+}
+
 /// The host of an env value that looks like an address: a URL
 /// (`scheme://host[:port][/path]`) or `host:port`; a bare word is not taken
 /// (`info`, `true`), so a value only counts when it is plainly an address.
@@ -312,6 +347,7 @@ pub fn from_template(
             )),
         }
     }
+    let region = t.spec.as_ref().and_then(region_of);
     let mut calls: Vec<String> = Vec::new();
     if let Some(spec) = &t.spec {
         for c in &spec.containers {
@@ -353,6 +389,7 @@ pub fn from_template(
         proxy_container,
         sidecar: None,
         calls,
+        region,
         problems,
     }
 }

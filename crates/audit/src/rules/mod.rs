@@ -4,6 +4,7 @@
 
 mod backup_headroom;
 mod blind_autoscaler;
+mod failover_headroom;
 mod frontend_over_servers;
 mod fullconn;
 mod hop_below;
@@ -62,6 +63,7 @@ pub const RULES: &[RuleInfo] = &[
     zero_unlimited::RULE,
     outlier_all::RULE,
     backup_headroom::RULE,
+    failover_headroom::RULE,
 ];
 
 /// A rule by ID.
@@ -94,5 +96,6 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     zero_unlimited::check(ctx, &mut out);
     outlier_all::check(ctx, &mut out);
     backup_headroom::check(ctx, &mut out);
+    failover_headroom::check(ctx, &mut out);
     out
 }
