@@ -778,3 +778,82 @@ fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
         r.findings
     );
 }
+
+/// A Gateway API HTTPRoute to cart with the given rule fields.
+fn httproute(fields: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: cart, namespace: shop}}\nspec: {{selector: {{app: cart}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  parentRefs: [{{name: edge}}]\n  rules:\n  - backendRefs: [{{name: cart, port: 8080}}]\n{fields}"
+    )
+}
+
+#[test]
+fn httproute_gep_1731_retry_and_gep_1742_timeouts_by_their_field_names() {
+    let text = httproute(
+        "    timeouts: {request: 10s, backendRequest: 2s}\n    retry: {attempts: 2, codes: [503, 504], backoff: 100ms}\n",
+    );
+    let r = audit_texts(&[("route.yaml", &text)]);
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.object == "HTTPRoute shop/cart")
+        .expect("chain");
+    let l = c.retries.last().unwrap();
+    assert_eq!((l.retries, l.on), (2, [true, true, true]), "{}", l.what);
+    assert!(
+        l.what.contains("retry.attempts 2") && l.what.contains("retry.backoff 100ms"),
+        "{}",
+        l.what
+    );
+    assert_eq!(
+        l.per_try,
+        Some(std::time::Duration::from_secs(2)),
+        "backendRequest is per attempt"
+    );
+    assert_eq!(
+        c.timeout,
+        Some(std::time::Duration::from_secs(10)),
+        "request is the route timeout"
+    );
+    // 2 s × 3 attempts = 6 s ≤ 10 s: SB302 quiet; no SB001.
+    assert!(
+        of(&r, "SB302").is_empty() && of(&r, "SB001").is_empty(),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn httproute_unset_attempts_zero_timeouts_and_a_backend_request_over_request() {
+    // attempts unset: implementation-specific, not counted.
+    let r = audit_texts(&[("route.yaml", &httproute("    retry: {codes: [503]}\n"))]);
+    let l = r.chains[0].retries.last().unwrap().clone();
+    assert_eq!(l.retries, 0);
+    assert!(l.what.contains("implementation-specific"), "{}", l.what);
+    // 0s disables a timeout: no route timeout, so SB302 has nothing to compare.
+    let r = audit_texts(&[(
+        "route.yaml",
+        &httproute(
+            "    timeouts: {request: 0s, backendRequest: 2s}\n    retry: {attempts: 5, codes: [504]}\n",
+        ),
+    )]);
+    assert_eq!(r.chains[0].timeout, None);
+    assert!(
+        of(&r, "SB302").is_empty() && of(&r, "SB001").is_empty(),
+        "{:?}",
+        r.findings
+    );
+    // backendRequest above request breaks the spec: SB001 at its line.
+    let r = audit_texts(&[(
+        "route.yaml",
+        &httproute("    timeouts:\n      request: 1s\n      backendRequest: 5s\n"),
+    )]);
+    let f = of(&r, "SB001");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].pos.line, 15, "{:?}", f[0]);
+    assert!(
+        f[0].message
+            .contains("timeouts.backendRequest 5s must be no more than timeouts.request 1s"),
+        "{}",
+        f[0].message
+    );
+}

@@ -629,15 +629,35 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
     let mut routes = Vec::new();
     for (index, r) in o.spec.rules.iter().enumerate() {
         let t = r.timeouts.clone().unwrap_or_default();
-        let timeout = duration_field(inv, &s, &k, "request", t.request.as_ref());
-        let per_try = duration_field(inv, &s, &k, "backendRequest", t.backend_request.as_ref());
+        // `0s` disables a Gateway API timeout (GEP-1742).
+        let timeout =
+            duration_field(inv, &s, &k, "request", t.request.as_ref()).filter(|d| !d.is_zero());
+        let per_try = duration_field(inv, &s, &k, "backendRequest", t.backend_request.as_ref())
+            .filter(|d| !d.is_zero());
+        if let (Some(req), Some(be)) = (timeout, per_try)
+            && be > req
+        {
+            inv.findings.push(parse_finding(
+                s.line_of("backendRequest"),
+                &k,
+                format!(
+                    "rules[{index}].timeouts.backendRequest {} must be no more than timeouts.request {} (Gateway API HTTPRouteTimeouts)",
+                    crate::units::show(be),
+                    crate::units::show(req)
+                ),
+            ));
+        }
+        let backoff = r
+            .retry
+            .as_ref()
+            .and_then(|rt| duration_field(inv, &s, &k, "backoff", rt.backoff.as_ref()));
         let mut retry = match &r.retry {
             // Gateway API leaves retries without a `retry` field to the
             // implementation; none is counted (no false amplification).
             None => {
                 RetryLayer::none("HTTPRoute without retry (implementation default not counted)")
             }
-            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes),
+            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes, backoff),
         };
         retry.per_try = per_try;
         routes.push(HttpRouteInfo {

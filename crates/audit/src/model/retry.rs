@@ -188,11 +188,27 @@ impl RetryLayer {
         self
     }
 
-    /// Gateway API `HTTPRoute` `retry` (attempts = retries; codes).
-    pub fn gateway_api(attempts: Option<i64>, codes: &[i64]) -> RetryLayer {
+    /// Gateway API `HTTPRoute` `rules[].retry` (GEP-1731): `attempts` is
+    /// the number of retries (unset: implementation-specific, not
+    /// counted); `codes` are the statuses retried (503; 504, the gateway's
+    /// answer to a `backendRequest` timeout); a connection error is retried
+    /// whenever retries are allowed (the `HTTPRouteRetryConnectionError`
+    /// conformance feature). `backoff` only spaces attempts out.
+    pub fn gateway_api(
+        attempts: Option<i64>,
+        codes: &[i64],
+        backoff: Option<Duration>,
+    ) -> RetryLayer {
         let n = attempts.unwrap_or(0).clamp(0, 1000) as u32;
+        let count = match attempts {
+            Some(_) => format!("retry.attempts {n}"),
+            None => "retry.attempts unset (implementation-specific, not counted)".to_string(),
+        };
+        let backoff = backoff
+            .map(|b| format!(", retry.backoff {}", crate::units::show(b)))
+            .unwrap_or_default();
         RetryLayer {
-            what: format!("HTTPRoute retry: attempts {n}, codes {codes:?}"),
+            what: format!("HTTPRoute {count}, retry.codes {codes:?}{backoff}"),
             retries: n,
             on: [n > 0, codes.contains(&503), codes.contains(&504)],
             per_try: None,
