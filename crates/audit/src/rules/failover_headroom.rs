@@ -20,6 +20,9 @@ pub const RULE: RuleInfo = RuleInfo {
     summary: "A locality failover target region holds fewer concurrent requests than the region whose traffic it would take.",
 };
 
+/// A region's capacity: concurrent requests and the terms that sum to it.
+type Capacity = (f64, Vec<String>);
+
 /// Runs the rule.
 pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for svc in &ctx.inv.services {
@@ -32,7 +35,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         // Capacity per region: Σ per-pod capacity × replicas of the
         // backing workloads pinned to it; a region with a workload of
         // unknown capacity is unknown (no claim).
-        let mut cap: BTreeMap<&str, Option<(f64, Vec<String>)>> = BTreeMap::new();
+        let mut cap: BTreeMap<&str, Option<Capacity>> = BTreeMap::new();
         for w in ctx.inv.backing(svc) {
             let Some(r) = w.region.as_deref() else {
                 continue;
@@ -49,7 +52,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             }
         }
         let known = |r: &str| cap.get(r).cloned().flatten();
-        let mut checks: Vec<(String, String, (f64, Vec<String>), (f64, Vec<String>))> = Vec::new();
+        let mut checks: Vec<(String, String, Capacity, Capacity)> = Vec::new();
         for (from, to) in &fo.pairs {
             if let (Some(a), Some(b)) = (known(from), known(to)) {
                 checks.push((from.clone(), to.clone(), a, b));
