@@ -181,7 +181,19 @@ impl Rules {
         if to <= from {
             return Some(0);
         }
-        if self.select == Select::Disabled || self.policies.is_empty() {
+        let stuck = |p: &Policy| {
+            matches!(
+                p,
+                Policy::Pods { n: 0, .. } | Policy::Percent { pct: 0, .. }
+            )
+        };
+        // Max needs every policy stuck to stop growth, Min just one.
+        let never = match self.select {
+            Select::Disabled => true,
+            Select::Max => self.policies.iter().all(stuck),
+            Select::Min => self.policies.iter().any(stuck),
+        };
+        if never || self.policies.is_empty() {
             return None;
         }
         let mut history: Vec<u32> = vec![from.max(1)];
