@@ -93,3 +93,37 @@ fn an_exact_host_beats_a_wildcard_in_the_same_namespace() {
     let p = pool_of(&text).expect("a pool");
     assert!(p.contains("istio-system/root-exact"), "{p}");
 }
+
+/// A mesh route to reviews, a caller in `shop` (its env names reviews by
+/// `name.namespace:port`) and a DestinationRule in `shop`.
+const MESH: &str = "\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews-mesh, namespace: bookinfo}\nspec:\n  hosts: [reviews]\n  http:\n  - route:\n    - destination: {host: reviews}\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: shop-side, namespace: shop}\nspec:\n  host: reviews.bookinfo.svc.cluster.local\n  trafficPolicy:\n    connectionPool:\n      http: {http2MaxRequests: 3}\n";
+
+const CALLER: &str = "\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: storefront, namespace: shop}\nspec:\n  replicas: 4\n  selector: {matchLabels: {app: storefront}}\n  template:\n    metadata: {labels: {app: storefront}}\n    spec:\n      containers:\n      - name: storefront\n        image: storefront:1\n        env: [{name: REVIEWS_ADDR, value: \"reviews.bookinfo:9080\"}]\n";
+
+fn mesh_pool(text: &str) -> (String, Option<f64>) {
+    let r = audit_texts(&[("mesh.yaml", text)]);
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.object == "VirtualService bookinfo/reviews-mesh")
+        .expect("the mesh route has a chain");
+    let h = c
+        .hops
+        .iter()
+        .find(|h| h.kind == HopKind::Pool)
+        .expect("a pool");
+    (h.name.clone(), h.limit)
+}
+
+#[test]
+fn a_mesh_route_applies_each_callers_own_lookup() {
+    // The caller in shop finds shop's rule first: 4 pods × 3.
+    let (name, limit) = mesh_pool(&(read("lookup/mesh.yaml") + MESH + CALLER));
+    assert!(name.contains("shop/shop-side"), "{name}");
+    assert_eq!(limit, Some(12.0));
+    // No caller known: the lookup starts at the service's namespace and
+    // shop's rule is not on it; one caller, said so.
+    let (name, limit) = mesh_pool(&(read("lookup/mesh.yaml") + MESH));
+    assert!(name.contains("bookinfo/in-service"), "{name}");
+    assert_eq!(limit, Some(50.0));
+}
