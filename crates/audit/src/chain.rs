@@ -305,39 +305,115 @@ fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
     hops
 }
 
-/// The pool for a destination: a subset's `connectionPool` replaces the
-/// host's (Istio merges traffic policies field by field at the top level).
+/// A client of a destination: its sidecars each hold their own pool.
+struct Caller {
+    /// Its namespace (None: not known; the lookup starts at the service's).
+    ns: Option<String>,
+    /// Its pods (one client sidecar each).
+    pods: u32,
+    /// Who it is, for the `how`.
+    who: String,
+}
+
+/// The callers of `svc` the configs show: the ingress gateway for a
+/// gateway route, else the sidecar workloads that call it.
+fn mesh_callers(
+    inv: &Inventory,
+    callers: &std::collections::HashMap<(String, String), Vec<usize>>,
+    svc: &Service,
+) -> Vec<Caller> {
+    callers
+        .get(&(svc.namespace.clone(), svc.name.clone()))
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let w = &inv.workloads[*i];
+            let (n, _) = replicas(inv, w);
+            Caller {
+                ns: Some(w.namespace.clone()),
+                pods: n,
+                who: format!("calling pods ({}/{})", w.namespace, w.name),
+            }
+        })
+        .collect()
+}
+
+/// The pool for a destination, summed over its callers: Istio's pool is
+/// per client sidecar, so the destination admits Σ (caller pods × the
+/// limit that caller's DestinationRule lookup gives). A subset's
+/// `connectionPool` replaces the host's (Istio merges traffic policies
+/// field by field at the top level). One caller without a limit makes
+/// the hop unlimited. Also returns whether every caller's pool carries a
+/// retry budget (`maxRetries`).
 fn pool_hop(
     inv: &Inventory,
     svc: &Service,
-    callers: Option<(u32, String)>,
+    callers: &[Caller],
     subset: Option<&str>,
 ) -> (Option<Hop>, bool) {
-    let Some(dr) = inv.destination_rule_for(svc) else {
-        return (None, false);
-    };
-    let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name)) {
-        Some((name, p)) => (p, format!(" subset {name}")),
-        None => (&dr.pool, String::new()),
-    };
-    let budget = pool.max_retries.count().is_some();
-    let Some((n, how)) = pool.in_flight() else {
+    let unknown = [Caller {
+        ns: None,
+        pods: 1,
+        who: "per caller proxy (callers not in the configs)".into(),
+    }];
+    let known = !callers.is_empty();
+    let callers = if known { callers } else { &unknown[..] };
+    let mut total = 0.0;
+    let mut parts = Vec::new();
+    let mut first: Option<(String, Pos, String)> = None;
+    let mut budget = true;
+    let mut unlimited = false;
+    for c in callers {
+        let Some(dr) = inv.destination_rule_for(svc, c.ns.as_deref()) else {
+            unlimited = true;
+            budget = false;
+            continue;
+        };
+        let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name))
+        {
+            Some((name, p)) => (p, format!(" subset {name}")),
+            None => (&dr.pool, String::new()),
+        };
+        budget &= pool.max_retries.count().is_some();
+        let Some((n, how)) = pool.in_flight() else {
+            unlimited = true;
+            continue;
+        };
+        total += n as f64 * c.pods as f64;
+        parts.push(format!("{how} × {} {}", c.pods, c.who));
+        first.get_or_insert_with(|| {
+            (
+                format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
+                dr.src.line_of(if pool.max_requests.count().is_some() {
+                    "http2MaxRequests"
+                } else {
+                    "maxConnections"
+                }),
+                model::key("DestinationRule", &dr.namespace, &dr.name),
+            )
+        });
+    }
+    let Some((name, pos, object)) = first.filter(|_| !unlimited) else {
         return (None, budget);
     };
-    let (c, who) = callers.unwrap_or((1, "per caller proxy (callers not in the configs)".into()));
+    let how = if known {
+        format!(
+            "a pool is per client sidecar: Σ caller pods × limit = {} = {}",
+            parts.join(" + "),
+            trim(total)
+        )
+    } else {
+        parts.join(" + ")
+    };
     let hop = Hop {
         kind: HopKind::Pool,
-        name: format!("DestinationRule {}/{}{label} pool", dr.namespace, dr.name),
-        limit: Some(n as f64 * c as f64),
+        name,
+        limit: Some(total),
         unknown: false,
-        how: format!("{how} × {c} {who}"),
+        how,
         assumed: false,
-        pos: dr.src.line_of(if pool.max_requests.count().is_some() {
-            "http2MaxRequests"
-        } else {
-            "maxConnections"
-        }),
-        object: model::key("DestinationRule", &dr.namespace, &dr.name),
+        pos,
+        object,
     };
     (Some(hop), budget)
 }
@@ -422,20 +498,124 @@ pub fn active_capacity(b: &Proxy) -> Option<u64> {
     active.iter().map(|s| s.maxconn.filter(|m| *m > 0)).sum()
 }
 
+/// A backend's `fullconn`: as written, else HAProxy's default of 10% of
+/// the sum of the `maxconn` of the frontends that may route to it
+/// (`default_backend`, `use_backend`, or the listen section itself; a
+/// frontend without `maxconn` counts the global one). None when a frontend's
+/// limit is unknown.
+pub fn fullconn_of(cfg: &Config, b: &Proxy) -> Option<(u64, String)> {
+    if let Some((f, _)) = b.fullconn.filter(|(f, _)| *f > 0) {
+        return Some((f, format!("fullconn {f}")));
+    }
+    let mut sum = 0u64;
+    let mut n = 0;
+    for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
+        let routes = f.name == b.name && f.kind == crate::inputs::haproxy::ProxyKind::Listen
+            || f.default_backend.as_deref() == Some(b.name.as_str())
+            || f.use_backends.contains(&b.name);
+        if !routes {
+            continue;
+        }
+        let m = f
+            .maxconn
+            .filter(|(m, _)| *m > 0)
+            .or(cfg.global_maxconn.filter(|(m, _)| *m > 0))?;
+        sum = sum.saturating_add(m.0);
+        n += 1;
+    }
+    (n > 0).then(|| {
+        let f = (sum / 10).max(1);
+        (
+            f,
+            format!("fullconn {f} (not set: 10% of the {n} routing frontends' maxconn {sum})"),
+        )
+    })
+}
+
+/// Most fixed-point steps of [`dynamic_capacity`] (each step only grows
+/// the served count; the bound keeps hostile numbers from looping long).
+const MAX_DYNAMIC_STEPS: usize = 1000;
+
+/// The dynamic limit of a backend whose servers set `minconn`: a server
+/// admits max(minconn, maxconn × L ÷ fullconn), at most maxconn, where L
+/// is the backend's load (served + queued). With at most Q queued (the
+/// servers' `maxqueue`, all finite), the served count is the fixed point
+/// S = Σ limit(S + Q). Returns (S, Σ maxconn, Q) or None when no active
+/// server sets `minconn` below its `maxconn`, a `maxconn` is unlimited, or
+/// a queue is unlimited (the queue then grows until every server reaches
+/// `maxconn`).
+pub fn dynamic_capacity(b: &Proxy, fullconn: u64) -> Option<(f64, u64, u64)> {
+    let active: Vec<_> = b
+        .servers
+        .iter()
+        .filter(|s| !s.backup && !s.disabled)
+        .collect();
+    if !active
+        .iter()
+        .any(|s| s.minconn.is_some_and(|m| s.maxconn.is_some_and(|x| m < x)))
+    {
+        return None;
+    }
+    let mut servers = Vec::new();
+    let mut q = 0u64;
+    for s in &active {
+        let max = s.maxconn.filter(|m| *m > 0)?;
+        let min = s.minconn.filter(|m| *m > 0).unwrap_or(max).min(max);
+        q = q.saturating_add(s.maxqueue.filter(|m| *m > 0)?);
+        servers.push((min as f64, max as f64));
+    }
+    let f = fullconn.max(1) as f64;
+    let total_max: f64 = servers.iter().map(|s| s.1).sum();
+    let mut served: f64 = servers.iter().map(|s| s.0).sum();
+    for _ in 0..MAX_DYNAMIC_STEPS {
+        let load = served + q as f64;
+        let next: f64 = servers
+            .iter()
+            .map(|(min, max)| (max * load / f).floor().max(*min).min(*max))
+            .sum();
+        if next <= served {
+            break;
+        }
+        served = next;
+    }
+    Some((served, total_max as u64, q))
+}
+
 fn backend_hop(cfg: &Config, b: &Proxy) -> Hop {
     let n = b
         .servers
         .iter()
         .filter(|s| !s.backup && !s.disabled)
         .count();
-    let (limit, how) = match active_capacity(b) {
-        Some(c) => (
-            Some(c as f64),
+    let queue = |b: &Proxy| -> String {
+        let qs: Option<u64> = b
+            .servers
+            .iter()
+            .filter(|s| !s.backup && !s.disabled)
+            .map(|s| s.maxqueue.filter(|m| *m > 0))
+            .sum();
+        match qs {
+            Some(q) => format!("; up to {q} more wait in the servers' queues (maxqueue)"),
+            None => "; queues unbounded (no maxqueue)".into(),
+        }
+    };
+    let dynamic = fullconn_of(cfg, b).and_then(|(f, why)| dynamic_capacity(b, f).map(|d| (d, why)));
+    let (limit, how) = match (active_capacity(b), dynamic) {
+        (Some(_), Some(((s, max, q), why))) => (
+            Some(s),
             format!(
-                "sum of {n} active servers' maxconn = {c} connections × 1 request per connection"
+                "dynamic maxconn (minconn with {why}): each server admits max(minconn, maxconn × load ÷ fullconn); with at most {q} queued the servers reach {} of their {max} maxconn connections × 1 request per connection",
+                trim(s)
             ),
         ),
-        None => (
+        (Some(c), None) => (
+            Some(c as f64),
+            format!(
+                "sum of {n} active servers' maxconn = {c} connections × 1 request per connection{}",
+                queue(b)
+            ),
+        ),
+        (None, _) => (
             None,
             format!("{n} active servers, at least one without maxconn (unlimited)"),
         ),
@@ -471,6 +651,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         per_try: None,
         default: false,
     });
+    let caller_map = inv.callers();
     let mut ingress_edges: Vec<Edge> = Vec::new();
     let mut routed: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     for cfg in &inv.haproxy {
@@ -498,7 +679,10 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 }
                 let explicit = b.retries.is_some() || b.retry_on.is_some();
                 let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
-                layers.push(RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit));
+                layers.push(
+                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit)
+                        .redispatching(b.redispatch_interval),
+                );
                 let target = b
                     .servers
                     .iter()
@@ -542,7 +726,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 routed.insert((svc.namespace.clone(), svc.name.clone()));
                 let mut hops = Vec::new();
                 let mut layers: Vec<RetryLayer> = Vec::new();
-                let mut callers = None;
+                let mut callers = Vec::new();
                 if ro.at_gateway {
                     if let Some(e) = ingress_edges.first() {
                         hops.extend(e.hops.iter().cloned());
@@ -552,12 +736,17 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     }
                     if let Some(g) = ingress {
                         let (n, _) = replicas(inv, g);
-                        callers = Some((n, format!("ingress gateway pods ({})", g.name)));
+                        callers.push(Caller {
+                            ns: Some(g.namespace.clone()),
+                            pods: n,
+                            who: format!("ingress gateway pods ({})", g.name),
+                        });
                     }
                 } else {
                     layers.extend(client.iter().cloned());
+                    callers = mesh_callers(inv, &caller_map, svc);
                 }
-                let (pool, budget) = pool_hop(inv, svc, callers, subset.as_deref());
+                let (pool, budget) = pool_hop(inv, svc, &callers, subset.as_deref());
                 hops.extend(pool);
                 let wi = workload_index(inv, svc);
                 if let Some(wi) = wi {
@@ -605,7 +794,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         if w.sidecar.is_none() || is_ingress(w) {
             continue;
         }
-        let (pool, budget) = pool_hop(inv, svc, None, None);
+        let (pool, budget) = pool_hop(inv, svc, &mesh_callers(inv, &caller_map, svc), None);
         let mut hops: Vec<Hop> = pool.into_iter().collect();
         hops.extend(pod_hops(inv, w, opts));
         let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();

@@ -520,3 +520,340 @@ fn a_subset_pool_applies_to_routes_that_name_the_subset_only() {
     let without = format!("{}{subset_dr}{}", &base[..dr_start], vs(""));
     assert!(of(&audit_texts(&[("h.yaml", &without)]), "SB201").is_empty());
 }
+
+/// A caller fleet for POOL_SCALE's cart: `frontend` (3 pods) calls cart by
+/// the env value ADDR.
+const CALLER: &str = r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend, namespace: shop}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: frontend}}
+  template:
+    metadata: {labels: {app: frontend}}
+    spec:
+      containers:
+      - name: frontend
+        image: frontend:1
+        env:
+        - {name: CART_ADDR, value: "ADDR"}
+"#;
+
+fn with_caller(pool: &str, addr: &str) -> stormbreak_audit::Report {
+    let text = POOL_SCALE.replace("POOL", pool) + &CALLER.replace("ADDR", addr);
+    audit_texts(&[("cart.yaml", &text)])
+}
+
+#[test]
+fn sb203_counts_every_calling_pod_and_states_the_formula() {
+    // 3 frontend pods × 10 = 30 ≤ 4 replicas × 16 workers = 64: fires,
+    // with the arithmetic.
+    let r = with_caller("10", "http://cart:8080/api");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(m.contains("admits 30 requests"), "{m}");
+    assert!(m.contains("caller pods × limit"), "{m}");
+    assert!(m.contains("4 replicas × 16 per pod = 64"), "{m}");
+    assert!(m.contains("calling pods (shop/frontend)"), "{m}");
+    // The FQDN with a port and the annotation count the same way.
+    let r = with_caller("10", "cart.shop.svc.cluster.local:8080");
+    assert_eq!(ids(&r), vec!["SB203"], "{:?}", r.findings);
+}
+
+#[test]
+fn sb203_quiet_when_the_callers_together_leave_room() {
+    // 3 pods × 48 = 144 > 64: the same pool that fires for one unknown
+    // caller (sb203_per_caller_pool_that_does_not_grow_with_replicas) is
+    // roomy once the three calling sidecars are counted.
+    let r = with_caller("48", "http://cart:8080");
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.route.contains("shop/cart"))
+        .expect("a chain to cart");
+    let pool = c.hops.iter().find(|h| h.limit == Some(144.0));
+    assert!(pool.is_some(), "{:?}", c.hops);
+}
+
+#[test]
+fn sb203_a_bare_word_is_not_an_address() {
+    // CART_ADDR=cart is not plainly an address: no caller is counted, so
+    // the pool of 48 is read for one caller and fires as before.
+    let r = with_caller("48", "cart");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb203_calls_annotation_names_callers() {
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no").replace(
+            "{labels: {app: frontend}}",
+            "{labels: {app: frontend}, annotations: {stormbreak.io/calls: \"cart\"}}",
+        );
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+}
+
+/// An HAProxy backend with dynamic maxconn: three servers minconn 10,
+/// maxconn 100, maxqueue 10, fullconn FULL.
+const DYNAMIC: &str = "global\n    maxconn 4000\n\nfrontend www\n    bind :80\n    maxconn 3000\n    default_backend app\n\nbackend app\n    FULL\n    server a 10.0.0.1:80 minconn 10 maxconn 100 maxqueue 10\n    server b 10.0.0.2:80 minconn 10 maxconn 100 maxqueue 10\n    server c 10.0.0.3:80 minconn 10 maxconn 100 maxqueue 10\n";
+
+#[test]
+fn sb204_fullconn_beyond_what_the_backend_can_hold() {
+    // Σ maxconn 300 + Σ maxqueue 30 = 330 < fullconn 1000: each server
+    // admits max(10, 100 × L / 1000); the fixed point S = Σ limit(S + 30)
+    // is 30 + … below 300.
+    let r = audit_texts(&[("haproxy.cfg", &DYNAMIC.replace("FULL", "fullconn 1000"))]);
+    let f = of(&r, "SB204");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].pos.line, 10, "points at fullconn");
+    assert!(f[0].message.contains("= 330"), "{}", f[0].message);
+    // The chain's backend hop uses the dynamic limit, not 300.
+    let c = &r.chains[0];
+    let be = c
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(be.limit.unwrap() < 300.0, "{be:?}");
+    assert!(be.how.contains("dynamic maxconn"), "{}", be.how);
+    // Unset, fullconn is 10% of the frontend's maxconn 3000 = 300: within
+    // reach, quiet; the chain says where the number came from.
+    let r = audit_texts(&[("haproxy.cfg", &DYNAMIC.replace("FULL", ""))]);
+    assert!(of(&r, "SB204").is_empty(), "{:?}", r.findings);
+    let be = r.chains[0]
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(
+        be.how
+            .contains("10% of the 1 routing frontends' maxconn 3000"),
+        "{}",
+        be.how
+    );
+    assert_eq!(be.limit, Some(300.0), "{be:?}");
+}
+
+#[test]
+fn sb204_quiet_without_minconn_or_with_an_unbounded_queue() {
+    let no_min = DYNAMIC
+        .replace("FULL", "fullconn 1000")
+        .replace("minconn 10 ", "");
+    let r = audit_texts(&[("haproxy.cfg", &no_min)]);
+    assert!(of(&r, "SB204").is_empty(), "{:?}", r.findings);
+    let be = r.chains[0]
+        .hops
+        .iter()
+        .find(|h| h.name.contains("backend app"))
+        .unwrap();
+    assert!(be.how.contains("up to 30 more wait"), "{}", be.how);
+    let unbounded = DYNAMIC
+        .replace("FULL", "fullconn 1000")
+        .replace("maxqueue 10", "maxqueue 0");
+    assert!(of(&audit_texts(&[("haproxy.cfg", &unbounded)]), "SB204").is_empty());
+}
+
+#[test]
+fn haproxy_redispatch_says_where_retries_go() {
+    let cfg = |opt: &str| {
+        format!(
+            "frontend www\n    bind :80\n    maxconn 100\n    default_backend app\n\nbackend app\n    retries 3\n{opt}    server a 10.0.0.1:80 maxconn 50\n    server b 10.0.0.2:80 maxconn 50\n"
+        )
+    };
+    let layer = |text: &str| {
+        let r = audit_texts(&[("haproxy.cfg", text)]);
+        r.chains[0].retries.last().unwrap().clone()
+    };
+    let none = layer(&cfg(""));
+    assert!(
+        none.what.contains("every retry goes to the same server"),
+        "{}",
+        none.what
+    );
+    let last = layer(&cfg("    option redispatch\n"));
+    assert!(
+        last.what
+            .contains("1 of 3 retries elsewhere, 3 on the first server"),
+        "{}",
+        last.what
+    );
+    let every = layer(&cfg("    option redispatch 1\n"));
+    assert!(
+        every.what.contains("3 of 3 retries elsewhere"),
+        "{}",
+        every.what
+    );
+    // Attempts per class are the same with or without redispatch.
+    for class in stormbreak_audit::model::FailureClass::ALL {
+        assert_eq!(none.attempts(class), last.attempts(class));
+    }
+    let r = audit_texts(&[("haproxy.cfg", &cfg("    option redispatch x\n"))]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "a bad interval is an error: {:?}", r.findings);
+    assert_eq!(bad[0].pos.line, 8, "with its line");
+    assert!(
+        bad[0].message.contains("option redispatch"),
+        "{}",
+        bad[0].message
+    );
+}
+
+/// An HPA on cart (POOL_SCALE's shape) with the given apiVersion and
+/// behavior.
+fn hpa(api: &str, behavior: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  replicas: 10\n  selector: {{matchLabels: {{app: cart}}}}\n  template:\n    metadata: {{labels: {{app: cart}}}}\n    spec:\n      containers: [{{name: cart, image: cart:1}}]\n---\napiVersion: {api}\nkind: HorizontalPodAutoscaler\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  scaleTargetRef: {{kind: Deployment, name: cart, apiVersion: apps/v1}}\n  minReplicas: 10\n  maxReplicas: 40\n  metrics:\n  - type: Pods\n    pods: {{metric: {{name: requests_in_flight}}, target: {{type: AverageValue, averageValue: \"10\"}}}}\n{behavior}"
+    )
+}
+
+const SLOW_UP: &str = "  behavior:\n    scaleUp:\n      stabilizationWindowSeconds: 60\n      policies:\n      - {type: Pods, value: 1, periodSeconds: 60}\n";
+
+#[test]
+fn sb104_a_scale_up_too_slow_for_a_2x_peak_and_v2beta2_is_read() {
+    for api in ["autoscaling/v2", "autoscaling/v2beta2"] {
+        let r = audit_texts(&[("cart.yaml", &hpa(api, SLOW_UP))]);
+        assert_eq!(
+            r.counts.read.get("HorizontalPodAutoscaler"),
+            Some(&1),
+            "{api} read"
+        );
+        let f = of(&r, "SB104");
+        assert_eq!(f.len(), 1, "{api}: {:?}", r.findings);
+        // 10 → 20 at 1 pod per 60 s (4 syncs): 37 syncs after the 60 s window.
+        let m = &f[0].message;
+        assert!(m.contains("needs 20 replicas"), "{m}");
+        assert!(
+            m.contains("615 s = stabilization window 60 s + 37 syncs of 15 s"),
+            "{m}"
+        );
+        assert_eq!(f[0].pos.line, 23, "points at scaleUp");
+    }
+    let disabled = SLOW_UP.replace(
+        "      policies:\n      - {type: Pods, value: 1, periodSeconds: 60}\n",
+        "      selectPolicy: Disabled\n",
+    );
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &disabled))]);
+    assert!(
+        of(&r, "SB104")[0].message.contains("never"),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
+    for b in [
+        String::new(),
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 600\n".to_string(),
+        // The slow Pods policy beside a Percent one, the larger taken.
+        SLOW_UP.to_string() + "      - {type: Percent, value: 100, periodSeconds: 60}\n",
+    ] {
+        let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
+        assert!(r.findings.is_empty(), "{b}: {:?}", r.findings);
+    }
+    // selectPolicy Min takes the slow one: fires again.
+    let min = SLOW_UP.to_string()
+        + "      - {type: Percent, value: 100, periodSeconds: 60}\n      selectPolicy: Min\n";
+    assert_eq!(
+        ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &min))])),
+        vec!["SB104"]
+    );
+    // A bad selectPolicy is an SB001 with its line; the rest still runs.
+    let bad = SLOW_UP.replace("stabilizationWindowSeconds: 60", "selectPolicy: Fastest");
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &bad))]);
+    assert!(
+        of(&r, "SB001")[0].message.contains("selectPolicy"),
+        "{:?}",
+        r.findings
+    );
+}
+
+/// A Gateway API HTTPRoute to cart with the given rule fields.
+fn httproute(fields: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: cart, namespace: shop}}\nspec: {{selector: {{app: cart}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  parentRefs: [{{name: edge}}]\n  rules:\n  - backendRefs: [{{name: cart, port: 8080}}]\n{fields}"
+    )
+}
+
+#[test]
+fn httproute_gep_1731_retry_and_gep_1742_timeouts_by_their_field_names() {
+    let text = httproute(
+        "    timeouts: {request: 10s, backendRequest: 2s}\n    retry: {attempts: 2, codes: [503, 504], backoff: 100ms}\n",
+    );
+    let r = audit_texts(&[("route.yaml", &text)]);
+    let c = r
+        .chains
+        .iter()
+        .find(|c| c.object == "HTTPRoute shop/cart")
+        .expect("chain");
+    let l = c.retries.last().unwrap();
+    assert_eq!((l.retries, l.on), (2, [true, true, true]), "{}", l.what);
+    assert!(
+        l.what.contains("retry.attempts 2") && l.what.contains("retry.backoff 100ms"),
+        "{}",
+        l.what
+    );
+    assert_eq!(
+        l.per_try,
+        Some(std::time::Duration::from_secs(2)),
+        "backendRequest is per attempt"
+    );
+    assert_eq!(
+        c.timeout,
+        Some(std::time::Duration::from_secs(10)),
+        "request is the route timeout"
+    );
+    // 2 s × 3 attempts = 6 s ≤ 10 s: SB302 quiet; no SB001.
+    assert!(
+        of(&r, "SB302").is_empty() && of(&r, "SB001").is_empty(),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn httproute_unset_attempts_zero_timeouts_and_a_backend_request_over_request() {
+    // attempts unset: implementation-specific, not counted.
+    let r = audit_texts(&[("route.yaml", &httproute("    retry: {codes: [503]}\n"))]);
+    let l = r.chains[0].retries.last().unwrap().clone();
+    assert_eq!(l.retries, 0);
+    assert!(l.what.contains("implementation-specific"), "{}", l.what);
+    // 0s disables a timeout: no route timeout, so SB302 has nothing to compare.
+    let r = audit_texts(&[(
+        "route.yaml",
+        &httproute(
+            "    timeouts: {request: 0s, backendRequest: 2s}\n    retry: {attempts: 5, codes: [504]}\n",
+        ),
+    )]);
+    assert_eq!(r.chains[0].timeout, None);
+    assert!(
+        of(&r, "SB302").is_empty() && of(&r, "SB001").is_empty(),
+        "{:?}",
+        r.findings
+    );
+    // backendRequest above request breaks the spec: SB001 at its line.
+    let r = audit_texts(&[(
+        "route.yaml",
+        &httproute("    timeouts:\n      request: 1s\n      backendRequest: 5s\n"),
+    )]);
+    let f = of(&r, "SB001");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].pos.line, 15, "{:?}", f[0]);
+    assert!(
+        f[0].message
+            .contains("timeouts.backendRequest 5s must be no more than timeouts.request 1s"),
+        "{}",
+        f[0].message
+    );
+}

@@ -48,6 +48,10 @@ pub struct Server {
     pub maxconn: Option<u64>,
     /// `maxqueue` (0 or unset = unlimited).
     pub maxqueue: Option<u64>,
+    /// `minconn`: with the backend's `fullconn`, makes `maxconn` dynamic
+    /// (the server's limit grows from `minconn` to `maxconn` as the
+    /// backend's load grows to `fullconn`).
+    pub minconn: Option<u64>,
     /// `backup`: used only when every active server is down.
     pub backup: bool,
     /// `disabled`.
@@ -83,6 +87,10 @@ pub struct Proxy {
     pub retry_on: Option<Vec<String>>,
     /// `option redispatch`.
     pub redispatch: bool,
+    /// `option redispatch <interval>`: -1 (the default) redispatches on
+    /// the last retry, N > 0 on every Nth retry, -N on the Nth last; 0
+    /// turns it off.
+    pub redispatch_interval: i64,
     /// `option allbackups`: all backup servers used at once (else only the first).
     pub allbackups: bool,
     /// `timeout connect|client|server|queue`.
@@ -157,10 +165,12 @@ struct Defaults {
     retries: Option<(u32, u32)>,
     retry_on: Option<Vec<String>>,
     redispatch: bool,
+    redispatch_interval: i64,
     allbackups: bool,
     timeouts: Vec<(String, Duration)>,
     server_maxconn: Option<u64>,
     server_maxqueue: Option<u64>,
+    server_minconn: Option<u64>,
 }
 
 enum Section {
@@ -235,6 +245,7 @@ pub fn parse(file: &Arc<str>, text: &str) -> (Config, Vec<ParseError>) {
                         retries: defaults.retries,
                         retry_on: defaults.retry_on.clone(),
                         redispatch: defaults.redispatch,
+                        redispatch_interval: defaults.redispatch_interval,
                         allbackups: defaults.allbackups,
                         timeouts: defaults.timeouts.clone(),
                         default_backend: None,
@@ -364,12 +375,15 @@ fn defaults_keyword(d: &mut Defaults, words: &[&str], line: u32) -> Result<(), S
         "retry-on" => d.retry_on = Some(words[1..].iter().map(|s| s.to_string()).collect()),
         "timeout" => set_timeout(&mut d.timeouts, timeout(words)?),
         "default-server" => {
-            let (mc, mq, _) = server_params(&words[1..])?;
-            d.server_maxconn = mc.or(d.server_maxconn);
-            d.server_maxqueue = mq.or(d.server_maxqueue);
+            let sp = server_params(&words[1..])?;
+            d.server_maxconn = sp.maxconn.or(d.server_maxconn);
+            d.server_maxqueue = sp.maxqueue.or(d.server_maxqueue);
+            d.server_minconn = sp.minconn.or(d.server_minconn);
         }
         _ => match option(words) {
-            Some((on, "redispatch")) => d.redispatch = on,
+            Some((on, "redispatch")) => {
+                (d.redispatch, d.redispatch_interval) = redispatch(on, words)?;
+            }
             Some((on, "allbackups")) => d.allbackups = on,
             _ => {}
         },
@@ -403,9 +417,10 @@ fn proxy_keyword(
             }
         }
         "default-server" => {
-            let (mc, mq, _) = server_params(&words[1..])?;
-            d.server_maxconn = mc.or(d.server_maxconn);
-            d.server_maxqueue = mq.or(d.server_maxqueue);
+            let sp = server_params(&words[1..])?;
+            d.server_maxconn = sp.maxconn.or(d.server_maxconn);
+            d.server_maxqueue = sp.maxqueue.or(d.server_maxqueue);
+            d.server_minconn = sp.minconn.or(d.server_minconn);
         }
         "server" => {
             let name = words
@@ -414,19 +429,22 @@ fn proxy_keyword(
             let addr = words
                 .get(2)
                 .ok_or("`server` expects an address after its name")?;
-            let (mc, mq, flags) = server_params(&words[3..])?;
+            let sp = server_params(&words[3..])?;
             p.servers.push(Server {
                 name: name.to_string(),
                 addr: addr.to_string(),
                 pos: Pos::new(file, line),
-                maxconn: mc.or(d.server_maxconn),
-                maxqueue: mq.or(d.server_maxqueue),
-                backup: flags.0,
-                disabled: flags.1,
+                maxconn: sp.maxconn.or(d.server_maxconn),
+                maxqueue: sp.maxqueue.or(d.server_maxqueue),
+                minconn: sp.minconn.or(d.server_minconn),
+                backup: sp.backup,
+                disabled: sp.disabled,
             });
         }
         _ => match option(words) {
-            Some((on, "redispatch")) => p.redispatch = on,
+            Some((on, "redispatch")) => {
+                (p.redispatch, p.redispatch_interval) = redispatch(on, words)?;
+            }
             Some((on, "allbackups")) => p.allbackups = on,
             _ => {}
         },
@@ -434,34 +452,55 @@ fn proxy_keyword(
     Ok(())
 }
 
-type ServerParams = (Option<u64>, Option<u64>, (bool, bool));
+/// What a `server` or `default-server` line sets.
+#[derive(Default)]
+struct ServerParams {
+    maxconn: Option<u64>,
+    maxqueue: Option<u64>,
+    minconn: Option<u64>,
+    backup: bool,
+    disabled: bool,
+}
+
+/// `[no] option redispatch [<interval>]`: (on, interval).
+fn redispatch(on: bool, words: &[&str]) -> Result<(bool, i64), String> {
+    let at = if words[0] == "no" { 3 } else { 2 };
+    let interval = match words.get(at) {
+        None => -1,
+        Some(w) => w.parse::<i64>().map_err(|_| {
+            format!("`option redispatch` expects an interval such as -1 or 2, got {w:?}")
+        })?,
+    };
+    Ok((on && interval != 0, if on { interval } else { 0 }))
+}
 
 fn server_params(words: &[&str]) -> Result<ServerParams, String> {
-    let (mut mc, mut mq, mut backup, mut disabled) = (None, None, false, false);
+    let mut sp = ServerParams::default();
     let mut i = 0;
     while i < words.len() {
+        let num = |what: &str| {
+            number(words, i + 1).map_err(|_| format!("server `{what}` expects a whole number"))
+        };
         match words[i] {
             "maxconn" => {
-                mc = Some(
-                    number(words, i + 1)
-                        .map_err(|_| "server `maxconn` expects a whole number".to_string())?,
-                );
+                sp.maxconn = Some(num("maxconn")?);
                 i += 1;
             }
             "maxqueue" => {
-                mq = Some(
-                    number(words, i + 1)
-                        .map_err(|_| "server `maxqueue` expects a whole number".to_string())?,
-                );
+                sp.maxqueue = Some(num("maxqueue")?);
                 i += 1;
             }
-            "backup" => backup = true,
-            "disabled" => disabled = true,
+            "minconn" => {
+                sp.minconn = Some(num("minconn")?);
+                i += 1;
+            }
+            "backup" => sp.backup = true,
+            "disabled" => sp.disabled = true,
             _ => {}
         }
         i += 1;
     }
-    Ok((mc, mq, (backup, disabled)))
+    Ok(sp)
 }
 
 #[cfg(test)]

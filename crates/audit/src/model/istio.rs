@@ -6,7 +6,11 @@
 //! <https://istio.io/v1.27/docs/reference/config/networking/destination-rule/>,
 //! "Virtual Service" <https://istio.io/v1.27/docs/reference/config/networking/virtual-service/>,
 //! "Sidecar" <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>;
-//! Gateway API v1.3 "HTTPRoute" <https://gateway-api.sigs.k8s.io/reference/spec/>;
+//! Gateway API v1.7 "HTTPRoute" <https://gateway-api.sigs.k8s.io/reference/spec/>
+//! (`rules[].timeouts.request`, `rules[].timeouts.backendRequest`, GEP-1742;
+//! `rules[].retry` with `attempts`, `codes`, `backoff`, GEP-1731, in the
+//! Standard channel since v1.7.0: "HTTP retries"
+//! <https://gateway-api.sigs.k8s.io/guides/user-guides/http-retries/>);
 //! KEDA 2.17 "ScaledObject specification" <https://keda.sh/docs/2.17/reference/scaledobject-spec/>.
 
 use std::collections::BTreeMap;
@@ -38,6 +42,10 @@ pub struct DestinationRuleSpec {
     /// Named subsets, each with an optional policy override.
     #[serde(default)]
     pub subsets: Vec<Subset>,
+    /// Namespaces the rule is visible to (`.`: its own, `*`: all; empty:
+    /// all, Istio's default).
+    #[serde(default)]
+    pub export_to: Vec<String>,
 }
 
 /// `TrafficPolicy`.
@@ -50,6 +58,46 @@ pub struct TrafficPolicy {
     /// Outlier detection (passive health checking).
     #[serde(default)]
     pub outlier_detection: Option<OutlierDetection>,
+    /// Load balancer settings (only `localityLbSetting` is read).
+    #[serde(default)]
+    pub load_balancer: Option<LoadBalancer>,
+}
+
+/// `LoadBalancerSettings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancer {
+    /// Locality-weighted load balancing and failover.
+    #[serde(default)]
+    pub locality_lb_setting: Option<LocalityLbSetting>,
+}
+
+/// `LocalityLoadBalancerSetting`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalityLbSetting {
+    /// `enabled` (unset: on, per mesh config).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Explicit failover: traffic from one region goes to another when the
+    /// local endpoints are unhealthy.
+    #[serde(default)]
+    pub failover: Vec<Failover>,
+    /// Labels ordering endpoints by priority (e.g.
+    /// `topology.kubernetes.io/region`).
+    #[serde(default)]
+    pub failover_priority: Vec<String>,
+}
+
+/// `LocalityLoadBalancerSetting.Failover`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Failover {
+    /// Origin region.
+    #[serde(default)]
+    pub from: String,
+    /// Destination region.
+    #[serde(default)]
+    pub to: String,
 }
 
 /// `Subset`.
@@ -255,7 +303,7 @@ pub struct HttpRouteRule {
     /// `timeouts.request` / `timeouts.backendRequest`.
     #[serde(default)]
     pub timeouts: Option<HttpRouteTimeouts>,
-    /// `retry` (Gateway API v1.2+, GEP-1731).
+    /// `retry` (GEP-1731; Standard channel since Gateway API v1.7.0).
     #[serde(default)]
     pub retry: Option<HttpRouteRetry>,
 }
@@ -271,27 +319,33 @@ pub struct BackendRef {
     pub namespace: Option<String>,
 }
 
-/// `HTTPRouteTimeouts`.
+/// `HTTPRouteTimeouts` (GEP-1742). Both are Gateway API Durations
+/// (GEP-2257); `0s` disables the timeout.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRouteTimeouts {
-    /// Whole request.
+    /// `request`: the whole client transaction, retries included.
     #[serde(default)]
     pub request: Option<String>,
-    /// One backend request (per try).
+    /// `backendRequest`: one request from the gateway to a backend (one
+    /// attempt); must be no more than `request`.
     #[serde(default)]
     pub backend_request: Option<String>,
 }
 
-/// `HTTPRouteRetry`: `attempts` is the maximum number of retries.
+/// `HTTPRouteRetry` (GEP-1731).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct HttpRouteRetry {
-    /// Retries.
+    /// `attempts`: the maximum number of retries of one backend request
+    /// (unset: implementation-specific).
     #[serde(default)]
     pub attempts: Option<i64>,
-    /// Status codes retried.
+    /// `codes`: HTTP status codes retried.
     #[serde(default)]
     pub codes: Vec<i64>,
+    /// `backoff`: the minimum wait between attempts (a Gateway API Duration).
+    #[serde(default)]
+    pub backoff: Option<String>,
 }
 
 /// KEDA `ScaledObject.spec`.

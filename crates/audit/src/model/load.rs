@@ -221,13 +221,17 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                         resource: "cpu".into(),
                         utilization: Some(util),
                     }],
-                    false,
+                    // v1 has no behavior field; the controller applies
+                    // the defaults to it all the same.
+                    Some(super::behavior::Behavior::default()),
                 );
             }
         }
-        (_, "autoscaling/v2", "HorizontalPodAutoscaler") => {
-            if let Some(h) = typed::<hpa2::HorizontalPodAutoscaler>(inv, raw) {
-                let spec = h.spec.unwrap_or_default();
+        // v2beta2 has the same schema as v2 for every field read here
+        // (metrics, min/max, behavior); read both through v2's spec.
+        (_, "autoscaling/v2" | "autoscaling/v2beta2", "HorizontalPodAutoscaler") => {
+            if let Some(h) = typed::<Object<hpa2::HorizontalPodAutoscalerSpec>>(inv, raw) {
+                let spec = h.spec;
                 let mut metrics: Vec<Metric> = spec.metrics.iter().flatten().map(metric).collect();
                 if metrics.is_empty() {
                     // Kubernetes' default: 80% average CPU utilisation.
@@ -236,6 +240,18 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                         utilization: Some(0.8),
                     });
                 }
+                let behavior = match super::behavior::Behavior::read(spec.behavior.as_ref()) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        let (ns, name) = names(&h.metadata);
+                        inv.findings.push(parse_finding(
+                            src(raw).line_of("behavior"),
+                            &key("HorizontalPodAutoscaler", &ns, &name),
+                            e,
+                        ));
+                        Some(super::behavior::Behavior::default())
+                    }
+                };
                 autoscaler(
                     inv,
                     raw,
@@ -245,7 +261,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     spec.min_replicas.map(i64::from),
                     Some(spec.max_replicas as i64),
                     metrics,
-                    spec.behavior.is_some(),
+                    behavior,
                 );
             }
         }
@@ -268,7 +284,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(s.min_replica_count.unwrap_or(0)),
                     Some(s.max_replica_count.unwrap_or(100)),
                     metrics,
-                    false,
+                    None,
                 );
             }
         }
@@ -425,7 +441,7 @@ fn autoscaler(
     min: Option<i64>,
     max: Option<i64>,
     metrics: Vec<Metric>,
-    behavior: bool,
+    behavior: Option<super::behavior::Behavior>,
 ) {
     count(inv, kind);
     record_ignores(inv, kind, meta, None);
@@ -490,14 +506,36 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         max_ejection_percent: od.max_ejection_percent.unwrap_or(10).clamp(0, 100) as f64,
         min_health_percent: od.min_health_percent.unwrap_or(0).clamp(0, 100) as f64,
     });
+    let failover = policy
+        .load_balancer
+        .as_ref()
+        .and_then(|lb| lb.locality_lb_setting.as_ref())
+        .filter(|l| l.enabled != Some(false))
+        .filter(|l| !l.failover.is_empty() || !l.failover_priority.is_empty())
+        .map(|l| super::LocalityFailover {
+            pairs: l
+                .failover
+                .iter()
+                .take(super::MAX_FAILOVER)
+                .map(|f| (f.from.clone(), f.to.clone()))
+                .collect(),
+            priority: l
+                .failover_priority
+                .iter()
+                .take(super::MAX_FAILOVER)
+                .cloned()
+                .collect(),
+        });
     inv.destination_rules.push(DestinationRule {
         src: src(raw),
         namespace,
         name,
         host: o.spec.host.clone(),
+        export_to: o.spec.export_to.clone(),
         pool,
         subsets,
         outlier,
+        failover,
     });
 }
 
@@ -591,15 +629,35 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
     let mut routes = Vec::new();
     for (index, r) in o.spec.rules.iter().enumerate() {
         let t = r.timeouts.clone().unwrap_or_default();
-        let timeout = duration_field(inv, &s, &k, "request", t.request.as_ref());
-        let per_try = duration_field(inv, &s, &k, "backendRequest", t.backend_request.as_ref());
+        // `0s` disables a Gateway API timeout (GEP-1742).
+        let timeout =
+            duration_field(inv, &s, &k, "request", t.request.as_ref()).filter(|d| !d.is_zero());
+        let per_try = duration_field(inv, &s, &k, "backendRequest", t.backend_request.as_ref())
+            .filter(|d| !d.is_zero());
+        if let (Some(req), Some(be)) = (timeout, per_try)
+            && be > req
+        {
+            inv.findings.push(parse_finding(
+                s.line_of("backendRequest"),
+                &k,
+                format!(
+                    "rules[{index}].timeouts.backendRequest {} must be no more than timeouts.request {} (Gateway API HTTPRouteTimeouts)",
+                    crate::units::show(be),
+                    crate::units::show(req)
+                ),
+            ));
+        }
+        let backoff = r
+            .retry
+            .as_ref()
+            .and_then(|rt| duration_field(inv, &s, &k, "backoff", rt.backoff.as_ref()));
         let mut retry = match &r.retry {
             // Gateway API leaves retries without a `retry` field to the
             // implementation; none is counted (no false amplification).
             None => {
                 RetryLayer::none("HTTPRoute without retry (implementation default not counted)")
             }
-            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes),
+            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes, backoff),
         };
         retry.per_try = per_try;
         routes.push(HttpRouteInfo {

@@ -1,6 +1,7 @@
 //! The inventory: every object the audit understands, typed, with its
 //! position; unknown kinds counted; objects that fail to parse reported.
 
+pub mod behavior;
 pub mod istio;
 mod load;
 pub mod pool;
@@ -140,8 +141,9 @@ pub struct Autoscaler {
     pub max: u32,
     /// Metrics (the HPA scales to the largest of their proposals).
     pub metrics: Vec<Metric>,
-    /// `behavior` present.
-    pub behavior: bool,
+    /// HPA `behavior`, Kubernetes' defaults filled in (None: not an HPA
+    /// with a v2 behavior, e.g. autoscaling/v1 or a ScaledObject).
+    pub behavior: Option<behavior::Behavior>,
 }
 
 /// Outlier detection, as read.
@@ -164,12 +166,30 @@ pub struct DestinationRule {
     pub name: String,
     /// Host as written.
     pub host: String,
+    /// `exportTo` as written (empty: exported to every namespace).
+    pub export_to: Vec<String>,
     /// Host-level pool.
     pub pool: PoolLimits,
     /// Subset pools.
     pub subsets: Vec<(String, PoolLimits)>,
     /// Outlier detection.
     pub outlier: Option<Outlier>,
+    /// Locality failover (`localityLbSetting`, when enabled and it names
+    /// `failover` or `failoverPriority`).
+    pub failover: Option<LocalityFailover>,
+}
+
+/// At most this many `failover` pairs and `failoverPriority` labels are
+/// kept per DestinationRule (a bound on hostile input).
+pub const MAX_FAILOVER: usize = 64;
+
+/// Locality failover of a DestinationRule, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalityFailover {
+    /// `failover` pairs (from region, to region).
+    pub pairs: Vec<(String, String)>,
+    /// `failoverPriority` labels.
+    pub priority: Vec<String>,
 }
 
 /// One HTTP route of a VirtualService or a Gateway API HTTPRoute rule.
@@ -291,6 +311,23 @@ pub struct Index {
 /// The cluster DNS domain services are resolved in.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
+/// Istio's root configuration namespace (`meshConfig.rootNamespace`,
+/// default `istio-system`): the last step of the DestinationRule lookup.
+pub const ROOT_NAMESPACE: &str = "istio-system";
+
+impl DestinationRule {
+    /// Is the rule visible to a client in `client_ns`? (`exportTo`: empty
+    /// or `*` means every namespace, `.` the rule's own, a name that
+    /// namespace; `~` or anything else exports to nobody else.)
+    pub fn visible_to(&self, client_ns: &str) -> bool {
+        self.export_to.is_empty()
+            || self
+                .export_to
+                .iter()
+                .any(|e| e == "*" || (e == "." && self.namespace == client_ns) || e == client_ns)
+    }
+}
+
 /// An object's key in findings and suppressions.
 pub fn key(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind} {namespace}/{name}")
@@ -367,6 +404,30 @@ impl Inventory {
             .collect()
     }
 
+    /// Every Service's callers: the workloads with a sidecar that call it
+    /// (by [`Workload::calls`]), as indices, keyed by (namespace, name).
+    /// These are the client proxies whose connection pools each admit a
+    /// DestinationRule's limit. One pass over the workloads.
+    pub fn callers(&self) -> HashMap<(String, String), Vec<usize>> {
+        let mut out: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, w) in self.workloads.iter().enumerate() {
+            if w.sidecar.is_none() {
+                continue;
+            }
+            for h in &w.calls {
+                if let Some(s) = self.service_for_host(h, &w.namespace) {
+                    let v = out
+                        .entry((s.namespace.clone(), s.name.clone()))
+                        .or_default();
+                    if v.last() != Some(&i) {
+                        v.push(i);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The autoscalers targeting a workload.
     pub fn autoscalers_of(&self, w: &Workload) -> Vec<&Autoscaler> {
         self.index
@@ -388,11 +449,22 @@ impl Inventory {
             .map(|i| &self.services[*i])
     }
 
-    /// The DestinationRule that applies to a service: an exact host match
-    /// first, then the longest matching wildcard; among equals, the one in
-    /// the service's own namespace.
-    pub fn destination_rule_for(&self, svc: &Service) -> Option<&DestinationRule> {
+    /// The DestinationRule a client in `client_ns` applies to a service,
+    /// in Istio's lookup order: the client's namespace, then the service's
+    /// namespace, then the root namespace ([`ROOT_NAMESPACE`]); the first
+    /// namespace holding a rule that is exported to the client and whose
+    /// host matches wins. Within a namespace an exact host beats the
+    /// longest matching wildcard. `None` for the client means it is not
+    /// known: the lookup starts at the service's namespace.
+    pub fn destination_rule_for(
+        &self,
+        svc: &Service,
+        client_ns: Option<&str>,
+    ) -> Option<&DestinationRule> {
         let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
+        // The client's visibility is what exportTo filters; an unknown
+        // client is taken to sit in the service's namespace.
+        let viewer = client_ns.unwrap_or(&svc.namespace);
         let exact = self
             .index
             .dr_exact
@@ -406,15 +478,25 @@ impl Inventory {
             .iter()
             .filter(|(suffix, _)| target.ends_with(suffix.as_str()))
             .map(|(suffix, i)| (*i, suffix.len()));
-        let mut best: Option<(&DestinationRule, usize, bool)> = None;
-        for (i, score) in exact.chain(wild) {
-            let dr = &self.destination_rules[i];
-            let own = dr.namespace == svc.namespace;
-            if best.is_none_or(|(_, s, o)| score > s || (score == s && own && !o)) {
-                best = Some((dr, score, own));
+        let candidates: Vec<(usize, usize)> = exact
+            .chain(wild)
+            .filter(|(i, _)| self.destination_rules[*i].visible_to(viewer))
+            .collect();
+        let order = [
+            client_ns,
+            Some(svc.namespace.as_str()),
+            Some(ROOT_NAMESPACE),
+        ];
+        for ns in order.into_iter().flatten() {
+            let best = candidates
+                .iter()
+                .filter(|(i, _)| self.destination_rules[*i].namespace == ns)
+                .max_by_key(|(i, score)| (*score, std::cmp::Reverse(*i)));
+            if let Some((i, _)) = best {
+                return Some(&self.destination_rules[*i]);
             }
         }
-        best.map(|b| b.0)
+        None
     }
 }
 

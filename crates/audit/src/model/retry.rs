@@ -158,11 +158,57 @@ impl RetryLayer {
         }
     }
 
-    /// Gateway API `HTTPRoute` `retry` (attempts = retries; codes).
-    pub fn gateway_api(attempts: Option<i64>, codes: &[i64]) -> RetryLayer {
+    /// HAProxy `option redispatch <interval>` on this layer: which of the
+    /// retries go to another server (the attempt count is unchanged;
+    /// without redispatch, HAProxy's retries stay on the server first
+    /// chosen, so a dead server takes every attempt). Stated in `what`.
+    pub fn redispatching(mut self, interval: i64) -> RetryLayer {
+        let r = self.retries;
+        if r == 0 || interval == 0 {
+            self.what
+                .push_str(", no redispatch: every retry goes to the same server");
+            return self;
+        }
+        let moved = if interval > 0 {
+            r / interval as u32
+        } else {
+            u32::from(interval.unsigned_abs() <= r as u64)
+        };
+        let which = if interval == -1 {
+            "the last retry".to_string()
+        } else if interval > 0 {
+            format!("each retry numbered a multiple of {interval}")
+        } else {
+            format!("retry number {} counted from the last", -interval)
+        };
+        self.what.push_str(&format!(
+            ", option redispatch {interval}: {which} goes to another server ({moved} of {r} retries elsewhere, {} on the first server)",
+            1 + r - moved
+        ));
+        self
+    }
+
+    /// Gateway API `HTTPRoute` `rules[].retry` (GEP-1731): `attempts` is
+    /// the number of retries (unset: implementation-specific, not
+    /// counted); `codes` are the statuses retried (503; 504, the gateway's
+    /// answer to a `backendRequest` timeout); a connection error is retried
+    /// whenever retries are allowed (the `HTTPRouteRetryConnectionError`
+    /// conformance feature). `backoff` only spaces attempts out.
+    pub fn gateway_api(
+        attempts: Option<i64>,
+        codes: &[i64],
+        backoff: Option<Duration>,
+    ) -> RetryLayer {
         let n = attempts.unwrap_or(0).clamp(0, 1000) as u32;
+        let count = match attempts {
+            Some(_) => format!("retry.attempts {n}"),
+            None => "retry.attempts unset (implementation-specific, not counted)".to_string(),
+        };
+        let backoff = backoff
+            .map(|b| format!(", retry.backoff {}", crate::units::show(b)))
+            .unwrap_or_default();
         RetryLayer {
-            what: format!("HTTPRoute retry: attempts {n}, codes {codes:?}"),
+            what: format!("HTTPRoute {count}, retry.codes {codes:?}{backoff}"),
             retries: n,
             on: [n > 0, codes.contains(&503), codes.contains(&504)],
             per_try: None,

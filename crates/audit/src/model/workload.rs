@@ -45,6 +45,12 @@ pub const WORKER_ENV: [&str; 8] = [
 ];
 /// The annotation that states the app's concurrency when nothing else does.
 pub const WORKERS_ANNOTATION: &str = "stormbreak.io/workers";
+/// Pod annotation naming the hosts a workload calls (comma-separated), for
+/// calls its environment does not show.
+pub const CALLS_ANNOTATION: &str = "stormbreak.io/calls";
+/// At most this many called hosts are kept per workload (a bound on
+/// hostile input; real pods name a handful).
+pub const MAX_CALLS: usize = 64;
 /// Prefix of suppression annotations: `ignore-check.stormbreak.io/SB101: "reason"`.
 pub const IGNORE_PREFIX: &str = "ignore-check.stormbreak.io/";
 
@@ -119,6 +125,15 @@ pub struct Workload {
     pub proxy_container: Option<ContainerInfo>,
     /// The proxy, once injection is decided ([`super::Inventory`] load).
     pub sidecar: Option<SidecarInfo>,
+    /// Hosts the workload calls, as written: from env values that look like
+    /// an address (`http://reviews:9080`, `reviews.ns.svc:9080`) and the
+    /// [`CALLS_ANNOTATION`]; resolved against Services by
+    /// [`super::Inventory::callers`].
+    pub calls: Vec<String>,
+    /// The region its pods are pinned to (`nodeSelector` or a required
+    /// node affinity `In` with one value on `topology.kubernetes.io/region`),
+    /// the locality Istio's failover names.
+    pub region: Option<String>,
     /// Problems reading annotations, reported as SB001.
     pub problems: Vec<String>,
 }
@@ -218,6 +233,61 @@ fn workers_of(c: &Container) -> Option<(u32, String)> {
     None
 }
 
+/// The well-known node label of a region.
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+
+fn region_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
+    if let Some(r) = spec
+        .node_selector
+        .as_ref()
+        .and_then(|m| m.get(REGION_LABEL))
+    {
+        return Some(r.clone());
+    }
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    // One term only: several terms are ORed, so no single region.
+    let [term] = terms.as_slice() else {
+        return None;
+    };
+    term.match_expressions.iter().flatten().find_map(|e| {
+        match (e.key.as_str(), e.operator.as_str(), e.values.as_deref()) {
+            (REGION_LABEL, "In", Some([v])) => Some(v.clone()),
+            _ => None,
+        }
+    })
+}
+
+/// The host of an env value that looks like an address: a URL
+/// (`scheme://host[:port][/path]`) or `host:port`; a bare word is not taken
+/// (`info`, `true`), so a value only counts when it is plainly an address.
+pub fn address_host(v: &str) -> Option<String> {
+    let v = v.trim();
+    let (rest, url) = match v.split_once("://") {
+        Some((_, r)) => (r, true),
+        None => (v, false),
+    };
+    let authority = rest.split('/').next()?;
+    let authority = authority.rsplit('@').next()?;
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let port_ok = port.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && host.bytes().next().is_some_and(|b| b.is_ascii_alphabetic());
+    (host_ok && (url || port_ok)).then(|| host.to_ascii_lowercase())
+}
+
 fn container(c: &Container, native: bool, problems: &mut Vec<String>) -> ContainerInfo {
     let mut get = |w| {
         cpu(c, w).unwrap_or_else(|e| {
@@ -277,6 +347,28 @@ pub fn from_template(
             )),
         }
     }
+    let region = t.spec.as_ref().and_then(region_of);
+    let mut calls: Vec<String> = Vec::new();
+    if let Some(spec) = &t.spec {
+        for c in &spec.containers {
+            for e in c.env.iter().flatten() {
+                if let Some(h) = e.value.as_deref().and_then(address_host) {
+                    calls.push(h);
+                }
+            }
+        }
+    }
+    if let Some(v) = pod_annotations.get(CALLS_ANNOTATION) {
+        calls.extend(
+            v.split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(String::from),
+        );
+    }
+    calls.sort();
+    calls.dedup();
+    calls.truncate(MAX_CALLS);
     let replicas = match replicas {
         Some(r) if r < 0 => {
             problems.push(format!("spec.replicas: expected ≥ 0, got {r}"));
@@ -296,6 +388,8 @@ pub fn from_template(
         containers,
         proxy_container,
         sidecar: None,
+        calls,
+        region,
         problems,
     }
 }

@@ -4,13 +4,16 @@
 
 mod backup_headroom;
 mod blind_autoscaler;
+mod failover_headroom;
 mod frontend_over_servers;
+mod fullconn;
 mod hop_below;
 mod no_budget;
 mod outlier_all;
 mod per_try;
 mod pool_scale;
 pub(crate) mod retry_amplification;
+mod slow_scale_up;
 mod zero_unlimited;
 
 use crate::chain::{Chain, ChainOptions};
@@ -49,15 +52,18 @@ pub const RULES: &[RuleInfo] = &[
     blind_autoscaler::CONTAINER,
     blind_autoscaler::POD_CPU,
     blind_autoscaler::NONE,
+    slow_scale_up::RULE,
     hop_below::RULE,
     frontend_over_servers::RULE,
     pool_scale::RULE,
+    fullconn::RULE,
     retry_amplification::RULE,
     per_try::RULE,
     no_budget::RULE,
     zero_unlimited::RULE,
     outlier_all::RULE,
     backup_headroom::RULE,
+    failover_headroom::RULE,
 ];
 
 /// A rule by ID.
@@ -79,14 +85,17 @@ pub struct Ctx<'a> {
 pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     blind_autoscaler::check(ctx, &mut out);
+    slow_scale_up::check(ctx, &mut out);
     hop_below::check(ctx, &mut out);
     frontend_over_servers::check(ctx, &mut out);
     pool_scale::check(ctx, &mut out);
+    fullconn::check(ctx, &mut out);
     retry_amplification::check(ctx, &mut out);
     per_try::check(ctx, &mut out);
     no_budget::check(ctx, &mut out);
     zero_unlimited::check(ctx, &mut out);
     outlier_all::check(ctx, &mut out);
     backup_headroom::check(ctx, &mut out);
+    failover_headroom::check(ctx, &mut out);
     out
 }

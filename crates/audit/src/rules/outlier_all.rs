@@ -19,7 +19,7 @@ pub const RULE: RuleInfo = RuleInfo {
 /// Runs the rule.
 pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for svc in &ctx.inv.services {
-        let Some(dr) = ctx.inv.destination_rule_for(svc) else {
+        let Some(dr) = ctx.inv.destination_rule_for(svc, None) else {
             continue;
         };
         let Some(od) = &dr.outlier else { continue };
