@@ -59,6 +59,7 @@ fn recording(routes: usize) -> Recording {
             queue: vec![0.0; n],
             replicas: vec![2.0; n],
             app_utilisation: vec![0.5; n],
+            connections: Vec::new(),
             little: Default::default(),
         }],
         actions: Vec::new(),

@@ -215,6 +215,10 @@ fn lengths(rec: &Recording, n: u64, p: &mut Problems) {
         ] {
             series.push((at.clone(), name, len));
         }
+        // Empty means "no connection model at this LB".
+        if !c.connections.is_empty() {
+            series.push((at.clone(), "connections", c.connections.len()));
+        }
     }
     let Some(&(_, _, common)) = series.first() else {
         return;
@@ -337,6 +341,7 @@ fn component(at: &str, c: &ComponentSeries, p: &mut Problems) {
         ("queue", &c.queue),
         ("replicas", &c.replicas),
         ("app_utilisation", &c.app_utilisation),
+        ("connections", &c.connections),
     ] {
         non_negative(at, name, v, p);
     }
@@ -426,6 +431,7 @@ mod tests {
             queue: vec![0.0; n],
             replicas: vec![2.0; n],
             app_utilisation: vec![0.3; n],
+            connections: Vec::new(),
             little: Default::default(),
         }
     }
