@@ -4,22 +4,12 @@
 
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
-use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::{Cause, Recording};
 
+mod common;
+
 fn run(text: &str) -> Recording {
-    let sc = Scenario::parse("conn.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut e = Engine::new(&sc, RunOptions::default());
-    let mut t = Nanos::ZERO;
-    loop {
-        t += Nanos::from_secs(7);
-        let more = e.run_until(t).unwrap_or_else(|err| panic!("{err}"));
-        e.audit().unwrap_or_else(|err| panic!("at {t}: {err}"));
-        if !more {
-            break;
-        }
-    }
-    e.finish()
+    common::run_audited(text, None, Nanos::from_secs(7))
 }
 
 /// One LB node in front of a fast service; `instances` processes sending

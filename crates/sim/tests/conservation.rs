@@ -7,31 +7,13 @@
 use proptest::prelude::*;
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
-use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::Cause;
+
+mod common;
 
 /// Runs `text` to its end, auditing the conservation law every `step`.
 fn run_audited(text: &str, seed: u64, step: Nanos) -> stormbreak_sim::Recording {
-    let sc = Scenario::parse("case.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut e = Engine::new(
-        &sc,
-        RunOptions {
-            seed: Some(seed),
-            scale: 1.0,
-        },
-    );
-    let mut t = Nanos::ZERO;
-    loop {
-        t += step;
-        let more = e.run_until(t).unwrap_or_else(|err| panic!("{err}\n{text}"));
-        if let Err(err) = e.audit() {
-            panic!("at {t}: {err}\n{text}");
-        }
-        if !more {
-            break;
-        }
-    }
-    e.finish()
+    common::run_audited(text, Some(seed), step)
 }
 
 const PODSHIFT: &str = r#"

@@ -3,23 +3,12 @@
 
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
-use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::{Cause, Recording};
 
+mod common;
+
 fn run(text: &str) -> Recording {
-    let sc = Scenario::parse("faults.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut e = Engine::new(&sc, RunOptions::default());
-    // Audit the conservation law every 5 s of the run, not only at its end.
-    let mut t = Nanos::ZERO;
-    loop {
-        t += Nanos::from_secs(5);
-        let more = e.run_until(t).unwrap_or_else(|err| panic!("{err}"));
-        e.audit().unwrap_or_else(|err| panic!("at {t}: {err}"));
-        if !more {
-            break;
-        }
-    }
-    e.finish()
+    common::run_audited(text, None, Nanos::from_secs(5))
 }
 
 /// 10-second intervals `[from, to)` of a route's series, summed.
