@@ -61,6 +61,9 @@ enum Ev {
     Departure(u64),
 }
 
+/// Largest expected number of arrivals a run may ask for (rate × horizon).
+const MAX_ARRIVALS: f64 = 1e11;
+
 struct Args {
     rate: f64,
     workers: u32,
@@ -69,23 +72,44 @@ struct Args {
     seed: u64,
 }
 
+/// `val` parsed as a `T`, or an error naming the flag and what was expected.
+fn num<T: std::str::FromStr>(flag: &str, val: &str) -> Result<T, String> {
+    val.parse::<T>().map_err(|_| {
+        format!(
+            "{flag}: expected {}, got {val:?}",
+            std::any::type_name::<T>()
+        )
+    })
+}
+
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { rate: 9000.0, workers: 10, mean_service: 0.001, horizon: 1000.0, seed: 1 };
+    let mut a = Args {
+        rate: 9000.0,
+        workers: 10,
+        mean_service: 0.001,
+        horizon: 1000.0,
+        seed: 1,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let val = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let num = || val.parse::<f64>().map_err(|_| format!("{flag}: expected a number, got {val:?}"));
         match flag.as_str() {
-            "--rate" => a.rate = num()?,
-            "--workers" => a.workers = num()? as u32,
-            "--mean-service" => a.mean_service = num()?,
-            "--horizon" => a.horizon = num()?,
-            "--seed" => a.seed = num()? as u64,
+            "--rate" => a.rate = num(&flag, &val)?,
+            "--workers" => a.workers = num(&flag, &val)?,
+            "--mean-service" => a.mean_service = num(&flag, &val)?,
+            "--horizon" => a.horizon = num(&flag, &val)?,
+            "--seed" => a.seed = num(&flag, &val)?,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
     if !(a.rate > 0.0 && a.mean_service > 0.0 && a.horizon > 0.0 && a.workers >= 1) {
         return Err("rate, mean-service, horizon must be > 0 and workers ≥ 1".into());
+    }
+    // Bounds the run: about rate × horizon arrivals, each with two events.
+    if a.rate * a.horizon > MAX_ARRIVALS {
+        return Err(format!(
+            "rate × horizon must be at most {MAX_ARRIVALS:e} arrivals"
+        ));
     }
     Ok(a)
 }
@@ -135,7 +159,11 @@ fn main() {
                 sojourn_ns += u128::from(now - arrived);
                 if let Some(arrived) = waiting.pop_front() {
                     seq += 1;
-                    heap.push(Reverse((now + rng.exp_ns(svc_ns), seq, Ev::Departure(arrived))));
+                    heap.push(Reverse((
+                        now + rng.exp_ns(svc_ns),
+                        seq,
+                        Ev::Departure(arrived),
+                    )));
                 } else {
                     busy -= 1;
                 }
@@ -143,7 +171,11 @@ fn main() {
         }
     }
     let wall = t0.elapsed().as_secs_f64();
-    let mean_sojourn = if completions > 0 { sojourn_ns as f64 / completions as f64 / 1e9 } else { f64::NAN };
+    let mean_sojourn = if completions > 0 {
+        sojourn_ns as f64 / completions as f64 / 1e9
+    } else {
+        f64::NAN
+    };
     println!(
         "{{\"peer\": \"minimal-rust\", \"horizon_s\": {}, \"workers\": {}, \"rate\": {}, \"arrivals\": {arrivals}, \
          \"completions\": {completions}, \"events\": {events}, \"mean_sojourn_s\": {mean_sojourn}, \"wall_s\": {wall}}}",
