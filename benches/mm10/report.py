@@ -58,6 +58,11 @@ def erlang_c(c: int, a: float) -> float:
     return last / (s + last)
 
 
+def ratio(x: float) -> str:
+    """Two decimals below 10 (so 0.32× does not print as 0.3×), one above."""
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
 def table(path: str):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     by = {t: [r for r in rows if r["tool"] == t] for t in TOOLS}
@@ -79,8 +84,8 @@ def table(path: str):
     for a, b in (("stormbreak", "simpy"), ("stormbreak", "minimal"), ("minimal", "simpy")):
         if a in med and b in med:
             (wa, ca, na), (wb, cb, nb) = med[a], med[b]
-            print(f"- {a} / {b}: **{(na / ca) / (nb / cb):.1f}×** per CPU second "
-                  f"({(na / wa) / (nb / wb):.1f}× per wall second)")
+            cpu, wall = (na / ca) / (nb / cb), (na / wa) / (nb / wb)
+            print(f"- {a} / {b}: **{ratio(cpu)}×** per CPU second ({ratio(wall)}× per wall second)")
     print()
     print("All runs (wall s / CPU s):")
     for t in TOOLS:
