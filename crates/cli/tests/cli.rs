@@ -10,7 +10,7 @@ fn stormbreak() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+fn temp_dir(name: &str) -> common::TempDir {
     common::temp_dir("stormbreak-cli", name)
 }
 
@@ -59,7 +59,9 @@ fn a_bad_scale_is_rejected_by_the_parser() {
 
 /// Runs `simulate` on `scenario` written to a fresh directory; returns the
 /// output directory and the terminal table, failing on a non-zero exit.
-fn simulate(name: &str, scenario: &str) -> (PathBuf, String) {
+/// Runs `simulate` on `scenario` in a fresh directory, which lives as long
+/// as the returned guard.
+fn simulate(name: &str, scenario: &str) -> (common::TempDir, PathBuf, String) {
     let dir = temp_dir(name);
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, scenario).unwrap();
@@ -77,12 +79,16 @@ fn simulate(name: &str, scenario: &str) -> (PathBuf, String) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (out_dir, String::from_utf8_lossy(&out.stdout).into_owned())
+    (
+        dir,
+        out_dir,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 #[test]
 fn simulate_writes_every_output_and_report_rerenders() {
-    let (out_dir, table) = simulate("ok", SMALL);
+    let (_dir, out_dir, table) = simulate("ok", SMALL);
     assert!(
         table.contains("route") && table.lines().any(|l| l.starts_with("r ")),
         "{table}"
@@ -118,7 +124,7 @@ fn simulate_writes_every_output_and_report_rerenders() {
 fn a_job_queue_shows_its_longest_wait() {
     // One worker, 2 ms jobs at 1 000/s: the queue grows for the whole run.
     let text = SMALL.replace(r#"timeout = "1s""#, "timeout = \"1s\"\nworkers = 1");
-    let (out_dir, table) = simulate("jobs", &text.replace("500/s", "1000/s"));
+    let (_dir, out_dir, table) = simulate("jobs", &text.replace("500/s", "1000/s"));
     assert!(
         table.lines().next().unwrap().ends_with("job wait"),
         "{table}"

@@ -23,7 +23,7 @@ fn stormbreak() -> Command {
     cmd
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+fn temp_dir(name: &str) -> common::TempDir {
     common::temp_dir("stormbreak-outdir", name)
 }
 
