@@ -7,8 +7,14 @@ pub(crate) fn scaled(n: u32, scale: f64) -> u32 {
 
 /// How `--scale F` shrinks a service: a fleet of identical pods keeps its
 /// per-pod behaviour (queueing, limits) and loses pods, so F × 400 pods run
-/// as 4 pods of the same shape. Only when fewer than one pod would remain do
-/// the pod's own capacities (workers, sidecar limit, queues) shrink instead.
+/// as 4 pods of the same shape. The fleet's total capacity is exact: where
+/// F × replicas is not a whole number, the pods are rounded and each pod's
+/// capacities (workers, sidecar limit, queues) bend by the rest, so
+/// 40 × 0.03 = 1.2 pods run as one pod of 1.2 × the shape, not one pod of
+/// the shape (17% short). Below one pod the one pod's capacities shrink.
+///
+/// Invariant: pods × per-pod capacity = F × replicas × the scenario's
+/// per-pod capacity, up to rounding each capacity to a whole number.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FleetScale {
     pod_factor: f64,
@@ -17,17 +23,11 @@ pub(crate) struct FleetScale {
 
 impl FleetScale {
     pub(crate) fn new(replicas: u32, scale: f64) -> Self {
-        let pods = replicas.max(1) as f64 * scale;
-        if pods >= 1.0 || scale >= 1.0 {
-            FleetScale {
-                pod_factor: scale,
-                capacity_factor: 1.0,
-            }
-        } else {
-            FleetScale {
-                pod_factor: 1.0 / replicas.max(1) as f64,
-                capacity_factor: pods,
-            }
+        let replicas = replicas.max(1) as f64;
+        let pods = (replicas * scale).round().max(1.0);
+        FleetScale {
+            pod_factor: pods / replicas,
+            capacity_factor: replicas * scale / pods,
         }
     }
 
@@ -37,5 +37,39 @@ impl FleetScale {
 
     pub(crate) fn per_pod(&self, n: u32) -> u32 {
         scaled(n, self.capacity_factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FleetScale;
+
+    fn fleet(replicas: u32, scale: f64) -> (u32, u32) {
+        let f = FleetScale::new(replicas, scale);
+        (f.pods(replicas), f.per_pod(10))
+    }
+
+    #[test]
+    fn a_fleet_keeps_its_pod_shape_where_the_pods_come_out_whole() {
+        assert_eq!(fleet(100, 1.0), (100, 10));
+        assert_eq!(fleet(100, 0.1), (10, 10));
+        assert_eq!(fleet(100, 0.01), (1, 10));
+        assert_eq!(fleet(40, 0.1), (4, 10));
+        assert_eq!(fleet(4, 2.0), (8, 10));
+    }
+
+    #[test]
+    fn a_fleet_keeps_its_total_capacity_where_they_do_not() {
+        // 40 × 0.03 = 1.2 pods: one pod of 12, not one of 10.
+        assert_eq!(fleet(40, 0.03), (1, 12));
+        // 100 × 0.025 = 2.5 pods: 3 pods of 8.33, rounded to 8.
+        assert_eq!(fleet(100, 0.025), (3, 8));
+        // Below one pod: one pod with 0.4 of the shape.
+        assert_eq!(fleet(40, 0.01), (1, 4));
+        // An HPA bound converts with the pods: max 160 at 0.03 is 4 pods
+        // of 1.2, the 4.8 replicas' worth.
+        let f = FleetScale::new(40, 0.03);
+        assert_eq!(f.pods(160), 4);
+        assert_eq!(f.per_pod(1), 1, "never a capacity of zero");
     }
 }
