@@ -49,6 +49,7 @@ mod route;
 mod shed;
 mod stats;
 mod tls;
+pub mod trace;
 
 pub use config::{ConfigError, GuardConfig};
 pub use stats::Stats;

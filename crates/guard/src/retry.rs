@@ -27,6 +27,10 @@ use crate::stats::{Stats, bump};
 /// One attempt's result as the request path sees it.
 pub(crate) type Attempt = Result<Response<Incoming>, AttemptError>;
 
+/// An attempt's result with any response body: the proxy's is
+/// [`Incoming`]; the trace-equivalence seam ([`crate::trace`]) uses `()`.
+pub(crate) type AttemptOf<B> = Result<Response<B>, AttemptError>;
+
 /// A route's retry policy and its shared budget.
 pub(crate) struct RouteRetry {
     policy: RetryPolicy,
@@ -45,16 +49,23 @@ impl RouteRetry {
         config: &RetryConfig,
         budget: Option<&BudgetConfig>,
     ) -> Result<Self, FieldError> {
+        Self::with_rng(config, budget, Pcg64Mcg::from_os_rng())
+    }
+
+    /// As [`RouteRetry::new`], with the jitter RNG given (seeded, for a
+    /// trace that must be replayed identically).
+    pub(crate) fn with_rng(
+        config: &RetryConfig,
+        budget: Option<&BudgetConfig>,
+        rng: Pcg64Mcg,
+    ) -> Result<Self, FieldError> {
         let budget = match budget {
             Some(b) => b.build()?,
             None => BudgetConfig::Ratio(RatioBudgetConfig::default()).build()?,
         };
         Ok(RouteRetry {
             policy: RetryPolicy::new(config)?,
-            decide: Mutex::new(Decide {
-                budget,
-                rng: Pcg64Mcg::from_os_rng(),
-            }),
+            decide: Mutex::new(Decide { budget, rng }),
         })
     }
 
@@ -78,7 +89,7 @@ impl RouteRetry {
 
 /// What an attempt's result tells the retry policy: status, `Retry-After`
 /// (delta-seconds or HTTP-date) and gRPC pushback from the response head.
-pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
+pub(crate) fn outcome<B>(attempt: &AttemptOf<B>) -> AttemptOutcome {
     match attempt {
         Ok(response) => {
             let headers = response.headers();
@@ -119,15 +130,15 @@ pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
 /// overall deadline) and must answer [`AttemptError::Timeout`] when it
 /// passes: the attempt applies it itself, so the layers below it (breaker,
 /// outlier ejection, cluster limit) see the timeout as a failure.
-pub(crate) async fn run<F, Fut>(
+pub(crate) async fn run<B, F, Fut>(
     retry: Option<&RouteRetry>,
     clock: &Clock,
     stats: &Stats,
     mut attempt: F,
-) -> Attempt
+) -> AttemptOf<B>
 where
     F: FnMut(Option<tokio::time::Instant>) -> Fut,
-    Fut: Future<Output = Attempt>,
+    Fut: Future<Output = AttemptOf<B>>,
 {
     let Some(retry) = retry else {
         bump(&stats.attempts);
