@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admin;
 mod balance;
 pub mod body;
 mod clock;
@@ -42,6 +43,7 @@ mod failover;
 mod headers;
 mod limit;
 mod listener;
+pub mod metrics;
 mod proxy;
 mod ratelimit;
 mod retry;
@@ -67,6 +69,9 @@ pub enum StartError {
     /// parsed by [`GuardConfig::parse`], which checks the same).
     #[error("{0}")]
     Policy(#[from] stormbreak_policy::FieldError),
+    /// The admin listener's token could not be read, or it could not bind.
+    #[error("{0}")]
+    Admin(String),
     /// A listener could not bind.
     #[error("listener {name:?}: cannot bind {bind}: {source}")]
     Bind {
@@ -84,6 +89,7 @@ pub enum StartError {
 pub struct Guard {
     proxy: Arc<proxy::Proxy>,
     addrs: Vec<(String, SocketAddr)>,
+    admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
@@ -142,9 +148,35 @@ impl Guard {
                 }
             });
         }
+        let admin = match &config.admin {
+            Some(a) => {
+                let token = admin::load_token(a).map_err(StartError::Admin)?;
+                let bind_err = |e: std::io::Error| {
+                    StartError::Admin(format!("admin: cannot bind {}: {e}", a.bind))
+                };
+                let addr: SocketAddr = a.bind.parse().map_err(|_| {
+                    StartError::Admin(format!("admin.bind {:?}: not an ip:port", a.bind))
+                })?;
+                // Checked again here for configs not made by `GuardConfig::parse`.
+                if token.is_none() && !addr.ip().is_loopback() {
+                    return Err(StartError::Admin(format!(
+                        "admin: refusing to bind {addr} (not loopback) without a token"
+                    )));
+                }
+                let socket = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(bind_err)?;
+                let local = socket.local_addr().map_err(bind_err)?;
+                let state = Arc::new(admin::Admin::new(proxy.clone(), token));
+                tasks.spawn(admin::serve(socket, state, stopped.clone()));
+                Some(local)
+            }
+            None => None,
+        };
         Ok(Guard {
             proxy,
             addrs,
+            admin,
             stop,
             tasks,
         })
@@ -153,6 +185,16 @@ impl Guard {
     /// The address listener `name` is bound to (its port, when it asked for 0).
     pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
         self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+    }
+
+    /// The admin listener's address, when `[admin]` is configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// The OpenMetrics text `/metrics` serves.
+    pub fn metrics_text(&self) -> String {
+        self.proxy.metrics_text()
     }
 
     /// What the guard has done so far.

@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::config::{ListenerConfig, Protocol};
@@ -35,7 +35,7 @@ pub(crate) async fn serve(
     proxy: Arc<Proxy>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let cap = Arc::new(Semaphore::new(config.max_connections as usize));
+    let cap = proxy.connection_caps[index].0.clone();
     // Validated when the config was parsed; a file changed since fails here.
     let tls = config
         .tls

@@ -112,7 +112,7 @@ impl RetryPath {
         Fut: Future<Output = Answer>,
     {
         let clock = self.clock;
-        let result = retry::run(Some(&self.retry), &clock, &self.stats, |deadline| {
+        let result = retry::run(Some(&self.retry), &clock, &self.stats, None, |deadline| {
             let answer = attempt(deadline.map(|at| clock.since(at)));
             async move { to_attempt(answer.await) }
         })
