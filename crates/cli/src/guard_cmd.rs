@@ -32,6 +32,11 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     let path = args.config.ok_or("give --config FILE or --check FILE")?;
     let config = GuardConfig::load(&path).map_err(|e| e.to_string())?;
+    // Logs (admin changes with who and what) go to stderr as text lines.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,6 +48,9 @@ pub fn run(args: Args) -> Result<(), String> {
                 // Tests and scripts read this line to learn a port-0 address.
                 println!("listening {} on {addr}", l.name);
             }
+        }
+        if let Some(addr) = guard.admin_addr() {
+            println!("admin on {addr}");
         }
         guard.wait().await;
         Ok(())

@@ -129,3 +129,105 @@ fn config_serves_until_killed() {
     server.join().unwrap();
     result.unwrap();
 }
+
+/// Reads lines from the child's stdout until one starts with `prefix`.
+fn line_with(reader: &mut impl BufRead, prefix: &str) -> String {
+    for _ in 0..16 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if let Some(rest) = line.trim().strip_prefix(prefix) {
+            return rest.to_owned();
+        }
+    }
+    panic!("no line starting {prefix:?}");
+}
+
+/// One HTTP/1.1 exchange on a fresh connection; the whole answer.
+fn exchange(addr: &str, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
+    let dir = tempdir();
+    let config = VALID.replace("ENDPOINT", "127.0.0.1:9")
+        + "\n[admin]\nbind = \"127.0.0.1:0\"\ntoken_env = \"STORMBREAK_ADMIN_TOKEN\"\n";
+    let path = write_config(&dir, "admin.toml", &config);
+    let mut child = bin()
+        .args(["guard", "--config"])
+        .arg(&path)
+        .env("STORMBREAK_ADMIN_TOKEN", "t0ken")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let admin = line_with(&mut out, "admin on ");
+        let metrics = exchange(
+            &admin,
+            "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        );
+        assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+        assert!(metrics.contains("stormbreak_guard_requests_total{route=\"app\"} 0"));
+        let body = r#"{"route":"app","status":429,"retry_after":"5s"}"#;
+        let shed = |token: &str| {
+            exchange(
+                &admin,
+                &format!(
+                    "POST /shed/add HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {token}\r\nx-stormbreak-operator: bob\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                ),
+            )
+        };
+        assert!(shed("wrong").starts_with("HTTP/1.1 401"));
+        let ok = shed("t0ken");
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    }));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    result.unwrap();
+    let logged: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("admin change"))
+        .collect();
+    assert_eq!(logged.len(), 1, "one change, one line: {stderr}");
+    assert!(logged[0].contains("who=bob (127.0.0.1:"), "{}", logged[0]);
+    assert!(logged[0].contains("what=\"shed.add\""), "{}", logged[0]);
+    assert!(logged[0].contains("\"status\":429"), "{}", logged[0]);
+}
+
+#[test]
+fn audit_finds_no_blind_autoscaler_in_deploy() {
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+    let out = bin()
+        .args(["audit", "--format", "json", "--fail-on", "info", deploy])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // The audit read both autoscalers and the workload they scale...
+    assert_eq!(
+        json["counts"]["read"]["HorizontalPodAutoscaler"], 1,
+        "{json}"
+    );
+    assert_eq!(json["counts"]["read"]["ScaledObject"], 1, "{json}");
+    assert_eq!(json["counts"]["read"]["Deployment"], 1, "{json}");
+    // ...and found nothing at all, so no SB101-SB103 (blind autoscaler).
+    assert_eq!(json["findings"], serde_json::json!([]), "{json}");
+    assert_eq!(out.status.code(), Some(0));
+}
