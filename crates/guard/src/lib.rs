@@ -16,6 +16,12 @@
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
+//! Beside the request path: `metrics` (the OpenMetrics exposition, label
+//! sets bounded by the config), `admin` (its own listener: `/metrics`,
+//! `/state`, token-guarded runtime overrides of shed rules, retry policies
+//! and staged restores) and [`trace`] (the retry loop without sockets, for
+//! the trace-equivalence test against the simulator).
+//!
 //! Every decision is the policy crate's, driven with tokio's clock (so a
 //! test can pause it) and a seeded RNG; nothing here re-implements one.
 //! `docs/guard.md` documents the config file.

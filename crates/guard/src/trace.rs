@@ -1,5 +1,5 @@
-//! The guard's retry path without sockets: the same [`retry`](crate::retry)
-//! loop the proxy runs for every request (budget, backoff with seeded
+//! The guard's retry path without sockets: the same retry
+//! loop (module `retry`) the proxy runs for every request (budget, backoff with seeded
 //! jitter, per-try and overall deadlines, waiting on tokio's clock), with
 //! the attempt supplied by the caller.
 //!
