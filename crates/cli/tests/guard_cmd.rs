@@ -6,20 +6,14 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+// The guard's test helpers that need only std: temporary directories.
+#[path = "../../guard/tests/common/files.rs"]
+mod files;
+
+use files::TempDir;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
-}
-
-fn write_config(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("stormbreak-guard-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 const VALID: &str = r#"[[listener]]
@@ -38,8 +32,8 @@ retry = { max_attempts = 2 }
 
 #[test]
 fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
-    let dir = tempdir();
-    let good = write_config(&dir, "good.toml", &VALID.replace("ENDPOINT", "127.0.0.1:9"));
+    let dir = TempDir::new("guard-cli-check");
+    let good = dir.write("good.toml", VALID.replace("ENDPOINT", "127.0.0.1:9"));
     let out = bin()
         .args(["guard", "--check"])
         .arg(&good)
@@ -55,10 +49,9 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
             .contains("ok (1 listener(s), 1 cluster(s), 1 route(s))")
     );
 
-    let bad = write_config(
-        &dir,
+    let bad = dir.write(
         "bad.toml",
-        &VALID
+        VALID
             .replace("ENDPOINT", "127.0.0.1:9")
             .replace("max_attempts = 2", "max_attempts = 0"),
     );
@@ -73,7 +66,7 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
 
     let out = bin()
         .args(["guard", "--check"])
-        .arg(dir.join("missing.toml"))
+        .arg(dir.path().join("missing.toml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -93,11 +86,10 @@ fn config_serves_until_killed() {
         s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi")
             .unwrap();
     });
-    let dir = tempdir();
-    let path = write_config(
-        &dir,
+    let dir = TempDir::new("guard-cli-serve");
+    let path = dir.write(
         "serve.toml",
-        &VALID.replace("ENDPOINT", &endpoint.to_string()),
+        VALID.replace("ENDPOINT", &endpoint.to_string()),
     );
     let mut child = bin()
         .args(["guard", "--config"])
@@ -156,10 +148,10 @@ fn exchange(addr: &str, request: &str) -> String {
 
 #[test]
 fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
-    let dir = tempdir();
+    let dir = TempDir::new("guard-cli-admin");
     let config = VALID.replace("ENDPOINT", "127.0.0.1:9")
         + "\n[admin]\nbind = \"127.0.0.1:0\"\ntoken_env = \"STORMBREAK_ADMIN_TOKEN\"\n";
-    let path = write_config(&dir, "admin.toml", &config);
+    let path = dir.write("admin.toml", &config);
     let mut child = bin()
         .args(["guard", "--config"])
         .arg(&path)

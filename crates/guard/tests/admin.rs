@@ -7,7 +7,6 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use bytes::Bytes;
 use common::*;
@@ -15,26 +14,6 @@ use http::Request;
 use http_body_util::Full;
 use prometheus_parse::{LineInfo, Scrape, Value};
 use stormbreak_guard::{Guard, GuardConfig};
-
-/// A token file unique to this test, removed when dropped.
-struct TokenFile(PathBuf);
-
-impl TokenFile {
-    fn new(name: &str, token: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "stormbreak-admin-{name}-{}.token",
-            std::process::id()
-        ));
-        std::fs::write(&path, format!("{token}\n")).unwrap();
-        TokenFile(path)
-    }
-}
-
-impl Drop for TokenFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 fn config(b: &Backend, admin: &str) -> String {
     format!(
@@ -258,10 +237,11 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
 #[tokio::test]
 async fn mutations_need_the_token_take_effect_and_are_listed_with_who_made_them() {
     let b = app().await;
-    let token = TokenFile::new("mutations", "s3cret-token");
+    let dir = common::files::TempDir::new("guard-admin-mutations");
+    let token = dir.write("admin.token", "s3cret-token\n");
     let admin_cfg = format!(
         "bind = \"127.0.0.1:0\"\ntoken_file = {:?}",
-        token.0.display().to_string()
+        token.display().to_string()
     );
     let g = guard(&config(&b, &admin_cfg)).await;
     let (edge, admin) = (g.local_addr("edge").unwrap(), g.admin_addr().unwrap());
