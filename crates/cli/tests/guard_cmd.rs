@@ -223,3 +223,69 @@ fn audit_finds_no_blind_autoscaler_in_deploy() {
     assert_eq!(json["findings"], serde_json::json!([]), "{json}");
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// Sends `signal` (`-HUP`, `-TERM`) to the child with `kill`.
+fn signal(child: &std::process::Child, signal: &str) {
+    let ok = Command::new("kill")
+        .arg(signal)
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill(1) is needed for this test")
+        .success();
+    assert!(ok, "kill {signal}");
+}
+
+#[test]
+fn sighup_refuses_an_invalid_file_and_sigterm_drains_and_exits_0() {
+    let dir = TempDir::new("guard-cli-signals");
+    let text = VALID.replace("ENDPOINT", "127.0.0.1:9");
+    let path = dir.write("signals.toml", &text);
+    let mut child = bin()
+        .args(["guard", "--drain-timeout", "5s", "--config"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let edge = line_with(&mut out, "listening edge on ");
+        dir.write(
+            "signals.toml",
+            text.replace("max_attempts = 2", "max_attempts = 0"),
+        );
+        signal(&child, "-HUP");
+        // Still serving the old config (no upstream: 502 from the guard).
+        let answer = exchange(
+            &edge,
+            "GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        );
+        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+        signal(&child, "-TERM");
+    }));
+    // Bounded wait for the exit (a hang guard only).
+    let mut status = None;
+    for _ in 0..500 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if status.is_none() {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    result.unwrap();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
+    assert!(stderr.contains("reload on SIGHUP refused"), "{stderr}");
+    assert!(stderr.contains("max_attempts must be ≥ 1"), "{stderr}");
+    assert!(stderr.contains("draining"), "{stderr}");
+}

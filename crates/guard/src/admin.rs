@@ -14,10 +14,9 @@
 //! (peer address and the optional `X-Stormbreak-Operator` header) and what
 //! it was, and logged through `tracing` (target `stormbreak_guard::admin`).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -36,36 +35,19 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::config::AdminConfig;
+use crate::live::{Live, Override};
 use crate::proxy::{Proxy, RestoreView};
 
 /// Largest mutation body read: a shed rule or retry block is a few hundred bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// Overrides kept in `/state`, newest last; older ones are dropped (they
-/// stay in the log).
-pub const MAX_OVERRIDES: usize = 256;
 
 /// Admin connections served at once; more wait in the kernel backlog.
 const MAX_CONNECTIONS: usize = 64;
 
 /// The admin API's shared state.
 pub(crate) struct Admin {
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     token: Option<Vec<u8>>,
-    overrides: Mutex<VecDeque<Override>>,
-}
-
-/// One change made through the admin API.
-#[derive(Clone, Debug, Serialize)]
-struct Override {
-    /// Seconds since the Unix epoch.
-    at_unix: u64,
-    /// Peer address, and the operator header when sent.
-    who: String,
-    /// `shed.add`, `shed.remove`, `retry.set`, `restore.start`, `restore.step`, `restore.stop`.
-    what: &'static str,
-    /// The request body as given.
-    detail: serde_json::Value,
 }
 
 /// The bearer token from `token_file` or `token_env`, if either is set.
@@ -86,12 +68,8 @@ pub(crate) fn load_token(config: &AdminConfig) -> Result<Option<Vec<u8>>, String
 }
 
 impl Admin {
-    pub(crate) fn new(proxy: Arc<Proxy>, token: Option<Vec<u8>>) -> Self {
-        Admin {
-            proxy,
-            token,
-            overrides: Mutex::new(VecDeque::new()),
-        }
+    pub(crate) fn new(live: Arc<Live>, token: Option<Vec<u8>>) -> Self {
+        Admin { live, token }
     }
 
     fn authorized(&self, request: &Request<Incoming>) -> bool {
@@ -113,7 +91,7 @@ impl Admin {
         let method = request.method().clone();
         match (&method, path.as_str()) {
             (&Method::GET, "/metrics") => {
-                let mut r = Response::new(Full::new(Bytes::from(self.proxy.metrics_text())));
+                let mut r = Response::new(Full::new(Bytes::from(self.live.get().metrics_text())));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static(
@@ -154,15 +132,36 @@ impl Admin {
                         Err(e) => return answer(400, &format!("body: {e}")),
                     }
                 };
-                match self.mutate(&path, detail.clone()) {
+                if path == "/drain" {
+                    let first = self.live.start_drain();
+                    tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "drain", "admin change");
+                    return json(
+                        202,
+                        &serde_json::json!({ "draining": true, "already": !first }),
+                    );
+                }
+                if path == "/reload" {
+                    return match self.live.reload_file() {
+                        Ok(done) => {
+                            tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "reload", kept = ?done.kept, rebuilt = ?done.rebuilt, "admin change");
+                            json(200, &done)
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "stormbreak_guard::admin", who = %who, what = "reload", error = %e, "reload refused");
+                            answer(400, &e)
+                        }
+                    };
+                }
+                match apply(&self.live.get(), &path, detail.clone()) {
                     Ok(what) => {
                         tracing::info!(target: "stormbreak_guard::admin", who = %who, what, detail = %detail, "admin change");
-                        self.record(Override {
+                        self.live.record(Override {
                             at_unix: SystemTime::now()
                                 .duration_since(UNIX_EPOCH)
                                 .map_or(0, |d| d.as_secs()),
                             who,
                             what,
+                            path,
                             detail,
                         });
                         json(200, &self.state())
@@ -174,20 +173,19 @@ impl Admin {
         }
     }
 
-    fn record(&self, o: Override) {
-        let mut list = self
-            .overrides
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if list.len() == MAX_OVERRIDES {
-            list.pop_front();
-        }
-        list.push_back(o);
+    fn state(&self) -> State {
+        state(&self.live)
     }
+}
 
-    /// Applies one mutation; `Err((status, message))` when refused.
-    fn mutate(&self, path: &str, body: serde_json::Value) -> Result<&'static str, (u16, String)> {
-        let p = &self.proxy;
+/// Applies one mutation to `p`; `Err((status, message))` when refused.
+/// Reloads replay the shed and retry ones onto the new proxy.
+pub(crate) fn apply(
+    p: &Proxy,
+    path: &str,
+    body: serde_json::Value,
+) -> Result<&'static str, (u16, String)> {
+    {
         let bad = |e: serde_json::Error| (400, format!("body: {e}"));
         let route = |name: &str| {
             p.route_index(name)
@@ -260,9 +258,11 @@ impl Admin {
             )),
         }
     }
+}
 
-    fn state(&self) -> State {
-        let p = &self.proxy;
+fn state(live: &Live) -> State {
+    let p = &live.get();
+    {
         let now = p.clock.now();
         let shedder = p.shedder.lock().unwrap_or_else(PoisonError::into_inner);
         State {
@@ -288,7 +288,7 @@ impl Admin {
                     retry_after_secs: rule.retry_after.map(|n| n.as_secs_f64()),
                 })
                 .collect(),
-            overrides: self
+            overrides: live
                 .overrides
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

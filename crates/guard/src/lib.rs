@@ -49,6 +49,7 @@ mod failover;
 mod headers;
 mod limit;
 mod listener;
+pub mod live;
 pub mod metrics;
 mod proxy;
 mod ratelimit;
@@ -93,7 +94,7 @@ pub enum StartError {
 /// A running guard: its listeners are accepting until it is dropped or
 /// [`shutdown`](Guard::shutdown).
 pub struct Guard {
-    proxy: Arc<proxy::Proxy>,
+    live: Arc<live::Live>,
     addrs: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
@@ -104,8 +105,22 @@ impl Guard {
     /// Builds every policy, binds every listener and starts serving on the
     /// current tokio runtime.
     pub async fn start(config: &GuardConfig) -> Result<Guard, StartError> {
-        let proxy = Arc::new(proxy::Proxy::new(config)?);
+        Guard::start_inner(config, None).await
+    }
+
+    /// As [`Guard::start`] with the config read from `path`, which
+    /// [`Guard::reload_file`] (SIGHUP, `POST /reload`) reads again.
+    pub async fn start_file(path: &std::path::Path) -> Result<Guard, StartError> {
+        let config = GuardConfig::load(path).map_err(|e| StartError::Admin(e.to_string()))?;
+        Guard::start_inner(&config, Some(path.to_owned())).await
+    }
+
+    async fn start_inner(
+        config: &GuardConfig,
+        path: Option<std::path::PathBuf>,
+    ) -> Result<Guard, StartError> {
         let (stop, stopped) = watch::channel(false);
+        let live = live::Live::new(config, path, stopped.clone())?;
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
         for (index, l) in config.listeners.iter().enumerate() {
@@ -122,33 +137,25 @@ impl Guard {
                 index,
                 socket,
                 l.clone(),
-                proxy.clone(),
+                live.clone(),
                 stopped.clone(),
             ));
         }
-        for (c, cluster) in proxy.clusters.iter().enumerate() {
-            if cluster.health_check().is_some() {
-                for e in 0..cluster.endpoints.len() {
-                    let proxy = proxy.clone();
-                    let mut stopped = stopped.clone();
-                    tasks.spawn(async move {
-                        tokio::select! {
-                            () = proxy.clusters[c].probe_loop(e) => {}
-                            _ = stopped.changed() => {}
-                        }
-                    });
-                }
-            }
-        }
-        for route in proxy.spill_routes() {
-            let proxy = proxy.clone();
+        {
+            // One task feeds every spill law of the config in force.
+            let live = live.clone();
             let mut stopped = stopped.clone();
             tasks.spawn(async move {
                 let mut tick = tokio::time::interval(failover::OBSERVE_EVERY);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
-                        _ = tick.tick() => { let _ = proxy.observe_spill(route); }
+                        _ = tick.tick() => {
+                            let proxy = live.get();
+                            for route in proxy.spill_routes() {
+                                let _ = proxy.observe_spill(route);
+                            }
+                        }
                         _ = stopped.changed() => return,
                     }
                 }
@@ -173,19 +180,33 @@ impl Guard {
                     .await
                     .map_err(bind_err)?;
                 let local = socket.local_addr().map_err(bind_err)?;
-                let state = Arc::new(admin::Admin::new(proxy.clone(), token));
+                let state = Arc::new(admin::Admin::new(live.clone(), token));
                 tasks.spawn(admin::serve(socket, state, stopped.clone()));
                 Some(local)
             }
             None => None,
         };
         Ok(Guard {
-            proxy,
+            live,
             addrs,
             admin,
             stop,
             tasks,
         })
+    }
+
+    /// Replaces the config without dropping a request or connection,
+    /// keeping the policy state of unchanged routes and clusters and the
+    /// admin overrides; refused, with the old config kept, when `config`
+    /// changes `[[listener]]` or `[admin]`.
+    pub fn reload(&self, config: &GuardConfig) -> Result<live::Reloaded, String> {
+        self.live.reload(config)
+    }
+
+    /// [`Guard::reload`] with the file given to [`Guard::start_file`] read
+    /// again; a file that fails validation is refused with its error.
+    pub fn reload_file(&self) -> Result<live::Reloaded, String> {
+        self.live.reload_file()
     }
 
     /// The address listener `name` is bound to (its port, when it asked for 0).
@@ -200,28 +221,53 @@ impl Guard {
 
     /// The OpenMetrics text `/metrics` serves.
     pub fn metrics_text(&self) -> String {
-        self.proxy.metrics_text()
+        self.live.get().metrics_text()
     }
 
     /// What the guard has done so far.
     pub fn stats(&self) -> &Stats {
-        &self.proxy.stats
+        self.live.stats()
     }
 
     /// Keys held by route `route`'s rate limiter, and its capacity.
     pub fn rate_limit_keys(&self, route: &str) -> Option<(usize, usize)> {
-        self.proxy.rate_limit_keys(route)
+        self.live.get().rate_limit_keys(route)
     }
 
     /// Route `route`'s current concurrency limit, if it has a limiter.
     pub fn route_limit(&self, route: &str) -> Option<u32> {
-        self.proxy.route_limit(route)
+        self.live.get().route_limit(route)
+    }
+
+    /// Resolves once a drain was asked for (`POST /drain` or
+    /// [`Guard::drain`]).
+    pub async fn drain_requested(&self) {
+        let mut d = self.live.draining();
+        let _ = d.wait_for(|d| *d).await;
+    }
+
+    /// Graceful drain: stops accepting, lets every open connection finish
+    /// the requests in flight (HTTP/1.1 closes after its current response,
+    /// HTTP/2 sends GOAWAY) for up to `deadline`, then stops everything.
+    /// Returns how many connections were still open at the deadline (0 for
+    /// a clean drain).
+    pub async fn drain(self, deadline: std::time::Duration) -> u64 {
+        self.live.start_drain();
+        let end = tokio::time::Instant::now() + deadline;
+        // Connections hold their listener's cap permit until they end.
+        while self.live.open_connections() > 0 && tokio::time::Instant::now() < end {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let left = self.live.open_connections();
+        self.shutdown().await;
+        left
     }
 
     /// Stops accepting and closes every connection.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.live.join().await;
     }
 
     /// Serves until every listener has stopped (that is, forever unless a

@@ -11,8 +11,8 @@
 //! per route (no label lookup per request); gauges are read from the live
 //! limiters, clusters and listeners when scraped.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -124,9 +124,9 @@ impl RouteMetrics {
 
 /// Live values read at scrape time: one per route, cluster and listener.
 pub(crate) struct Gauges {
-    pub(crate) route: Vec<LimitGauge>,
-    pub(crate) cluster: Vec<ClusterGauge>,
-    pub(crate) listener: Vec<(u64, u64)>,
+    pub(crate) route: Vec<(String, LimitGauge)>,
+    pub(crate) cluster: Vec<(String, ClusterGauge)>,
+    pub(crate) listener: Vec<(String, (u64, u64))>,
 }
 
 /// A concurrency limit's state, when there is one.
@@ -145,12 +145,12 @@ pub(crate) struct ClusterGauge {
     pub(crate) available: u64,
 }
 
-/// Every metric family, registered once.
+/// Every metric family, registered once and kept across config reloads
+/// (a route's counters continue while its name stays).
 pub(crate) struct Metrics {
     registry: Registry,
-    routes: Vec<(String, Arc<RouteMetrics>)>,
-    clusters: Vec<String>,
-    listeners: Vec<String>,
+    families: RouteFamilies,
+    routes: Mutex<Vec<(String, Arc<RouteMetrics>)>>,
     pub(crate) no_route: Counter,
     inflight: Family<RouteLabel, Gauge>,
     limit: Family<RouteLabel, Gauge>,
@@ -165,9 +165,50 @@ pub(crate) struct Metrics {
     connection_cap: Family<ListenerLabel, Gauge>,
 }
 
+/// The per-route counter families, to resolve a route's handles from.
+struct RouteFamilies {
+    requests: Family<RouteLabel, Counter>,
+    responses: Family<ResponseLabel, Counter>,
+    attempts: Family<RouteLabel, Counter>,
+    retries: Family<RouteLabel, Counter>,
+    budget_denied: Family<RouteLabel, Counter>,
+    rate_limited: Family<RouteLabel, Counter>,
+    shed: Family<ShedLabel, Counter>,
+    latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+}
+
+impl RouteFamilies {
+    fn route(&self, name: &str) -> RouteMetrics {
+        let l = RouteLabel {
+            route: name.to_owned(),
+        };
+        let class = |class: &'static str| {
+            self.responses.get_or_create_owned(&ResponseLabel {
+                route: name.to_owned(),
+                class,
+            })
+        };
+        RouteMetrics {
+            requests: self.requests.get_or_create_owned(&l),
+            responses: CLASSES.map(class),
+            attempts: self.attempts.get_or_create_owned(&l),
+            retries: self.retries.get_or_create_owned(&l),
+            budget_denied: self.budget_denied.get_or_create_owned(&l),
+            rate_limited: self.rate_limited.get_or_create_owned(&l),
+            shed: ShedReason::ALL.map(|reason| {
+                self.shed.get_or_create_owned(&ShedLabel {
+                    route: name.to_owned(),
+                    reason: reason.name(),
+                })
+            }),
+            latency: self.latency.get_or_create_owned(&l),
+        }
+    }
+}
+
 impl Metrics {
-    /// Registers every family for these route, cluster and listener names.
-    pub(crate) fn new(routes: &[String], clusters: &[String], listeners: &[String]) -> Self {
+    /// Registers every family.
+    pub(crate) fn new() -> Self {
         let mut r = Registry::with_prefix("stormbreak_guard");
         let requests = Family::<RouteLabel, Counter>::default();
         let responses = Family::<ResponseLabel, Counter>::default();
@@ -176,7 +217,7 @@ impl Metrics {
         let budget_denied = Family::<RouteLabel, Counter>::default();
         let rate_limited = Family::<RouteLabel, Counter>::default();
         let shed = Family::<ShedLabel, Counter>::default();
-        let latency = Family::<RouteLabel, Histogram>::new_with_constructor(
+        let latency = Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(
             (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
         );
         let no_route = Counter::default();
@@ -222,38 +263,17 @@ impl Metrics {
             no_route.clone(),
         );
         let m = Metrics {
-            routes: routes
-                .iter()
-                .map(|name| {
-                    let l = RouteLabel {
-                        route: name.clone(),
-                    };
-                    let class = |class: &'static str| {
-                        responses.get_or_create_owned(&ResponseLabel {
-                            route: name.clone(),
-                            class,
-                        })
-                    };
-                    let rm = RouteMetrics {
-                        requests: requests.get_or_create_owned(&l),
-                        responses: CLASSES.map(class),
-                        attempts: attempts.get_or_create_owned(&l),
-                        retries: retries.get_or_create_owned(&l),
-                        budget_denied: budget_denied.get_or_create_owned(&l),
-                        rate_limited: rate_limited.get_or_create_owned(&l),
-                        shed: ShedReason::ALL.map(|reason| {
-                            shed.get_or_create_owned(&ShedLabel {
-                                route: name.clone(),
-                                reason: reason.name(),
-                            })
-                        }),
-                        latency: latency.get_or_create_owned(&l),
-                    };
-                    (name.clone(), Arc::new(rm))
-                })
-                .collect(),
-            clusters: clusters.to_vec(),
-            listeners: listeners.to_vec(),
+            families: RouteFamilies {
+                requests,
+                responses,
+                attempts,
+                retries,
+                budget_denied,
+                rate_limited,
+                shed,
+                latency,
+            },
+            routes: Mutex::new(Vec::new()),
             no_route,
             inflight: Family::default(),
             limit: Family::default(),
@@ -335,14 +355,37 @@ impl Metrics {
         m
     }
 
-    /// Route `index`'s counters.
-    pub(crate) fn route(&self, index: usize) -> Arc<RouteMetrics> {
-        self.routes[index].1.clone()
+    /// Route `name`'s counters: the same handles for the same name, so
+    /// they continue across reloads. At most one entry per route name ever
+    /// configured.
+    pub(crate) fn route(&self, name: &str) -> Arc<RouteMetrics> {
+        let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, m)) = routes.iter().find(|(n, _)| n == name) {
+            return m.clone();
+        }
+        let m = Arc::new(self.families.route(name));
+        routes.push((name.to_owned(), m.clone()));
+        m
     }
 
     /// The OpenMetrics text of every family, gauges set from `gauges` first.
     pub(crate) fn encode(&self, gauges: &Gauges) -> String {
-        for ((name, _), g) in self.routes.iter().zip(&gauges.route) {
+        // Gauges describe the config in force: a route or cluster gone
+        // since a reload leaves no stale series.
+        for f in [&self.inflight, &self.limit, &self.queue_depth] {
+            f.clear();
+        }
+        self.saturation.clear();
+        for f in [
+            &self.up_inflight,
+            &self.up_limit,
+            &self.up_endpoints,
+            &self.up_available,
+        ] {
+            f.clear();
+        }
+        self.up_saturation.clear();
+        for (name, g) in &gauges.route {
             let l = RouteLabel {
                 route: name.clone(),
             };
@@ -355,7 +398,7 @@ impl Metrics {
                 self.queue_depth.get_or_create(&l).set(g.queued as i64);
             }
         }
-        for (name, g) in self.clusters.iter().zip(&gauges.cluster) {
+        for (name, g) in &gauges.cluster {
             let l = ClusterLabel {
                 cluster: name.clone(),
             };
@@ -371,12 +414,12 @@ impl Metrics {
             self.up_endpoints.get_or_create(&l).set(g.endpoints as i64);
             self.up_available.get_or_create(&l).set(g.available as i64);
         }
-        for (name, &(open, cap)) in self.listeners.iter().zip(&gauges.listener) {
+        for (name, (open, cap)) in &gauges.listener {
             let l = ListenerLabel {
                 listener: name.clone(),
             };
-            self.connections.get_or_create(&l).set(open as i64);
-            self.connection_cap.get_or_create(&l).set(cap as i64);
+            self.connections.get_or_create(&l).set(*open as i64);
+            self.connection_cap.get_or_create(&l).set(*cap as i64);
         }
         let mut out = String::new();
         // Writing to a String cannot fail.
@@ -391,27 +434,32 @@ mod tests {
 
     #[test]
     fn saturation_is_in_flight_over_limit_and_only_where_there_is_a_limit() {
-        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let m = Metrics::new(&names(&["a", "b"]), &names(&["c"]), &names(&["l"]));
+        let m = Metrics::new();
         let text = m.encode(&Gauges {
             route: vec![
-                LimitGauge {
-                    inflight: 3,
-                    limit: Some(4),
-                    queued: 2,
-                },
-                LimitGauge::default(),
+                (
+                    "a".to_owned(),
+                    LimitGauge {
+                        inflight: 3,
+                        limit: Some(4),
+                        queued: 2,
+                    },
+                ),
+                ("b".to_owned(), LimitGauge::default()),
             ],
-            cluster: vec![ClusterGauge {
-                limit: LimitGauge {
-                    inflight: 1,
-                    limit: Some(8),
-                    queued: 0,
+            cluster: vec![(
+                "c".to_owned(),
+                ClusterGauge {
+                    limit: LimitGauge {
+                        inflight: 1,
+                        limit: Some(8),
+                        queued: 0,
+                    },
+                    endpoints: 2,
+                    available: 1,
                 },
-                endpoints: 2,
-                available: 1,
-            }],
-            listener: vec![(5, 100)],
+            )],
+            listener: vec![("l".to_owned(), (5, 100))],
         });
         for want in [
             "stormbreak_guard_saturation{route=\"a\"} 0.75\n",

@@ -183,13 +183,48 @@ pub(crate) struct Proxy {
     pub(crate) clock: Clock,
     matchers: Vec<Matcher>,
     order: Vec<usize>,
-    pub(crate) routes: Vec<Route>,
-    pub(crate) clusters: Vec<Cluster>,
+    pub(crate) routes: Vec<Arc<Route>>,
+    /// `Debug` of each route's config: equal means unchanged on reload.
+    route_keys: Vec<String>,
+    pub(crate) clusters: Vec<Arc<Cluster>>,
+    cluster_keys: Vec<String>,
     pub(crate) shedder: Mutex<Shedder>,
     pub(crate) stats: Arc<Stats>,
-    pub(crate) metrics: Metrics,
-    /// Each listener's connection cap (`max_connections` permits) and its size.
-    pub(crate) connection_caps: Vec<(Arc<Semaphore>, u32)>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Each listener's name, connection cap (`max_connections` permits) and its size.
+    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+}
+
+/// What outlives one config across reloads: the clock every policy's time
+/// is on, the counters, the metric families and the listeners' caps.
+pub(crate) struct Shared {
+    pub(crate) clock: Clock,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: &GuardConfig) -> Self {
+        Shared {
+            clock: Clock::new(),
+            stats: Arc::new(Stats::default()),
+            metrics: Arc::new(Metrics::new()),
+            connection_caps: Arc::new(
+                config
+                    .listeners
+                    .iter()
+                    .map(|l| {
+                        (
+                            l.name.clone(),
+                            Arc::new(Semaphore::new(l.max_connections as usize)),
+                            l.max_connections,
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// RFC 9110 §9.2.2: methods whose repetition has the effect of one request.
@@ -235,7 +270,7 @@ fn restore_of(
 fn route_of(
     config: &RouteConfig,
     index: usize,
-    clusters: &[Cluster],
+    clusters: &[Arc<Cluster>],
     listeners: &[ListenerConfig],
     clock: Clock,
     m: Arc<RouteMetrics>,
@@ -272,25 +307,60 @@ fn route_of(
 
 impl Proxy {
     /// Builds every policy of a validated config.
-    pub(crate) fn new(config: &GuardConfig) -> Result<Self, FieldError> {
-        let clock = Clock::new();
-        let clusters = config
-            .clusters
-            .iter()
-            .map(|c| Cluster::new(c, clock))
-            .collect::<Result<Vec<_>, _>>()?;
-        let names = |n: &mut dyn Iterator<Item = &String>| n.cloned().collect::<Vec<_>>();
-        let metrics = Metrics::new(
-            &names(&mut config.routes.iter().map(|r| &r.name)),
-            &names(&mut config.clusters.iter().map(|c| &c.name)),
-            &names(&mut config.listeners.iter().map(|l| &l.name)),
-        );
-        let routes = config
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| route_of(r, i, &clusters, &config.listeners, clock, metrics.route(i)))
-            .collect::<Result<Vec<_>, _>>()?;
+    pub(crate) fn new(
+        config: &GuardConfig,
+        shared: &Shared,
+        previous: Option<&Proxy>,
+    ) -> Result<Self, FieldError> {
+        let clock = shared.clock;
+        let mut clusters = Vec::with_capacity(config.clusters.len());
+        let mut cluster_keys = Vec::with_capacity(config.clusters.len());
+        for c in &config.clusters {
+            let key = format!("{c:?}");
+            // An unchanged cluster keeps its pool, outlier, health and breaker state.
+            let kept = previous.and_then(|p| {
+                p.cluster_keys
+                    .iter()
+                    .position(|k| *k == key)
+                    .map(|i| p.clusters[i].clone())
+            });
+            clusters.push(match kept {
+                Some(c) => c,
+                None => Arc::new(Cluster::new(c, clock)?),
+            });
+            cluster_keys.push(key);
+        }
+        let mut routes = Vec::with_capacity(config.routes.len());
+        let mut route_keys = Vec::with_capacity(config.routes.len());
+        for (i, r) in config.routes.iter().enumerate() {
+            let key = format!("{r:?}");
+            let kept = previous.and_then(|p| {
+                let old = p.routes.get(i)?;
+                let same_clusters =
+                    [Some(old.cluster), old.failover]
+                        .into_iter()
+                        .flatten()
+                        .all(|c| {
+                            clusters
+                                .get(c)
+                                .zip(p.clusters.get(c))
+                                .is_some_and(|(new, was)| Arc::ptr_eq(new, was))
+                        });
+                (p.route_keys[i] == key && same_clusters).then(|| old.clone())
+            });
+            routes.push(match kept {
+                Some(r) => r,
+                None => Arc::new(route_of(
+                    r,
+                    i,
+                    &clusters,
+                    &config.listeners,
+                    clock,
+                    shared.metrics.route(&r.name),
+                )?),
+            });
+            route_keys.push(key);
+        }
         let matchers: Vec<Matcher> = config
             .routes
             .iter()
@@ -302,21 +372,23 @@ impl Proxy {
             matchers,
             order,
             routes,
+            route_keys,
             clusters,
+            cluster_keys,
             shedder: Mutex::new(Shedder::new(&config.shed_config())?),
-            stats: Arc::new(Stats::default()),
-            metrics,
-            connection_caps: config
-                .listeners
-                .iter()
-                .map(|l| {
-                    (
-                        Arc::new(Semaphore::new(l.max_connections as usize)),
-                        l.max_connections,
-                    )
-                })
-                .collect(),
+            stats: shared.stats.clone(),
+            metrics: shared.metrics.clone(),
+            connection_caps: shared.connection_caps.clone(),
         })
+    }
+
+    /// Routes kept from the previous proxy (same `Arc`), by name.
+    pub(crate) fn kept_routes(&self, previous: &Proxy) -> Vec<String> {
+        self.routes
+            .iter()
+            .filter(|r| previous.routes.iter().any(|o| Arc::ptr_eq(r, o)))
+            .map(|r| r.name.clone())
+            .collect()
     }
 
     /// The OpenMetrics exposition, gauges read now.
@@ -324,22 +396,29 @@ impl Proxy {
         let limit =
             |l: &Option<Arc<ConcurrencyLimit>>| l.as_ref().map(|l| l.gauge()).unwrap_or_default();
         let gauges = Gauges {
-            route: self.routes.iter().map(|r| limit(&r.limit)).collect(),
+            route: self
+                .routes
+                .iter()
+                .map(|r| (r.name.clone(), limit(&r.limit)))
+                .collect(),
             cluster: self
                 .clusters
                 .iter()
-                .map(|c| ClusterGauge {
-                    limit: limit(&c.limit),
-                    endpoints: c.endpoints.len() as u64,
-                    available: c.available() as u64,
+                .map(|c| {
+                    let g = ClusterGauge {
+                        limit: limit(&c.limit),
+                        endpoints: c.endpoints.len() as u64,
+                        available: c.available() as u64,
+                    };
+                    (c.name.clone(), g)
                 })
                 .collect(),
             listener: self
                 .connection_caps
                 .iter()
-                .map(|(sem, cap)| {
+                .map(|(name, sem, cap)| {
                     let open = u64::from(*cap).saturating_sub(sem.available_permits() as u64);
-                    (open, u64::from(*cap))
+                    (name.clone(), (open, u64::from(*cap)))
                 })
                 .collect(),
         };
