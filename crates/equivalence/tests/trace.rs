@@ -147,7 +147,7 @@ fn ceil_ms(t: Nanos) -> Nanos {
 }
 
 /// The simulator's side: its `Caller` in an event loop over virtual time.
-fn simulate(retry: &RetryConfig, budget: &BudgetConfig, trace: &[Request]) -> Vec<Decided> {
+fn simulate(retry: &RetryConfig, budget: Option<&BudgetConfig>, trace: &[Request]) -> Vec<Decided> {
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     enum Ev {
         /// The request arrives (budget deposit).
@@ -157,7 +157,7 @@ fn simulate(retry: &RetryConfig, budget: &BudgetConfig, trace: &[Request]) -> Ve
         /// Attempt `n` starts.
         Send(usize),
     }
-    let mut caller = Caller::new(Some(retry), Some(budget));
+    let mut caller = Caller::new(Some(retry), budget);
     let mut rng = Pcg64Mcg::seed_from_u64(JITTER_SEED);
     let mut states = vec![caller::CallState::default(); trace.len()];
     let mut out = vec![Decided::default(); trace.len()];
@@ -237,9 +237,13 @@ impl Gate {
 
 /// The guard's side: every request a task on tokio's paused clock, through
 /// `RetryPath::call`, the proxy's retry loop.
-async fn guard(retry: &RetryConfig, budget: &BudgetConfig, trace: &[Request]) -> Vec<Decided> {
+async fn guard(
+    retry: &RetryConfig,
+    budget: Option<&BudgetConfig>,
+    trace: &[Request],
+) -> Vec<Decided> {
     // First, before any time passes: the path's clock starts with tokio's.
-    let path = Arc::new(RetryPath::new(retry, Some(budget), JITTER_SEED).unwrap());
+    let path = Arc::new(RetryPath::new(retry, budget, JITTER_SEED).unwrap());
     let gate = Arc::new(Gate::default());
     for (i, r) in trace.iter().enumerate() {
         gate.announce((r.arrival, i));
@@ -291,8 +295,8 @@ fn block<T: serde::de::DeserializeOwned>(text: &str) -> T {
 async fn equivalent(retry: &str, budget: &str) {
     let (retry, budget): (RetryConfig, BudgetConfig) = (block(retry), block(budget));
     let trace = trace(14);
-    let sim = simulate(&retry, &budget, &trace);
-    let guard = guard(&retry, &budget, &trace).await;
+    let sim = simulate(&retry, Some(&budget), &trace);
+    let guard = guard(&retry, Some(&budget), &trace).await;
     let attempts = |d: &[Decided]| d.iter().map(|d| d.starts.len()).sum::<usize>();
     let (a, ok) = (attempts(&sim), sim.iter().filter(|d| d.succeeded).count());
     eprintln!("{budget:?}: {a} attempts for {REQUESTS} requests, {ok} succeeded");
@@ -302,6 +306,30 @@ async fn equivalent(retry: &str, budget: &str) {
     for (i, (s, g)) in sim.iter().zip(&guard).enumerate() {
         assert_eq!(s, g, "request {i} ({:?}): simulator vs guard", trace[i]);
     }
+}
+
+/// A `retry` block without `budget`: the simulator runs it unbudgeted,
+/// the guard under the ratio budget's defaults (docs/guard.md, "Same
+/// decisions as the simulator"). Pinned here: the guard without a budget
+/// decides as the simulator does with `budget = { kind = "ratio" }`, and
+/// not as the unbudgeted simulator.
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_the_guard_is_the_simulator_under_the_default_ratio_budget() {
+    let retry: RetryConfig = block(RETRY);
+    let trace = trace(14);
+    let guard = guard(&retry, None, &trace).await;
+    let ratio = simulate(&retry, Some(&block(r#"kind = "ratio""#)), &trace);
+    assert_eq!(guard, ratio);
+    // The unbudgeted simulator retries every retryable failure of the
+    // storm; the guard does not.
+    let attempts = |d: &[Decided]| d.iter().map(|d| d.starts.len()).sum::<usize>();
+    let free = simulate(&retry, None, &trace);
+    assert!(
+        attempts(&free) > attempts(&guard),
+        "{} vs {}",
+        attempts(&free),
+        attempts(&guard)
+    );
 }
 
 /// Every retry block of the incident scenario's callers with jitter (so the
