@@ -1,6 +1,6 @@
 //! The config in force, and its replacement on reload without loss.
 //!
-//! Requests take the current [`Proxy`] when they start and finish on it,
+//! Requests take the current proxy (`Proxy`) when they start and finish on it,
 //! so a reload never cuts one; connections and listeners are untouched.
 //! The new proxy keeps, by identity, every cluster whose config is
 //! unchanged (pool, outlier ejection, health, breaker, cluster limit) and
