@@ -47,21 +47,23 @@ const EXIT_INTERRUPTED: i32 = 130;
 const PAUSE_BEFORE_SWAP_ENV: &str = "STORMBREAK_TEST_PAUSE_BEFORE_SWAP_MS";
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
     // Without a handler a signal kills the process mid-write and leaves a
     // staging directory for the next run to remove; with one, nothing is
-    // left behind.
-    let _ = ctrlc::set_handler(|| {
-        let removed = output::abandon_pending();
-        if removed.is_empty() {
-            eprintln!("interrupted");
-        } else {
-            eprintln!(
-                "interrupted: unfinished outputs removed, previous outputs left as they were"
-            );
-        }
-        std::process::exit(EXIT_INTERRUPTED);
-    });
-    let cli = Cli::parse();
+    // left behind. `guard` handles SIGTERM (drain) and SIGHUP (reload) itself.
+    if !matches!(cli.command, Command::Guard(_)) {
+        let _ = ctrlc::set_handler(|| {
+            let removed = output::abandon_pending();
+            if removed.is_empty() {
+                eprintln!("interrupted");
+            } else {
+                eprintln!(
+                    "interrupted: unfinished outputs removed, previous outputs left as they were"
+                );
+            }
+            std::process::exit(EXIT_INTERRUPTED);
+        });
+    }
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
         Command::Simulate(args) => simulate::run(args),

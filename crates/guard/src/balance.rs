@@ -184,37 +184,34 @@ impl Cluster {
             .count()
     }
 
-    /// The health-check config, when the cluster has one.
-    pub(crate) fn health_check(&self) -> Option<&HealthCheckConfig> {
-        self.health.as_ref().map(|(c, _)| c)
+    /// How often endpoints are probed, when the cluster has health checks.
+    pub(crate) fn probe_interval(&self) -> Option<std::time::Duration> {
+        self.health
+            .as_ref()
+            .map(|(c, _)| std::time::Duration::from(c.interval))
     }
 
-    /// Probes endpoint `index` every `interval`: `GET path`, a 2xx within
-    /// `timeout` is a success. Runs until its task is stopped.
-    pub(crate) async fn probe_loop(&self, index: usize) {
+    /// Probes endpoint `index` once: `GET path`, a 2xx within `timeout` is
+    /// a success.
+    pub(crate) async fn probe_once(&self, index: usize) {
         let Some((config, table)) = &self.health else {
             return;
         };
         let addr = self.endpoints[index].addr;
-        let mut tick = tokio::time::interval(std::time::Duration::from(config.interval));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let request = http::Request::get(config.path.as_str())
-                .header(http::header::HOST, addr.to_string())
-                .header(http::header::USER_AGENT, "stormbreak-guard-health-check")
-                .body(crate::body::empty());
-            let Ok(request) = request else { return };
-            let probe = self.upstream.send(addr, request);
-            let ok = matches!(
-                tokio::time::timeout(std::time::Duration::from(config.timeout), probe).await,
-                Ok(Ok(r)) if r.status().is_success()
-            );
-            let _changed = table
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .on_probe(index, ok);
-        }
+        let request = http::Request::get(config.path.as_str())
+            .header(http::header::HOST, addr.to_string())
+            .header(http::header::USER_AGENT, "stormbreak-guard-health-check")
+            .body(crate::body::empty());
+        let Ok(request) = request else { return };
+        let probe = self.upstream.send(addr, request);
+        let ok = matches!(
+            tokio::time::timeout(std::time::Duration::from(config.timeout), probe).await,
+            Ok(Ok(r)) if r.status().is_success()
+        );
+        let _changed = table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_probe(index, ok);
     }
 }
 

@@ -25,4 +25,9 @@ impl Clock {
     pub(crate) fn instant(&self, at: Nanos) -> Instant {
         self.origin + Duration::from(at)
     }
+
+    /// `at` as time on this clock (zero before its origin).
+    pub(crate) fn since(&self, at: Instant) -> Nanos {
+        Nanos::from(at.saturating_duration_since(self.origin))
+    }
 }

@@ -16,6 +16,12 @@
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
+//! Beside the request path: `metrics` (the OpenMetrics exposition, label
+//! sets bounded by the config), `admin` (its own listener: `/metrics`,
+//! `/state`, token-guarded runtime overrides of shed rules, retry policies
+//! and staged restores) and [`trace`] (the retry loop without sockets, for
+//! the trace-equivalence test against the simulator).
+//!
 //! Every decision is the policy crate's, driven with tokio's clock (so a
 //! test can pause it) and a seeded RNG; nothing here re-implements one.
 //! `docs/guard.md` documents the config file.
@@ -32,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admin;
 mod balance;
 pub mod body;
 mod clock;
@@ -42,6 +49,8 @@ mod failover;
 mod headers;
 mod limit;
 mod listener;
+pub mod live;
+pub mod metrics;
 mod proxy;
 mod ratelimit;
 mod retry;
@@ -49,6 +58,7 @@ mod route;
 mod shed;
 mod stats;
 mod tls;
+pub mod trace;
 
 pub use config::{ConfigError, GuardConfig};
 pub use stats::Stats;
@@ -66,6 +76,9 @@ pub enum StartError {
     /// parsed by [`GuardConfig::parse`], which checks the same).
     #[error("{0}")]
     Policy(#[from] stormbreak_policy::FieldError),
+    /// The admin listener's token could not be read, or it could not bind.
+    #[error("{0}")]
+    Admin(String),
     /// A listener could not bind.
     #[error("listener {name:?}: cannot bind {bind}: {source}")]
     Bind {
@@ -81,8 +94,9 @@ pub enum StartError {
 /// A running guard: its listeners are accepting until it is dropped or
 /// [`shutdown`](Guard::shutdown).
 pub struct Guard {
-    proxy: Arc<proxy::Proxy>,
+    live: Arc<live::Live>,
     addrs: Vec<(String, SocketAddr)>,
+    admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
@@ -91,8 +105,22 @@ impl Guard {
     /// Builds every policy, binds every listener and starts serving on the
     /// current tokio runtime.
     pub async fn start(config: &GuardConfig) -> Result<Guard, StartError> {
-        let proxy = Arc::new(proxy::Proxy::new(config)?);
+        Guard::start_inner(config, None).await
+    }
+
+    /// As [`Guard::start`] with the config read from `path`, which
+    /// [`Guard::reload_file`] (SIGHUP, `POST /reload`) reads again.
+    pub async fn start_file(path: &std::path::Path) -> Result<Guard, StartError> {
+        let config = GuardConfig::load(path).map_err(|e| StartError::Admin(e.to_string()))?;
+        Guard::start_inner(&config, Some(path.to_owned())).await
+    }
+
+    async fn start_inner(
+        config: &GuardConfig,
+        path: Option<std::path::PathBuf>,
+    ) -> Result<Guard, StartError> {
         let (stop, stopped) = watch::channel(false);
+        let live = live::Live::new(config, path, stopped.clone())?;
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
         for (index, l) in config.listeners.iter().enumerate() {
@@ -109,44 +137,76 @@ impl Guard {
                 index,
                 socket,
                 l.clone(),
-                proxy.clone(),
+                live.clone(),
                 stopped.clone(),
             ));
         }
-        for (c, cluster) in proxy.clusters.iter().enumerate() {
-            if cluster.health_check().is_some() {
-                for e in 0..cluster.endpoints.len() {
-                    let proxy = proxy.clone();
-                    let mut stopped = stopped.clone();
-                    tasks.spawn(async move {
-                        tokio::select! {
-                            () = proxy.clusters[c].probe_loop(e) => {}
-                            _ = stopped.changed() => {}
-                        }
-                    });
-                }
-            }
-        }
-        for route in proxy.spill_routes() {
-            let proxy = proxy.clone();
+        {
+            // One task feeds every spill law of the config in force.
+            let live = live.clone();
             let mut stopped = stopped.clone();
             tasks.spawn(async move {
                 let mut tick = tokio::time::interval(failover::OBSERVE_EVERY);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
-                        _ = tick.tick() => { let _ = proxy.observe_spill(route); }
+                        _ = tick.tick() => {
+                            let proxy = live.get();
+                            for route in proxy.spill_routes() {
+                                let _ = proxy.observe_spill(route);
+                            }
+                        }
                         _ = stopped.changed() => return,
                     }
                 }
             });
         }
+        let admin = match &config.admin {
+            Some(a) => {
+                let token = admin::load_token(a).map_err(StartError::Admin)?;
+                let bind_err = |e: std::io::Error| {
+                    StartError::Admin(format!("admin: cannot bind {}: {e}", a.bind))
+                };
+                let addr: SocketAddr = a.bind.parse().map_err(|_| {
+                    StartError::Admin(format!("admin.bind {:?}: not an ip:port", a.bind))
+                })?;
+                // Checked again here for configs not made by `GuardConfig::parse`.
+                if token.is_none() && !addr.ip().is_loopback() {
+                    return Err(StartError::Admin(format!(
+                        "admin: refusing to bind {addr} (not loopback) without a token"
+                    )));
+                }
+                let socket = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(bind_err)?;
+                let local = socket.local_addr().map_err(bind_err)?;
+                let state = Arc::new(admin::Admin::new(live.clone(), token));
+                tasks.spawn(admin::serve(socket, state, stopped.clone()));
+                Some(local)
+            }
+            None => None,
+        };
         Ok(Guard {
-            proxy,
+            live,
             addrs,
+            admin,
             stop,
             tasks,
         })
+    }
+
+    /// Replaces the config without dropping a request or connection,
+    /// keeping the policy state of unchanged routes and clusters and the
+    /// admin overrides; refused, with the old config kept, when `config`
+    /// changes `[[listener]]` or `[admin]`.
+    pub fn reload(&self, config: &GuardConfig) -> Result<live::Reloaded, String> {
+        self.live.reload(config)
+    }
+
+    /// [`Guard::reload`] with the file given to [`Guard::start_file`] read
+    /// again; a file that fails validation is refused with its error.
+    pub fn reload_file(&self) -> Result<live::Reloaded, String> {
+        self.live.reload_file()
     }
 
     /// The address listener `name` is bound to (its port, when it asked for 0).
@@ -154,25 +214,60 @@ impl Guard {
         self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
     }
 
+    /// The admin listener's address, when `[admin]` is configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+    }
+
+    /// The OpenMetrics text `/metrics` serves.
+    pub fn metrics_text(&self) -> String {
+        self.live.get().metrics_text()
+    }
+
     /// What the guard has done so far.
     pub fn stats(&self) -> &Stats {
-        &self.proxy.stats
+        self.live.stats()
     }
 
     /// Keys held by route `route`'s rate limiter, and its capacity.
     pub fn rate_limit_keys(&self, route: &str) -> Option<(usize, usize)> {
-        self.proxy.rate_limit_keys(route)
+        self.live.get().rate_limit_keys(route)
     }
 
     /// Route `route`'s current concurrency limit, if it has a limiter.
     pub fn route_limit(&self, route: &str) -> Option<u32> {
-        self.proxy.route_limit(route)
+        self.live.get().route_limit(route)
+    }
+
+    /// Resolves once a drain was asked for (`POST /drain` or
+    /// [`Guard::drain`]).
+    pub async fn drain_requested(&self) {
+        let mut d = self.live.draining();
+        let _ = d.wait_for(|d| *d).await;
+    }
+
+    /// Graceful drain: stops accepting, lets every open connection finish
+    /// the requests in flight (HTTP/1.1 closes after its current response,
+    /// HTTP/2 sends GOAWAY) for up to `deadline`, then stops everything.
+    /// Returns how many connections were still open at the deadline (0 for
+    /// a clean drain).
+    pub async fn drain(self, deadline: std::time::Duration) -> u64 {
+        self.live.start_drain();
+        let end = tokio::time::Instant::now() + deadline;
+        // Connections hold their listener's cap permit until they end.
+        while self.live.open_connections() > 0 && tokio::time::Instant::now() < end {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let left = self.live.open_connections();
+        self.shutdown().await;
+        left
     }
 
     /// Stops accepting and closes every connection.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.live.join().await;
     }
 
     /// Serves until every listener has stopped (that is, forever unless a

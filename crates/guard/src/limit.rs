@@ -119,6 +119,19 @@ impl ConcurrencyLimit {
         (f64::from(inflight) + f64::from(waiting)) / room.max(1) as f64
     }
 
+    /// In flight, limit and queued now, for metrics.
+    pub(crate) fn gauge(&self) -> crate::metrics::LimitGauge {
+        let (inflight, limit) = {
+            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            (s.0.inflight(), s.0.limit())
+        };
+        crate::metrics::LimitGauge {
+            inflight: u64::from(inflight),
+            limit: Some(u64::from(limit)),
+            queued: u64::from(self.waiting.load(Ordering::Acquire)),
+        }
+    }
+
     /// The algorithm's current limit.
     pub(crate) fn limit(&self) -> u32 {
         self.state

@@ -16,11 +16,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::config::{ListenerConfig, Protocol};
-use crate::proxy::{ListenerSettings, Proxy};
+use crate::live::Live;
+use crate::proxy::ListenerSettings;
 
 /// Serves `listener` until `shutdown` turns true.
 ///
@@ -32,10 +33,10 @@ pub(crate) async fn serve(
     index: usize,
     listener: TcpListener,
     config: ListenerConfig,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let cap = Arc::new(Semaphore::new(config.max_connections as usize));
+    let cap = live.get().connection_caps[index].1.clone();
     // Validated when the config was parsed; a file changed since fails here.
     let tls = config
         .tls
@@ -44,10 +45,14 @@ pub(crate) async fn serve(
         .map(tokio_rustls::TlsAcceptor::from);
     let settings = Arc::new(ListenerSettings::new(index, &config));
     let config = Arc::new(config);
+    // Draining: stop accepting (the socket closes with this task), let
+    // open connections finish what is in flight.
+    let mut draining = live.draining();
     loop {
         let permit = tokio::select! {
             p = cap.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
             _ = shutdown.changed() => return,
+            () = drained(&mut draining) => return,
         };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -60,16 +65,17 @@ pub(crate) async fn serve(
                 }
             },
             _ = shutdown.changed() => return,
+            () = drained(&mut draining) => return,
         };
         let _ = stream.set_nodelay(true);
-        let (proxy, settings, config) = (proxy.clone(), settings.clone(), config.clone());
+        let (live, settings, config) = (live.clone(), settings.clone(), config.clone());
         let mut stop = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let serve = async {
                 match tls {
-                    None => connection(stream, peer, &config, proxy, settings).await,
+                    None => connection(stream, peer, &config, live, settings).await,
                     Some(acceptor) => {
                         // The handshake counts against the header-read
                         // timeout: a slow handshake is slowloris too.
@@ -77,7 +83,7 @@ pub(crate) async fn serve(
                         if let Ok(Ok(stream)) =
                             tokio::time::timeout(limit, acceptor.accept(stream)).await
                         {
-                            connection(stream, peer, &config, proxy, settings).await;
+                            connection(stream, peer, &config, live, settings).await;
                         }
                     }
                 }
@@ -94,7 +100,7 @@ async fn connection<S>(
     stream: S,
     peer: SocketAddr,
     config: &ListenerConfig,
-    proxy: Arc<Proxy>,
+    live: Arc<Live>,
     settings: Arc<ListenerSettings>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -122,17 +128,35 @@ async fn connection<S>(
         Protocol::Http1 => builder.http1_only(),
         Protocol::H2c => builder.http2_only(),
     };
+    let mut draining = live.draining();
     let service = service_fn(move |request| {
-        let (proxy, settings, active) = (proxy.clone(), settings.clone(), active.clone());
+        let (live, settings, active) = (live.clone(), settings.clone(), active.clone());
         async move {
             active.fetch_add(1, Ordering::AcqRel);
             let _done = Active(active);
+            // The config in force when the request arrived answers it,
+            // even if a reload replaces it meanwhile.
+            let proxy = live.get();
             Ok::<_, Infallible>(proxy.handle(&settings, peer, request).await)
         }
     });
     // A malformed request gets hyper's 400 and the connection ends; the
     // error is the client's, not ours, so it is not propagated.
-    let _ = builder.serve_connection(io, service).await;
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = drained(&mut draining) => {}
+    }
+    // Draining: finish the requests in flight (HTTP/2: GOAWAY; HTTP/1.1:
+    // close after the current response), then end.
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// Resolves once the drain flag is up (or its sender is gone).
+async fn drained(flag: &mut watch::Receiver<bool>) {
+    let _ = flag.wait_for(|d| *d).await;
 }
 
 struct Active(Arc<AtomicUsize>);

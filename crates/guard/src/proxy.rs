@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::FieldError;
 use stormbreak_policy::limit::Outcome;
-use stormbreak_policy::ramp::StagedRestore;
+use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
 use stormbreak_policy::shed::{Criticality, Shedder};
 
 use crate::balance::Cluster;
@@ -25,12 +25,14 @@ use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
 use crate::limit::ConcurrencyLimit;
+use crate::metrics::{ClusterGauge, Gauges, Metrics, RouteMetrics, ShedReason};
 use crate::ratelimit::RateLimit;
 use crate::retry::{self, Attempt, RouteRetry};
 use crate::route::{self, Matcher};
 use crate::shed;
 use crate::stats::{Stats, bump};
 use stormbreak_policy::failover::Region;
+use tokio::sync::Semaphore;
 
 /// A route with its policies built.
 pub(crate) struct Route {
@@ -39,22 +41,111 @@ pub(crate) struct Route {
     cluster: usize,
     failover: Option<usize>,
     spill: Option<Spill>,
-    restore: Option<Restore>,
-    retry: Option<RouteRetry>,
+    pub(crate) restore: Restore,
+    pub(crate) retry: Option<RouteRetry>,
     retry_non_idempotent: bool,
     retry_buffer_bytes: u64,
     limit: Option<Arc<ConcurrencyLimit>>,
     criticality: Criticality,
     rate_limit: Option<RateLimit>,
+    m: Arc<RouteMetrics>,
 }
 
-/// A route's staged restore: the policy's coordinator and which site each
-/// listener is.
-struct Restore {
-    state: Mutex<(StagedRestore, Pcg64Mcg)>,
+/// A route's staged restore: the policy's coordinator while one runs, and
+/// which site each listener is. The config's `restore` runs from start;
+/// the admin API can start, step and stop one at any time.
+pub(crate) struct Restore {
+    state: Mutex<RestoreState>,
+    /// Site names in restore order.
+    pub(crate) sites: Vec<String>,
     /// Site of listener `i`, or `None` for a listener not in the restore
     /// (which admits nothing while the restore runs).
     site_of: Vec<Option<usize>>,
+}
+
+struct RestoreState {
+    running: Option<StagedRestore>,
+    /// The route's `restore`, or the one an admin start gave.
+    config: Option<StagedRestoreConfig>,
+    rng: Pcg64Mcg,
+}
+
+/// A restore's state, for the admin API.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct RestoreView {
+    /// A restore is running (requests are admitted by its ramps).
+    pub(crate) running: bool,
+    /// Each site's admitted fraction now, in restore order.
+    pub(crate) fractions: Vec<(String, f64)>,
+}
+
+impl Restore {
+    /// `(running, fractions)`: with no restore running every site admits all.
+    pub(crate) fn view(&self, now: stormbreak_policy::Nanos) -> RestoreView {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let fractions = self
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let f = s.running.as_mut().map_or(1.0, |r| r.fraction(now, i));
+                (name.clone(), f)
+            })
+            .collect();
+        RestoreView {
+            running: s.running.is_some(),
+            fractions,
+        }
+    }
+
+    /// Starts (or restarts) a restore at site 0 now, with `config` or the
+    /// last one used.
+    pub(crate) fn start(
+        &self,
+        now: stormbreak_policy::Nanos,
+        config: Option<StagedRestoreConfig>,
+    ) -> Result<(), String> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let config = config
+            .or_else(|| s.config.clone())
+            .ok_or("the route has no `restore` config: give one")?;
+        let mut restore =
+            StagedRestore::new(&config, self.sites.len()).map_err(|e| e.to_string())?;
+        restore.start(now);
+        s.running = Some(restore);
+        s.config = Some(config);
+        Ok(())
+    }
+
+    /// Steps the latest started site now (`StagedRestore::step`).
+    pub(crate) fn step(&self, now: stormbreak_policy::Nanos) -> Result<(), String> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let r = s.running.as_mut().ok_or("no restore is running")?;
+        r.step(now);
+        Ok(())
+    }
+
+    /// Ends the restore: every site admits all. `false` when none ran.
+    pub(crate) fn stop(&self) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.running.take().is_some()
+    }
+
+    /// Admits a request at listener `listener` (all when no restore runs).
+    fn admit(&self, now: stormbreak_policy::Nanos, listener: usize) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let RestoreState { running, rng, .. } = &mut *s;
+        let Some(r) = running else { return true };
+        self.site_of[listener].is_some_and(|site| r.admit(now, site, rng))
+    }
+
+    /// Feeds the site's error guard, when a restore runs.
+    fn observe(&self, now: stormbreak_policy::Nanos, listener: usize, ok: bool) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let (Some(r), Some(site)) = (s.running.as_mut(), self.site_of[listener]) {
+            r.observe(now, site, ok);
+        }
+    }
 }
 
 /// Per-listener settings the request path needs.
@@ -92,10 +183,48 @@ pub(crate) struct Proxy {
     pub(crate) clock: Clock,
     matchers: Vec<Matcher>,
     order: Vec<usize>,
-    pub(crate) routes: Vec<Route>,
-    pub(crate) clusters: Vec<Cluster>,
-    shedder: Mutex<Shedder>,
+    pub(crate) routes: Vec<Arc<Route>>,
+    /// `Debug` of each route's config: equal means unchanged on reload.
+    route_keys: Vec<String>,
+    pub(crate) clusters: Vec<Arc<Cluster>>,
+    cluster_keys: Vec<String>,
+    pub(crate) shedder: Mutex<Shedder>,
     pub(crate) stats: Arc<Stats>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Each listener's name, connection cap (`max_connections` permits) and its size.
+    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+}
+
+/// What outlives one config across reloads: the clock every policy's time
+/// is on, the counters, the metric families and the listeners' caps.
+pub(crate) struct Shared {
+    pub(crate) clock: Clock,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: &GuardConfig) -> Self {
+        Shared {
+            clock: Clock::new(),
+            stats: Arc::new(Stats::default()),
+            metrics: Arc::new(Metrics::new()),
+            connection_caps: Arc::new(
+                config
+                    .listeners
+                    .iter()
+                    .map(|l| {
+                        (
+                            l.name.clone(),
+                            Arc::new(Semaphore::new(l.max_connections as usize)),
+                            l.max_connections,
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// RFC 9110 §9.2.2: methods whose repetition has the effect of one request.
@@ -110,32 +239,41 @@ fn restore_of(
     config: &RouteConfig,
     listeners: &[ListenerConfig],
     clock: Clock,
-) -> Result<Option<Restore>, FieldError> {
-    let Some(c) = &config.restore else {
-        return Ok(None);
-    };
-    let sites: Vec<&str> = if config.restore_sites.is_empty() {
-        listeners.iter().map(|l| l.name.as_str()).collect()
+) -> Result<Restore, FieldError> {
+    let sites: Vec<String> = if config.restore_sites.is_empty() {
+        listeners.iter().map(|l| l.name.clone()).collect()
     } else {
-        config.restore_sites.iter().map(String::as_str).collect()
+        config.restore_sites.clone()
     };
-    let mut restore = StagedRestore::new(c, sites.len())?;
-    restore.start(clock.now());
-    Ok(Some(Restore {
-        state: Mutex::new((restore, Pcg64Mcg::from_os_rng())),
+    let running = match &config.restore {
+        Some(c) => {
+            let mut restore = StagedRestore::new(c, sites.len())?;
+            restore.start(clock.now());
+            Some(restore)
+        }
+        None => None,
+    };
+    Ok(Restore {
+        state: Mutex::new(RestoreState {
+            running,
+            config: config.restore.clone(),
+            rng: Pcg64Mcg::from_os_rng(),
+        }),
         site_of: listeners
             .iter()
             .map(|l| sites.iter().position(|s| *s == l.name))
             .collect(),
-    }))
+        sites,
+    })
 }
 
 fn route_of(
     config: &RouteConfig,
     index: usize,
-    clusters: &[Cluster],
+    clusters: &[Arc<Cluster>],
     listeners: &[ListenerConfig],
     clock: Clock,
+    m: Arc<RouteMetrics>,
 ) -> Result<Route, FieldError> {
     let cluster_index = |name: &str| clusters.iter().position(|c| c.name == name);
     Ok(Route {
@@ -163,24 +301,66 @@ fn route_of(
             Some(r) => Some(RateLimit::new(r, config.rate_limit_key.clone())?),
             None => None,
         },
+        m,
     })
 }
 
 impl Proxy {
     /// Builds every policy of a validated config.
-    pub(crate) fn new(config: &GuardConfig) -> Result<Self, FieldError> {
-        let clock = Clock::new();
-        let clusters = config
-            .clusters
-            .iter()
-            .map(|c| Cluster::new(c, clock))
-            .collect::<Result<Vec<_>, _>>()?;
-        let routes = config
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| route_of(r, i, &clusters, &config.listeners, clock))
-            .collect::<Result<Vec<_>, _>>()?;
+    pub(crate) fn new(
+        config: &GuardConfig,
+        shared: &Shared,
+        previous: Option<&Proxy>,
+    ) -> Result<Self, FieldError> {
+        let clock = shared.clock;
+        let mut clusters = Vec::with_capacity(config.clusters.len());
+        let mut cluster_keys = Vec::with_capacity(config.clusters.len());
+        for c in &config.clusters {
+            let key = format!("{c:?}");
+            // An unchanged cluster keeps its pool, outlier, health and breaker state.
+            let kept = previous.and_then(|p| {
+                p.cluster_keys
+                    .iter()
+                    .position(|k| *k == key)
+                    .map(|i| p.clusters[i].clone())
+            });
+            clusters.push(match kept {
+                Some(c) => c,
+                None => Arc::new(Cluster::new(c, clock)?),
+            });
+            cluster_keys.push(key);
+        }
+        let mut routes = Vec::with_capacity(config.routes.len());
+        let mut route_keys = Vec::with_capacity(config.routes.len());
+        for (i, r) in config.routes.iter().enumerate() {
+            let key = format!("{r:?}");
+            let kept = previous.and_then(|p| {
+                let old = p.routes.get(i)?;
+                let same_clusters =
+                    [Some(old.cluster), old.failover]
+                        .into_iter()
+                        .flatten()
+                        .all(|c| {
+                            clusters
+                                .get(c)
+                                .zip(p.clusters.get(c))
+                                .is_some_and(|(new, was)| Arc::ptr_eq(new, was))
+                        });
+                (p.route_keys[i] == key && same_clusters).then(|| old.clone())
+            });
+            routes.push(match kept {
+                Some(r) => r,
+                None => Arc::new(route_of(
+                    r,
+                    i,
+                    &clusters,
+                    &config.listeners,
+                    clock,
+                    shared.metrics.route(&r.name),
+                )?),
+            });
+            route_keys.push(key);
+        }
         let matchers: Vec<Matcher> = config
             .routes
             .iter()
@@ -192,10 +372,57 @@ impl Proxy {
             matchers,
             order,
             routes,
+            route_keys,
             clusters,
+            cluster_keys,
             shedder: Mutex::new(Shedder::new(&config.shed_config())?),
-            stats: Arc::new(Stats::default()),
+            stats: shared.stats.clone(),
+            metrics: shared.metrics.clone(),
+            connection_caps: shared.connection_caps.clone(),
         })
+    }
+
+    /// Routes kept from the previous proxy (same `Arc`), by name.
+    pub(crate) fn kept_routes(&self, previous: &Proxy) -> Vec<String> {
+        self.routes
+            .iter()
+            .filter(|r| previous.routes.iter().any(|o| Arc::ptr_eq(r, o)))
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// The OpenMetrics exposition, gauges read now.
+    pub(crate) fn metrics_text(&self) -> String {
+        let limit =
+            |l: &Option<Arc<ConcurrencyLimit>>| l.as_ref().map(|l| l.gauge()).unwrap_or_default();
+        let gauges = Gauges {
+            route: self
+                .routes
+                .iter()
+                .map(|r| (r.name.clone(), limit(&r.limit)))
+                .collect(),
+            cluster: self
+                .clusters
+                .iter()
+                .map(|c| {
+                    let g = ClusterGauge {
+                        limit: limit(&c.limit),
+                        endpoints: c.endpoints.len() as u64,
+                        available: c.available() as u64,
+                    };
+                    (c.name.clone(), g)
+                })
+                .collect(),
+            listener: self
+                .connection_caps
+                .iter()
+                .map(|(name, sem, cap)| {
+                    let open = u64::from(*cap).saturating_sub(sem.available_permits() as u64);
+                    (name.clone(), (open, u64::from(*cap)))
+                })
+                .collect(),
+        };
+        self.metrics.encode(&gauges)
     }
 
     /// Answers one request: the guard's own refusal or the upstream's response.
@@ -206,23 +433,6 @@ impl Proxy {
         request: Request<Incoming>,
     ) -> Response<Body> {
         bump(&self.stats.requests);
-        match tokio::time::timeout(
-            listener.request_timeout,
-            self.route(listener, peer, request),
-        )
-        .await
-        {
-            Ok(response) => response,
-            Err(_) => shed::reject(504, None, "request timed out at the guard"),
-        }
-    }
-
-    async fn route(
-        &self,
-        listener: &ListenerSettings,
-        peer: SocketAddr,
-        request: Request<Incoming>,
-    ) -> Response<Body> {
         let declared = request
             .headers()
             .get(header::CONTENT_LENGTH)
@@ -241,8 +451,32 @@ impl Proxy {
             request.headers(),
         ) else {
             bump(&self.stats.no_route);
+            self.metrics.no_route.inc();
             return shed::reject(404, None, "no route");
         };
+        let m = &self.routes[index].m;
+        m.requests.inc();
+        let started = tokio::time::Instant::now();
+        let response = match tokio::time::timeout(
+            listener.request_timeout,
+            self.route(index, listener, peer, request),
+        )
+        .await
+        {
+            Ok(response) => response,
+            Err(_) => shed::reject(504, None, "request timed out at the guard"),
+        };
+        m.answered(response.status().as_u16(), started.elapsed());
+        response
+    }
+
+    async fn route(
+        &self,
+        index: usize,
+        listener: &ListenerSettings,
+        peer: SocketAddr,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
         let route = &self.routes[index];
         let peer_ip = peer.ip().to_canonical();
         let trusted_peer = headers::is_trusted(&listener.trusted, peer_ip);
@@ -263,17 +497,25 @@ impl Proxy {
             .decide(route.index, class, saturation);
         if let Some(answer) = shed::answer(decision) {
             bump(&self.stats.shed);
+            let by_rule = self
+                .shedder
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .rules()
+                .lookup(route.index, class)
+                .is_some();
+            route.m.shed(if by_rule {
+                ShedReason::Rule
+            } else {
+                ShedReason::Saturation
+            });
             return answer;
         }
         // A restore in progress admits each site's current fraction only.
-        if let Some(restore) = &route.restore {
-            let admitted = restore.site_of[listener.index].is_some_and(|site| {
-                let mut s = restore.state.lock().unwrap_or_else(PoisonError::into_inner);
-                let (r, rng) = &mut *s;
-                r.admit(self.clock.now(), site, rng)
-            });
-            if !admitted {
+        {
+            if !route.restore.admit(self.clock.now(), listener.index) {
                 bump(&self.stats.shed);
+                route.m.shed(ShedReason::Restore);
                 let (status, after) = self.saturation_answer();
                 return shed::reject(status, after, "restore in progress: not yet admitted");
             }
@@ -282,6 +524,7 @@ impl Proxy {
             && let Err(wait) = rate.check(self.clock.now(), client, request.headers())
         {
             bump(&self.stats.rate_limited);
+            route.m.rate_limited.inc();
             return shed::reject(429, Some(wait.retry_after), "rate limited");
         }
         let permit = match &route.limit {
@@ -289,6 +532,7 @@ impl Proxy {
                 Some(p) => Some(p),
                 None => {
                     bump(&self.stats.shed);
+                    route.m.shed(ShedReason::Limit);
                     let (status, after) = self.saturation_answer();
                     return shed::reject(status, after, "over the route's concurrency limit");
                 }
@@ -299,6 +543,11 @@ impl Proxy {
         let response = self
             .forward(route, listener, peer, trusted_peer, class, request)
             .await;
+        // The restore's error guard holds or steps back the site's ramp.
+        let failed = response.status().is_server_error();
+        route
+            .restore
+            .observe(self.clock.now(), listener.index, !failed);
         if let Some(p) = permit {
             let overloaded = matches!(response.status().as_u16(), 500..=599);
             p.finish(if overloaded {
@@ -375,7 +624,7 @@ impl Proxy {
         };
 
         let attempt = |deadline| self.attempt(route, &parts, &body, deadline);
-        let result = retry::run(retry, &self.clock, &self.stats, attempt).await;
+        let result = retry::run(retry, &self.clock, &self.stats, Some(&route.m), attempt).await;
         match result {
             Ok(response) => {
                 let (mut parts, incoming) = response.into_parts();
@@ -463,6 +712,11 @@ impl Proxy {
             secondary: capacity(secondary),
             secondary_served: secondary.served.load(std::sync::atomic::Ordering::Relaxed),
         }))
+    }
+
+    /// Index of the route named `name`.
+    pub(crate) fn route_index(&self, name: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.name == name)
     }
 
     /// Route names with a spill law, by index.

@@ -15,25 +15,35 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RatioBudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
-    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    AttemptOutcome, GiveUpReason, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
     retry_after_from_header,
 };
 use stormbreak_policy::{FieldError, Nanos};
 
 use crate::clock::Clock;
 use crate::endpoint::AttemptError;
+use crate::metrics::RouteMetrics;
 use crate::stats::{Stats, bump};
+use prometheus_client::metrics::counter::Counter;
 
 /// One attempt's result as the request path sees it.
 pub(crate) type Attempt = Result<Response<Incoming>, AttemptError>;
 
+/// An attempt's result with any response body: the proxy's is
+/// [`Incoming`]; the trace-equivalence seam ([`crate::trace`]) uses `()`.
+pub(crate) type AttemptOf<B> = Result<Response<B>, AttemptError>;
+
 /// A route's retry policy and its shared budget.
 pub(crate) struct RouteRetry {
-    policy: RetryPolicy,
     decide: Mutex<Decide>,
 }
 
 struct Decide {
+    /// Replaced by the admin API ([`RouteRetry::set_policy`]); requests in
+    /// flight keep their attempt count and are judged by the new policy
+    /// from their next outcome on, as in the simulator's `set_retry`.
+    policy: RetryPolicy,
+    config: RetryConfig,
     budget: AnyBudget,
     rng: Pcg64Mcg,
 }
@@ -45,40 +55,73 @@ impl RouteRetry {
         config: &RetryConfig,
         budget: Option<&BudgetConfig>,
     ) -> Result<Self, FieldError> {
+        Self::with_rng(config, budget, Pcg64Mcg::from_os_rng())
+    }
+
+    /// As [`RouteRetry::new`], with the jitter RNG given (seeded, for a
+    /// trace that must be replayed identically).
+    pub(crate) fn with_rng(
+        config: &RetryConfig,
+        budget: Option<&BudgetConfig>,
+        rng: Pcg64Mcg,
+    ) -> Result<Self, FieldError> {
         let budget = match budget {
             Some(b) => b.build()?,
             None => BudgetConfig::Ratio(RatioBudgetConfig::default()).build()?,
         };
         Ok(RouteRetry {
-            policy: RetryPolicy::new(config)?,
             decide: Mutex::new(Decide {
+                policy: RetryPolicy::new(config)?,
+                config: config.clone(),
                 budget,
-                rng: Pcg64Mcg::from_os_rng(),
+                rng,
             }),
         })
     }
 
+    /// Replaces the retry policy; the budget and its state are kept.
+    pub(crate) fn set_policy(&self, config: &RetryConfig) -> Result<(), FieldError> {
+        let policy = RetryPolicy::new(config)?;
+        let mut d = self.lock();
+        d.policy = policy;
+        d.config = config.clone();
+        Ok(())
+    }
+
+    /// The retry policy in force.
+    pub(crate) fn config(&self) -> RetryConfig {
+        self.lock().config.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Decide> {
+        self.decide.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn begin(&self, now: Nanos) -> RetryState {
-        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
-        RetryState::begin(&self.policy, now, &mut d.budget)
+        let mut d = self.lock();
+        let Decide { policy, budget, .. } = &mut *d;
+        RetryState::begin(policy, now, budget)
+    }
+
+    fn attempt_deadline(&self, state: &RetryState) -> Option<Nanos> {
+        state.attempt_deadline(&self.lock().policy)
     }
 
     fn decide(&self, state: &mut RetryState, now: Nanos, outcome: AttemptOutcome) -> RetryDecision {
-        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
-        let Decide { budget, rng } = &mut *d;
-        state.on_outcome_budgeted(
-            &self.policy,
-            now,
-            outcome,
-            budget as &mut dyn RetryBudget,
+        let mut d = self.lock();
+        let Decide {
+            policy,
+            budget,
             rng,
-        )
+            ..
+        } = &mut *d;
+        state.on_outcome_budgeted(policy, now, outcome, budget as &mut dyn RetryBudget, rng)
     }
 }
 
 /// What an attempt's result tells the retry policy: status, `Retry-After`
 /// (delta-seconds or HTTP-date) and gRPC pushback from the response head.
-pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
+pub(crate) fn outcome<B>(attempt: &AttemptOf<B>) -> AttemptOutcome {
     match attempt {
         Ok(response) => {
             let headers = response.headers();
@@ -119,26 +162,32 @@ pub(crate) fn outcome(attempt: &Attempt) -> AttemptOutcome {
 /// overall deadline) and must answer [`AttemptError::Timeout`] when it
 /// passes: the attempt applies it itself, so the layers below it (breaker,
 /// outlier ejection, cluster limit) see the timeout as a failure.
-pub(crate) async fn run<F, Fut>(
+pub(crate) async fn run<B, F, Fut>(
     retry: Option<&RouteRetry>,
     clock: &Clock,
     stats: &Stats,
+    metrics: Option<&RouteMetrics>,
     mut attempt: F,
-) -> Attempt
+) -> AttemptOf<B>
 where
     F: FnMut(Option<tokio::time::Instant>) -> Fut,
-    Fut: Future<Output = Attempt>,
+    Fut: Future<Output = AttemptOf<B>>,
 {
+    let counted = |c: fn(&RouteMetrics) -> &Counter| {
+        if let Some(m) = metrics {
+            c(m).inc();
+        }
+    };
     let Some(retry) = retry else {
         bump(&stats.attempts);
+        counted(|m| &m.attempts);
         return attempt(None).await;
     };
     let mut state = retry.begin(clock.now());
     loop {
         bump(&stats.attempts);
-        let deadline = state
-            .attempt_deadline(&retry.policy)
-            .map(|at| clock.instant(at));
+        counted(|m| &m.attempts);
+        let deadline = retry.attempt_deadline(&state).map(|at| clock.instant(at));
         let result = attempt(deadline).await;
         let outcome = outcome(&result);
         match retry.decide(&mut state, clock.now(), outcome) {
@@ -146,9 +195,14 @@ where
                 // Let go of the failed answer first: its unread body holds a connection.
                 drop(result);
                 bump(&stats.retries);
+                counted(|m| &m.retries);
                 if at > clock.now() {
                     tokio::time::sleep_until(clock.instant(at)).await;
                 }
+            }
+            RetryDecision::GiveUp(GiveUpReason::BudgetExhausted) => {
+                counted(|m| &m.budget_denied);
+                return result;
             }
             RetryDecision::Success | RetryDecision::GiveUp(_) => return result,
         }

@@ -12,28 +12,6 @@ use common::*;
 use http::Request;
 use http_body_util::Full;
 
-fn one_route(b: &Backend, route_extra: &str, top_extra: &str) -> String {
-    format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}"]
-
-[[route]]
-name = "app"
-cluster = "app"
-{route_extra}
-
-{top_extra}
-"#,
-        b.addr
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_total_failure_attempts_stay_within_the_ratio_budget() {
     // Ratio 0.2 + 10 retries/s over a 10 s ttl (the defaults, spelled out):
@@ -215,31 +193,16 @@ async fn saturation_sheds_sheddable_first_with_503_and_retry_after() {
     // A backend that holds requests until released; a fixed limit of 4 with
     // a queue of 6: room 10. Sheddable sheds at 80 %, critical at 100 %.
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let held = gate.clone();
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let held = held.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |_req| {
-                    let held = held.clone();
-                    async move {
-                        let _ = held.acquire().await.map(|p| p.forget());
-                        Ok::<_, std::convert::Infallible>(status(200))
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-            });
+    let b = backend_async(move |_| {
+        let held = held.clone();
+        async move {
+            let _ = held.acquire().await.map(|p| p.forget());
+            status(200)
         }
-    });
+    })
+    .await;
+    let addr = b.addr;
     let toml = format!(
         r#"
 [[listener]]
@@ -290,7 +253,6 @@ queue = {{ size = 6, timeout = "10s" }}
     for t in pending {
         assert_eq!(t.await.unwrap(), 200);
     }
-    server.abort();
 }
 
 #[tokio::test]
@@ -405,33 +367,16 @@ async fn a_cluster_limit_bounds_attempts_in_flight_across_routes() {
     // Two routes share a cluster whose fixed limit is 1: while one request
     // holds it, an attempt from the other route is refused (503, not sent).
     let gate = Arc::new(tokio::sync::Notify::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicU64::new(0));
-    let (held, count) = (gate.clone(), hits.clone());
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let (held, count) = (held.clone(), count.clone());
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |_req| {
-                    let (held, count) = (held.clone(), count.clone());
-                    async move {
-                        count.fetch_add(1, Ordering::SeqCst);
-                        held.notified().await;
-                        Ok::<_, std::convert::Infallible>(status(200))
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-            });
+    let held = gate.clone();
+    let b = backend_async(move |_| {
+        let held = held.clone();
+        async move {
+            held.notified().await;
+            status(200)
         }
-    });
+    })
+    .await;
+    let (addr, hits) = (b.addr, b.hits.clone());
     let toml = format!(
         r#"
 [[listener]]
@@ -471,7 +416,6 @@ cluster = "app"
     );
     gate.notify_one();
     assert_eq!(first.await.unwrap(), 200);
-    server.abort();
 }
 
 #[tokio::test]
@@ -550,33 +494,12 @@ cluster = "app"
 async fn an_open_breaker_fails_fast_with_retry_after_and_timeouts_trip_it() {
     // The backend answers after 1 s; the per-try timeout is 50 ms, so every
     // attempt times out, and three timeouts in a row open the breaker.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(AtomicU64::new(0));
-    let count = hits.clone();
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let count = count.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |_req| {
-                    let count = count.clone();
-                    async move {
-                        count.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        Ok::<_, std::convert::Infallible>(status(200))
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-            });
-        }
-    });
+    let b = backend_async(|_| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        status(200)
+    })
+    .await;
+    let (addr, hits) = (b.addr, b.hits.clone());
     let toml = format!(
         r#"
 [[listener]]
@@ -608,7 +531,6 @@ retry = {{ max_attempts = 1, per_try_timeout = "50ms" }}
         3,
         "the open breaker sent nothing"
     );
-    server.abort();
 }
 
 #[tokio::test]

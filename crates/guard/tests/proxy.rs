@@ -337,24 +337,6 @@ async fn an_idle_keep_alive_connection_is_closed() {
     assert!(closed.is_ok(), "idle connection left open");
 }
 
-/// `curl`, or `None` when it is missing outside CI. Under `CI=true` a
-/// missing curl fails the test.
-fn curl() -> Option<&'static str> {
-    let found = std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "curl is required under CI=true (.ci/run installs it)"
-        );
-        eprintln!("curl not found: skipping outside CI");
-        return None;
-    }
-    Some("curl")
-}
-
 #[tokio::test]
 async fn curl_over_http1_and_h2c() {
     let Some(curl) = curl() else { return };

@@ -14,25 +14,19 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 
+/// A self-signed `localhost` certificate and its key, in a directory
+/// removed when dropped.
 struct Certs {
-    dir: std::path::PathBuf,
+    dir: common::files::TempDir,
     cert_pem: String,
-}
-
-impl Drop for Certs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn certs(tag: &str) -> Certs {
     let key = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let dir =
-        std::env::temp_dir().join(format!("stormbreak-guard-tls-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::files::TempDir::new(&format!("guard-tls-{tag}"));
     let cert_pem = key.cert.pem();
-    std::fs::write(dir.join("cert.pem"), &cert_pem).unwrap();
-    std::fs::write(dir.join("key.pem"), key.signing_key.serialize_pem()).unwrap();
+    dir.write("cert.pem", &cert_pem);
+    dir.write("key.pem", key.signing_key.serialize_pem());
     Certs { dir, cert_pem }
 }
 
@@ -52,8 +46,8 @@ endpoints = ["{}"]
 name = "app"
 cluster = "app"
 "#,
-        certs.dir.join("cert.pem").display(),
-        certs.dir.join("key.pem").display(),
+        certs.dir.path().join("cert.pem").display(),
+        certs.dir.path().join("key.pem").display(),
         b.addr
     )
 }
@@ -151,8 +145,8 @@ fn a_missing_or_bad_certificate_is_a_config_error_at_the_tls_table() {
     let c = certs("bad");
     let text = format!(
         "[[listener]]\nname = \"edge\"\nbind = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n",
-        c.dir.join("missing.pem").display(),
-        c.dir.join("key.pem").display()
+        c.dir.path().join("missing.pem").display(),
+        c.dir.path().join("key.pem").display()
     );
     let e = stormbreak_guard::GuardConfig::parse("g.toml", &text)
         .unwrap_err()
@@ -171,26 +165,15 @@ fn a_missing_or_bad_certificate_is_a_config_error_at_the_tls_table() {
 
 #[tokio::test]
 async fn curl_over_tls_http1_and_h2() {
-    let found = std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "curl is required under CI=true"
-        );
-        eprintln!("curl not found: skipping outside CI");
-        return;
-    }
+    let Some(curl) = curl() else { return };
     let b = echo_proto().await;
     let c = certs("curl");
     let g = guard(&config(&b, &c)).await;
     let edge = g.local_addr("edge").unwrap();
     for (flag, status_line) in [("--http1.1", "http/1.1 200"), ("--http2", "http/2 200")] {
-        let out = tokio::process::Command::new("curl")
+        let out = tokio::process::Command::new(curl)
             .args(["-sS", "-i", "--max-time", "10", flag, "--cacert"])
-            .arg(c.dir.join("cert.pem"))
+            .arg(c.dir.path().join("cert.pem"))
             .arg("--resolve")
             .arg(format!("localhost:{}:127.0.0.1", edge.port()))
             .arg(format!("https://localhost:{}/", edge.port()))
@@ -214,7 +197,7 @@ async fn tls_backend(c: &Certs) -> (std::net::SocketAddr, tokio::task::JoinHandl
     use rustls::pki_types::PrivateKeyDer;
     use rustls::pki_types::pem::PemObject;
     let certs = vec![CertificateDer::from(rcgen_pem_to_der(&c.cert_pem))];
-    let key = PrivateKeyDer::from_pem_file(c.dir.join("key.pem")).unwrap();
+    let key = PrivateKeyDer::from_pem_file(c.dir.path().join("key.pem")).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -275,7 +258,7 @@ tls = {{ ca = "{}", server_name = "localhost" }}
 name = "app"
 cluster = "app"
 "#,
-            c.dir.join("cert.pem").display()
+            c.dir.path().join("cert.pem").display()
         );
         let g = guard(&toml).await;
         let edge = g.local_addr("edge").unwrap();
@@ -286,7 +269,7 @@ cluster = "app"
     // A server name the certificate does not cover: the handshake fails, 502.
     let toml = format!(
         "[[listener]]\nname = \"edge\"\nbind = \"127.0.0.1:0\"\n\n[[cluster]]\nname = \"app\"\nendpoints = [\"{addr}\"]\ntls = {{ ca = \"{}\", server_name = \"other.example\" }}\n\n[[route]]\nname = \"app\"\ncluster = \"app\"\n",
-        c.dir.join("cert.pem").display()
+        c.dir.path().join("cert.pem").display()
     );
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();

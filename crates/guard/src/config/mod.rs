@@ -73,6 +73,28 @@ pub struct GuardConfig {
     /// `[[shed]]`: operator shed rules in force from the start.
     #[serde(rename = "shed", default)]
     pub shed: Vec<ShedRuleConfig>,
+    /// `[admin]`: the admin listener (`/metrics`, `/state`, mutations); none when absent.
+    #[serde(default)]
+    pub admin: Option<AdminConfig>,
+}
+
+/// `[admin]`: the admin API's own listener.
+///
+/// Reads (`GET /state`) need no token from a loopback peer; every mutation
+/// needs `Authorization: Bearer TOKEN`, so without a token source the API
+/// is read-only. A bind address that is not loopback needs a token source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// `ip:port` to bind (default `127.0.0.1:9901`; port 0 picks one).
+    #[serde(default = "defaults::admin_bind")]
+    pub bind: String,
+    /// File holding the bearer token (surrounding whitespace ignored).
+    #[serde(default)]
+    pub token_file: Option<String>,
+    /// Environment variable holding the bearer token.
+    #[serde(default)]
+    pub token_env: Option<String>,
 }
 
 /// Wire protocol a listener accepts or a cluster speaks.
@@ -359,6 +381,9 @@ mod defaults {
     }
     pub fn pool_max_idle() -> u32 {
         32
+    }
+    pub fn admin_bind() -> String {
+        "127.0.0.1:9901".to_owned()
     }
     pub fn retry_buffer_bytes() -> u64 {
         64 * 1024
@@ -744,6 +769,29 @@ impl GuardConfig {
                     e.to_string(),
                 ),
             })?;
+        if let Some(a) = &self.admin {
+            let Ok(addr) = a.bind.parse::<SocketAddr>() else {
+                return Err(doc.at(
+                    "admin.bind",
+                    format!(
+                        "expected an ip:port such as \"127.0.0.1:9901\", got {:?}",
+                        a.bind
+                    ),
+                ));
+            };
+            if a.token_file.is_some() && a.token_env.is_some() {
+                return Err(doc.at("admin.token_env", "give token_file or token_env, not both"));
+            }
+            if !addr.ip().is_loopback() && a.token_file.is_none() && a.token_env.is_none() {
+                return Err(doc.at(
+                    "admin.bind",
+                    format!(
+                        "{} is not a loopback address: an admin listener reachable from the network needs token_file or token_env",
+                        a.bind
+                    ),
+                ));
+            }
+        }
         for (i, s) in self.shed.iter().enumerate() {
             if !routes.contains(s.route.as_str()) {
                 return Err(doc.at(

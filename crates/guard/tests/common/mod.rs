@@ -1,7 +1,11 @@
-//! Loopback backends and clients for the guard's tests.
+//! Loopback backends, clients, configs and temporary files for the
+//! guard's tests (and, for `files`, the CLI's guard tests).
 #![allow(dead_code)]
 
+pub mod files;
+
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,9 +49,25 @@ pub struct Seen {
     pub body: Bytes,
 }
 
+/// A backend answering each request with `handler`'s response.
 pub async fn backend<F>(handler: F) -> Backend
 where
     F: Fn(Seen) -> Response<Full<Bytes>> + Send + Sync + 'static,
+{
+    let handler = Arc::new(handler);
+    backend_async(move |seen| {
+        let handler = handler.clone();
+        async move { handler(seen) }
+    })
+    .await
+}
+
+/// A backend whose handler may wait (hold a request, answer late); `hits`
+/// counts requests as they arrive, before the handler runs.
+pub async fn backend_async<F, Fut>(handler: F) -> Backend
+where
+    F: Fn(Seen) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -71,7 +91,7 @@ where
                             .await
                             .map(|c| c.to_bytes())
                             .unwrap_or_default();
-                        Ok::<_, Infallible>(handler(Seen { head, body }))
+                        Ok::<_, Infallible>(handler(Seen { head, body }).await)
                     }
                 });
                 let _ = auto::Builder::new(TokioExecutor::new())
@@ -81,6 +101,49 @@ where
         }
     });
     Backend { addr, hits, task }
+}
+
+/// A guard config with one listener, one cluster of `b` and one route
+/// `app` taking everything; `route_extra` lines go in the route,
+/// `top_extra` after it.
+pub fn one_route(b: &Backend, route_extra: &str, top_extra: &str) -> String {
+    format!(
+        r#"
+[[listener]]
+name = "edge"
+bind = "127.0.0.1:0"
+
+[[cluster]]
+name = "app"
+endpoints = ["{}"]
+
+[[route]]
+name = "app"
+cluster = "app"
+{route_extra}
+
+{top_extra}
+"#,
+        b.addr
+    )
+}
+
+/// `curl`, or `None` when it is missing outside CI. Under `CI=true` a
+/// missing curl fails the test (.ci/run installs it).
+pub fn curl() -> Option<&'static str> {
+    let found = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "curl is required under CI=true (.ci/run installs it)"
+        );
+        eprintln!("curl not found: skipping outside CI");
+        return None;
+    }
+    Some("curl")
 }
 
 pub fn status(code: u16) -> Response<Full<Bytes>> {

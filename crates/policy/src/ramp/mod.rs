@@ -249,6 +249,24 @@ impl Ramp {
         self.guard.clear();
     }
 
+    /// An operator's manual step: brought up to `now`, the ramp moves to
+    /// its next step at once, as if the hold had passed, and that step's
+    /// hold starts now. Nothing happens before [`start`](Self::start) or at
+    /// the last step.
+    pub fn step_up(&mut self, now: Nanos) {
+        if !self.started {
+            return;
+        }
+        self.advance(now);
+        let now = now.max(self.last_now);
+        if self.step + 1 < self.steps.len() {
+            self.step += 1;
+            self.hold_since = now;
+            self.breach_since = None;
+            self.entered_at[self.step].get_or_insert(now);
+        }
+    }
+
     /// The admitted fraction now (0 before [`start`](Self::start)).
     pub fn fraction(&mut self, now: Nanos) -> f64 {
         self.advance(now);

@@ -121,6 +121,15 @@ impl StagedRestore {
         self.frontier = 0;
     }
 
+    /// An operator's manual step ([`Ramp::step_up`]) of the latest started
+    /// site; when that reaches `next_site_at_fraction` the next site starts
+    /// now. Nothing happens before [`start`](Self::start).
+    pub fn step(&mut self, now: Nanos) {
+        self.advance(now);
+        self.sites[self.frontier].step_up(now);
+        self.advance(now);
+    }
+
     /// Admits one request to `site` with its current fraction. An out-of-range
     /// site admits nothing.
     pub fn admit<R: Rng + ?Sized>(&mut self, now: Nanos, site: usize, rng: &mut R) -> bool {
@@ -247,6 +256,37 @@ mod tests {
             r.site(2).unwrap().entered_step_at(4),
             Some(61 * Nanos::MINUTE)
         );
+        assert!(r.is_complete());
+    }
+
+    #[test]
+    fn a_manual_step_moves_the_latest_site_on_now_and_starts_the_next_at_the_trigger() {
+        // Stepping through the default ramp's steps by hand brings site 0
+        // to 1.0 and starts site 1.
+        let config = StagedRestoreConfig::default();
+        let steps = config.ramp.steps.clone();
+        let mut r = StagedRestore::new(&config, 2).unwrap();
+        r.step(Nanos::ZERO);
+        assert_eq!(r.fraction(Nanos::ZERO, 0), 0.0, "not started: no-op");
+        r.start(Nanos::ZERO);
+        let t = Nanos::SECOND;
+        r.step(t);
+        assert_eq!(r.fraction(t, 0), steps[1]);
+        assert_eq!(r.site(0).unwrap().entered_step_at(1), Some(t));
+        // The hold of the new step starts at the manual step.
+        let hold = config.ramp.hold;
+        assert_eq!(r.fraction(t + hold - Nanos::NANOSECOND, 0), steps[1]);
+        assert_eq!(r.fraction(t + hold, 0), steps[2]);
+        for _ in 3..steps.len() {
+            r.step(t + hold);
+        }
+        assert_eq!(r.fraction(t + hold, 0), 1.0);
+        assert_eq!(r.started_sites(), 2);
+        assert_eq!(r.fraction(t + hold, 1), steps[0]);
+        // Stepping the last step of the last site is a no-op.
+        for _ in 0..steps.len() + 1 {
+            r.step(t + hold);
+        }
         assert!(r.is_complete());
     }
 

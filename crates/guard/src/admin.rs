@@ -1,0 +1,438 @@
+//! The admin API on its own listener: `/metrics` for Prometheus, `/state`
+//! for operators, and the runtime levers an incident needs (shed rules,
+//! staged restores, a route's retry policy).
+//!
+//! Who may do what:
+//!
+//! * `GET /metrics`: anyone who can reach the listener (it carries config
+//!   names and counts only, and Prometheus scrapes it);
+//! * `GET /state`: a loopback peer, or anyone with the token;
+//! * every `POST`: only with `Authorization: Bearer TOKEN`, compared in
+//!   constant time; without a configured token the API is read-only.
+//!
+//! Every change is an *override*: listed in `/state` with who made it
+//! (peer address and the optional `X-Stormbreak-Operator` header) and what
+//! it was, and logged through `tracing` (target `stormbreak_guard::admin`).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use serde::{Deserialize, Serialize};
+use stormbreak_policy::ramp::StagedRestoreConfig;
+use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::shed::{Criticality, ShedRule};
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::AdminConfig;
+use crate::live::{Live, Override};
+use crate::proxy::{Proxy, RestoreView};
+
+/// Largest mutation body read: a shed rule or retry block is a few hundred bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Admin connections served at once; more wait in the kernel backlog.
+const MAX_CONNECTIONS: usize = 64;
+
+/// The admin API's shared state.
+pub(crate) struct Admin {
+    live: Arc<Live>,
+    token: Option<Vec<u8>>,
+}
+
+/// The bearer token from `token_file` or `token_env`, if either is set.
+pub(crate) fn load_token(config: &AdminConfig) -> Result<Option<Vec<u8>>, String> {
+    let token = match (&config.token_file, &config.token_env) {
+        (Some(path), _) => {
+            std::fs::read_to_string(path).map_err(|e| format!("admin.token_file {path:?}: {e}"))?
+        }
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?,
+        (None, None) => return Ok(None),
+    };
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("admin: the token is empty".to_owned());
+    }
+    Ok(Some(token.as_bytes().to_vec()))
+}
+
+impl Admin {
+    pub(crate) fn new(live: Arc<Live>, token: Option<Vec<u8>>) -> Self {
+        Admin { live, token }
+    }
+
+    fn authorized(&self, request: &Request<Incoming>) -> bool {
+        let Some(token) = &self.token else {
+            return false;
+        };
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .unwrap_or(b"");
+        // `ct_eq` on slices of different lengths is false without looking at
+        // the bytes; the length of a token is not the secret.
+        given.ct_eq(token).into()
+    }
+
+    async fn handle(&self, peer: SocketAddr, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = request.uri().path().to_owned();
+        let method = request.method().clone();
+        match (&method, path.as_str()) {
+            (&Method::GET, "/metrics") => {
+                let mut r = Response::new(Full::new(Bytes::from(self.live.get().metrics_text())));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    ),
+                );
+                r
+            }
+            (&Method::GET, "/state") => {
+                if !peer.ip().to_canonical().is_loopback() && !self.authorized(&request) {
+                    return answer(401, "reading state from off this host needs the token");
+                }
+                json(200, &self.state())
+            }
+            (&Method::POST, _) => {
+                if self.token.is_none() {
+                    return answer(
+                        403,
+                        "no admin token is configured: the admin API is read-only",
+                    );
+                }
+                if !self.authorized(&request) {
+                    return answer(401, "a mutation needs Authorization: Bearer TOKEN");
+                }
+                let who = who(peer, &request);
+                let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
+                    .collect()
+                    .await
+                {
+                    Ok(b) => b.to_bytes(),
+                    Err(_) => return answer(413, "body larger than 64 KiB"),
+                };
+                let detail: serde_json::Value = if body.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    match serde_json::from_slice(&body) {
+                        Ok(v) => v,
+                        Err(e) => return answer(400, &format!("body: {e}")),
+                    }
+                };
+                if path == "/drain" {
+                    let first = self.live.start_drain();
+                    tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "drain", "admin change");
+                    return json(
+                        202,
+                        &serde_json::json!({ "draining": true, "already": !first }),
+                    );
+                }
+                if path == "/reload" {
+                    return match self.live.reload_file() {
+                        Ok(done) => {
+                            tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "reload", kept = ?done.kept, rebuilt = ?done.rebuilt, "admin change");
+                            json(200, &done)
+                        }
+                        Err(e) => {
+                            tracing::warn!(target: "stormbreak_guard::admin", who = %who, what = "reload", error = %e, "reload refused");
+                            answer(400, &e)
+                        }
+                    };
+                }
+                match apply(&self.live.get(), &path, detail.clone()) {
+                    Ok(what) => {
+                        tracing::info!(target: "stormbreak_guard::admin", who = %who, what, detail = %detail, "admin change");
+                        self.live.record(Override {
+                            at_unix: SystemTime::now()
+                                .duration_since(UNIX_EPOCH)
+                                .map_or(0, |d| d.as_secs()),
+                            who,
+                            what,
+                            path,
+                            detail,
+                        });
+                        json(200, &self.state())
+                    }
+                    Err((status, message)) => answer(status, &message),
+                }
+            }
+            _ => answer(404, "no such admin call (docs/guard.md lists them)"),
+        }
+    }
+
+    fn state(&self) -> State {
+        state(&self.live)
+    }
+}
+
+/// Applies one mutation to `p`; `Err((status, message))` when refused.
+/// Reloads replay the shed and retry ones onto the new proxy.
+pub(crate) fn apply(
+    p: &Proxy,
+    path: &str,
+    body: serde_json::Value,
+) -> Result<&'static str, (u16, String)> {
+    {
+        let bad = |e: serde_json::Error| (400, format!("body: {e}"));
+        let route = |name: &str| {
+            p.route_index(name)
+                .ok_or((404, format!("no route named {name:?}")))
+        };
+        let now = p.clock.now();
+        match path {
+            "/shed/add" => {
+                let rule: ShedAdd = serde_json::from_value(body).map_err(bad)?;
+                let rule = ShedRule {
+                    route: route(&rule.route)? as u32,
+                    class: rule.class,
+                    status: rule.status,
+                    retry_after: rule.retry_after.filter(|n| !n.is_zero()),
+                };
+                rule.validate().map_err(|e| (400, e.to_string()))?;
+                p.shedder
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .add_rule(rule)
+                    .map_err(|e| (409, format!("{e:?}")))?;
+                Ok("shed.add")
+            }
+            "/shed/remove" => {
+                let key: ShedKey = serde_json::from_value(body).map_err(bad)?;
+                let index = route(&key.route)? as u32;
+                p.shedder
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove_rule(index, key.class)
+                    .ok_or((404, "no such shed rule".to_owned()))?;
+                Ok("shed.remove")
+            }
+            "/retry" => {
+                let set: RetrySet = serde_json::from_value(body).map_err(bad)?;
+                let r = &p.routes[route(&set.route)?];
+                let retry = r.retry.as_ref().ok_or((
+                    409,
+                    format!(
+                        "route {:?} has no retry policy to change (set `retry` in its config)",
+                        set.route
+                    ),
+                ))?;
+                retry
+                    .set_policy(&set.retry)
+                    .map_err(|e| (400, format!("retry: {e}")))?;
+                Ok("retry.set")
+            }
+            "/restore/start" => {
+                let start: RestoreStart = serde_json::from_value(body).map_err(bad)?;
+                let r = &p.routes[route(&start.route)?];
+                r.restore.start(now, start.restore).map_err(|e| (400, e))?;
+                Ok("restore.start")
+            }
+            "/restore/step" | "/restore/stop" => {
+                let key: RouteKey = serde_json::from_value(body).map_err(bad)?;
+                let r = &p.routes[route(&key.route)?];
+                if path == "/restore/step" {
+                    r.restore.step(now).map_err(|e| (409, e))?;
+                    Ok("restore.step")
+                } else if r.restore.stop() {
+                    Ok("restore.stop")
+                } else {
+                    Err((409, "no restore is running".to_owned()))
+                }
+            }
+            _ => Err((
+                404,
+                "no such admin call (docs/guard.md lists them)".to_owned(),
+            )),
+        }
+    }
+}
+
+fn state(live: &Live) -> State {
+    let p = &live.get();
+    {
+        let now = p.clock.now();
+        let shedder = p.shedder.lock().unwrap_or_else(PoisonError::into_inner);
+        State {
+            routes: p
+                .routes
+                .iter()
+                .map(|r| RouteState {
+                    name: r.name.clone(),
+                    retry: r.retry.as_ref().map(|x| x.config()),
+                    restore: r.restore.view(now),
+                })
+                .collect(),
+            shed_rules: shedder
+                .rules()
+                .iter()
+                .map(|rule| ShedView {
+                    route: p
+                        .routes
+                        .get(rule.route as usize)
+                        .map_or_else(String::new, |r| r.name.clone()),
+                    class: rule.class,
+                    status: rule.status,
+                    retry_after_secs: rule.retry_after.map(|n| n.as_secs_f64()),
+                })
+                .collect(),
+            overrides: live
+                .overrides
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+fn who(peer: SocketAddr, request: &Request<Incoming>) -> String {
+    let operator = request
+        .headers()
+        .get("x-stormbreak-operator")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.chars()
+                .filter(|c| !c.is_control())
+                .take(64)
+                .collect::<String>()
+        });
+    match operator {
+        Some(name) if !name.is_empty() => format!("{name} ({peer})"),
+        _ => peer.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShedAdd {
+    route: String,
+    #[serde(default)]
+    class: Option<Criticality>,
+    status: u16,
+    #[serde(default)]
+    retry_after: Option<stormbreak_policy::Nanos>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShedKey {
+    route: String,
+    #[serde(default)]
+    class: Option<Criticality>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteKey {
+    route: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetrySet {
+    route: String,
+    retry: RetryConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreStart {
+    route: String,
+    #[serde(default)]
+    restore: Option<StagedRestoreConfig>,
+}
+
+#[derive(Serialize)]
+struct State {
+    routes: Vec<RouteState>,
+    shed_rules: Vec<ShedView>,
+    overrides: Vec<Override>,
+}
+
+#[derive(Serialize)]
+struct RouteState {
+    name: String,
+    retry: Option<RetryConfig>,
+    restore: RestoreView,
+}
+
+#[derive(Serialize)]
+struct ShedView {
+    route: String,
+    class: Option<Criticality>,
+    status: u16,
+    retry_after_secs: Option<f64>,
+}
+
+fn answer(status: u16, message: &str) -> Response<Full<Bytes>> {
+    json(status, &serde_json::json!({ "error": message }))
+}
+
+fn json<T: Serialize>(status: u16, value: &T) -> Response<Full<Bytes>> {
+    let body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Serves the admin API on `listener` until `shutdown` turns true.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    admin: Arc<Admin>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let cap = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = cap.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let admin = admin.clone();
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = service_fn(move |request| {
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(admin.handle(peer, request).await) }
+            });
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10));
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = stop.changed() => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,235 @@
+//! The config in force, and its replacement on reload without loss.
+//!
+//! Requests take the current proxy (`Proxy`) when they start and finish on it,
+//! so a reload never cuts one; connections and listeners are untouched.
+//! The new proxy keeps, by identity, every cluster whose config is
+//! unchanged (pool, outlier ejection, health, breaker, cluster limit) and
+//! every route whose config, position and clusters are unchanged (retry
+//! budget, adaptive limit, rate-limit table, restore ramp): resetting a
+//! budget mid-storm would hand out a fresh allowance of retries. Shed rules
+//! and retry policies set through the admin API are replayed onto the new
+//! proxy before it takes traffic.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::balance::Cluster;
+use crate::config::GuardConfig;
+use crate::proxy::{Proxy, Shared};
+
+/// Overrides kept (and replayed on reload), oldest dropped first.
+pub const MAX_OVERRIDES: usize = 256;
+
+/// One change made through the admin API.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct Override {
+    /// Seconds since the Unix epoch.
+    pub(crate) at_unix: u64,
+    /// Peer address, and the operator header when sent.
+    pub(crate) who: String,
+    /// `shed.add`, `shed.remove`, `retry.set`, `restore.start`, `restore.step`, `restore.stop`.
+    pub(crate) what: &'static str,
+    /// The admin call's path, to replay it.
+    #[serde(skip)]
+    pub(crate) path: String,
+    /// The request body as given.
+    pub(crate) detail: serde_json::Value,
+}
+
+/// What a reload kept and rebuilt.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Reloaded {
+    /// Routes whose policy state was kept.
+    pub kept: Vec<String>,
+    /// Routes built anew (new or changed).
+    pub rebuilt: Vec<String>,
+}
+
+/// The proxy in force, what outlives it, and the admin overrides.
+pub(crate) struct Live {
+    current: RwLock<Arc<Proxy>>,
+    shared: Shared,
+    /// `[[listener]]` and `[admin]` as started: a reload may not change them.
+    fixed: String,
+    path: Option<PathBuf>,
+    pub(crate) overrides: Mutex<VecDeque<Override>>,
+    /// Serialises reloads (and override changes against them).
+    reloading: Mutex<()>,
+    stopped: watch::Receiver<bool>,
+    /// Turned true once to drain: listeners stop accepting, connections
+    /// finish what is in flight.
+    draining: watch::Sender<bool>,
+    /// Health probes of clusters built since start.
+    tasks: Mutex<JoinSet<()>>,
+}
+
+fn fixed(config: &GuardConfig) -> String {
+    format!("{:?}{:?}", config.listeners, config.admin)
+}
+
+impl Live {
+    pub(crate) fn new(
+        config: &GuardConfig,
+        path: Option<PathBuf>,
+        stopped: watch::Receiver<bool>,
+    ) -> Result<Arc<Live>, stormbreak_policy::FieldError> {
+        let shared = Shared::new(config);
+        let proxy = Arc::new(Proxy::new(config, &shared, None)?);
+        let live = Arc::new(Live {
+            current: RwLock::new(proxy.clone()),
+            shared,
+            fixed: fixed(config),
+            path,
+            overrides: Mutex::new(VecDeque::new()),
+            reloading: Mutex::new(()),
+            stopped,
+            draining: watch::Sender::new(false),
+            tasks: Mutex::new(JoinSet::new()),
+        });
+        live.probe(&proxy, None);
+        Ok(live)
+    }
+
+    /// Watches the drain flag.
+    pub(crate) fn draining(&self) -> watch::Receiver<bool> {
+        self.draining.subscribe()
+    }
+
+    /// Starts draining (idempotent); `false` when already draining.
+    pub(crate) fn start_drain(&self) -> bool {
+        !self.draining.send_replace(true)
+    }
+
+    /// Client connections open on every listener.
+    pub(crate) fn open_connections(&self) -> u64 {
+        self.shared
+            .connection_caps
+            .iter()
+            .map(|(_, sem, cap)| u64::from(*cap).saturating_sub(sem.available_permits() as u64))
+            .sum()
+    }
+
+    /// The proxy new requests go to.
+    pub(crate) fn get(&self) -> Arc<Proxy> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn stats(&self) -> &crate::Stats {
+        &self.shared.stats
+    }
+
+    /// Starts health probes for `proxy`'s clusters that `previous` did not have.
+    fn probe(&self, proxy: &Proxy, previous: Option<&Proxy>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        for cluster in &proxy.clusters {
+            if cluster.probe_interval().is_none()
+                || previous.is_some_and(|p| p.clusters.iter().any(|c| Arc::ptr_eq(c, cluster)))
+            {
+                continue;
+            }
+            for e in 0..cluster.endpoints.len() {
+                tasks.spawn(probe(Arc::downgrade(cluster), e, self.stopped.clone()));
+            }
+        }
+    }
+
+    /// Records an admin change (bounded), to list and replay.
+    pub(crate) fn record(&self, o: Override) {
+        let mut list = self
+            .overrides
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if list.len() == MAX_OVERRIDES {
+            list.pop_front();
+        }
+        list.push_back(o);
+    }
+
+    /// Replaces the config; refused (and the old one kept) when `config`
+    /// changes listeners or `[admin]`, or a policy refuses it.
+    pub(crate) fn reload(&self, config: &GuardConfig) -> Result<Reloaded, String> {
+        let _one = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if fixed(config) != self.fixed {
+            return Err(
+                "a reload cannot change [[listener]] or [admin]: restart the guard for that"
+                    .to_owned(),
+            );
+        }
+        let previous = self.get();
+        let proxy = Proxy::new(config, &self.shared, Some(&previous)).map_err(|e| e.to_string())?;
+        // Admin shed rules and retry policies outlive the config (restores
+        // are kept with their route, or start afresh with a changed one).
+        let replay: Vec<Override> = self
+            .overrides
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|o| matches!(o.what, "shed.add" | "shed.remove" | "retry.set"))
+            .cloned()
+            .collect();
+        for o in replay {
+            if let Err((_, e)) = crate::admin::apply(&proxy, &o.path, o.detail.clone()) {
+                tracing::warn!(target: "stormbreak_guard::admin", what = o.what, detail = %o.detail, error = %e, "override not replayed on reload");
+            }
+        }
+        let proxy = Arc::new(proxy);
+        let kept = proxy.kept_routes(&previous);
+        let rebuilt = proxy
+            .routes
+            .iter()
+            .map(|r| r.name.clone())
+            .filter(|n| !kept.contains(n))
+            .collect();
+        self.probe(&proxy, Some(&previous));
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = proxy;
+        Ok(Reloaded { kept, rebuilt })
+    }
+
+    /// Reloads the file the guard was started from.
+    pub(crate) fn reload_file(&self) -> Result<Reloaded, String> {
+        let path = self
+            .path
+            .as_ref()
+            .ok_or("the guard was not started from a file: nothing to reload")?;
+        let config = GuardConfig::load(path).map_err(|e| e.to_string())?;
+        self.reload(&config)
+    }
+
+    /// Waits for the probe tasks, after `stopped` has turned.
+    pub(crate) async fn join(&self) {
+        let mut tasks =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Probes one endpoint every interval while its cluster is in use (held by
+/// a proxy), until the guard stops.
+async fn probe(cluster: Weak<Cluster>, endpoint: usize, mut stopped: watch::Receiver<bool>) {
+    let Some(every) = cluster.upgrade().and_then(|c| c.probe_interval()) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        let Some(c) = cluster.upgrade() else { return };
+        tokio::select! {
+            () = c.probe_once(endpoint) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! `/metrics`: the guard's counters, gauges and latency histograms in the
+//! OpenMetrics text format (prometheus-client).
+//!
+//! Label sets are bounded by the config, never by traffic: `route`,
+//! `cluster` and `listener` take the names in the file (at most
+//! [`MAX_ITEMS`](crate::config::MAX_ITEMS) of each), `class` the five
+//! status classes and `reason` the four shed reasons. No label carries a
+//! client key, address or path.
+//!
+//! Counters are bumped on the request path through handles resolved once
+//! per route (no label lookup per request); gauges are read from the live
+//! limiters, clusters and listeners when scraped.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+/// Latency bucket bounds in seconds: fixed, so histograms from every
+/// replica aggregate (Prometheus sums buckets only when their bounds agree).
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabel {
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: String,
+}
+
+/// `class` label values, index `status / 100 - 1`.
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResponseLabel {
+    route: String,
+    class: &'static str,
+}
+
+/// Why the guard shed a request itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShedReason {
+    /// An operator `[[shed]]` rule or admin override.
+    Rule,
+    /// Shedding by criticality class under saturation.
+    Saturation,
+    /// A staged restore did not admit it yet.
+    Restore,
+    /// The route's concurrency limit and queue had no room (or the queue timed out).
+    Limit,
+}
+
+impl ShedReason {
+    const ALL: [ShedReason; 4] = [
+        ShedReason::Rule,
+        ShedReason::Saturation,
+        ShedReason::Restore,
+        ShedReason::Limit,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            ShedReason::Rule => "rule",
+            ShedReason::Saturation => "saturation",
+            ShedReason::Restore => "restore",
+            ShedReason::Limit => "limit",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabel {
+    route: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: &'static str,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// One route's counters, resolved once.
+pub(crate) struct RouteMetrics {
+    pub(crate) requests: Counter,
+    responses: [Counter; 5],
+    pub(crate) attempts: Counter,
+    pub(crate) retries: Counter,
+    pub(crate) budget_denied: Counter,
+    pub(crate) rate_limited: Counter,
+    shed: [Counter; 4],
+    latency: Histogram,
+}
+
+impl RouteMetrics {
+    /// Counts one answer with its status and latency.
+    pub(crate) fn answered(&self, status: u16, latency: std::time::Duration) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.responses[class].inc();
+        self.latency.observe(latency.as_secs_f64());
+    }
+
+    /// Counts one request shed for `reason`.
+    pub(crate) fn shed(&self, reason: ShedReason) {
+        self.shed[reason as usize].inc();
+    }
+}
+
+/// Live values read at scrape time: one per route, cluster and listener.
+pub(crate) struct Gauges {
+    pub(crate) route: Vec<(String, LimitGauge)>,
+    pub(crate) cluster: Vec<(String, ClusterGauge)>,
+    pub(crate) listener: Vec<(String, (u64, u64))>,
+}
+
+/// A concurrency limit's state, when there is one.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LimitGauge {
+    pub(crate) inflight: u64,
+    pub(crate) limit: Option<u64>,
+    pub(crate) queued: u64,
+}
+
+/// A cluster's state.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ClusterGauge {
+    pub(crate) limit: LimitGauge,
+    pub(crate) endpoints: u64,
+    pub(crate) available: u64,
+}
+
+/// Every metric family, registered once and kept across config reloads
+/// (a route's counters continue while its name stays).
+pub(crate) struct Metrics {
+    registry: Registry,
+    families: RouteFamilies,
+    routes: Mutex<Vec<(String, Arc<RouteMetrics>)>>,
+    pub(crate) no_route: Counter,
+    inflight: Family<RouteLabel, Gauge>,
+    limit: Family<RouteLabel, Gauge>,
+    saturation: Family<RouteLabel, FloatGauge>,
+    queue_depth: Family<RouteLabel, Gauge>,
+    up_inflight: Family<ClusterLabel, Gauge>,
+    up_limit: Family<ClusterLabel, Gauge>,
+    up_saturation: Family<ClusterLabel, FloatGauge>,
+    up_endpoints: Family<ClusterLabel, Gauge>,
+    up_available: Family<ClusterLabel, Gauge>,
+    connections: Family<ListenerLabel, Gauge>,
+    connection_cap: Family<ListenerLabel, Gauge>,
+}
+
+/// The per-route counter families, to resolve a route's handles from.
+struct RouteFamilies {
+    requests: Family<RouteLabel, Counter>,
+    responses: Family<ResponseLabel, Counter>,
+    attempts: Family<RouteLabel, Counter>,
+    retries: Family<RouteLabel, Counter>,
+    budget_denied: Family<RouteLabel, Counter>,
+    rate_limited: Family<RouteLabel, Counter>,
+    shed: Family<ShedLabel, Counter>,
+    latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+}
+
+impl RouteFamilies {
+    fn route(&self, name: &str) -> RouteMetrics {
+        let l = RouteLabel {
+            route: name.to_owned(),
+        };
+        let class = |class: &'static str| {
+            self.responses.get_or_create_owned(&ResponseLabel {
+                route: name.to_owned(),
+                class,
+            })
+        };
+        RouteMetrics {
+            requests: self.requests.get_or_create_owned(&l),
+            responses: CLASSES.map(class),
+            attempts: self.attempts.get_or_create_owned(&l),
+            retries: self.retries.get_or_create_owned(&l),
+            budget_denied: self.budget_denied.get_or_create_owned(&l),
+            rate_limited: self.rate_limited.get_or_create_owned(&l),
+            shed: ShedReason::ALL.map(|reason| {
+                self.shed.get_or_create_owned(&ShedLabel {
+                    route: name.to_owned(),
+                    reason: reason.name(),
+                })
+            }),
+            latency: self.latency.get_or_create_owned(&l),
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers every family.
+    pub(crate) fn new() -> Self {
+        let mut r = Registry::with_prefix("stormbreak_guard");
+        let requests = Family::<RouteLabel, Counter>::default();
+        let responses = Family::<ResponseLabel, Counter>::default();
+        let attempts = Family::<RouteLabel, Counter>::default();
+        let retries = Family::<RouteLabel, Counter>::default();
+        let budget_denied = Family::<RouteLabel, Counter>::default();
+        let rate_limited = Family::<RouteLabel, Counter>::default();
+        let shed = Family::<ShedLabel, Counter>::default();
+        let latency = Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
+        );
+        let no_route = Counter::default();
+        r.register("requests", "Requests received, by route", requests.clone());
+        r.register(
+            "responses",
+            "Responses sent, by route and status class",
+            responses.clone(),
+        );
+        r.register(
+            "attempts",
+            "Attempts sent upstream (first tries and retries), by route",
+            attempts.clone(),
+        );
+        r.register(
+            "retries",
+            "Retries sent upstream, by route",
+            retries.clone(),
+        );
+        r.register(
+            "budget_denied",
+            "Retries the route's retry budget refused",
+            budget_denied.clone(),
+        );
+        r.register(
+            "rate_limited",
+            "Requests refused by the route's keyed rate limit (429)",
+            rate_limited.clone(),
+        );
+        r.register(
+            "shed",
+            "Requests the guard shed itself, by route and reason (rule, saturation, restore, limit)",
+            shed.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time from request head to response head, by route (fixed buckets)",
+            latency.clone(),
+        );
+        r.register(
+            "no_route",
+            "Requests no route matched (404)",
+            no_route.clone(),
+        );
+        let m = Metrics {
+            families: RouteFamilies {
+                requests,
+                responses,
+                attempts,
+                retries,
+                budget_denied,
+                rate_limited,
+                shed,
+                latency,
+            },
+            routes: Mutex::new(Vec::new()),
+            no_route,
+            inflight: Family::default(),
+            limit: Family::default(),
+            saturation: Family::default(),
+            queue_depth: Family::default(),
+            up_inflight: Family::default(),
+            up_limit: Family::default(),
+            up_saturation: Family::default(),
+            up_endpoints: Family::default(),
+            up_available: Family::default(),
+            connections: Family::default(),
+            connection_cap: Family::default(),
+            registry: Registry::default(),
+        };
+        let mut m = m;
+        r.register(
+            "inflight",
+            "Requests in flight through the route's concurrency limit",
+            m.inflight.clone(),
+        );
+        r.register(
+            "limit",
+            "The route's current concurrency limit",
+            m.limit.clone(),
+        );
+        r.register(
+            "saturation",
+            "In flight / limit of the route's concurrency limit: the signal to autoscale on",
+            m.saturation.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Requests waiting in the route's admission queue",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "upstream_inflight",
+            "Attempts in flight through the cluster's concurrency limit",
+            m.up_inflight.clone(),
+        );
+        r.register(
+            "upstream_limit",
+            "The cluster's current concurrency limit",
+            m.up_limit.clone(),
+        );
+        r.register(
+            "upstream_saturation",
+            "In flight / limit of the cluster's concurrency limit",
+            m.up_saturation.clone(),
+        );
+        r.register(
+            "upstream_endpoints",
+            "Endpoints configured in the cluster",
+            m.up_endpoints.clone(),
+        );
+        r.register(
+            "upstream_endpoints_available",
+            "Endpoints neither ejected nor failing health checks",
+            m.up_available.clone(),
+        );
+        r.register(
+            "connections",
+            "Client connections open on the listener",
+            m.connections.clone(),
+        );
+        r.register(
+            "connection_cap",
+            "The listener's connection cap (max_connections)",
+            m.connection_cap.clone(),
+        );
+        r.register(
+            "build",
+            "The guard's version",
+            Info::new(BuildLabel {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        m.registry = r;
+        m
+    }
+
+    /// Route `name`'s counters: the same handles for the same name, so
+    /// they continue across reloads. At most one entry per route name ever
+    /// configured.
+    pub(crate) fn route(&self, name: &str) -> Arc<RouteMetrics> {
+        let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, m)) = routes.iter().find(|(n, _)| n == name) {
+            return m.clone();
+        }
+        let m = Arc::new(self.families.route(name));
+        routes.push((name.to_owned(), m.clone()));
+        m
+    }
+
+    /// The OpenMetrics text of every family, gauges set from `gauges` first.
+    pub(crate) fn encode(&self, gauges: &Gauges) -> String {
+        // Gauges describe the config in force: a route or cluster gone
+        // since a reload leaves no stale series.
+        for f in [&self.inflight, &self.limit, &self.queue_depth] {
+            f.clear();
+        }
+        self.saturation.clear();
+        for f in [
+            &self.up_inflight,
+            &self.up_limit,
+            &self.up_endpoints,
+            &self.up_available,
+        ] {
+            f.clear();
+        }
+        self.up_saturation.clear();
+        for (name, g) in &gauges.route {
+            let l = RouteLabel {
+                route: name.clone(),
+            };
+            if let Some(limit) = g.limit {
+                self.inflight.get_or_create(&l).set(g.inflight as i64);
+                self.limit.get_or_create(&l).set(limit as i64);
+                self.saturation
+                    .get_or_create(&l)
+                    .set(g.inflight as f64 / limit.max(1) as f64);
+                self.queue_depth.get_or_create(&l).set(g.queued as i64);
+            }
+        }
+        for (name, g) in &gauges.cluster {
+            let l = ClusterLabel {
+                cluster: name.clone(),
+            };
+            if let Some(limit) = g.limit.limit {
+                self.up_inflight
+                    .get_or_create(&l)
+                    .set(g.limit.inflight as i64);
+                self.up_limit.get_or_create(&l).set(limit as i64);
+                self.up_saturation
+                    .get_or_create(&l)
+                    .set(g.limit.inflight as f64 / limit.max(1) as f64);
+            }
+            self.up_endpoints.get_or_create(&l).set(g.endpoints as i64);
+            self.up_available.get_or_create(&l).set(g.available as i64);
+        }
+        for (name, (open, cap)) in &gauges.listener {
+            let l = ListenerLabel {
+                listener: name.clone(),
+            };
+            self.connections.get_or_create(&l).set(*open as i64);
+            self.connection_cap.get_or_create(&l).set(*cap as i64);
+        }
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saturation_is_in_flight_over_limit_and_only_where_there_is_a_limit() {
+        let m = Metrics::new();
+        let text = m.encode(&Gauges {
+            route: vec![
+                (
+                    "a".to_owned(),
+                    LimitGauge {
+                        inflight: 3,
+                        limit: Some(4),
+                        queued: 2,
+                    },
+                ),
+                ("b".to_owned(), LimitGauge::default()),
+            ],
+            cluster: vec![(
+                "c".to_owned(),
+                ClusterGauge {
+                    limit: LimitGauge {
+                        inflight: 1,
+                        limit: Some(8),
+                        queued: 0,
+                    },
+                    endpoints: 2,
+                    available: 1,
+                },
+            )],
+            listener: vec![("l".to_owned(), (5, 100))],
+        });
+        for want in [
+            "stormbreak_guard_saturation{route=\"a\"} 0.75\n",
+            "stormbreak_guard_queue_depth{route=\"a\"} 2\n",
+            "stormbreak_guard_upstream_saturation{cluster=\"c\"} 0.125\n",
+            "stormbreak_guard_upstream_endpoints_available{cluster=\"c\"} 1\n",
+            "stormbreak_guard_connections{listener=\"l\"} 5\n",
+            "stormbreak_guard_connection_cap{listener=\"l\"} 100\n",
+        ] {
+            assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+        assert!(
+            !text.contains("stormbreak_guard_saturation{route=\"b\"}"),
+            "a route without a limit has no saturation"
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! The guard's retry path without sockets: the same retry
+//! loop (module `retry`) the proxy runs for every request (budget, backoff with seeded
+//! jitter, per-try and overall deadlines, waiting on tokio's clock), with
+//! the attempt supplied by the caller.
+//!
+//! It exists so a test can feed the guard and the simulator the same
+//! synthetic trace of attempt outcomes and compare their decisions
+//! (`crates/equivalence/tests/trace.rs`); nothing in the proxy goes
+//! through it. Time is tokio's clock, so under
+//! `#[tokio::test(start_paused = true)]` it is virtual.
+//!
+//! ```
+//! use stormbreak_guard::trace::{Answer, RetryPath};
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let retry = toml::from_str(r#"max_attempts = 3
+//! backoff = { kind = "constant", base = "10ms", jitter = "none" }"#).unwrap();
+//! let path = RetryPath::new(&retry, None, 7).unwrap();
+//! let mut tries = 0;
+//! let answer = path
+//!     .call(|_deadline| {
+//!         tries += 1;
+//!         let status = if tries < 3 { 503 } else { 200 };
+//!         async move { Answer::Status { status, retry_after_secs: None } }
+//!     })
+//!     .await;
+//! assert_eq!(answer, Answer::Status { status: 200, retry_after_secs: None });
+//! assert_eq!((path.attempts(), path.now()), (3, stormbreak_policy::Nanos::from_millis(20)));
+//! # }
+//! ```
+
+use std::future::Future;
+
+use http::{HeaderValue, Response, StatusCode, header};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::{FieldError, Nanos};
+
+use crate::clock::Clock;
+use crate::endpoint::AttemptError;
+use crate::retry::{self, AttemptOf, RouteRetry};
+use crate::stats::Stats;
+
+/// What one attempt produced, as the retry policy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Answer {
+    /// A response head with this status and, when set, `Retry-After` in
+    /// delta-seconds.
+    Status {
+        /// HTTP status code.
+        status: u16,
+        /// `Retry-After` delta-seconds.
+        retry_after_secs: Option<u64>,
+    },
+    /// The attempt's deadline passed first.
+    Timeout,
+    /// No connection could be opened.
+    ConnectFailed,
+    /// The connection failed before a response head arrived.
+    Reset,
+}
+
+/// A route's retry policy and budget, driven as the proxy drives them.
+pub struct RetryPath {
+    retry: RouteRetry,
+    clock: Clock,
+    stats: Stats,
+}
+
+impl RetryPath {
+    /// A route with this `retry` and `budget` (absent: the guard's default,
+    /// the ratio budget's defaults), its jitter RNG seeded with `seed`
+    /// (`Pcg64Mcg::seed_from_u64`). Its clock starts now.
+    pub fn new(
+        retry: &RetryConfig,
+        budget: Option<&BudgetConfig>,
+        seed: u64,
+    ) -> Result<Self, FieldError> {
+        Ok(RetryPath {
+            retry: RouteRetry::with_rng(retry, budget, Pcg64Mcg::seed_from_u64(seed))?,
+            clock: Clock::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Time since [`RetryPath::new`], on tokio's clock.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// Attempts sent so far, by every call.
+    pub fn attempts(&self) -> u64 {
+        self.stats.attempts()
+    }
+
+    /// Retries sent so far, by every call.
+    pub fn retries(&self) -> u64 {
+        self.stats.retries()
+    }
+
+    /// One request: calls `attempt` with the attempt's deadline (time on
+    /// this path's clock; `None` without one) until the policy says success
+    /// or give up, waiting out each backoff on tokio's clock; returns the
+    /// last answer. `attempt` must answer [`Answer::Timeout`] once its
+    /// deadline has passed, as the proxy's attempts do.
+    pub async fn call<F, Fut>(&self, mut attempt: F) -> Answer
+    where
+        F: FnMut(Option<Nanos>) -> Fut,
+        Fut: Future<Output = Answer>,
+    {
+        let clock = self.clock;
+        let result = retry::run(Some(&self.retry), &clock, &self.stats, None, |deadline| {
+            let answer = attempt(deadline.map(|at| clock.since(at)));
+            async move { to_attempt(answer.await) }
+        })
+        .await;
+        from_attempt(&result)
+    }
+}
+
+fn to_attempt(answer: Answer) -> AttemptOf<()> {
+    match answer {
+        Answer::Status {
+            status,
+            retry_after_secs,
+        } => {
+            let mut response = Response::new(());
+            *response.status_mut() =
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            if let Some(secs) = retry_after_secs {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            Ok(response)
+        }
+        Answer::Timeout => Err(AttemptError::Timeout),
+        Answer::ConnectFailed => Err(AttemptError::Connect),
+        Answer::Reset => Err(AttemptError::Reset),
+    }
+}
+
+fn from_attempt(result: &AttemptOf<()>) -> Answer {
+    match result {
+        Ok(r) => Answer::Status {
+            status: r.status().as_u16(),
+            retry_after_secs: r
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok()),
+        },
+        Err(AttemptError::Timeout) => Answer::Timeout,
+        Err(AttemptError::Reset) => Answer::Reset,
+        Err(_) => Answer::ConnectFailed,
+    }
+}
