@@ -8,10 +8,8 @@
 //! outcomes are never retried (403, a `Retry-After` beyond the overall
 //! deadline) and when a request gives up.
 //!
-//! The simulator keeps its glue private to its engine, so this test
-//! compiles that very file (`crates/sim/src/engine/caller.rs`) as a module
-//! here instead of copying it: an edit to the simulator's glue is tested as
-//! it stands.
+//! The simulator's side is its engine's own glue
+//! (`stormbreak_sim::engine::caller`, public for this test), not a copy.
 //!
 //! Two things are modelled the same on both sides, being inputs rather than
 //! decisions:
@@ -29,15 +27,6 @@
 //! the retry blocks here set no per-try or overall timeout; the guard's own
 //! deadlines are tested in `crates/guard/tests/policies.rs`.
 
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../sim/src/engine/caller.rs"]
-mod caller;
-
-/// What `caller.rs` imports as `crate::record`.
-mod record {
-    pub use stormbreak_sim::record::Cause;
-}
-
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::{Arc, Mutex};
@@ -51,7 +40,7 @@ use stormbreak_policy::retry::RetryConfig;
 use stormbreak_sim::record::Cause;
 use tokio::sync::Notify;
 
-use caller::{Caller, Next};
+use stormbreak_sim::engine::caller::{self, Caller, Next};
 
 const REQUESTS: usize = 3000;
 const JITTER_SEED: u64 = 0x5eed;

@@ -50,7 +50,7 @@
 mod attempt;
 mod audit;
 mod autoscale;
-mod caller;
+pub mod caller;
 mod conn;
 mod failover;
 mod fault;
