@@ -46,6 +46,7 @@ pub mod axis;
 pub mod classify;
 pub mod exec;
 pub mod html;
+pub mod k8s;
 pub mod output;
 pub mod path;
 pub mod plan;
