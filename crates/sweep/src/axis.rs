@@ -12,8 +12,10 @@
 //! `service.db.app.workers=0.8x..1.2x:5`, `client.users.retry.backoff.kind=constant,exponential`.
 //! Both ends of a range are values or both multiples. A range's points are
 //! evenly spaced (geometrically with `log`); a Latin-hypercube sample
-//! draws anywhere inside it. Integer fields and durations round to whole
-//! units, and a grid whose rounded points repeat is refused.
+//! draws anywhere inside it. A computed point is rounded to
+//! [`COMPUTED_DIGITS`] significant digits (integer fields to whole
+//! numbers); the ends and listed values are kept as given (durations to
+//! the nanosecond). A grid whose rounded points repeat is refused.
 
 use toml_edit::{DocumentMut, Value};
 
@@ -269,12 +271,36 @@ impl Axis {
                 } else {
                     lo + u * (hi - lo)
                 };
+                // Computed points read as a person would write them
+                // (1.459s, not 1s459ms232us803ns); the ends stay exact.
+                let v = if u == 0.0 {
+                    *lo
+                } else if u == 1.0 {
+                    *hi
+                } else if self.kind == Kind::Integer {
+                    v
+                } else {
+                    significant(v, COMPUTED_DIGITS)
+                };
                 self.kind.write(v)
             }
             Values::Numbers(v) => self.kind.write(v[pick(u, v.len())]),
             Values::Literals(v) => v[pick(u, v.len())].clone(),
         }
     }
+}
+
+/// Significant digits of a computed point of a range (integers round to
+/// whole numbers instead).
+pub const COMPUTED_DIGITS: i32 = 4;
+
+/// `v` rounded to `digits` significant digits.
+fn significant(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
 }
 
 fn pick(u: f64, len: usize) -> usize {

@@ -345,7 +345,7 @@ fn table(plan: &Plan, cells: &[CellSummary]) -> String {
             c.share_metastable * 100.0,
             classes.join(" "),
             c.recovery_s
-                .map_or_else(String::new, |q| format!("{:.0}", q.p50)),
+                .map_or_else(String::new, |q| format!("{:.1}", q.p50)),
             c.peak_amplification,
             c.error_rate
         );
