@@ -302,9 +302,9 @@ fn figures(rec: &Recording, slos: &[Slo], tl: Timeline, observed: usize) -> (f64
         let Some(r) = rec.route(&slo.route) else {
             continue;
         };
-        for i in 0..r.first_attempts.len() {
-            if r.first_attempts[i] > 0 {
-                peak = peak.max(r.attempts[i] as f64 / r.first_attempts[i] as f64);
+        for (&a, &f) in r.attempts.iter().zip(&r.first_attempts) {
+            if f > 0 {
+                peak = peak.max(a as f64 / f as f64);
             }
         }
         let to = observed.min(r.first_attempts.len());

@@ -91,9 +91,9 @@ fn grid_shares(plan: &Plan, cells: &[CellSummary]) -> (usize, usize, Vec<Vec<f64
         sum[c.coords[0]][c.coords[1]] += c.share_metastable;
         n[c.coords[0]][c.coords[1]] += 1;
     }
-    for x in 0..nx {
-        for y in 0..ny {
-            sum[x][y] /= n[x][y].max(1) as f64;
+    for (col, counts) in sum.iter_mut().zip(&n) {
+        for (v, &k) in col.iter_mut().zip(counts) {
+            *v /= k.max(1) as f64;
         }
     }
     (nx, ny, sum)
