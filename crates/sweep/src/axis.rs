@@ -306,3 +306,76 @@ fn significant(v: f64, digits: i32) -> f64 {
 fn pick(u: f64, len: usize) -> usize {
     ((u * len as f64) as usize).min(len - 1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"
+[[client]]
+name = "users"
+rate = "800/s"
+timeout = "200ms"
+workers = 10
+retry = { max_attempts = 3, backoff = { kind = "constant", base = "10ms" } }
+"#;
+
+    fn points(axis: &str) -> Result<Vec<String>, String> {
+        let doc: DocumentMut = DOC.parse().unwrap();
+        let a = AxisSpec::parse(axis)?.resolve(&doc)?;
+        Ok(a.points().iter().map(display).collect())
+    }
+
+    #[test]
+    fn ranges_in_the_fields_units() {
+        assert_eq!(
+            points("client.users.rate=0.6k/s..1.0k/s:5").unwrap(),
+            ["600/s", "700/s", "800/s", "900/s", "1000/s"]
+        );
+        assert_eq!(
+            points("client.users.timeout=1s..30s:log:4").unwrap(),
+            ["1s", "3s107ms", "9s655ms", "30s"]
+        );
+        assert_eq!(
+            points("client.users.retry.backoff.base=0.5x..2x:4").unwrap(),
+            ["5ms", "10ms", "15ms", "20ms"]
+        );
+    }
+
+    #[test]
+    fn integers_round_and_lists_keep_their_values() {
+        assert_eq!(
+            points("client.users.workers=0.8x..1.2x:3").unwrap(),
+            ["8", "10", "12"]
+        );
+        assert_eq!(
+            points("client.users.retry.max_attempts=1,2,4").unwrap(),
+            ["1", "2", "4"]
+        );
+        assert_eq!(
+            points("client.users.retry.backoff.kind=constant,exponential").unwrap(),
+            ["constant", "exponential"]
+        );
+    }
+
+    #[test]
+    fn malformed_axes_say_what_is_expected() {
+        for bad in [
+            "client.users.rate",
+            "client.users.rate=1..2",
+            "client.users.rate=1..2:1",
+            "client..rate=1,2",
+        ] {
+            assert!(points(bad).is_err(), "{bad}");
+        }
+        let e = points("client.users.rate=1x..2k/s:3").unwrap_err();
+        assert!(
+            e.contains("both ends must be values, or both multiples"),
+            "{e}"
+        );
+        let e = points("client.users.retry.backoff.kind=0.5x..2x:3").unwrap_err();
+        assert!(e.contains("a range needs numbers"), "{e}");
+        let e = points("client.users.timeout=0s..1s:log:3").unwrap_err();
+        assert!(e.contains("log range needs both ends > 0"), "{e}");
+    }
+}
