@@ -5,7 +5,7 @@
 //! PersistentVolumeClaim for `stormbreak sweep merge`.
 //!
 //! * `sweep-configmap.json`: a ConfigMap holding `scenario.toml` and
-//!   `sweep.json` (the [`SweepSpec`]); refused over ConfigMap's 1 MiB
+//!   `sweep.json` (the [`SweepSpec`](crate::plan::SweepSpec)); refused over ConfigMap's 1 MiB
 //!   (Kubernetes documentation, "ConfigMaps": "The data stored in a
 //!   ConfigMap cannot exceed 1 MiB").
 //! * `sweep-job.json`: the Job; its pods mount the ConfigMap at
