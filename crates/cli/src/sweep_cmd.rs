@@ -60,7 +60,7 @@ pub struct Args {
     /// Read the sweep spec (axes, samples, seeds, seed, classification,
     /// scale) from this JSON file, as `--emit-k8s-job` writes it, instead
     /// of from flags.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["axes", "samples", "seed", "observe"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["axes", "samples", "seeds", "seed", "recover_within", "observe", "scale"])]
     spec: Option<PathBuf>,
     /// Write a Kubernetes Indexed Job and ConfigMap that run the sweep as
     /// --shards shards into DIR, instead of running it.
