@@ -13,6 +13,7 @@ mod parallel;
 mod replay;
 mod report_cmd;
 mod simulate;
+mod sweep_cmd;
 mod table;
 
 /// Reproduce, find and stop retry storms and blind-spot overload in service meshes.
@@ -35,6 +36,8 @@ enum Command {
     Audit(audit_cmd::Args),
     /// Run the guard reverse proxy (`--config FILE`), or validate its config (`--check FILE`).
     Guard(guard_cmd::Args),
+    /// Map where a scenario stops recovering: vary fields along axes, classify every run.
+    Sweep(sweep_cmd::Args),
 }
 
 /// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_cmd::run(args),
         Command::Audit(args) => audit_cmd::run(args),
         Command::Guard(args) => guard_cmd::run(args),
+        Command::Sweep(args) => sweep_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

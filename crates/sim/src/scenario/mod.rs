@@ -57,6 +57,10 @@ pub struct Scenario {
     /// Timeline actions.
     #[serde(default, rename = "action")]
     pub actions: Vec<Spanned<ActionSpec>>,
+    /// Service-level objectives per route: what a breach is, for
+    /// `stormbreak sweep`'s classification (the run itself ignores them).
+    #[serde(default, rename = "slo")]
+    pub slos: Vec<SloSpec>,
     /// What validation found legal but probably unintended (a rate too low
     /// to send anything in the run, …); `stormbreak simulate` prints them.
     #[serde(skip)]
@@ -481,6 +485,50 @@ pub struct RateStep {
     pub ramp: Nanos,
 }
 
+/// An `[[slo]]`: when a route is in breach. Either bound, or both, may be
+/// given; a route breaches while either is exceeded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an [[slo]] table like { route = \"api\", error_rate = 0.05, window = \"30s\" }"
+)]
+pub struct SloSpec {
+    /// Route name.
+    pub route: Spanned<String>,
+    /// Largest share of logical requests that may fail over `window`
+    /// (1 − successes / requests started), in [0, 1).
+    #[serde(default)]
+    pub error_rate: Option<f64>,
+    /// Sliding window of the error rate, a whole number of recording
+    /// intervals, rounded up (default [`DEFAULT_SLO_WINDOW`]).
+    #[serde(default = "default_slo_window")]
+    pub window: Nanos,
+    /// Longest a job of a job-queue population (`workers`) may wait for a
+    /// worker (the route's `job_wait_s` series).
+    #[serde(default)]
+    pub job_wait: Option<Nanos>,
+}
+
+/// The error-rate window of an `[[slo]]` that does not give one.
+pub const DEFAULT_SLO_WINDOW: Nanos = Nanos::from_secs(10);
+
+fn default_slo_window() -> Nanos {
+    DEFAULT_SLO_WINDOW
+}
+
+/// What an action stands for, for `stormbreak sweep`'s classification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case", expecting = "\"trigger\" or \"operator\"")]
+pub enum ActionRole {
+    /// Part of what pushes the system (a spike, a capacity drop): recovery
+    /// is measured from the end of the last trigger.
+    Trigger,
+    /// An operator's intervention (shed, restart, retries off): the system
+    /// recovering after one did not recover on its own, so observation
+    /// ends at the first.
+    Operator,
+}
+
 /// An `[[action]]` on the timeline. (Unknown fields are still rejected:
 /// `kind` is flattened and denies them.)
 #[derive(Debug, Clone, Deserialize)]
@@ -488,6 +536,15 @@ pub struct RateStep {
 pub struct ActionSpec {
     /// When it applies.
     pub at: Nanos,
+    /// A name for the action, unique in the scenario (letters, digits,
+    /// `_` and `-`, not only digits), by which a sweep axis addresses it
+    /// (`action.<id>.<field>`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Whether the action is a trigger or an operator action (absent:
+    /// neither).
+    #[serde(default)]
+    pub role: Option<ActionRole>,
     /// How long it lasts: the action is undone `for` after `at` (only for
     /// the actions [`ActionKind::revertible`] names; absent: until the end).
     #[serde(default, rename = "for")]

@@ -263,7 +263,105 @@ impl Scenario {
         self.check_clients(ck)?;
         self.check_failovers(ck, &comps)?;
         self.check_dependency_cycles(ck, &comps)?;
-        self.check_actions(ck, &comps)
+        self.check_actions(ck, &comps)?;
+        self.check_action_ids(ck)?;
+        self.check_slos(ck)
+    }
+
+    /// Action `id`s: unique, and spelled so that a sweep path
+    /// (`action.<id>.<field>`) cannot mistake one for an index.
+    fn check_action_ids(&self, ck: &Checker) -> Result<(), ScenarioError> {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, a) in self.actions.iter().enumerate() {
+            let Some(id) = a.get_ref().id.as_deref() else {
+                continue;
+            };
+            let path = format!("action.{i}.id");
+            let well_formed = !id.is_empty()
+                && id.len() <= 64
+                && !id.bytes().all(|b| b.is_ascii_digit())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !well_formed {
+                return Err(ck.key(
+                    &path,
+                    format!(
+                        "action: id {id:?}: expected 1 to 64 letters, digits, `_` or `-`, \
+                         not only digits (an index already names the action)"
+                    ),
+                ));
+            }
+            if let Some(first) = seen.insert(id, i) {
+                return Err(ck.key(
+                    &path,
+                    format!("action: id {id:?} is already used by action {first} (0-based)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_slos(&self, ck: &Checker) -> Result<(), ScenarioError> {
+        let m = &self.scenario;
+        ck.count(
+            "slo",
+            "number of [[slo]] tables",
+            self.slos.len() as u64,
+            0,
+            MAX_ENTITIES as u64,
+        )?;
+        for (i, s) in self.slos.iter().enumerate() {
+            let p = format!("slo.{i}");
+            let route = s.route.get_ref();
+            if self.route_index(route).is_none() {
+                return Err(ck.at(
+                    s.route.span(),
+                    format!(
+                        "slo: unknown route {route:?}: expected one of {}",
+                        sorted_names(self.routes.iter().map(|r| r.name.get_ref().as_str()))
+                    ),
+                ));
+            }
+            let who = format!("slo {route:?}");
+            if s.error_rate.is_none() && s.job_wait.is_none() {
+                return Err(ck.key(&p, format!("{who}: expected error_rate, job_wait or both")));
+            }
+            if let Some(e) = s.error_rate {
+                // Open: an error rate of 1 could never be exceeded.
+                ck.fraction(
+                    &format!("{p}.error_rate"),
+                    &format!("{who}: error_rate"),
+                    e,
+                    true,
+                )?;
+            }
+            ck.duration(
+                &format!("{p}.window"),
+                &format!("{who}: window"),
+                s.window,
+                m.interval,
+            )?;
+            if s.window > m.duration {
+                return Err(ck.key(
+                    &format!("{p}.window"),
+                    format!(
+                        "{who}: window {} is longer than the run ({})",
+                        units::format_duration(s.window),
+                        units::format_duration(m.duration)
+                    ),
+                ));
+            }
+            if let Some(w) = s.job_wait {
+                ck.duration(
+                    &format!("{p}.job_wait"),
+                    &format!("{who}: job_wait"),
+                    w,
+                    Nanos::NANOSECOND,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     fn check_meta(&self, ck: &Checker) -> Result<(), ScenarioError> {

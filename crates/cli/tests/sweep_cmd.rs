@@ -1,0 +1,203 @@
+//! `stormbreak sweep` as a user meets it: the same files whatever
+//! `--jobs`, three `--shard`s merged by `sweep merge` into exactly what one
+//! run writes, and a bad axis refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+// Shared helpers; this file needs only `temp_dir`.
+#[allow(dead_code)]
+mod common;
+
+fn stormbreak() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stormbreak"))
+}
+
+fn scenario() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/capacity-drop.toml")
+}
+
+const AXES: [&str; 4] = [
+    "--axis",
+    "action.cut.factor=2.5,6",
+    "--axis",
+    "action.cut.for=5s,10s",
+];
+
+fn sweep(out: &Path, extra: &[&str]) {
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(AXES)
+        .args(["--seeds", "2", "--quiet", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The files of a sweep directory (the marker file aside), by name.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn one_and_two_jobs_write_the_same_bytes() {
+    let dir = common::temp_dir("stormbreak-sweep", "jobs");
+    sweep(&dir.join("one"), &["--jobs", "1"]);
+    sweep(&dir.join("two"), &["--jobs", "2"]);
+    let one = files(&dir.join("one"));
+    let names: Vec<&str> = one.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["report.html", "summary.json", "sweep.csv"]);
+    assert_eq!(one, files(&dir.join("two")));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("one/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["schema"], "stormbreak.sweep/1");
+    assert_eq!(summary["runs"], 8);
+    assert!(
+        summary["classes"]["metastable"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn three_shards_merge_into_the_single_run() {
+    let dir = common::temp_dir("stormbreak-sweep", "shards");
+    sweep(&dir.join("whole"), &[]);
+    let mut merge = stormbreak();
+    merge.args(["sweep", "merge"]);
+    for i in 1..=3 {
+        let d = dir.join(format!("shard{i}"));
+        sweep(&d, &["--shard", &format!("{i}/3")]);
+        merge.arg(&d);
+    }
+    let o = merge.arg("--out").arg(dir.join("merged")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(files(&dir.join("merged")), files(&dir.join("whole")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_axis_is_refused_before_anything_runs() {
+    let dir = common::temp_dir("stormbreak-sweep", "bad");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "client.users.rate=1..2:3", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`client` has no element \"users\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!dir.join("out").exists());
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=2,3", "--shard", "4/3"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected I/N"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The cluster path end to end, without a cluster: `--emit-k8s-job`
+/// writes the manifests; each "pod" runs the Job's own command line with
+/// the ConfigMap's files and its `JOB_COMPLETION_INDEX`; merging the
+/// shards gives what one machine writes.
+#[test]
+fn the_emitted_job_runs_its_shards_into_the_single_run() {
+    let dir = common::temp_dir("stormbreak-sweep", "k8s");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(AXES)
+        .args(["--seeds", "2", "--emit-k8s-job"])
+        .arg(dir.join("k8s"))
+        .args([
+            "--image",
+            "registry.example/stormbreak:test",
+            "--shards",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join("k8s").join(f)).unwrap()).unwrap()
+    };
+    let cm = read("sweep-configmap.json");
+    let job = read("sweep-job.json");
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["completions"], 3);
+    // The ConfigMap's files, where the pod mounts them.
+    let mount = dir.join("sweep");
+    std::fs::create_dir_all(&mount).unwrap();
+    for key in ["scenario.toml", "sweep.json"] {
+        std::fs::write(mount.join(key), cm["data"][key].as_str().unwrap()).unwrap();
+    }
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["command"][0], "stormbreak");
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let mut merge = stormbreak();
+    merge.args(["sweep", "merge"]);
+    for index in 0..3 {
+        // What the kubelet does: expand $(JOB_COMPLETION_INDEX); the
+        // mounts are directories here.
+        let pod_args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                a.replace("$(JOB_COMPLETION_INDEX)", &index.to_string())
+                    .replace("/sweep/", &format!("{}/", mount.display()))
+                    .replace("/out/", &format!("{}/", dir.display()))
+            })
+            .collect();
+        let o = stormbreak()
+            .args(&pod_args)
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{pod_args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        merge.arg(dir.join(format!("shard-{index}")));
+    }
+    let o = merge.arg("--out").arg(dir.join("merged")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    sweep(&dir.join("whole"), &[]);
+    let merged = files(&dir.join("merged"));
+    let whole = files(&dir.join("whole"));
+    // The scenario's path differs (the pods read the ConfigMap's copy):
+    // summary.json names it; everything else is the same bytes.
+    assert_eq!(merged.len(), whole.len());
+    for ((n, a), (m, b)) in merged.iter().zip(&whole) {
+        assert_eq!(n, m);
+        if n != "summary.json" {
+            assert!(a == b, "{n} differs");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,182 @@
+//! Running a plan's runs (all of them, or one shard's) and classifying
+//! each.
+
+use serde::{Deserialize, Serialize};
+use stormbreak_policy::Nanos;
+use stormbreak_sim::engine::{Engine, RunOptions};
+
+use crate::classify::{Class, Outcome, classify};
+use crate::exec::map_indexed;
+use crate::plan::{Plan, assignments};
+
+/// A deterministic subset of the cells: those whose index is `index`
+/// modulo `count` (`--shard I/N` is `index = I − 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 0-based.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+}
+
+/// Most shards.
+pub const MAX_SHARDS: usize = 10_000;
+
+impl Shard {
+    /// Every cell.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `I/N` (1 ≤ I ≤ N ≤ [`MAX_SHARDS`]).
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad = || format!("expected I/N with 1 ≤ I ≤ N ≤ {MAX_SHARDS}, such as 2/3, got {s:?}");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (i, n): (usize, usize) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if i == 0 || i > n || n > MAX_SHARDS {
+            return Err(bad());
+        }
+        Ok(Shard {
+            index: i - 1,
+            count: n,
+        })
+    }
+
+    /// Whether cell `cell` is in this shard.
+    pub fn has(self, cell: usize) -> bool {
+        cell % self.count == self.index
+    }
+}
+
+/// One run's result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunResult {
+    /// Cell index.
+    pub cell: usize,
+    /// Run within the cell, 0-based.
+    pub run: u32,
+    /// The run's seed.
+    pub seed: u64,
+    /// What it came to.
+    pub outcome: Outcome,
+}
+
+/// Runs the shard's runs of `plan` on `threads` threads, in (cell, run)
+/// order; `on_done` after each.
+pub fn run(
+    plan: &Plan,
+    shard: Shard,
+    threads: usize,
+    on_done: impl Fn() + Sync,
+) -> Result<Vec<RunResult>, String> {
+    let todo: Vec<(usize, u32)> = plan
+        .cells
+        .iter()
+        .filter(|c| shard.has(c.index))
+        .flat_map(|c| (0..plan.spec.seeds).map(move |k| (c.index, k)))
+        .collect();
+    map_indexed(
+        todo.len(),
+        threads,
+        |i| {
+            let (cell, k) = todo[i];
+            run_one(plan, cell, k)
+        },
+        on_done,
+    )
+}
+
+/// The number of runs `shard` holds.
+pub fn runs_in(plan: &Plan, shard: Shard) -> usize {
+    plan.cells.iter().filter(|c| shard.has(c.index)).count() * plan.spec.seeds as usize
+}
+
+fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
+    let c = &plan.cells[cell];
+    let who = || {
+        format!(
+            "cell {cell} ({}), run {k}",
+            assignments(&plan.axes, &c.values)
+        )
+    };
+    // Validated when the plan was made; building again keeps the plan small.
+    let sc = plan
+        .build(&c.values)
+        .map_err(|e| format!("{}: {e}", who()))?;
+    let seed = plan.run_seed(c, k);
+    let rec = Engine::new(
+        &sc,
+        RunOptions {
+            seed: Some(seed),
+            scale: plan.spec.scale,
+        },
+    )
+    .run()
+    .map_err(|e| format!("{}: {}: {e}", plan.file, who()))?;
+    Ok(RunResult {
+        cell,
+        run: k,
+        seed,
+        outcome: classify(&rec, &plan.slos, c.timeline, plan.spec.classify),
+    })
+}
+
+/// One run's result as a shard file stores it: floats as their bits, so a
+/// merge reproduces every figure exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredRun {
+    cell: usize,
+    run: u32,
+    seed: u64,
+    class: Class,
+    recovery_ns: Option<u64>,
+    breach_start_ns: Option<u64>,
+    peak_amplification_bits: u64,
+    error_rate_bits: u64,
+}
+
+impl StoredRun {
+    /// Its cell.
+    pub fn cell_index(&self) -> usize {
+        self.cell
+    }
+
+    /// Its run within the cell.
+    pub fn run_index(&self) -> u32 {
+        self.run
+    }
+}
+
+impl From<&RunResult> for StoredRun {
+    fn from(r: &RunResult) -> Self {
+        StoredRun {
+            cell: r.cell,
+            run: r.run,
+            seed: r.seed,
+            class: r.outcome.class,
+            recovery_ns: r.outcome.recovery.map(Nanos::as_nanos),
+            breach_start_ns: r.outcome.breach_start.map(Nanos::as_nanos),
+            peak_amplification_bits: r.outcome.peak_amplification.to_bits(),
+            error_rate_bits: r.outcome.error_rate.to_bits(),
+        }
+    }
+}
+
+impl From<&StoredRun> for RunResult {
+    fn from(s: &StoredRun) -> Self {
+        RunResult {
+            cell: s.cell,
+            run: s.run,
+            seed: s.seed,
+            outcome: Outcome {
+                class: s.class,
+                recovery: s.recovery_ns.map(Nanos::from_nanos),
+                breach_start: s.breach_start_ns.map(Nanos::from_nanos),
+                peak_amplification: f64::from_bits(s.peak_amplification_bits),
+                error_rate: f64::from_bits(s.error_rate_bits),
+            },
+        }
+    }
+}

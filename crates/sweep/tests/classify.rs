@@ -1,0 +1,189 @@
+//! Classification on the known cases: the spike of
+//! `crates/sim/tests/metastability.rs` (naive retries stay metastable; no
+//! retries, or a 10% budget, recover) and the capacity drop of
+//! `scenarios/capacity-drop.toml`, plus the edges of each class.
+
+use stormbreak_policy::Nanos;
+use stormbreak_sim::Scenario;
+use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sweep::classify::{Class, ClassifyOptions, Outcome, Timeline, classify, slos};
+
+/// The spike case, its 10 s step to 1.3× written as two `set_rate`
+/// triggers (the same rates as the test's `[[client.step]]`s).
+fn spike(retry: &str, extra: &str) -> String {
+    format!(
+        r#"
+[scenario]
+name = "metastable"
+duration = "300s"
+interval = "10s"
+
+[[service]]
+name = "backend"
+replicas = 1
+app = {{ workers = 10, queue = 3000, service_time = {{ dist = "exponential", mean = "1ms" }} }}
+
+[[route]]
+name = "r"
+path = ["backend"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "9k/s"
+timeout = "200ms"
+{retry}
+
+[[action]]
+id = "spike"
+role = "trigger"
+at = "60s"
+do = "set_rate"
+client = "users"
+rate = "11.7k/s"
+
+[[action]]
+id = "spike-end"
+role = "trigger"
+at = "70s"
+do = "set_rate"
+client = "users"
+rate = "9k/s"
+{extra}
+"#
+    )
+}
+
+const NAIVE: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }"#;
+const BUDGETED: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }
+budget = { kind = "ratio", retry_ratio = 0.1 }"#;
+
+fn outcome(text: &str, opts: ClassifyOptions) -> Outcome {
+    let sc = Scenario::parse("case.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let rec = Engine::new(&sc, RunOptions::default()).run().unwrap();
+    classify(&rec, &slos(&sc), Timeline::of(&sc).unwrap(), opts)
+}
+
+#[test]
+fn naive_retries_after_the_spike_are_metastable() {
+    let o = outcome(&spike(NAIVE, ""), ClassifyOptions::default());
+    assert_eq!(o.class, Class::Metastable, "{o:?}");
+    assert_eq!(o.recovery, None);
+    assert!(o.error_rate > 0.9, "{o:?}");
+    assert!(o.peak_amplification > 3.5, "{o:?}");
+    assert_eq!(o.breach_start, Some(Nanos::from_secs(60)), "{o:?}");
+}
+
+#[test]
+fn no_retries_and_a_ten_percent_budget_recover() {
+    for retry in ["", BUDGETED] {
+        let o = outcome(&spike(retry, ""), ClassifyOptions::default());
+        assert_eq!(o.class, Class::Recovered, "{retry}: {o:?}");
+        let r = o.recovery.unwrap();
+        assert!(r <= Nanos::from_secs(60), "{retry}: {o:?}");
+        assert!(o.error_rate < 0.05, "{retry}: {o:?}");
+        assert!(o.peak_amplification < 1.2, "{retry}: {o:?}");
+    }
+}
+
+/// The same recovery with a `--recover-within` shorter than it took is
+/// slow, and the recovery time recorded is the same.
+#[test]
+fn a_recovery_later_than_recover_within_is_slow() {
+    let base = outcome(&spike("", ""), ClassifyOptions::default());
+    let r = base.recovery.unwrap();
+    assert!(r >= Nanos::from_secs(10), "{base:?}");
+    let opts = ClassifyOptions::new(
+        r.saturating_sub(Nanos::from_secs(1)),
+        Some(Nanos::from_secs(60)),
+    )
+    .unwrap();
+    let o = outcome(&spike("", ""), opts);
+    assert_eq!(o.class, Class::Slow, "{o:?}");
+    assert_eq!(o.recovery, Some(r));
+}
+
+#[test]
+fn a_spike_within_capacity_is_stable() {
+    let text = spike(NAIVE, "").replace("rate = \"11.7k/s\"", "rate = \"9.2k/s\"");
+    let o = outcome(&text, ClassifyOptions::default());
+    assert_eq!(o.class, Class::Stable, "{o:?}");
+    assert_eq!(o.breach_start, None);
+}
+
+/// Observation ends at the first operator action: the storm is still on
+/// at 200 s (metastable), while one at 100 s leaves only 30 s after the
+/// trigger, under the 60 s observation window (undetermined).
+#[test]
+fn an_operator_action_ends_observation() {
+    let op = |at: &str| {
+        format!(
+            "[[action]]\nrole = \"operator\"\nat = \"{at}\"\ndo = \"set_retry\"\ntarget = \"users\"\n"
+        )
+    };
+    let late = outcome(&spike(NAIVE, &op("200s")), ClassifyOptions::default());
+    assert_eq!(late.class, Class::Metastable, "{late:?}");
+    let early = outcome(&spike(NAIVE, &op("100s")), ClassifyOptions::default());
+    assert_eq!(early.class, Class::Undetermined, "{early:?}");
+    // Without the operator the same observation window is met.
+    let none = outcome(&spike(NAIVE, ""), ClassifyOptions::default());
+    assert_eq!(none.class, Class::Metastable);
+}
+
+#[test]
+fn a_run_ending_too_soon_after_the_trigger_is_undetermined() {
+    let text = spike("", "").replace("duration = \"300s\"", "duration = \"120s\"");
+    let o = outcome(&text, ClassifyOptions::default());
+    assert_eq!(o.class, Class::Undetermined, "{o:?}");
+    let o = outcome(
+        &text,
+        ClassifyOptions::new(Nanos::from_secs(40), None).unwrap(),
+    );
+    assert_ne!(
+        o.class,
+        Class::Undetermined,
+        "50 s of observation meet a 40 s window: {o:?}"
+    );
+}
+
+const CAPACITY_DROP: &str = include_str!("../../../scenarios/capacity-drop.toml");
+
+/// The shipped capacity drop (80% for 10 s) is metastable; 60% for 10 s
+/// recovers; the 80% cut with a 10% budget recovers (the cases of
+/// `crates/sim/tests/capacity_drop.rs`).
+#[test]
+fn the_capacity_drop_cases() {
+    let text = CAPACITY_DROP;
+    assert!(
+        text.contains("role = \"trigger\""),
+        "the example marks its trigger"
+    );
+    let o = outcome(text, ClassifyOptions::default());
+    assert_eq!(o.class, Class::Metastable, "{o:?}");
+    let shallow = text.replace("factor = 5.0", "factor = 2.5");
+    let o = outcome(&shallow, ClassifyOptions::default());
+    assert!(matches!(o.class, Class::Recovered | Class::Stable), "{o:?}");
+    let budgeted = text.replace(
+        "retry = { max_attempts = 3,",
+        "budget = { kind = \"ratio\", retry_ratio = 0.1, min_retries_per_sec = \"0/s\" }\nretry = { max_attempts = 3,",
+    );
+    let o = outcome(&budgeted, ClassifyOptions::default());
+    assert!(matches!(o.class, Class::Recovered | Class::Stable), "{o:?}");
+}
+
+#[test]
+fn a_scenario_without_a_trigger_is_refused_with_a_hint() {
+    let text = spike("", "").replace("role = \"trigger\"\n", "");
+    let sc = Scenario::parse("case.toml", &text).unwrap();
+    let e = Timeline::of(&sc).unwrap_err();
+    assert!(e.contains("role = \"trigger\""), "{e}");
+}
+
+#[test]
+fn observe_shorter_than_recover_within_is_refused() {
+    let e = ClassifyOptions::new(Nanos::from_secs(60), Some(Nanos::from_secs(30))).unwrap_err();
+    assert!(
+        e.contains("--observe 30s is shorter than --recover-within 1m"),
+        "{e}"
+    );
+}

@@ -1,0 +1,205 @@
+//! A whole sweep: axes over the example scenario, outputs byte-identical
+//! whatever the thread count, three shards merged into exactly what one
+//! run writes, and every cell's scenario validated before anything runs.
+
+use stormbreak_sim::output::OutputSet;
+use stormbreak_sweep::output::{self, SHARD_JSON, merge, read_shard};
+use stormbreak_sweep::plan::{Plan, SweepSpec};
+use stormbreak_sweep::run::{self, Shard};
+
+const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
+
+/// 3 × 2 cells × 2 seeds on the capacity drop: depth and length of the cut.
+fn spec() -> SweepSpec {
+    let mut s = SweepSpec::grid(&["action.cut.factor=2.5,5,6", "action.cut.for=0.5x..1x:2"]);
+    s.seeds = 2;
+    s
+}
+
+fn files(set: &OutputSet) -> Vec<(String, Vec<u8>)> {
+    set.names()
+        .map(|n| (n.to_owned(), set.get(n).unwrap().to_vec()))
+        .collect()
+}
+
+fn whole(threads: usize) -> OutputSet {
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, spec()).unwrap();
+    let results = run::run(&plan, Shard::ALL, threads, || {}).unwrap();
+    output::outputs(&plan, &results).unwrap()
+}
+
+#[test]
+fn outputs_are_byte_identical_at_one_and_two_threads() {
+    let one = whole(1);
+    let two = whole(2);
+    assert_eq!(
+        one.names().collect::<Vec<_>>(),
+        ["sweep.csv", "summary.json", "report.html"]
+    );
+    assert_eq!(files(&one), files(&two));
+    // And the sweep found both sides of the edge, so the identity is not
+    // that of an all-alike map.
+    let csv = String::from_utf8(one.get("sweep.csv").unwrap().to_vec()).unwrap();
+    assert!(csv.contains(",metastable,"), "{csv}");
+    assert!(
+        csv.contains(",recovered,") || csv.contains(",stable,"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 1 + 6 * 2, "{csv}");
+    assert!(csv.starts_with(
+        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,peak_amplification,error_rate\n"
+    ));
+}
+
+#[test]
+fn three_shards_merge_into_exactly_one_runs_outputs() {
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, spec()).unwrap();
+    let mut shards = Vec::new();
+    for i in 1..=3 {
+        let shard = Shard::parse(&format!("{i}/3")).unwrap();
+        let results = run::run(&plan, shard, 2, || {}).unwrap();
+        assert_eq!(results.len(), 4, "6 cells over 3 shards, 2 seeds each");
+        let set = output::shard_file(&plan, shard, &results).unwrap();
+        // Through bytes, as a merge reads them from disk; shards given out
+        // of order.
+        let name = format!("shard-{i}/{SHARD_JSON}");
+        shards.insert(
+            0,
+            (
+                name.clone(),
+                read_shard(&name, set.get(SHARD_JSON).unwrap()).unwrap(),
+            ),
+        );
+    }
+    let (_, merged) = merge(&shards).unwrap();
+    assert_eq!(files(&merged), files(&whole(1)));
+
+    let e = merge(&shards[..2]).unwrap_err();
+    assert!(e.contains("is missing"), "{e}");
+    let mut twice = shards.clone();
+    twice[0] = shards[1].clone();
+    let e = merge(&twice).unwrap_err();
+    assert!(e.contains("is given twice"), "{e}");
+}
+
+#[test]
+fn a_shard_of_another_sweep_is_refused() {
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, spec()).unwrap();
+    let mut other_spec = spec();
+    other_spec.seeds = 1;
+    let other = Plan::new("capacity-drop.toml", SCENARIO, other_spec).unwrap();
+    let mk = |p: &Plan, i: usize| {
+        let shard = Shard { index: i, count: 2 };
+        let r = run::run(p, shard, 1, || {}).unwrap();
+        let set = output::shard_file(p, shard, &r).unwrap();
+        read_shard("x", set.get(SHARD_JSON).unwrap()).unwrap()
+    };
+    let e = merge(&[("a".into(), mk(&plan, 0)), ("b".into(), mk(&other, 1))]).unwrap_err();
+    assert!(e.contains("b is a shard of another sweep than a"), "{e}");
+}
+
+#[test]
+fn cell_seeds_depend_on_the_sweep_seed_and_coordinates_only() {
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, spec()).unwrap();
+    let mut seeds: Vec<u64> = plan
+        .cells
+        .iter()
+        .flat_map(|c| (0..2).map(|k| plan.run_seed(c, k)))
+        .collect();
+    let mut reseeded = spec();
+    reseeded.seed = Some(7);
+    let other = Plan::new("capacity-drop.toml", SCENARIO, reseeded).unwrap();
+    assert_ne!(
+        plan.run_seed(&plan.cells[0], 0),
+        other.run_seed(&other.cells[0], 0)
+    );
+    // The same coordinates in a bigger grid keep their seed.
+    let mut wider = spec();
+    wider.axes[0] = "action.cut.factor=2.5,5,6,7".into();
+    let wide = Plan::new("capacity-drop.toml", SCENARIO, wider).unwrap();
+    assert_eq!(
+        plan.run_seed(&plan.cells[3], 1),
+        wide.run_seed(&wide.cells[3], 1)
+    );
+    seeds.sort_unstable();
+    seeds.dedup();
+    assert_eq!(seeds.len(), 12, "every run its own seed");
+}
+
+#[test]
+fn errors_name_the_path_and_what_exists() {
+    let plan = |axes: &[&str]| {
+        Plan::new("capacity-drop.toml", SCENARIO, SweepSpec::grid(axes)).unwrap_err()
+    };
+    let e = plan(&["client.users.rate=1..2:3"]);
+    assert!(e.contains("`client` has no element \"users\""), "{e}");
+    assert!(e.contains("\"app\""), "lists the clients: {e}");
+    let e = plan(&["client.app.rte=1..2:3"]);
+    assert!(e.contains("`client.app` has no `rte`"), "{e}");
+    assert!(
+        e.contains("`rate`") && e.contains("`timeout`"),
+        "lists the fields: {e}"
+    );
+    let e = plan(&["action.cutt.factor=1..2:3"]);
+    assert!(e.contains("\"cut\""), "lists action ids: {e}");
+    let e = plan(&["service.db.app=1..2:3"]);
+    assert!(e.contains("is a table, not a single value"), "{e}");
+    assert!(e.contains("`workers`"), "{e}");
+    let e = plan(&["client.app.timeout=fast,slow"]);
+    assert!(e.contains("expected a duration"), "{e}");
+    let e = plan(&["service.db.app.workers=1..3:5"]);
+    assert!(e.contains("appears twice"), "{e}");
+    let e = plan(&["client.app.rate"]);
+    assert!(e.contains("expected PATH=LO..HI:N"), "{e}");
+    let e = plan(&["client.app.budget.kind=ratio"]);
+    assert!(
+        e.contains("has no `budget`") && e.contains("must be written in the scenario"),
+        "{e}"
+    );
+}
+
+/// A value the scenario's own validation refuses is reported for its
+/// cell, with the file's line and column, before any run.
+#[test]
+fn every_cell_is_validated_before_anything_runs() {
+    let e = Plan::new(
+        "capacity-drop.toml",
+        SCENARIO,
+        SweepSpec::grid(&["action.cut.factor=2,5,2000"]),
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("cell 2 (action.cut.factor = 2000.0): capacity-drop.toml:"),
+        "{e}"
+    );
+    let line = SCENARIO
+        .lines()
+        .position(|l| l.starts_with("factor = "))
+        .unwrap()
+        + 1;
+    assert!(e.contains(&format!("capacity-drop.toml:{line}:")), "{e}");
+    assert!(e.contains("factor"), "{e}");
+}
+
+#[test]
+fn a_latin_hypercube_uses_each_stratum_once() {
+    let mut spec = SweepSpec::grid(&[
+        "action.cut.factor=2..6:2",
+        "client.app.rate=500/s..1000/s:2",
+    ]);
+    spec.samples = Some(8);
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, spec).unwrap();
+    assert_eq!(plan.cells.len(), 8);
+    let mut strata: Vec<usize> = plan
+        .cells
+        .iter()
+        .map(|c| {
+            let f: f64 = stormbreak_sweep::value::display(&c.values[0])
+                .parse()
+                .unwrap();
+            ((f - 2.0) / 4.0 * 8.0) as usize
+        })
+        .collect();
+    strata.sort_unstable();
+    assert_eq!(strata, (0..8).collect::<Vec<_>>());
+}
