@@ -50,6 +50,7 @@
 mod attempt;
 mod audit;
 mod autoscale;
+mod backlog;
 pub mod caller;
 mod conn;
 mod failover;
@@ -66,7 +67,7 @@ mod service;
 mod stats;
 mod timeline;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -502,7 +503,7 @@ impl Engine {
                     give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
                     workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
                     busy: 0,
-                    backlog: VecDeque::new(),
+                    backlog: Default::default(),
                     backlog_peak: 0,
                     pending_dispatch: 0,
                     wait_max: Nanos::ZERO,

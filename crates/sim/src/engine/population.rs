@@ -5,8 +5,6 @@
 //! Invariant: a population's `busy` equals its logical requests in the
 //! slab; a job waits in `backlog` only while every worker is busy.
 
-use std::collections::VecDeque;
-
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::Nanos;
@@ -63,7 +61,7 @@ pub(crate) struct Population {
     pub(crate) workers: u32,
     pub(crate) busy: u32,
     /// Arrival times of jobs waiting for a worker, oldest first.
-    pub(crate) backlog: VecDeque<Nanos>,
+    pub(crate) backlog: super::backlog::Backlog,
     /// `Dispatch` events scheduled and not yet handled.
     pub(crate) pending_dispatch: u32,
     /// Most jobs ever waiting at once.

@@ -1,6 +1,8 @@
 //! Open-loop arrivals: a piecewise-linear rate, optionally times a daily
 //! cycle, sampled as a non-homogeneous Poisson process by thinning.
 
+use std::cell::Cell;
+
 use rand::Rng;
 use rand_distr::{Distribution, Exp1};
 use stormbreak_policy::Nanos;
@@ -30,6 +32,30 @@ pub(crate) struct Diurnal {
 pub(crate) struct RateSchedule {
     pieces: Vec<Piece>,
     diurnal: Option<Diurnal>,
+    /// The piece the last draw ended in. Arrivals are drawn at a clock that
+    /// never goes back, so the next draw almost always starts there.
+    hint: Cell<usize>,
+    /// Piece ends never decrease (steps in time order, none inside another's
+    /// ramp): only then does a piece that holds `now` equal the first piece
+    /// ending after `now`, which is what the hint stands for.
+    ends_sorted: bool,
+}
+
+/// `ceil(v).max(1.0) as u64` for `v ≥ 0` (or `+∞`), without the libm call
+/// the baseline x86-64 target makes for `f64::ceil`. Exact: below 2⁵² the
+/// truncation is one more than the ceiling's floor unless `v` is whole;
+/// from 2⁵² on every `f64` is whole; the cast saturates as before.
+#[inline]
+fn ceil_ns(v: f64) -> u64 {
+    debug_assert!(v >= 0.0, "a gap is never negative: {v}");
+    const WHOLE: f64 = 4_503_599_627_370_496.0; // 2⁵²
+    if v < WHOLE {
+        let t = v as u64;
+        let c = if (t as f64) < v { t + 1 } else { t };
+        c.max(1)
+    } else {
+        v as u64
+    }
 }
 
 impl RateSchedule {
@@ -57,9 +83,12 @@ impl RateSchedule {
             r = rate;
         }
         push(t, Nanos::MAX, r, r);
+        let ends_sorted = pieces.windows(2).all(|w| w[0].end <= w[1].end);
         RateSchedule {
             pieces,
             diurnal: None,
+            hint: Cell::new(0),
+            ends_sorted,
         }
     }
 
@@ -92,9 +121,21 @@ impl RateSchedule {
         }
     }
 
+    /// The first piece ending after `now`: the hinted one when it is, else
+    /// a scan.
+    #[inline]
+    fn first_piece_after(&self, now: Nanos) -> Option<usize> {
+        let h = self.hint.get();
+        if self.ends_sorted && self.pieces[h].end > now && (h == 0 || self.pieces[h - 1].end <= now)
+        {
+            return Some(h);
+        }
+        self.pieces.iter().position(|p| now < p.end)
+    }
+
     /// The next arrival strictly after `now`, or `None` if the rate stays 0.
     pub(crate) fn next_after<R: Rng + ?Sized>(&self, mut now: Nanos, rng: &mut R) -> Option<Nanos> {
-        let mut i = self.pieces.iter().position(|p| now < p.end)?;
+        let mut i = self.first_piece_after(now)?;
         let amp = self.diurnal.map_or(0.0, |d| d.amplitude);
         loop {
             let p = self.pieces[i];
@@ -110,8 +151,7 @@ impl RateSchedule {
             let gap: f64 = Exp1.sample(rng);
             // The float→int cast saturates: a gap beyond the representable
             // horizon lands at `Nanos::MAX`, after any run's end.
-            let cand =
-                now.saturating_add(Nanos::from_nanos(((gap / max) * 1e9).ceil().max(1.0) as u64));
+            let cand = now.saturating_add(Nanos::from_nanos(ceil_ns((gap / max) * 1e9)));
             if cand >= p.end {
                 if p.end == Nanos::MAX {
                     return None;
@@ -121,6 +161,7 @@ impl RateSchedule {
                 i += 1;
                 continue;
             }
+            self.hint.set(i);
             if p.rate_at_start == p.rate_at_end && self.diurnal.is_none() {
                 return Some(cand);
             }
@@ -131,6 +172,81 @@ impl RateSchedule {
                 return Some(cand);
             }
             now = cand;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use rand_pcg::Pcg64Mcg;
+
+    fn libm_ceil(v: f64) -> u64 {
+        v.ceil().max(1.0) as u64
+    }
+
+    #[test]
+    fn ceil_ns_matches_f64_ceil_at_the_edges() {
+        let whole = 4_503_599_627_370_496.0_f64;
+        for v in [
+            0.0,
+            1e-300,
+            0.5,
+            1.0,
+            1.000_000_1,
+            2.0,
+            123_456.789,
+            whole - 0.5,
+            whole - 1.0,
+            whole,
+            whole + 2.0,
+            whole * 2.0 + 4.0,
+            1e19,
+            1.9e19,
+            f64::MAX,
+            f64::INFINITY,
+        ] {
+            assert_eq!(ceil_ns(v), libm_ceil(v), "v = {v:e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ceil_ns_matches_f64_ceil(bits in 0u64..0x7FF0_0000_0000_0000) {
+            let v = f64::from_bits(bits); // every finite non-negative f64
+            prop_assert_eq!(ceil_ns(v), libm_ceil(v));
+        }
+
+        /// Draws through the piece hint equal draws that scan from the first
+        /// piece every time (a fresh schedule per draw), with the same RNG.
+        #[test]
+        fn hinted_draws_equal_scanned_draws(
+            seed in any::<u64>(),
+            steps in prop::collection::vec((1u64..400, 0.0f64..50.0, 0u64..300), 0..6),
+        ) {
+            let ms = Nanos::from_millis;
+            let mut at = 0;
+            let steps: Vec<_> = steps
+                .into_iter()
+                .map(|(gap, rate, ramp)| {
+                    at += gap;
+                    (ms(at), rate, ms(ramp))
+                })
+                .collect();
+            let hinted = RateSchedule::new(20.0, &steps);
+            let (mut a, mut b) = (Pcg64Mcg::seed_from_u64(seed), Pcg64Mcg::seed_from_u64(seed));
+            let mut now = Nanos::ZERO;
+            for _ in 0..200 {
+                let got = hinted.next_after(now, &mut a);
+                let want = RateSchedule::new(20.0, &steps).next_after(now, &mut b);
+                prop_assert_eq!(got, want);
+                match got {
+                    Some(t) => now = t,
+                    None => break,
+                }
+            }
         }
     }
 }

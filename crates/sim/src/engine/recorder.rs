@@ -141,7 +141,7 @@ impl Engine {
             .peak_events_per_s
             .max(events as f64 / (rec.interval.as_nanos() as f64 / 1e9));
         for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
-            let oldest = pop.backlog.front().map_or(Nanos::ZERO, |&t| now - t);
+            let oldest = pop.backlog.front().map_or(Nanos::ZERO, |t| now - t);
             let wait = pop.wait_max.max(oldest).as_secs_f64();
             pop.wait_max = Nanos::ZERO;
             let series = &mut rec.routes[pop.route.ix()].series;
