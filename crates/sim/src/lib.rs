@@ -38,6 +38,7 @@
 pub mod dist;
 pub mod engine;
 pub mod output;
+pub mod parallel;
 pub mod queue;
 pub mod record;
 pub mod replay;

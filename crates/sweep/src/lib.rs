@@ -3,7 +3,7 @@
 //! A sweep varies scenario fields along axes ([`axis`], addressed by
 //! [`path`]), builds and validates every cell's scenario before anything
 //! runs ([`plan`]), runs each cell on seeds derived from the sweep seed and
-//! the cell's coordinates on any number of threads ([`run`], [`exec`]),
+//! the cell's coordinates on any number of threads ([`run`], on `stormbreak_sim::parallel`),
 //! classifies each run as stable, recovered, slow, metastable or
 //! undetermined ([`classify`]) and writes `sweep.csv`, `summary.json` and
 //! `report.html` ([`output`], [`html`]), or one shard's `shard.json` for
@@ -44,7 +44,6 @@
 
 pub mod axis;
 pub mod classify;
-pub mod exec;
 pub mod html;
 pub mod k8s;
 pub mod output;

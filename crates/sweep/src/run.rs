@@ -6,8 +6,8 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::engine::{Engine, RunOptions};
 
 use crate::classify::{Class, Outcome, classify};
-use crate::exec::map_indexed;
 use crate::plan::{Plan, assignments};
+use stormbreak_sim::parallel::map_in_order;
 
 /// A deterministic subset of the cells: those whose index is `index`
 /// modulo `count` (`--shard I/N` is `index = I − 1`).
@@ -76,15 +76,7 @@ pub fn run(
         .filter(|c| shard.has(c.index))
         .flat_map(|c| (0..plan.spec.seeds).map(move |k| (c.index, k)))
         .collect();
-    map_indexed(
-        todo.len(),
-        threads,
-        |i| {
-            let (cell, k) = todo[i];
-            run_one(plan, cell, k)
-        },
-        on_done,
-    )
+    map_in_order(threads, todo, |(cell, k)| run_one(plan, cell, k), on_done)
 }
 
 /// The number of runs `shard` holds.
