@@ -68,7 +68,10 @@ pub(crate) struct Live {
 }
 
 fn fixed(config: &GuardConfig) -> String {
-    format!("{:?}{:?}", config.listeners, config.admin)
+    format!(
+        "{:?}{:?}{:?}",
+        config.listeners, config.admin, config.access_log
+    )
 }
 
 impl Live {
@@ -76,8 +79,8 @@ impl Live {
         config: &GuardConfig,
         path: Option<PathBuf>,
         stopped: watch::Receiver<bool>,
-    ) -> Result<Arc<Live>, stormbreak_policy::FieldError> {
-        let shared = Shared::new(config);
+    ) -> Result<Arc<Live>, crate::StartError> {
+        let shared = Shared::new(config).map_err(crate::StartError::AccessLog)?;
         let proxy = Arc::new(Proxy::new(config, &shared, None)?);
         let live = Arc::new(Live {
             current: RwLock::new(proxy.clone()),
@@ -161,7 +164,7 @@ impl Live {
             .unwrap_or_else(PoisonError::into_inner);
         if fixed(config) != self.fixed {
             return Err(
-                "a reload cannot change [[listener]] or [admin]: restart the guard for that"
+                "a reload cannot change [[listener]], [admin] or [access_log]: restart the guard for that"
                     .to_owned(),
             );
         }
@@ -205,11 +208,15 @@ impl Live {
         self.reload(&config)
     }
 
-    /// Waits for the probe tasks, after `stopped` has turned.
+    /// Waits for the probe tasks, after `stopped` has turned, then writes
+    /// out the access log's queued lines.
     pub(crate) async fn join(&self) {
         let mut tasks =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         while tasks.join_next().await.is_some() {}
+        if let Some(log) = &self.shared.access_log {
+            log.close().await;
+        }
     }
 }
 

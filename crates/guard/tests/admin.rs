@@ -221,6 +221,8 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=saturation",
         "reason=restore",
         "reason=limit",
+        "reason=rate",
+        "reason=queue_full",
         &format!("version={}", env!("CARGO_PKG_VERSION")),
     ]
     .into_iter()
