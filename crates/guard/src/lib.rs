@@ -82,6 +82,10 @@ pub enum StartError {
     /// The admin listener's token could not be read, or it could not bind.
     #[error("{0}")]
     Admin(String),
+    /// A listener's certificate or key could not be read (the files changed
+    /// since the config was checked).
+    #[error("{0}")]
+    Tls(String),
     /// The access log's file could not be opened.
     #[error("{0}")]
     AccessLog(String),
