@@ -6,11 +6,11 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-// The guard's test helpers that need only std: temporary directories.
-#[path = "../../guard/tests/common/files.rs"]
-mod files;
+// Shared helpers; this file needs only `temp_dir` (removed on drop).
+#[allow(dead_code)]
+mod common;
 
-use files::TempDir;
+use common::temp_dir;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
@@ -32,7 +32,7 @@ retry = { max_attempts = 2 }
 
 #[test]
 fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
-    let dir = TempDir::new("guard-cli-check");
+    let dir = temp_dir("stormbreak-guard-cli", "check");
     let good = dir.write("good.toml", VALID.replace("ENDPOINT", "127.0.0.1:9"));
     let out = bin()
         .args(["guard", "--check"])
@@ -66,7 +66,7 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
 
     let out = bin()
         .args(["guard", "--check"])
-        .arg(dir.path().join("missing.toml"))
+        .arg(dir.join("missing.toml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -86,10 +86,11 @@ fn config_serves_until_killed() {
         s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi")
             .unwrap();
     });
-    let dir = TempDir::new("guard-cli-serve");
+    let dir = temp_dir("stormbreak-guard-cli", "serve");
+    // The access log on stdout, after the "listening" line.
     let path = dir.write(
         "serve.toml",
-        VALID.replace("ENDPOINT", &endpoint.to_string()),
+        VALID.replace("ENDPOINT", &endpoint.to_string()) + "\n[access_log]\nto = \"stdout\"\n",
     );
     let mut child = bin()
         .args(["guard", "--config"])
@@ -98,28 +99,68 @@ fn config_serves_until_killed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    // Lines arrive through a channel so each wait is bounded (a hang guard).
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || {
+        lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default()
+    };
     let result = std::panic::catch_unwind(|| {
+        let line = next();
         let addr = line
             .trim()
             .strip_prefix("listening edge on ")
             .unwrap_or_else(|| panic!("{line:?}"));
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        s.write_all(b"GET /x?token=secret HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             .unwrap();
         let mut answer = String::new();
         s.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(answer.ends_with("hi"), "{answer}");
+        let log = next();
+        let v: serde_json::Value =
+            serde_json::from_str(&log).unwrap_or_else(|e| panic!("{e}: {log:?}"));
+        assert_eq!(v["path"], "/x", "no query in the log: {log}");
+        assert_eq!(v["route"], "app", "{log}");
+        assert_eq!(v["upstream"], "app", "{log}");
+        assert_eq!(v["status"], 200, "{log}");
+        assert_eq!(v["attempts"], 1, "{log}");
+        assert_eq!(v["decision"], "proxied", "{log}");
+        assert!(!log.contains("secret"), "{log}");
     });
     child.kill().unwrap();
     child.wait().unwrap();
     server.join().unwrap();
+    reader.join().unwrap();
     result.unwrap();
+}
+
+#[test]
+fn a_test_dir_is_removed_when_dropped_also_when_the_test_panics() {
+    let dir = temp_dir("stormbreak-guard-cli", "dropped");
+    dir.write("a.toml", "x");
+    let kept = dir.to_path_buf();
+    assert!(kept.join("a.toml").exists());
+    drop(dir);
+    assert!(!kept.exists(), "{} left behind", kept.display());
+    let path = std::panic::catch_unwind(|| {
+        let dir = temp_dir("stormbreak-guard-cli", "panicked");
+        std::fs::create_dir_all(dir.join("nested")).unwrap();
+        let path = dir.to_path_buf();
+        panic!("{}", path.display());
+    })
+    .unwrap_err();
+    let path = path.downcast_ref::<String>().unwrap();
+    assert!(!std::path::Path::new(path).exists(), "{path} left behind");
 }
 
 /// Reads lines from the child's stdout until one starts with `prefix`.
@@ -148,7 +189,7 @@ fn exchange(addr: &str, request: &str) -> String {
 
 #[test]
 fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
-    let dir = TempDir::new("guard-cli-admin");
+    let dir = temp_dir("stormbreak-guard-cli", "admin");
     let config = VALID.replace("ENDPOINT", "127.0.0.1:9")
         + "\n[admin]\nbind = \"127.0.0.1:0\"\ntoken_env = \"STORMBREAK_ADMIN_TOKEN\"\n";
     let path = dir.write("admin.toml", &config);
@@ -237,7 +278,7 @@ fn signal(child: &std::process::Child, signal: &str) {
 
 #[test]
 fn sighup_refuses_an_invalid_file_and_sigterm_drains_and_exits_0() {
-    let dir = TempDir::new("guard-cli-signals");
+    let dir = temp_dir("stormbreak-guard-cli", "signals");
     let text = VALID.replace("ENDPOINT", "127.0.0.1:9");
     let path = dir.write("signals.toml", &text);
     let mut child = bin()

@@ -16,7 +16,9 @@
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
-//! Beside the request path: `metrics` (the OpenMetrics exposition, label
+//! Beside the request path: `access_log` (one JSON line per request with
+//! the decision that shaped its answer, rate-bounded by the policy crate's
+//! GCRA), `metrics` (the OpenMetrics exposition, label
 //! sets bounded by the config), `admin` (its own listener: `/metrics`,
 //! `/state`, token-guarded runtime overrides of shed rules, retry policies
 //! and staged restores) and [`trace`] (the retry loop without sockets, for
@@ -38,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod access_log;
 mod admin;
 mod balance;
 pub mod body;
@@ -79,6 +82,13 @@ pub enum StartError {
     /// The admin listener's token could not be read, or it could not bind.
     #[error("{0}")]
     Admin(String),
+    /// A listener's certificate or key could not be read (the files changed
+    /// since the config was checked).
+    #[error("{0}")]
+    Tls(String),
+    /// The access log's file could not be opened.
+    #[error("{0}")]
+    AccessLog(String),
     /// A listener could not bind.
     #[error("listener {name:?}: cannot bind {bind}: {source}")]
     Bind {

@@ -37,12 +37,6 @@ pub(crate) async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let cap = live.get().connection_caps[index].1.clone();
-    // Validated when the config was parsed; a file changed since fails here.
-    let tls = config
-        .tls
-        .as_ref()
-        .and_then(|t| crate::tls::server_config(t, config.protocol).ok())
-        .map(tokio_rustls::TlsAcceptor::from);
     let settings = Arc::new(ListenerSettings::new(index, &config));
     let config = Arc::new(config);
     // Draining: stop accepting (the socket closes with this task), let
@@ -70,7 +64,9 @@ pub(crate) async fn serve(
         let _ = stream.set_nodelay(true);
         let (live, settings, config) = (live.clone(), settings.clone(), config.clone());
         let mut stop = shutdown.clone();
-        let tls = tls.clone();
+        // The certificate in force now: a reload changes it for new
+        // connections only.
+        let tls = live.tls_acceptor(index);
         tokio::spawn(async move {
             let _permit = permit;
             let serve = async {

@@ -8,7 +8,9 @@
 //! budget, adaptive limit, rate-limit table, restore ramp): resetting a
 //! budget mid-storm would hand out a fresh allowance of retries. Shed rules
 //! and retry policies set through the admin API are replayed onto the new
-//! proxy before it takes traffic.
+//! proxy before it takes traffic. Every TLS listener's certificate and key
+//! are read again: new connections get them, open ones keep theirs, and a
+//! file that does not load refuses the whole reload.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -47,6 +49,31 @@ pub struct Reloaded {
     pub kept: Vec<String>,
     /// Routes built anew (new or changed).
     pub rebuilt: Vec<String>,
+    /// TLS listeners whose certificate and key were read again (new
+    /// connections get them; open ones keep theirs).
+    pub certificates: Vec<String>,
+}
+
+/// Each listener's TLS server config (`None`: cleartext), swapped whole on
+/// reload; read once per accepted connection.
+type Certs = Vec<Option<RwLock<Arc<rustls::ServerConfig>>>>;
+
+/// Reads every TLS listener's certificate and key; the error names the
+/// listener and the file.
+fn read_certs(config: &GuardConfig) -> Result<Vec<Option<Arc<rustls::ServerConfig>>>, String> {
+    config
+        .listeners
+        .iter()
+        .map(|l| {
+            l.tls
+                .as_ref()
+                .map(|t| {
+                    crate::tls::server_config(t, l.protocol)
+                        .map_err(|e| format!("listener {:?}: {e}", l.name))
+                })
+                .transpose()
+        })
+        .collect()
 }
 
 /// The proxy in force, what outlives it, and the admin overrides.
@@ -65,10 +92,15 @@ pub(crate) struct Live {
     draining: watch::Sender<bool>,
     /// Health probes of clusters built since start.
     tasks: Mutex<JoinSet<()>>,
+    /// Listeners' TLS configs, re-read from their files on every reload.
+    certs: Certs,
 }
 
 fn fixed(config: &GuardConfig) -> String {
-    format!("{:?}{:?}", config.listeners, config.admin)
+    format!(
+        "{:?}{:?}{:?}",
+        config.listeners, config.admin, config.access_log
+    )
 }
 
 impl Live {
@@ -76,8 +108,13 @@ impl Live {
         config: &GuardConfig,
         path: Option<PathBuf>,
         stopped: watch::Receiver<bool>,
-    ) -> Result<Arc<Live>, stormbreak_policy::FieldError> {
-        let shared = Shared::new(config);
+    ) -> Result<Arc<Live>, crate::StartError> {
+        let certs = read_certs(config)
+            .map_err(crate::StartError::Tls)?
+            .into_iter()
+            .map(|c| c.map(RwLock::new))
+            .collect();
+        let shared = Shared::new(config).map_err(crate::StartError::AccessLog)?;
         let proxy = Arc::new(Proxy::new(config, &shared, None)?);
         let live = Arc::new(Live {
             current: RwLock::new(proxy.clone()),
@@ -89,9 +126,21 @@ impl Live {
             stopped,
             draining: watch::Sender::new(false),
             tasks: Mutex::new(JoinSet::new()),
+            certs,
         });
         live.probe(&proxy, None);
         Ok(live)
+    }
+
+    /// The TLS acceptor for a new connection on listener `index`, with the
+    /// certificate in force now; `None` for a cleartext listener.
+    pub(crate) fn tls_acceptor(&self, index: usize) -> Option<tokio_rustls::TlsAcceptor> {
+        let config = self.certs.get(index)?.as_ref()?;
+        let config = config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Some(tokio_rustls::TlsAcceptor::from(config))
     }
 
     /// Watches the drain flag.
@@ -161,12 +210,16 @@ impl Live {
             .unwrap_or_else(PoisonError::into_inner);
         if fixed(config) != self.fixed {
             return Err(
-                "a reload cannot change [[listener]] or [admin]: restart the guard for that"
+                "a reload cannot change [[listener]], [admin] or [access_log]: restart the guard for that"
                     .to_owned(),
             );
         }
         let previous = self.get();
         let proxy = Proxy::new(config, &self.shared, Some(&previous)).map_err(|e| e.to_string())?;
+        // Certificates are read before anything is swapped: a bad file
+        // refuses the whole reload, old certificates and config kept.
+        let certs =
+            read_certs(config).map_err(|e| format!("{e}; the old certificates and config stay"))?;
         // Admin shed rules and retry policies outlive the config (restores
         // are kept with their route, or start afresh with a changed one).
         let replay: Vec<Override> = self
@@ -192,7 +245,18 @@ impl Live {
             .collect();
         self.probe(&proxy, Some(&previous));
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = proxy;
-        Ok(Reloaded { kept, rebuilt })
+        let mut certificates = Vec::new();
+        for ((slot, new), l) in self.certs.iter().zip(certs).zip(&config.listeners) {
+            if let (Some(slot), Some(new)) = (slot, new) {
+                *slot.write().unwrap_or_else(PoisonError::into_inner) = new;
+                certificates.push(l.name.clone());
+            }
+        }
+        Ok(Reloaded {
+            kept,
+            rebuilt,
+            certificates,
+        })
     }
 
     /// Reloads the file the guard was started from.
@@ -205,11 +269,15 @@ impl Live {
         self.reload(&config)
     }
 
-    /// Waits for the probe tasks, after `stopped` has turned.
+    /// Waits for the probe tasks, after `stopped` has turned, then writes
+    /// out the access log's queued lines.
     pub(crate) async fn join(&self) {
         let mut tasks =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         while tasks.join_next().await.is_some() {}
+        if let Some(log) = &self.shared.access_log {
+            log.close().await;
+        }
     }
 }
 

@@ -73,7 +73,7 @@ impl ShedReason {
         ShedReason::Limit,
     ];
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ShedReason::Rule => "rule",
             ShedReason::Saturation => "saturation",
@@ -86,6 +86,11 @@ impl ShedReason {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShedLabel {
     route: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DropLabel {
     reason: &'static str,
 }
 
@@ -152,6 +157,7 @@ pub(crate) struct Metrics {
     families: RouteFamilies,
     routes: Mutex<Vec<(String, Arc<RouteMetrics>)>>,
     pub(crate) no_route: Counter,
+    access_log_dropped: Family<DropLabel, Counter>,
     inflight: Family<RouteLabel, Gauge>,
     limit: Family<RouteLabel, Gauge>,
     saturation: Family<RouteLabel, FloatGauge>,
@@ -275,6 +281,7 @@ impl Metrics {
             },
             routes: Mutex::new(Vec::new()),
             no_route,
+            access_log_dropped: Family::default(),
             inflight: Family::default(),
             limit: Family::default(),
             saturation: Family::default(),
@@ -345,6 +352,11 @@ impl Metrics {
             m.connection_cap.clone(),
         );
         r.register(
+            "access_log_dropped",
+            "Access-log lines dropped, by reason: rate (over access_log.rate) or queue_full (the writer fell behind)",
+            m.access_log_dropped.clone(),
+        );
+        r.register(
             "build",
             "The guard's version",
             Info::new(BuildLabel {
@@ -353,6 +365,15 @@ impl Metrics {
         );
         m.registry = r;
         m
+    }
+
+    /// The access log's drop counters: over its rate, and queue full.
+    pub(crate) fn access_log_drops(&self) -> (Counter, Counter) {
+        let by = |reason| {
+            self.access_log_dropped
+                .get_or_create_owned(&DropLabel { reason })
+        };
+        (by("rate"), by("queue_full"))
     }
 
     /// Route `name`'s counters: the same handles for the same name, so

@@ -17,6 +17,7 @@ use stormbreak_policy::limit::Outcome;
 use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
 use stormbreak_policy::shed::{Criticality, Shedder};
 
+use crate::access_log::{AccessLog, Decision, Line, Note};
 use crate::balance::Cluster;
 use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
@@ -152,6 +153,8 @@ impl Restore {
 pub(crate) struct ListenerSettings {
     /// Position of the listener in the file.
     pub(crate) index: usize,
+    /// Its name, for the access log.
+    pub(crate) name: String,
     pub(crate) trusted: Vec<Cidr>,
     pub(crate) criticality_header: HeaderName,
     pub(crate) max_body_bytes: u64,
@@ -164,6 +167,7 @@ impl ListenerSettings {
     pub(crate) fn new(index: usize, l: &ListenerConfig) -> Self {
         ListenerSettings {
             index,
+            name: l.name.clone(),
             trusted: l
                 .trusted_proxies
                 .iter()
@@ -193,6 +197,7 @@ pub(crate) struct Proxy {
     pub(crate) metrics: Arc<Metrics>,
     /// Each listener's name, connection cap (`max_connections` permits) and its size.
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+    access_log: Option<Arc<AccessLog>>,
 }
 
 /// What outlives one config across reloads: the clock every policy's time
@@ -202,14 +207,21 @@ pub(crate) struct Shared {
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+    /// `[access_log]`, fixed at start.
+    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 impl Shared {
-    pub(crate) fn new(config: &GuardConfig) -> Self {
-        Shared {
+    /// Fails only when the access log's file cannot be opened.
+    pub(crate) fn new(config: &GuardConfig) -> Result<Self, String> {
+        let metrics = Arc::new(Metrics::new());
+        let (rate, full) = metrics.access_log_drops();
+        let access_log = AccessLog::open(&config.access_log, rate, full)?.map(Arc::new);
+        Ok(Shared {
             clock: Clock::new(),
             stats: Arc::new(Stats::default()),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
+            access_log,
             connection_caps: Arc::new(
                 config
                     .listeners
@@ -223,7 +235,7 @@ impl Shared {
                     })
                     .collect(),
             ),
-        }
+        })
     }
 }
 
@@ -379,6 +391,7 @@ impl Proxy {
             stats: shared.stats.clone(),
             metrics: shared.metrics.clone(),
             connection_caps: shared.connection_caps.clone(),
+            access_log: shared.access_log.clone(),
         })
     }
 
@@ -425,12 +438,51 @@ impl Proxy {
         self.metrics.encode(&gauges)
     }
 
-    /// Answers one request: the guard's own refusal or the upstream's response.
+    /// Answers one request: the guard's own refusal or the upstream's
+    /// response; one access-log line (when on, and within its rate).
     pub(crate) async fn handle(
         &self,
         listener: &ListenerSettings,
         peer: SocketAddr,
         request: Request<Incoming>,
+    ) -> Response<Body> {
+        let Some(log) = &self.access_log else {
+            return self
+                .answer(listener, peer, request, &mut Note::default())
+                .await;
+        };
+        let arrived = std::time::SystemTime::now();
+        let started = tokio::time::Instant::now();
+        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        let mut note = Note::default();
+        let response = self.answer(listener, peer, request, &mut note).await;
+        log.record(self.clock.now(), || {
+            let line = Line {
+                time_unix_ms: arrived
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                listener: &listener.name,
+                method: method.as_str(),
+                path: &path,
+                route: note.route.map(|i| self.routes[i].name.as_str()),
+                upstream: note.upstream.map(|i| self.clusters[i].name.as_str()),
+                status: response.status().as_u16(),
+                attempts: note.attempts,
+                decision: note.decision.name(),
+                shed_reason: note.decision.shed_reason(),
+                latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            };
+            serde_json::to_string(&line).unwrap_or_default()
+        });
+        response
+    }
+
+    async fn answer(
+        &self,
+        listener: &ListenerSettings,
+        peer: SocketAddr,
+        request: Request<Incoming>,
+        note: &mut Note,
     ) -> Response<Body> {
         bump(&self.stats.requests);
         let declared = request
@@ -439,6 +491,7 @@ impl Proxy {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > listener.max_body_bytes) {
+            note.decision = Decision::BodyTooLarge;
             return shed::reject(413, None, "request body too large");
         }
         let host = route::request_host(request.uri(), request.headers());
@@ -452,19 +505,24 @@ impl Proxy {
         ) else {
             bump(&self.stats.no_route);
             self.metrics.no_route.inc();
+            note.decision = Decision::NoRoute;
             return shed::reject(404, None, "no route");
         };
+        note.route = Some(index);
         let m = &self.routes[index].m;
         m.requests.inc();
         let started = tokio::time::Instant::now();
         let response = match tokio::time::timeout(
             listener.request_timeout,
-            self.route(index, listener, peer, request),
+            self.route(index, listener, peer, request, note),
         )
         .await
         {
             Ok(response) => response,
-            Err(_) => shed::reject(504, None, "request timed out at the guard"),
+            Err(_) => {
+                note.decision = Decision::TimedOut;
+                shed::reject(504, None, "request timed out at the guard")
+            }
         };
         m.answered(response.status().as_u16(), started.elapsed());
         response
@@ -476,6 +534,7 @@ impl Proxy {
         listener: &ListenerSettings,
         peer: SocketAddr,
         request: Request<Incoming>,
+        note: &mut Note,
     ) -> Response<Body> {
         let route = &self.routes[index];
         let peer_ip = peer.ip().to_canonical();
@@ -504,11 +563,13 @@ impl Proxy {
                 .rules()
                 .lookup(route.index, class)
                 .is_some();
-            route.m.shed(if by_rule {
+            let reason = if by_rule {
                 ShedReason::Rule
             } else {
                 ShedReason::Saturation
-            });
+            };
+            route.m.shed(reason);
+            note.decision = Decision::Shed(reason);
             return answer;
         }
         // A restore in progress admits each site's current fraction only.
@@ -516,6 +577,7 @@ impl Proxy {
             if !route.restore.admit(self.clock.now(), listener.index) {
                 bump(&self.stats.shed);
                 route.m.shed(ShedReason::Restore);
+                note.decision = Decision::Shed(ShedReason::Restore);
                 let (status, after) = self.saturation_answer();
                 return shed::reject(status, after, "restore in progress: not yet admitted");
             }
@@ -525,6 +587,7 @@ impl Proxy {
         {
             bump(&self.stats.rate_limited);
             route.m.rate_limited.inc();
+            note.decision = Decision::RateLimited;
             return shed::reject(429, Some(wait.retry_after), "rate limited");
         }
         let permit = match &route.limit {
@@ -533,6 +596,7 @@ impl Proxy {
                 None => {
                     bump(&self.stats.shed);
                     route.m.shed(ShedReason::Limit);
+                    note.decision = Decision::Limited;
                     let (status, after) = self.saturation_answer();
                     return shed::reject(status, after, "over the route's concurrency limit");
                 }
@@ -541,7 +605,7 @@ impl Proxy {
         };
 
         let response = self
-            .forward(route, listener, peer, trusted_peer, class, request)
+            .forward(route, listener, (peer, trusted_peer, class), request, note)
             .await;
         // The restore's error guard holds or steps back the site's ramp.
         let failed = response.status().is_server_error();
@@ -575,14 +639,15 @@ impl Proxy {
         }
     }
 
+    /// Sends the request upstream through the retry loop; `client` is the
+    /// peer, whether it is a trusted proxy, and the request's class.
     async fn forward(
         &self,
         route: &Route,
         listener: &ListenerSettings,
-        peer: SocketAddr,
-        trusted_peer: bool,
-        class: Criticality,
+        (peer, trusted_peer, class): (SocketAddr, bool, Criticality),
         request: Request<Incoming>,
+        note: &mut Note,
     ) -> Response<Body> {
         let (mut parts, incoming) = request.into_parts();
         if !parts.headers.contains_key(header::HOST)
@@ -623,8 +688,16 @@ impl Proxy {
             _ => None,
         };
 
-        let attempt = |deadline| self.attempt(route, &parts, &body, deadline);
-        let result = retry::run(retry, &self.clock, &self.stats, Some(&route.m), attempt).await;
+        // The cluster of the latest attempt (`usize::MAX`: none yet).
+        let upstream = std::sync::atomic::AtomicUsize::new(usize::MAX);
+        let attempt = |deadline| self.attempt(route, &parts, &body, deadline, &upstream);
+        let (result, tally) =
+            retry::run(retry, &self.clock, &self.stats, Some(&route.m), attempt).await;
+        note.attempts = tally.attempts;
+        note.upstream = Some(upstream.into_inner()).filter(|&i| i != usize::MAX);
+        if tally.budget_denied {
+            note.decision = Decision::BudgetDenied;
+        }
         match result {
             Ok(response) => {
                 let (mut parts, incoming) = response.into_parts();
@@ -653,13 +726,16 @@ impl Proxy {
         parts: &http::request::Parts,
         body: &ReqBody,
         deadline: Option<tokio::time::Instant>,
+        upstream: &std::sync::atomic::AtomicUsize,
     ) -> Attempt {
         let primary = &self.clusters[route.cluster];
-        let cluster = match (route.failover, &route.spill) {
-            (Some(f), _) if primary.available() == 0 => &self.clusters[f],
-            (Some(f), Some(spill)) if spill.route() == Region::Secondary => &self.clusters[f],
-            _ => primary,
+        let chosen = match (route.failover, &route.spill) {
+            (Some(f), _) if primary.available() == 0 => f,
+            (Some(f), Some(spill)) if spill.route() == Region::Secondary => f,
+            _ => route.cluster,
         };
+        upstream.store(chosen, std::sync::atomic::Ordering::Relaxed);
+        let cluster = &self.clusters[chosen];
         let call = match cluster.admit() {
             Ok(call) => call,
             Err(after) => return Err(AttemptError::CircuitOpen(after)),

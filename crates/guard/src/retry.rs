@@ -155,8 +155,18 @@ pub(crate) fn outcome<B>(attempt: &AttemptOf<B>) -> AttemptOutcome {
     }
 }
 
+/// What one request's retry loop did, for the access log.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    /// Attempts sent (first try included).
+    pub(crate) attempts: u32,
+    /// The loop ended because the retry budget refused a retry.
+    pub(crate) budget_denied: bool,
+}
+
 /// Sends attempts made by `attempt` until the policy says success or give
-/// up; returns the last attempt's result. Without a policy, one attempt.
+/// up; returns the last attempt's result and what the loop did. Without a
+/// policy, one attempt.
 ///
 /// Each attempt is given the policy's attempt deadline (per-try timeout,
 /// overall deadline) and must answer [`AttemptError::Timeout`] when it
@@ -168,7 +178,7 @@ pub(crate) async fn run<B, F, Fut>(
     stats: &Stats,
     metrics: Option<&RouteMetrics>,
     mut attempt: F,
-) -> AttemptOf<B>
+) -> (AttemptOf<B>, Tally)
 where
     F: FnMut(Option<tokio::time::Instant>) -> Fut,
     Fut: Future<Output = AttemptOf<B>>,
@@ -181,10 +191,16 @@ where
     let Some(retry) = retry else {
         bump(&stats.attempts);
         counted(|m| &m.attempts);
-        return attempt(None).await;
+        let tally = Tally {
+            attempts: 1,
+            budget_denied: false,
+        };
+        return (attempt(None).await, tally);
     };
     let mut state = retry.begin(clock.now());
+    let mut tally = Tally::default();
     loop {
+        tally.attempts = tally.attempts.saturating_add(1);
         bump(&stats.attempts);
         counted(|m| &m.attempts);
         let deadline = retry.attempt_deadline(&state).map(|at| clock.instant(at));
@@ -202,9 +218,10 @@ where
             }
             RetryDecision::GiveUp(GiveUpReason::BudgetExhausted) => {
                 counted(|m| &m.budget_denied);
-                return result;
+                tally.budget_denied = true;
+                return (result, tally);
             }
-            RetryDecision::Success | RetryDecision::GiveUp(_) => return result,
+            RetryDecision::Success | RetryDecision::GiveUp(_) => return (result, tally),
         }
     }
 }

@@ -116,7 +116,8 @@ impl RetryPath {
             let answer = attempt(deadline.map(|at| clock.since(at)));
             async move { to_attempt(answer.await) }
         })
-        .await;
+        .await
+        .0;
         from_attempt(&result)
     }
 }

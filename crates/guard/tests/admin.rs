@@ -221,6 +221,8 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=saturation",
         "reason=restore",
         "reason=limit",
+        "reason=rate",
+        "reason=queue_full",
         &format!("version={}", env!("CARGO_PKG_VERSION")),
     ]
     .into_iter()
@@ -466,4 +468,45 @@ async fn an_admin_listener_off_loopback_needs_a_token() {
         .expect("refused")
         .to_string();
     assert!(err.contains("admin.token_file"), "{err}");
+}
+
+#[tokio::test]
+async fn post_drain_needs_the_token_and_starts_a_clean_drain() {
+    let b = app().await;
+    let dir = common::files::TempDir::new("guard-admin-drain");
+    let token = dir.write("admin.token", "s3cret-token\n");
+    let admin_cfg = format!(
+        "bind = \"127.0.0.1:0\"\ntoken_file = {:?}",
+        token.display().to_string()
+    );
+    let g = guard(&config(&b, &admin_cfg)).await;
+    let (edge, admin) = (g.local_addr("edge").unwrap(), g.admin_addr().unwrap());
+    let client = http1_client();
+    let null = serde_json::Value::Null;
+    let (p, _) = send(&client, admin_request(admin, "/drain", None, null.clone())).await;
+    assert_eq!(p.status, 401);
+    // Not draining: the edge still serves.
+    assert_eq!(send(&client, get(edge, "/ok")).await.0.status, 200);
+
+    let (p, body) = send(
+        &client,
+        admin_request(admin, "/drain", Some("s3cret-token"), null.clone()),
+    )
+    .await;
+    assert_eq!(p.status, 202, "{body:?}");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v, serde_json::json!({ "draining": true, "already": false }));
+    // What `stormbreak guard` waits on before draining (a hang guard only).
+    tokio::time::timeout(std::time::Duration::from_secs(10), g.drain_requested())
+        .await
+        .expect("the drain was requested");
+    let (_, body) = send(
+        &client,
+        admin_request(admin, "/drain", Some("s3cret-token"), null),
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["already"], true);
+    drop(client);
+    assert_eq!(g.drain(std::time::Duration::from_secs(10)).await, 0);
 }

@@ -276,3 +276,92 @@ cluster = "app"
     assert_eq!(send(&http1_client(), get(edge, "/")).await.0.status, 502);
     server.abort();
 }
+
+/// A TLS handshake with `edge` trusting only `cert_pem`.
+async fn handshake(
+    edge: std::net::SocketAddr,
+    cert_pem: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(rcgen_pem_to_der(cert_pem)))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(edge).await?;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        connector.connect(ServerName::try_from("localhost").unwrap(), tcp),
+    )
+    .await
+    .expect("no hang")
+}
+
+/// An HTTP/1.1 keep-alive sender over a TLS connection trusting `cert_pem`.
+async fn h1_over_tls(
+    edge: std::net::SocketAddr,
+    cert_pem: &str,
+) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+    let tls = handshake(edge, cert_pem).await.expect("handshake");
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+async fn get_status(send: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>) -> u16 {
+    let request = Request::get("https://localhost/tls")
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), send.send_request(request))
+        .await
+        .expect("no hang")
+        .unwrap();
+    let status = response.status().as_u16();
+    let _ = response.into_body().collect().await;
+    status
+}
+
+#[tokio::test]
+async fn a_reload_serves_new_certificates_to_new_connections_and_refuses_bad_files() {
+    let b = echo_proto().await;
+    let old = certs("reload");
+    let path = old.dir.write("guard.toml", config(&b, &old));
+    let g = stormbreak_guard::Guard::start_file(&path).await.unwrap();
+    let edge = g.local_addr("edge").unwrap();
+    let mut before = h1_over_tls(edge, &old.cert_pem).await;
+    assert_eq!(get_status(&mut before).await, 200);
+
+    // New files at the same paths, then a reload.
+    let new = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let new_pem = new.cert.pem();
+    old.dir.write("cert.pem", &new_pem);
+    old.dir.write("key.pem", new.signing_key.serialize_pem());
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.certificates, ["edge"]);
+    // New connections get the new certificate: a client trusting only the
+    // old one is refused, one trusting the new one is served.
+    assert!(handshake(edge, &old.cert_pem).await.is_err());
+    let mut after = h1_over_tls(edge, &new_pem).await;
+    assert_eq!(get_status(&mut after).await, 200);
+    // The connection opened before the reload goes on serving.
+    assert_eq!(get_status(&mut before).await, 200);
+
+    // A certificate file that does not parse is refused, naming the file
+    // with the config's position; the certificate in force stays.
+    old.dir.write("cert.pem", "not a certificate");
+    let e = g.reload_file().unwrap_err();
+    assert!(e.contains("guard.toml:5:") && e.contains("cert.pem"), "{e}");
+    let mut still = h1_over_tls(edge, &new_pem).await;
+    assert_eq!(get_status(&mut still).await, 200);
+    assert_eq!(b.hits(), 4);
+    g.shutdown().await;
+}

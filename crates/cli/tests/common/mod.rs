@@ -29,6 +29,16 @@ timeout = "1s"
 /// leaves nothing behind in the temp directory.
 pub struct TempDir(PathBuf);
 
+impl TempDir {
+    /// Writes `text` to `name` in the directory; its path.
+    #[allow(dead_code)] // Not every test file writes files.
+    pub fn write(&self, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
 impl Deref for TempDir {
     type Target = Path;
     fn deref(&self) -> &Path {

@@ -76,6 +76,54 @@ pub struct GuardConfig {
     /// `[admin]`: the admin listener (`/metrics`, `/state`, mutations); none when absent.
     #[serde(default)]
     pub admin: Option<AdminConfig>,
+    /// `[access_log]`: one JSON line per request; off when absent.
+    #[serde(default)]
+    pub access_log: AccessLogConfig,
+}
+
+/// `[access_log]`: where the JSON-lines access log goes, and its rate bound.
+///
+/// Lines beyond `rate` (after a `burst`) are dropped and counted in
+/// `stormbreak_guard_access_log_dropped{reason="rate"}`: a flood of
+/// requests must not become a flood of disk writes. Fixed at start (a
+/// reload may not change it).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessLogConfig {
+    /// `off` (default), `stdout` or `file`.
+    pub to: AccessLogTo,
+    /// File to append to, with `to = "file"` (relative to the working directory).
+    pub path: Option<String>,
+    /// Most lines per second, sustained (`"1k/s"`, `"600/min"` or a number).
+    #[serde(with = "stormbreak_policy::units::rate")]
+    pub rate: f64,
+    /// Lines that may be written at once after a quiet spell (≥ 1).
+    pub burst: u32,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        AccessLogConfig {
+            to: AccessLogTo::Off,
+            path: None,
+            rate: 1000.0,
+            burst: 1000,
+        }
+    }
+}
+
+/// `access_log.to`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AccessLogTo {
+    /// No access log.
+    #[default]
+    Off,
+    /// Standard output, one line each.
+    Stdout,
+    /// Appended to `access_log.path`.
+    File,
 }
 
 /// `[admin]`: the admin API's own listener.
@@ -792,6 +840,19 @@ impl GuardConfig {
                 ));
             }
         }
+        let log = &self.access_log;
+        if log.to == AccessLogTo::File && log.path.as_deref().is_none_or(str::is_empty) {
+            return Err(doc.at("access_log.to", "to = \"file\" needs access_log.path"));
+        }
+        if log.to != AccessLogTo::File && log.path.is_some() {
+            return Err(doc.at("access_log.path", "path is only read with to = \"file\""));
+        }
+        crate::access_log::gate_of(log).map_err(|e| {
+            doc.at(
+                &format!("access_log.{}", e.field()),
+                format!("access_log: {e}"),
+            )
+        })?;
         for (i, s) in self.shed.iter().enumerate() {
             if !routes.contains(s.route.as_str()) {
                 return Err(doc.at(

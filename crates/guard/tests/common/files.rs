@@ -1,5 +1,5 @@
-//! Temporary files for tests, std only (the CLI's guard tests include
-//! this file by path).
+//! Temporary files for the guard's tests, std only (the CLI's tests have
+//! their own `TempDir` in crates/cli/tests/common).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -26,6 +26,13 @@ impl TempDir {
         let path = self.0.join(name);
         std::fs::write(&path, text).unwrap();
         path
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
     }
 }
 

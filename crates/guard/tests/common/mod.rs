@@ -1,5 +1,5 @@
 //! Loopback backends, clients, configs and temporary files for the
-//! guard's tests (and, for `files`, the CLI's guard tests).
+//! guard's tests.
 #![allow(dead_code)]
 
 pub mod files;
