@@ -52,7 +52,7 @@ out, scales = sys.argv[1], sys.argv[2:]
 def clock(s):
     if s is None:
         return None
-    m = int(13 * 60 + round(s / 60))
+    m = int(13 * 60 + (s / 60 + 0.5) // 1)  # to the nearest minute, as the CLI prints
     return m
 def hm(m):
     return "—" if m is None else "%d:%02d" % (m // 60, m % 60)
