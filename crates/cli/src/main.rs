@@ -12,6 +12,7 @@ mod guard_cmd;
 mod parallel;
 mod replay;
 mod report_cmd;
+mod sensitivity_cmd;
 mod simulate;
 mod sweep_cmd;
 mod table;

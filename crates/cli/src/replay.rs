@@ -49,8 +49,45 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
-    /// Simulations to run at once for --ablation and --compare [default:
-    /// the cores available]. Outputs are the same whatever it is.
+    /// Vary each ASSUMPTION number of the scenario by --changes, one at a
+    /// time, and report which the verdict rests on (docs/replay.md).
+    #[arg(long, conflicts_with_all = ["fixed", "fix", "ablation", "compare", "json"])]
+    pub sensitivity: bool,
+    /// With --sensitivity: only these assumptions (comma-separated names
+    /// such as service.auth-cus.app.service_time.mean; --list-assumptions).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        requires = "sensitivity",
+        value_delimiter = ','
+    )]
+    pub only: Vec<String>,
+    /// With --sensitivity: the changes made to each assumption
+    /// [default: -25%,-10%,+10%,+25%].
+    #[arg(
+        long,
+        value_name = "LIST",
+        requires = "sensitivity",
+        allow_hyphen_values = true,
+        value_parser = crate::sensitivity_cmd::parse_changes
+    )]
+    pub changes: Option<crate::sensitivity_cmd::ChangeList>,
+    /// With --sensitivity: seeds every variant runs on (comma-separated)
+    /// [default: --seed, else the scenario's].
+    #[arg(
+        long,
+        value_name = "LIST",
+        requires = "sensitivity",
+        conflicts_with = "seed",
+        value_parser = crate::sensitivity_cmd::parse_seeds
+    )]
+    pub seeds: Option<crate::sensitivity_cmd::SeedList>,
+    /// With --sensitivity: print the assumptions it would vary, and exit.
+    #[arg(long, requires = "sensitivity")]
+    pub list_assumptions: bool,
+    /// Simulations to run at once for --ablation, --compare and
+    /// --sensitivity [default: the cores available]. Outputs are the same
+    /// whatever it is.
     #[arg(long, value_name = "N", value_parser = crate::parallel::parse_jobs)]
     pub jobs: Option<usize>,
 }
@@ -158,6 +195,9 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     if args.ablation {
         return ablation(&args, opts, quiet);
+    }
+    if args.sensitivity {
+        return crate::sensitivity_cmd::run(&args);
     }
     let variant = if args.compare {
         "compare".to_owned()

@@ -437,6 +437,87 @@ pub struct Headline {
     pub metastable: bool,
 }
 
+/// A headline figure's published band: the incident's value within the
+/// noise of a run at the default scale. One table for everything that
+/// judges a replay: `tests/replay_seeds.rs` asserts every band on five
+/// seeds, and `stormbreak replay --sensitivity` reports which figures leave
+/// them when an assumption changes.
+#[derive(Debug, Clone, Copy)]
+pub struct Band {
+    /// The figure's key in [`Headline`] (and in `summary.json`).
+    pub key: &'static str,
+    /// What it is, for tables.
+    pub label: &'static str,
+    /// Lowest value in the band.
+    pub lo: f64,
+    /// Highest value in the band.
+    pub hi: f64,
+    read: fn(&Headline) -> f64,
+}
+
+impl Band {
+    /// The figure's value in `h`.
+    pub fn value(&self, h: &Headline) -> f64 {
+        (self.read)(h)
+    }
+
+    /// Whether `h`'s figure lies in the band (ends included).
+    pub fn holds(&self, h: &Headline) -> bool {
+        (self.lo..=self.hi).contains(&self.value(h))
+    }
+}
+
+/// The bands of the as-it-happened run's headline figures (see
+/// `docs/replay.md`, "Reading the output").
+pub const BANDS: [Band; 5] = [
+    Band {
+        key: "web_api_peak_error_rate",
+        label: "web/API peak error rate",
+        lo: 0.15,
+        hi: 0.25,
+        read: |h| h.web_api_peak_error_rate,
+    },
+    Band {
+        key: "archive_peak_error_rate",
+        label: "archive peak error rate",
+        lo: 0.40,
+        hi: 0.60,
+        read: |h| h.archive_peak_error_rate,
+    },
+    Band {
+        key: "token_arrivals_before_per_s",
+        label: "token arrivals before",
+        lo: 7_000.0,
+        hi: 9_000.0,
+        read: |h| h.token_arrivals_before_per_s,
+    },
+    Band {
+        key: "token_arrivals_peak_per_s",
+        label: "token arrivals peak",
+        lo: 70_000.0,
+        hi: 100_000.0,
+        read: |h| h.token_arrivals_peak_per_s,
+    },
+    // First-attempt demand stays flat through the storm (Poisson noise on
+    // 1-minute windows at 1% scale is about ±4%).
+    Band {
+        key: "token_demand_peak_per_s",
+        label: "token demand peak",
+        lo: 7_000.0,
+        hi: 9_000.0,
+        read: |h| h.token_demand_peak_per_s,
+    },
+];
+
+/// The keys of the bands `h` leaves, in [`BANDS`] order.
+pub fn bands_left(h: &Headline) -> Vec<&'static str> {
+    BANDS
+        .iter()
+        .filter(|b| !b.holds(h))
+        .map(|b| b.key)
+        .collect()
+}
+
 /// Everything `replay` reports about one run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ReplaySummary {

@@ -39,44 +39,16 @@ fn over_seeds(fixes: &[Fix]) -> Vec<(u64, ReplaySummary)> {
 fn as_it_happened_every_headline_figure_is_in_its_band_on_every_seed() {
     for (seed, r) in over_seeds(&[]) {
         let h = &r.headline;
-        let band = |name: &str, v: f64, lo: f64, hi: f64| {
+        for band in &replay::BANDS {
+            let v = band.value(h);
             assert!(
-                (lo..=hi).contains(&v),
-                "seed {seed}: {name} = {v:.3}, expected {lo}..={hi}"
+                band.holds(h),
+                "seed {seed}: {} = {v:.3}, expected {}..={}",
+                band.label,
+                band.lo,
+                band.hi
             );
-        };
-        band(
-            "web/API peak error rate",
-            h.web_api_peak_error_rate,
-            0.15,
-            0.25,
-        );
-        band(
-            "archive peak error rate",
-            h.archive_peak_error_rate,
-            0.40,
-            0.60,
-        );
-        band(
-            "token arrivals before",
-            h.token_arrivals_before_per_s,
-            7_000.0,
-            9_000.0,
-        );
-        band(
-            "token arrivals peak",
-            h.token_arrivals_peak_per_s,
-            70_000.0,
-            100_000.0,
-        );
-        // First-attempt demand stays flat through the storm (Poisson noise
-        // on 1-minute windows at 1% scale is about ±4%).
-        band(
-            "token demand peak",
-            h.token_demand_peak_per_s,
-            7_000.0,
-            9_000.0,
-        );
+        }
         assert!(
             h.metastable,
             "seed {seed}: recovered by itself after the peak"

@@ -8,6 +8,8 @@
 //! undetermined ([`classify`]) and writes `sweep.csv`, `summary.json` and
 //! `report.html` ([`output`], [`html`]), or one shard's `shard.json` for
 //! [`output::merge`]. The user's guide is `docs/sweep.md`.
+//! [`sensitivity`] varies the built-in replay's ASSUMPTION numbers one at
+//! a time (`stormbreak replay --sensitivity`, `docs/replay.md`).
 //!
 //! ```
 //! use stormbreak_sweep::{plan::{Plan, SweepSpec}, run, output};
@@ -50,4 +52,5 @@ pub mod output;
 pub mod path;
 pub mod plan;
 pub mod run;
+pub mod sensitivity;
 pub mod value;
