@@ -465,6 +465,29 @@ impl Band {
     pub fn holds(&self, h: &Headline) -> bool {
         (self.lo..=self.hi).contains(&self.value(h))
     }
+
+    /// Which side of the band `h`'s figure lies on: `Less` below it,
+    /// `Greater` above it, `Equal` inside it (ends included).
+    pub fn side(&self, h: &Headline) -> std::cmp::Ordering {
+        let v = self.value(h);
+        if v < self.lo {
+            std::cmp::Ordering::Less
+        } else if v > self.hi {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    }
+
+    /// `v` in the figure's own units, as the tables print it: error rates
+    /// as percentages, arrival rates in k/s, one decimal.
+    pub fn format(&self, v: f64) -> String {
+        if self.hi <= 1.0 {
+            format!("{:.1}%", v * 100.0)
+        } else {
+            format!("{:.1} k/s", v / 1000.0)
+        }
+    }
 }
 
 /// The bands of the as-it-happened run's headline figures (see
@@ -650,6 +673,32 @@ mod tests {
         assert!(sc.clients.iter().all(|c| c.fanout == 0));
         assert!(sc.gateways.iter().all(|g| g.budget.is_some()));
         assert_eq!(sc.failovers.len(), 1);
+    }
+
+    #[test]
+    fn a_band_says_which_side_a_figure_left_it_on() {
+        let h = |web: f64, token: f64| Headline {
+            web_api_peak_error_rate: web,
+            archive_peak_error_rate: 0.5,
+            token_arrivals_before_per_s: 8_000.0,
+            token_arrivals_peak_per_s: token,
+            token_demand_per_s: 8_000.0,
+            token_demand_peak_per_s: 8_000.0,
+            web_api_error_rate_30m_after_trigger: 0.1,
+            metastable: true,
+        };
+        let (web, token) = (&BANDS[0], &BANDS[3]);
+        use std::cmp::Ordering::*;
+        assert_eq!(web.side(&h(0.10, 90e3)), Less);
+        assert_eq!(web.side(&h(0.15, 90e3)), Equal, "ends are in the band");
+        assert_eq!(web.side(&h(0.30, 90e3)), Greater);
+        assert_eq!(token.side(&h(0.2, 106_200.0)), Greater);
+        assert_eq!(
+            bands_left(&h(0.30, 106_200.0)),
+            ["web_api_peak_error_rate", "token_arrivals_peak_per_s"]
+        );
+        assert_eq!(web.format(0.2264), "22.6%");
+        assert_eq!(token.format(106_249.0), "106.2 k/s");
     }
 
     #[test]

@@ -707,11 +707,14 @@ impl Report<'_> {
             }
         };
         let base = verdict(&self.outcomes[0]);
-        let bands = |b: &[&str]| {
+        let bands = |b: &[&str], outcomes: &[SeedOutcome]| {
             if b.is_empty() {
                 "—".to_owned()
             } else {
-                b.join(", ")
+                b.iter()
+                    .map(|k| band_left(k, outcomes))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         };
         row(
@@ -721,7 +724,7 @@ impl Report<'_> {
                 "",
                 "",
                 &count(base.metastable_seeds),
-                &bands(&base.bands_left),
+                &bands(&base.bands_left, &self.outcomes[0]),
                 &count(base.fixed_recovers_seeds),
             ],
         );
@@ -766,7 +769,7 @@ impl Report<'_> {
                                 &base,
                                 &shown,
                                 &count(vd.metastable_seeds),
-                                &bands(&vd.bands_left),
+                                &bands(&vd.bands_left, &self.outcomes[i]),
                                 &count(vd.fixed_recovers_seeds),
                             ],
                         );
@@ -776,6 +779,31 @@ impl Report<'_> {
         }
         s
     }
+}
+
+/// How a figure left its band over `outcomes`, for the table: the band's
+/// key, an arrow for the side (↑ above, ↓ below) and the farthest value on
+/// that side, as `archive_peak_error_rate ↑ 63.2%`. Seeds that left on
+/// opposite sides give both.
+fn band_left(key: &str, outcomes: &[SeedOutcome]) -> String {
+    use std::cmp::Ordering;
+    let Some(band) = replay::BANDS.iter().find(|b| b.key == key) else {
+        return key.to_owned();
+    };
+    let side = |o: Ordering| {
+        outcomes
+            .iter()
+            .filter(move |s| band.side(&s.happened) == o)
+            .map(|s| band.value(&s.happened))
+    };
+    let mut out = key.to_owned();
+    if let Some(lo) = side(Ordering::Less).reduce(f64::min) {
+        out.push_str(&format!(" ↓ {}", band.format(lo)));
+    }
+    if let Some(hi) = side(Ordering::Greater).reduce(f64::max) {
+        out.push_str(&format!(" ↑ {}", band.format(hi)));
+    }
+    out
 }
 
 /// The change the written value really makes (integers round).
@@ -852,6 +880,39 @@ mod tests {
         for (pat, _) in EXCLUDED {
             assert!(all.iter().any(|p| matches(pat, p)), "{pat} matches nothing");
         }
+    }
+
+    #[test]
+    fn a_figure_out_of_band_says_its_side_and_farthest_value() {
+        let seed = |seed, archive: f64| {
+            let h = Headline {
+                web_api_peak_error_rate: 0.2,
+                archive_peak_error_rate: archive,
+                token_arrivals_before_per_s: 8_000.0,
+                token_arrivals_peak_per_s: 90_000.0,
+                token_demand_per_s: 8_000.0,
+                token_demand_peak_per_s: 8_000.0,
+                web_api_error_rate_30m_after_trigger: 0.1,
+                metastable: true,
+            };
+            SeedOutcome {
+                seed,
+                metastable: true,
+                bands_left: replay::bands_left(&h),
+                fixed_recovers: true,
+                happened: h.clone(),
+                fixed: h,
+            }
+        };
+        let key = "archive_peak_error_rate";
+        assert_eq!(
+            band_left(key, &[seed(1, 0.62), seed(2, 0.5), seed(3, 0.655)]),
+            "archive_peak_error_rate ↑ 65.5%"
+        );
+        assert_eq!(
+            band_left(key, &[seed(1, 0.339), seed(2, 0.7)]),
+            "archive_peak_error_rate ↓ 33.9% ↑ 70.0%"
+        );
     }
 
     #[test]
