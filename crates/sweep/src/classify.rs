@@ -128,22 +128,31 @@ impl Timeline {
     pub fn of(sc: &Scenario) -> Result<Timeline, String> {
         let mut trigger_end = None;
         let mut operator: Option<Nanos> = None;
-        for a in &sc.actions {
+        // Actions end after `for`; a client's rate step after its ramp.
+        let actions = sc.actions.iter().map(|a| {
             let a = a.get_ref();
-            match a.role {
+            (a.role, a.at, a.lasts.unwrap_or(Nanos::ZERO))
+        });
+        let steps = sc
+            .clients
+            .iter()
+            .flat_map(|c| c.steps.iter().map(|s| (s.role, s.at, s.ramp)));
+        for (role, at, lasts) in actions.chain(steps) {
+            match role {
                 Some(ActionRole::Trigger) => {
-                    let end = a.at.saturating_add(a.lasts.unwrap_or(Nanos::ZERO));
+                    let end = at.saturating_add(lasts);
                     trigger_end = Some(trigger_end.map_or(end, |t: Nanos| t.max(end)));
                 }
                 Some(ActionRole::Operator) => {
-                    operator = Some(operator.map_or(a.at, |t| t.min(a.at)));
+                    operator = Some(operator.map_or(at, |t| t.min(at)));
                 }
                 None => {}
             }
         }
         let trigger_end = trigger_end.ok_or_else(|| {
-            "no trigger: mark the [[action]]s that push the system (a spike, a capacity drop) \
-             with role = \"trigger\", so recovery can be measured from their end"
+            "no trigger: mark the [[action]]s (or the client rate steps) that push the system \
+             (a spike, a capacity drop) with role = \"trigger\", so recovery can be measured \
+             from their end"
                 .to_owned()
         })?;
         let end = sc.scenario.duration;

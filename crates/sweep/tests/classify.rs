@@ -187,3 +187,55 @@ fn observe_shorter_than_recover_within_is_refused() {
         "{e}"
     );
 }
+
+/// The spike written as the client's own rate steps marked as the trigger.
+fn spike_as_steps(retry: &str) -> String {
+    let text = spike(retry, "");
+    let (head, _) = text.split_once("[[action]]").expect("the spike's actions");
+    format!(
+        "{}step = [{{ at = \"60s\", rate = \"11.7k/s\", role = \"trigger\" }}, \
+         {{ at = \"70s\", rate = \"9k/s\", role = \"trigger\" }}]\n",
+        head.trim_end().to_owned() + "\n"
+    )
+}
+
+#[test]
+fn rate_steps_marked_as_the_trigger_classify_as_trigger_actions_do() {
+    let sc = Scenario::parse("case.toml", &spike_as_steps(NAIVE)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(sc.actions.is_empty());
+    let tl = Timeline::of(&sc).unwrap();
+    assert_eq!(tl.trigger_end, Nanos::from_secs(70));
+    for (retry, metastable) in [(NAIVE, true), ("", false)] {
+        let steps = outcome(&spike_as_steps(retry), ClassifyOptions::default());
+        let actions = outcome(&spike(retry, ""), ClassifyOptions::default());
+        assert_eq!(steps.class, actions.class, "{steps:?} against {actions:?}");
+        assert_eq!(steps.class == Class::Metastable, metastable, "{steps:?}");
+    }
+}
+
+#[test]
+fn the_built_in_incident_can_be_swept_with_the_replays_slo() {
+    let sc = stormbreak_sim::replay::scenario().unwrap();
+    let tl = Timeline::of(&sc).unwrap();
+    // The peak's ramp back down ends at 13:58; the first operator action
+    // (the traffic shift) is at 14:30.
+    assert_eq!(tl.trigger_end, Nanos::from_secs(58 * 60));
+    assert_eq!(tl.observe_until, Nanos::from_secs(90 * 60));
+    let slos = slos(&sc);
+    let routes: Vec<&str> = slos.iter().map(|s| s.route.as_str()).collect();
+    for p in stormbreak_sim::replay::PATHS {
+        for r in p.routes {
+            assert!(routes.contains(r), "{r} has no SLO: {routes:?}");
+        }
+    }
+    for s in &slos {
+        assert!(!s.default, "{s:?}");
+        assert_eq!(s.error_rate, Some(stormbreak_sim::replay::SLO_ERROR_RATE));
+        assert_eq!(s.window, Nanos::from_secs(300));
+    }
+    let runner = slos.iter().find(|s| s.route == "runner-start").unwrap();
+    assert_eq!(
+        runner.job_wait.map(|w| w.as_nanos() as f64 / 1e9),
+        Some(stormbreak_sim::replay::SLO_JOB_WAIT_S)
+    );
+}

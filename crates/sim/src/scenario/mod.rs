@@ -483,6 +483,11 @@ pub struct RateStep {
     /// Length of a linear ramp to the new rate (default: a step).
     #[serde(default)]
     pub ramp: Nanos,
+    /// What the step stands for, for `stormbreak sweep` (as on
+    /// `[[action]]`): a demand peak written as steps is a trigger, which
+    /// ends when its last step's ramp does. No effect on the run itself.
+    #[serde(default)]
+    pub role: Option<ActionRole>,
 }
 
 /// An `[[slo]]`: when a route is in breach. Either bound, or both, may be
