@@ -64,6 +64,9 @@ pub(crate) enum Held {
     Flow(NodeId),
     /// A place on a pod (which place is told by the phase).
     Pod(PodKey),
+    /// A slot of a gateway instance's concurrency limit, for the whole
+    /// request.
+    Slot(super::admission::Slot),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -238,8 +241,10 @@ impl Engine {
         let a = self.flight.attempts.remove(att).expect("a live attempt");
         let ci = self.series_of(a.comp);
         self.rec.depart(ci, self.now, self.now - a.started);
-        if let (Comp::Lb(l), Held::Flow(node)) = (a.comp, a.held) {
-            self.lb_release(l, node, &a, res == Res::Ok);
+        match (a.comp, a.held) {
+            (Comp::Lb(l), Held::Flow(node)) => self.lb_release(l, node, &a, res == Res::Ok),
+            (Comp::Gateway(g), Held::Slot(slot)) => self.gateway_release(g, slot, &a, res),
+            _ => {}
         }
         if let (Comp::Lb(l), conn @ (Conn::Pooled { .. } | Conn::Oneshot { .. })) = (a.comp, a.conn)
         {

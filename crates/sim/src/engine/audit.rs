@@ -60,6 +60,12 @@ impl Engine {
             .iter()
             .map(|s| vec![[0; 4]; s.pods.capacity()])
             .collect();
+        // Per gateway with a limit, per instance: slots held.
+        let mut slots: Vec<Vec<u32>> = self
+            .gateways
+            .iter()
+            .map(|g| vec![0; g.admission.as_ref().map_or(0, |a| a.instances() as usize)])
+            .collect();
         let mut present = vec![0u64; self.rec.comps.len()];
         let mut problem = None;
         flight.attempts.for_each(|k, a| {
@@ -130,6 +136,17 @@ impl Engine {
                         }
                     }
                 }
+                (Comp::Gateway(g), Held::Slot(slot)) => {
+                    match slots[g.ix()].get_mut(slot.instance as usize) {
+                        Some(n) => *n += 1,
+                        None => {
+                            problem = Some(format!(
+                                "attempt {k:?} holds a slot of gateway instance {}, which has none",
+                                slot.instance
+                            ))
+                        }
+                    }
+                }
                 (_, Held::Nothing) => {}
                 (comp, held) => problem = Some(format!("attempt {k:?} at {comp:?} holds {held:?}")),
             }
@@ -146,6 +163,18 @@ impl Engine {
             attached,
             live
         );
+        for (g, gw) in self.gateways.iter().enumerate() {
+            let Some(adm) = &gw.admission else { continue };
+            for (i, &held) in slots[g].iter().enumerate() {
+                ensure!(
+                    adm.inflight_of(i as u32) == held,
+                    "gateway {}: instance {i} counts {} in flight, {} attempts hold a slot",
+                    self.rec.comps[gw.series.ix()].name,
+                    adm.inflight_of(i as u32),
+                    held
+                );
+            }
+        }
         for (l, lb) in self.lbs.pools.iter().enumerate() {
             for (n, node) in lb.nodes.iter().enumerate() {
                 ensure!(

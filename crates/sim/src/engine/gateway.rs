@@ -3,11 +3,14 @@
 //! "optimistic retries" of 2026-08-17.
 
 use rand_pcg::Pcg64Mcg;
+use stormbreak_policy::limit::LimitConfig;
 
 use super::Engine;
-use super::attempt::{Phase, Res};
+use super::admission::{Admission, Slot};
+use super::attempt::{Attempt, Held, Phase, Res};
 use super::caller::{Caller, Next};
 use super::ids::{GatewayId, RouteId, SeriesId};
+use super::scale::FleetScale;
 use crate::queue::Lane;
 use crate::record::Cause;
 use crate::slab::Key;
@@ -18,11 +21,39 @@ pub(crate) struct Gateway {
     pub(crate) timeout_lane: Lane,
     pub(crate) caller: Caller,
     pub(crate) rng: Pcg64Mcg,
+    /// The gateway's `limit`, one limiter per instance.
+    pub(crate) admission: Option<Admission>,
     pub(crate) series: SeriesId,
+}
+
+/// A gateway's limiters at `--scale scale`: instances shrink like a
+/// service's pods and keep their limiter (an adaptive limit finds its own
+/// level); a `fixed` limit bends by the rest where scale × instances is not
+/// whole, so the fleet's total stays exact, as a pod's capacities do.
+pub(crate) fn admission(
+    config: &LimitConfig,
+    instances: u32,
+    scale: f64,
+    rng: Pcg64Mcg,
+) -> Admission {
+    let fleet = FleetScale::new(instances, scale);
+    let mut config = config.clone();
+    if let LimitConfig::Fixed(f) = &mut config {
+        f.limit = fleet.per_pod(f.limit);
+    }
+    Admission::new(&config, fleet.pods(instances), rng).expect("validated with the scenario")
 }
 
 impl Engine {
     pub(crate) fn gateway_enter(&mut self, att: Key, g: GatewayId) {
+        let now = self.now;
+        let gw = &mut self.gateways[g.ix()];
+        if let Some(adm) = &mut gw.admission {
+            match adm.admit(now) {
+                Some(slot) => self.flight.get_mut(att).held = Held::Slot(slot),
+                None => return self.reject(att, Cause::LimitRejected),
+            }
+        }
         let gw = &mut self.gateways[g.ix()];
         let call = gw.caller.start(self.now);
         let (dependency, lane) = (gw.dependency, gw.timeout_lane);
@@ -85,6 +116,15 @@ impl Engine {
         }
     }
 
+    /// A gateway attempt holding `slot` ended with `res`: the limiter gets
+    /// its sample.
+    pub(crate) fn gateway_release(&mut self, g: GatewayId, slot: Slot, a: &Attempt, res: Res) {
+        let now = self.now;
+        if let Some(adm) = &mut self.gateways[g.ix()].admission {
+            adm.finish(now, a.started, slot, Admission::outcome(res, a.abandoned));
+        }
+    }
+
     pub(crate) fn on_gateway_retry(&mut self, att: Key) {
         let Some(a) = self.flight.attempts.get(att) else {
             return;
@@ -101,5 +141,38 @@ impl Engine {
             (Phase::DependencyBackoff, Some(dep)) => self.call_dependency(att, g, dep),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admission;
+    use rand::SeedableRng;
+    use rand_pcg::Pcg64Mcg;
+    use stormbreak_policy::limit::{AimdConfig, FixedConfig, LimitConfig};
+
+    fn scaled(config: LimitConfig, instances: u32, scale: f64) -> (u32, u64) {
+        let a = admission(&config, instances, scale, Pcg64Mcg::seed_from_u64(1));
+        (a.instances(), a.limit())
+    }
+
+    #[test]
+    fn a_fixed_limit_keeps_the_fleets_total_and_an_adaptive_one_its_config() {
+        let fixed = || LimitConfig::Fixed(FixedConfig { limit: 20 });
+        assert_eq!(scaled(fixed(), 4, 1.0), (4, 80));
+        assert_eq!(scaled(fixed(), 4, 0.5), (2, 40));
+        // 3 × 0.5 = 1.5 instances: 2 of 15, the 30 slots of 1.5 × 20.
+        assert_eq!(scaled(fixed(), 3, 0.5), (2, 30));
+        // Below one instance the one instance's limit shrinks.
+        assert_eq!(scaled(fixed(), 1, 0.1), (1, 2));
+        let aimd = LimitConfig::Aimd(AimdConfig {
+            initial_limit: 30,
+            ..AimdConfig::default()
+        });
+        assert_eq!(
+            scaled(aimd, 3, 0.5),
+            (2, 60),
+            "each instance starts at its own 30"
+        );
     }
 }

@@ -47,6 +47,7 @@
 //! ties in the event queue broken by scheduling order, no hash-map iteration
 //! anywhere: same scenario, seed and scale give byte-identical recordings.
 
+pub mod admission;
 mod attempt;
 mod audit;
 mod autoscale;
@@ -398,6 +399,9 @@ impl Engine {
                 timeout_lane: queue.lane(g.timeout),
                 caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
                 rng: entity_rng(seed, 1_000 + i as u64),
+                admission: g.limit.as_ref().map(|l| {
+                    gateway::admission(l, g.instances, scale, entity_rng(seed, 3_000 + i as u64))
+                }),
                 series: rec.add_component(g.name.get_ref(), "gateway"),
             })
             .collect();

@@ -201,10 +201,14 @@ impl Engine {
         }
         for gw in &self.gateways {
             let c = &mut rec.comps[gw.series.ix()];
-            c.in_flight.push(0.0);
-            c.limit.push(0.0);
+            // A gateway without a limit has no gauge of its own.
+            let (inflight, limit, instances) = gw.admission.as_ref().map_or((0.0, 0.0, 0.0), |a| {
+                (a.inflight() as f64, a.limit() as f64, a.instances() as f64)
+            });
+            c.in_flight.push(inflight);
+            c.limit.push(limit);
             c.queue.push(0.0);
-            c.replicas.push(0.0);
+            c.replicas.push(instances);
             c.app_utilisation.push(0.0);
         }
         for svc in &mut self.services {

@@ -21,9 +21,10 @@ mod messages;
 mod spans;
 mod specs;
 mod validate;
-pub use specs::{FieldProblem, check_budget, check_retry};
+pub use specs::{FieldProblem, check_budget, check_limit, check_retry};
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
+use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::retry::{BackoffConfig, RetryConfig};
 
@@ -209,6 +210,22 @@ pub struct GatewaySpec {
     /// Retry budget shared by all calls through this gateway.
     #[serde(default)]
     pub budget: Option<BudgetConfig>,
+    /// A concurrency limit per gateway instance, the policy crate's
+    /// limiter (`fixed`, `aimd`, `vegas`, `gradient2`, `envoy_gradient`,
+    /// `windowed`), as `stormbreak guard` applies a route's `limit`: a
+    /// request is admitted while the instance's in-flight count is below
+    /// the limit, else refused at once (503, `limit_rejected`); its
+    /// round-trip time and outcome feed the algorithm when it completes.
+    #[serde(default)]
+    pub limit: Option<LimitConfig>,
+    /// Gateway instances (processes), each with its own `limit`; requests
+    /// go to them in turn. Scaled like a service's `replicas` (default 1).
+    #[serde(default = "one_instance")]
+    pub instances: u32,
+}
+
+fn one_instance() -> u32 {
+    1
 }
 
 /// A `[[service]]`: identical pods behind a least-loaded balancer.
@@ -939,12 +956,14 @@ pub const MAX_HOPS: usize = 64;
 /// Most components, routes, client populations or actions of one kind.
 pub const MAX_ENTITIES: usize = 10_000;
 /// Most pods of one service: `replicas` and an autoscaler's `max` (every
-/// pod is simulated, so this bounds the pod slab).
+/// pod is simulated, so this bounds the pod slab), and a gateway's
+/// `instances` (each has its own limiter).
 pub const MAX_PODS: u32 = 100_000;
 /// Most nodes in one `[[lb]]` pool.
 pub const MAX_NODES: u32 = 10_000;
 /// Largest concurrency or queue length: `flows_per_node`, sidecar `limit`
-/// and `queue`, app `workers` and `queue`, client `workers`.
+/// and `queue`, app `workers` and `queue`, client `workers`, the largest
+/// limit a gateway `limit` may reach.
 pub const MAX_SLOTS: u32 = 10_000_000;
 /// Largest `slow_service` factor: a thousand-fold slowdown is already a
 /// stall; beyond it, use `stall`.

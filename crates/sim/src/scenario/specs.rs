@@ -7,10 +7,11 @@
 use std::fmt;
 
 use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::limit::{LimitAlgorithm, LimitConfig};
 use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::units::format_duration;
 
-use super::{MAX_ATTEMPTS, MAX_DURATION};
+use super::{MAX_ATTEMPTS, MAX_DURATION, MAX_SLOTS};
 
 /// A rejected field of a retry or budget table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,29 @@ pub fn check_retry(spec: &RetryConfig) -> Result<(), FieldProblem> {
         if let Some(d) = d {
             long(field, d)?;
         }
+    }
+    Ok(())
+}
+
+/// Checks a concurrency-limit table the way the policy crate will build
+/// it, plus the scenario's [`MAX_SLOTS`] on the largest limit the
+/// algorithm may reach (each in-flight request is an attempt the engine
+/// holds).
+pub fn check_limit(spec: &LimitConfig) -> Result<(), FieldProblem> {
+    let limit = spec.build().map_err(|e| FieldProblem {
+        field: e.field().to_owned(),
+        message: e.to_string(),
+    })?;
+    if limit.max_limit() > MAX_SLOTS {
+        return Err(FieldProblem {
+            field: "max_limit".into(),
+            message: format!(
+                "the {} limit may grow to {}: at most {MAX_SLOTS} requests in flight \
+                 per instance (set its largest limit lower)",
+                spec.kind(),
+                limit.max_limit()
+            ),
+        });
     }
     Ok(())
 }

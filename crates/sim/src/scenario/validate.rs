@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Range;
 use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::retry::RetryConfig;
 
 use stormbreak_policy::{Nanos, units};
@@ -17,7 +18,7 @@ use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
     MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INSTANCES, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE,
     MAX_SITES, MAX_SLOTS, MAX_SLOWDOWN, ScaleMetric, Scenario, ScenarioError, ScenarioWarning,
-    check_budget, check_retry, line_col, parse_clock,
+    check_budget, check_limit, check_retry, line_col, parse_clock,
 };
 
 /// Builds errors and collects warnings at positions in one scenario text.
@@ -165,6 +166,10 @@ impl<'a> Checker<'a> {
         check_budget(b).map_err(|p| self.problem(table, what, "budget", p))
     }
 
+    fn limit(&self, table: &str, what: &str, l: &LimitConfig) -> Result<(), ScenarioError> {
+        check_limit(l).map_err(|p| self.problem(table, what, "limit", p))
+    }
+
     /// An error about `field` inside the `{table}.{sub}` table.
     fn problem(&self, table: &str, what: &str, sub: &str, p: FieldProblem) -> ScenarioError {
         self.key(
@@ -258,6 +263,16 @@ impl Scenario {
             }
             if let Some(b) = &g.budget {
                 ck.budget(&p, &who, b)?;
+            }
+            ck.count(
+                &format!("{p}.instances"),
+                &format!("{who}: instances"),
+                g.instances.into(),
+                1,
+                MAX_PODS.into(),
+            )?;
+            if let Some(l) = &g.limit {
+                ck.limit(&p, &who, l)?;
             }
         }
         self.check_clients(ck)?;

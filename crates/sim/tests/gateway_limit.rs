@@ -1,0 +1,217 @@
+//! A gateway's `limit`: the policy crate's concurrency limiters run by the
+//! simulator as `stormbreak guard` runs them. A fixed limit in front of
+//! an uncongested service is an Erlang loss system (checked against
+//! Erlang B); adaptive limits in front of an overloaded service settle near
+//! its knee and keep latency low where no limit lets the queue grow; the
+//! limiter's books balance at every step (the audit); bad tables are
+//! refused with their place in the file.
+
+mod common;
+
+use stormbreak_policy::Nanos;
+use stormbreak_sim::Scenario;
+use stormbreak_sim::record::Cause;
+
+/// One client → gateway (with `limit`) → service, no retries anywhere.
+fn chain(limit: &str, workers: u32, mean: &str, rate: &str, duration: &str) -> String {
+    format!(
+        r#"
+[scenario]
+name = "gateway-limit"
+duration = "{duration}"
+interval = "10s"
+
+[[gateway]]
+name = "gw"
+timeout = "120s"
+{limit}
+
+[[service]]
+name = "backend"
+replicas = 1
+app = {{ workers = {workers}, queue = 100000, service_time = {{ dist = "exponential", mean = "{mean}" }} }}
+
+[[route]]
+name = "r"
+path = ["gw", "backend"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "{rate}"
+timeout = "200s"
+"#
+    )
+}
+
+/// Erlang B, by its recursion: B(0) = 1, B(k) = a·B(k−1) / (k + a·B(k−1)).
+fn erlang_b(servers: u32, offered: f64) -> f64 {
+    (1..=servers).fold(1.0, |b, k| offered * b / (k as f64 + offered * b))
+}
+
+#[test]
+fn a_fixed_limit_before_an_uncongested_service_loses_as_erlang_b_says() {
+    // 40 slots, 400/s × 100 ms = 40 erlangs offered; the service's 1 000
+    // workers never queue, so the gateway is an M/M/40/40 loss system.
+    let text = chain(
+        r#"limit = { kind = "fixed", limit = 40 }"#,
+        1000,
+        "100ms",
+        "400/s",
+        "1000s",
+    );
+    let rec = common::run_audited(&text, Some(7), Nanos::from_secs(50));
+    let route = &rec.routes[0];
+    let attempts: u64 = route.attempts.iter().sum();
+    let refused: u64 = route
+        .errors
+        .iter()
+        .map(|e| e[Cause::LimitRejected as usize])
+        .sum();
+    let blocked = refused as f64 / attempts as f64;
+    let expected = erlang_b(40, 40.0);
+    assert!((expected - 0.1162).abs() < 0.0001, "B(40, 40) = {expected}");
+    assert!(
+        (blocked - expected).abs() < 0.01,
+        "blocked {blocked:.4} against Erlang B {expected:.4} over {attempts} requests"
+    );
+    let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
+    assert!(gw.limit.iter().all(|&l| l == 40.0), "{:?}", gw.limit);
+    assert!(
+        gw.in_flight.iter().all(|&n| n <= 40.0),
+        "{:?}",
+        gw.in_flight
+    );
+    assert!(gw.replicas.iter().all(|&n| n == 1.0));
+    // Little's law at the gateway: L = λW, with W = the service time.
+    let l = gw.little;
+    assert!(
+        (l.mean_in_system - l.throughput_per_s * l.mean_sojourn_s).abs() < 0.01 * l.mean_in_system,
+        "{l:?}"
+    );
+}
+
+#[test]
+fn instances_split_the_limit_and_scale_like_pods() {
+    // Two instances of 20 hold at most 40 together; at --scale 0.5 the
+    // gateway runs one instance of 20 for half the traffic.
+    let text = chain(
+        "limit = { kind = \"fixed\", limit = 20 }\ninstances = 2",
+        1000,
+        "100ms",
+        "600/s",
+        "200s",
+    );
+    let rec = common::run_audited(&text, Some(3), Nanos::from_secs(20));
+    let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
+    assert!(gw.limit.iter().all(|&l| l == 40.0), "{:?}", gw.limit);
+    assert!(gw.replicas.iter().all(|&n| n == 2.0));
+    assert!(gw.in_flight.iter().all(|&n| n <= 40.0));
+    assert!(
+        gw.in_flight.iter().skip(2).any(|&n| n > 30.0),
+        "{:?}",
+        gw.in_flight
+    );
+
+    let sc = Scenario::parse("case.toml", &text).unwrap();
+    let rec = stormbreak_sim::engine::Engine::new(
+        &sc,
+        stormbreak_sim::engine::RunOptions {
+            seed: Some(3),
+            scale: 0.5,
+        },
+    )
+    .run()
+    .unwrap();
+    let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
+    assert!(gw.replicas.iter().all(|&n| n == 1.0));
+    assert!(gw.limit.iter().all(|&l| l == 20.0), "{:?}", gw.limit);
+}
+
+/// Mean of the last half of a series.
+fn late_mean(xs: &[f64]) -> f64 {
+    let late = &xs[xs.len() / 2..];
+    late.iter().sum::<f64>() / late.len() as f64
+}
+
+/// A service of 20 workers × 10 ms (2 000/s) offered 3 000/s for 10
+/// minutes: the knee is 20 in flight.
+fn overloaded(limit: &str) -> (f64, f64, f64) {
+    let text = chain(limit, 20, "10ms", "3k/s", "600s");
+    let rec = common::run_audited(&text, Some(11), Nanos::from_secs(60));
+    let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
+    let route = &rec.routes[0];
+    let late = route.successes.len() / 2;
+    let served: u64 = route.successes[late..].iter().sum();
+    let secs = (route.successes.len() - late) as f64 * 10.0;
+    let p99 = late_mean(&route.latency_ms.iter().map(|q| q[2]).collect::<Vec<_>>());
+    (late_mean(&gw.limit), served as f64 / secs, p99)
+}
+
+#[test]
+fn adaptive_limits_settle_near_the_knee_and_keep_latency_low() {
+    // With no limit the queue grows by 1 000/s and the answers slow down
+    // without end.
+    let (_, goodput, p99) = overloaded("");
+    assert!(goodput > 1_900.0, "the service still serves: {goodput}");
+    assert!(
+        p99 > 10_000.0,
+        "no limit: latency grows with the queue: {p99} ms"
+    );
+
+    // (config, band of the settled limit against the knee K = 20). Envoy's
+    // controller and windowed Vegas settle just past the knee; windowed
+    // Gradient2 above it, at its rtt tolerance (1.5 K + its queue, and its
+    // long average creeps up), as crates/policy/tests/limit_closed_loop.rs
+    // derives for each.
+    for (limit, lo, hi) in [
+        (r#"limit = { kind = "envoy_gradient" }"#, 20.0, 40.0),
+        (
+            r#"limit = { kind = "windowed", inner = { kind = "vegas", initial_limit = 10, max_concurrency = 1000 } }"#,
+            20.0,
+            40.0,
+        ),
+        (
+            r#"limit = { kind = "windowed", inner = { kind = "gradient2", initial_limit = 10, min_limit = 1, max_concurrency = 1000 } }"#,
+            30.0,
+            100.0,
+        ),
+    ] {
+        let (settled, goodput, p99) = overloaded(limit);
+        assert!(
+            (lo..=hi).contains(&settled),
+            "{limit}: settled at {settled}, expected {lo}..{hi} (the knee is 20)"
+        );
+        assert!(goodput > 1_900.0, "{limit}: goodput {goodput}/s of 2 000/s");
+        assert!(p99 < 100.0, "{limit}: admitted p99 {p99} ms");
+    }
+}
+
+#[test]
+fn per_request_vegas_starves_an_exponential_service() {
+    // Characterises the source law, not a wish: fed every sample, Vegas
+    // reads the exponential service's own spread as queueing and settles
+    // far below the knee, wasting most of the capacity. Netflix's
+    // WindowedLimit (above) is the cure; docs/scenarios.md gives the table.
+    let (settled, goodput, _) =
+        overloaded(r#"limit = { kind = "vegas", initial_limit = 10, max_concurrency = 1000 }"#);
+    assert!(settled < 20.0, "settled at {settled}");
+    assert!(goodput < 0.8 * 2_000.0, "goodput {goodput}/s");
+}
+
+#[test]
+fn bad_limit_tables_are_refused_with_their_place() {
+    let bad = |limit: &str| {
+        let text = chain(limit, 10, "10ms", "10/s", "10s");
+        Scenario::parse("case.toml", &text).unwrap_err().to_string()
+    };
+    let e = bad(r#"limit = { kind = "fixed", limit = 0 }"#);
+    assert!(e.starts_with("case.toml:10:"), "{e}");
+    assert!(e.contains("gateway \"gw\": limit:"), "{e}");
+    let e = bad(r#"limit = { kind = "aimd", max_limit = 100000000 }"#);
+    assert!(e.contains("at most 10000000 requests in flight"), "{e}");
+    let e = bad(r#"limit = { kind = "fixd", limit = 4 }"#);
+    assert!(e.starts_with("case.toml:10:"), "{e}");
+    let e = bad("instances = 0");
+    assert!(e.contains("instances must be ≥ 1"), "{e}");
+}
