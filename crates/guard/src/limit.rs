@@ -40,8 +40,19 @@ impl ConcurrencyLimit {
         queue: Option<QueueConfig>,
         clock: Clock,
     ) -> Result<Arc<Self>, FieldError> {
+        Self::with_rng(config, queue, clock, Pcg64Mcg::from_os_rng())
+    }
+
+    /// As [`ConcurrencyLimit::new`], the algorithm's draws from `rng` (a
+    /// seeded one makes a run repeatable, for the equivalence test).
+    pub(crate) fn with_rng(
+        config: &LimitConfig,
+        queue: Option<QueueConfig>,
+        clock: Clock,
+        rng: Pcg64Mcg,
+    ) -> Result<Arc<Self>, FieldError> {
         Ok(Arc::new(ConcurrencyLimit {
-            state: Mutex::new((Limiter::new(config.build()?), Pcg64Mcg::from_os_rng())),
+            state: Mutex::new((Limiter::new(config.build()?), rng)),
             queue,
             waiting: AtomicU32::new(0),
             released: Notify::new(),
@@ -139,6 +150,18 @@ impl ConcurrencyLimit {
             .unwrap_or_else(PoisonError::into_inner)
             .0
             .limit()
+    }
+}
+
+/// How a route's limiter counts an answer with `status`: a server error is
+/// a drop (the upstream is overloaded or failing), anything else a sample
+/// of its round-trip time. The simulator counts alike
+/// (`stormbreak_sim::engine::admission`).
+pub(crate) fn outcome_of(status: u16) -> Outcome {
+    if (500..=599).contains(&status) {
+        Outcome::Dropped
+    } else {
+        Outcome::Success
     }
 }
 

@@ -613,12 +613,7 @@ impl Proxy {
             .restore
             .observe(self.clock.now(), listener.index, !failed);
         if let Some(p) = permit {
-            let overloaded = matches!(response.status().as_u16(), 500..=599);
-            p.finish(if overloaded {
-                Outcome::Dropped
-            } else {
-                Outcome::Success
-            });
+            p.finish(crate::limit::outcome_of(response.status().as_u16()));
         }
         response
     }

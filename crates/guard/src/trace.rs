@@ -122,6 +122,84 @@ impl RetryPath {
     }
 }
 
+/// A route's concurrency limit (`limit`, no admission queue), driven as the
+/// proxy drives it: admitted requests hold a slot until they are answered,
+/// and the answer's status decides the sample ([`crate::limit`]'s rule,
+/// the proxy's own). Its clock is tokio's, started by [`LimitPath::new`].
+///
+/// ```
+/// use stormbreak_guard::trace::LimitPath;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let limit = toml::from_str(r#"kind = "fixed"
+/// limit = 1"#).unwrap();
+/// let path = LimitPath::new(&limit, 7).unwrap();
+/// let first = path.admit().expect("one slot");
+/// assert!(path.admit().is_none(), "the slot is taken");
+/// first.finish(200);
+/// assert_eq!((path.inflight(), path.limit()), (0, 1));
+/// # }
+/// ```
+pub struct LimitPath {
+    limit: std::sync::Arc<crate::limit::ConcurrencyLimit>,
+}
+
+/// A request [`LimitPath::admit`] let through; [`Admitted::finish`] it
+/// with its answer's status. Dropped unfinished, it frees its slot without
+/// a sample, as when a client goes away.
+pub struct Admitted(crate::limit::LimitPermit);
+
+impl LimitPath {
+    /// A limit built from `limit`, its algorithm's random draws from
+    /// `Pcg64Mcg::seed_from_u64(seed)`.
+    pub fn new(
+        limit: &stormbreak_policy::limit::LimitConfig,
+        seed: u64,
+    ) -> Result<Self, FieldError> {
+        let clock = Clock::new();
+        Ok(LimitPath {
+            limit: crate::limit::ConcurrencyLimit::with_rng(
+                limit,
+                None,
+                clock,
+                Pcg64Mcg::seed_from_u64(seed),
+            )?,
+        })
+    }
+
+    /// Admits a request now, or refuses it (`None`): without a queue the
+    /// proxy's admission never waits.
+    pub fn admit(&self) -> Option<Admitted> {
+        let acquire = self.limit.acquire();
+        tokio::pin!(acquire);
+        let waker = std::task::Waker::noop();
+        match acquire
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+        {
+            std::task::Poll::Ready(permit) => permit.map(Admitted),
+            std::task::Poll::Pending => unreachable!("admission without a queue never waits"),
+        }
+    }
+
+    /// The algorithm's current limit.
+    pub fn limit(&self) -> u32 {
+        self.limit.limit()
+    }
+
+    /// Requests holding a slot now.
+    pub fn inflight(&self) -> u64 {
+        self.limit.gauge().inflight
+    }
+}
+
+impl Admitted {
+    /// The request was answered with `status` now.
+    pub fn finish(self, status: u16) {
+        self.0.finish(crate::limit::outcome_of(status));
+    }
+}
+
 fn to_attempt(answer: Answer) -> AttemptOf<()> {
     match answer {
         Answer::Status {
