@@ -203,7 +203,11 @@ pub(crate) struct Proxy {
     pub(crate) metrics: Arc<Metrics>,
     /// Each listener's name, connection cap (`max_connections` permits) and its size.
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
-    access_log: Option<Arc<AccessLog>>,
+    /// The access log of this config (shared with the previous one when
+    /// `[access_log]` did not change).
+    pub(crate) access_log: Option<Arc<AccessLog>>,
+    /// `Debug` of `[access_log]`: equal means unchanged on reload.
+    pub(crate) access_log_key: String,
 }
 
 /// What outlives one config across reloads: the clock every policy's time
@@ -213,21 +217,14 @@ pub(crate) struct Shared {
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
-    /// `[access_log]`, fixed at start.
-    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 impl Shared {
-    /// Fails only when the access log's file cannot be opened.
-    pub(crate) fn new(config: &GuardConfig) -> Result<Self, String> {
-        let metrics = Arc::new(Metrics::new());
-        let (rate, full) = metrics.access_log_drops();
-        let access_log = AccessLog::open(&config.access_log, rate, full)?.map(Arc::new);
-        Ok(Shared {
+    pub(crate) fn new(config: &GuardConfig) -> Self {
+        Shared {
             clock: Clock::new(),
             stats: Arc::new(Stats::default()),
-            metrics,
-            access_log,
+            metrics: Arc::new(Metrics::new()),
             connection_caps: Arc::new(
                 config
                     .listeners
@@ -241,7 +238,7 @@ impl Shared {
                     })
                     .collect(),
             ),
-        })
+        }
     }
 }
 
@@ -330,6 +327,7 @@ impl Proxy {
         config: &GuardConfig,
         shared: &Shared,
         previous: Option<&Proxy>,
+        access_log: Option<Arc<AccessLog>>,
     ) -> Result<Self, FieldError> {
         let clock = shared.clock;
         let mut clusters = Vec::with_capacity(config.clusters.len());
@@ -398,7 +396,8 @@ impl Proxy {
             stats: shared.stats.clone(),
             metrics: shared.metrics.clone(),
             connection_caps: shared.connection_caps.clone(),
-            access_log: shared.access_log.clone(),
+            access_log,
+            access_log_key: format!("{:?}", config.access_log),
         })
     }
 
