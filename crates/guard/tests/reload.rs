@@ -227,11 +227,7 @@ async fn an_invalid_reload_is_refused_and_overrides_outlive_a_valid_one() {
     assert_ne!(moved, good);
     dir.write("guard.toml", &moved);
     let e = g.reload_file().unwrap_err();
-    let at = format!(
-        "{}:{}:1: ",
-        path.display(),
-        line_of(&moved, "[admin]")
-    );
+    let at = format!("{}:{}:1: ", path.display(), line_of(&moved, "[admin]"));
     assert!(e.starts_with(&at), "{e}");
     assert!(
         e.contains("[admin] changed: a reload cannot change [admin]"),
