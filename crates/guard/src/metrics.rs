@@ -3,13 +3,18 @@
 //!
 //! Label sets are bounded by the config, never by traffic: `route`,
 //! `cluster` and `listener` take the names in the file (at most
-//! [`MAX_ITEMS`](crate::config::MAX_ITEMS) of each), `class` the five
-//! status classes and `reason` the four shed reasons. No label carries a
-//! client key, address or path.
+//! [`MAX_ITEMS`](crate::config::MAX_ITEMS) of each), `endpoint` a
+//! cluster's configured `ip:port`s (at most
+//! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
+//! the five status classes and `reason` a fixed set per family (four shed
+//! reasons; three upstream errors; three upstream refusals; two access-log
+//! drops). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
-//! per route (no label lookup per request); gauges are read from the live
-//! limiters, clusters and listeners when scraped.
+//! per route and per cluster (no label lookup per request); gauges are
+//! read from the live limiters, clusters, endpoints and listeners when
+//! scraped. A route or cluster without a concurrency limit exports its
+//! in-flight count only: with no limit there is no saturation or queue.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
