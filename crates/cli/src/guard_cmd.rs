@@ -24,6 +24,11 @@ pub struct Args {
     /// to finish before the guard exits anyway.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_drain)]
     pub drain_timeout: std::time::Duration,
+    /// Operational logs (admin changes, reloads, drain) on stderr: `text`
+    /// (key=value lines) or `json` (one JSON object per line). The access
+    /// log is JSON lines either way.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
@@ -48,11 +53,15 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     let path = args.config.ok_or("give --config FILE or --check FILE")?;
     let config = GuardConfig::load(&path).map_err(|e| e.to_string())?;
-    // Logs (admin changes with who and what) go to stderr as text lines.
-    let _ = tracing_subscriber::fmt()
+    // Logs (admin changes with who and what) go to stderr, one line each.
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = if args.log_format == "json" {
+        logs.json().try_init()
+    } else {
+        logs.try_init()
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -330,3 +330,406 @@ fn sighup_refuses_an_invalid_file_and_sigterm_drains_and_exits_0() {
     assert!(stderr.contains("max_attempts must be ≥ 1"), "{stderr}");
     assert!(stderr.contains("draining"), "{stderr}");
 }
+
+/// A loopback HTTP/1.1 upstream on std threads: every request (keep-alive
+/// honoured) gets `status` with `name` as its body; ended, with every thread
+/// it started, when dropped.
+struct Upstream {
+    addr: std::net::SocketAddr,
+    status: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Most connections one upstream serves (the guard pools a few): a bound,
+/// not a figure the test depends on.
+const UPSTREAM_CONNECTIONS: usize = 256;
+
+impl Upstream {
+    fn start(name: &'static str) -> Upstream {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let status = Arc::new(AtomicU16::new(200));
+        let stop = Arc::new(AtomicBool::new(false));
+        let accept = std::thread::spawn({
+            let (status, stop) = (status.clone(), stop.clone());
+            move || {
+                let mut conns = Vec::new();
+                for stream in listener.incoming().take(UPSTREAM_CONNECTIONS) {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(mut s) = stream else { continue };
+                    let (status, stop) = (status.clone(), stop.clone());
+                    conns.push(std::thread::spawn(move || {
+                        // Short reads so the thread sees `stop` soon.
+                        let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+                        let mut buf = Vec::new();
+                        let mut chunk = [0u8; 4096];
+                        while !stop.load(Ordering::SeqCst) {
+                            match s.read(&mut chunk) {
+                                Ok(0) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) =>
+                                {
+                                    continue;
+                                }
+                                Err(_) => return,
+                            }
+                            // One answer per request head (the guard sends GETs, no bodies).
+                            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                buf.drain(..end + 4);
+                                let code = status.load(Ordering::SeqCst);
+                                let answer = format!(
+                                    "HTTP/1.1 {code} X\r\ncontent-length: {}\r\n\r\n{name}",
+                                    name.len()
+                                );
+                                if s.write_all(answer.as_bytes()).is_err() {
+                                    return;
+                                }
+                            }
+                            if buf.len() > 64 * 1024 {
+                                return;
+                            }
+                        }
+                    }));
+                }
+                for c in conns {
+                    let _ = c.join();
+                }
+            }
+        });
+        Upstream {
+            addr,
+            status,
+            stop,
+            accept: Some(accept),
+        }
+    }
+
+    fn answer(&self, code: u16) {
+        self.status.store(code, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accept loop so it sees `stop`.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Status code and body of one HTTP/1.1 answer.
+fn status_and_body(answer: &str) -> (u16, &str) {
+    let code = answer
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (code, body)
+}
+
+/// GET `path` from `addr` on a fresh connection.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let answer = exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nhost: github.example\r\nconnection: close\r\n\r\n"),
+    );
+    let (code, body) = status_and_body(&answer);
+    (code, body.to_owned())
+}
+
+/// An authorised admin POST; the answer's status and JSON body.
+fn admin_post(admin: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let answer = exchange(
+        admin,
+        &format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer edge-t0ken\r\nx-stormbreak-operator: test\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    let (code, body) = status_and_body(&answer);
+    (code, serde_json::from_str(body).unwrap_or_default())
+}
+
+/// The token route's restore as `/state` shows it: running, and each
+/// site's admitted fraction.
+fn token_restore(admin: &str) -> (bool, Vec<(String, f64)>) {
+    let answer = exchange(
+        admin,
+        "GET /state HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    let (code, body) = status_and_body(&answer);
+    assert_eq!(code, 200, "{answer}");
+    let state: serde_json::Value = serde_json::from_str(body).unwrap();
+    let route = state["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "copilot-token")
+        .unwrap()
+        .clone();
+    let restore = &route["restore"];
+    let fractions = serde_json::from_value(restore["fractions"].clone()).unwrap();
+    (restore["running"].as_bool().unwrap(), fractions)
+}
+
+/// How `n` requests to `path` on `addr` were answered, by status.
+fn tally(addr: &str, path: &str, n: usize) -> std::collections::BTreeMap<u16, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        *by.entry(get(addr, path).0).or_insert(0) += 1;
+    }
+    by
+}
+
+/// Sends GETs to `path` (at most `tries`, 50 ms apart: a hang guard, not
+/// a timing assert) until one answers `code` with `body`; how many it took.
+fn until(addr: &str, path: &str, code: u16, body: &str, tries: usize) -> usize {
+    for i in 1..=tries {
+        let (c, b) = get(addr, path);
+        if c == code && b == body {
+            return i;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{path} never answered {code} {body:?} in {tries} tries");
+}
+
+/// A metric's value in `/metrics`, by its exact name and labels.
+fn metric(admin: &str, series: &str) -> Option<f64> {
+    let answer = exchange(
+        admin,
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    answer
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
+    let example = include_str!("../../../examples/github-edge.toml");
+    let (web, cus_a, cus_b, nva, token, codeload) = (
+        Upstream::start("web"),
+        Upstream::start("cus"),
+        Upstream::start("cus"),
+        Upstream::start("nva"),
+        Upstream::start("token"),
+        Upstream::start("codeload"),
+    );
+    // The example as shipped, on free loopback ports; one timing knob is
+    // shortened: api-cus's ejection lasts 5 s instead of 30 s, so the way
+    // back takes seconds of the test, not half a minute (5 s is ample for
+    // the few exchanges that read the ejected state before it ends).
+    let mut text = example
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8081", "127.0.0.1:0")
+        .replace("127.0.0.1:9901", "127.0.0.1:0")
+        .replace(
+            "base_ejection_time = \"30s\", max_ejection_percent = 100",
+            "base_ejection_time = \"5s\", max_ejection_percent = 100",
+        );
+    for (port, up) in [
+        ("19001", &web),
+        ("19002", &web),
+        ("19011", &cus_a),
+        ("19012", &cus_b),
+        ("19021", &nva),
+        ("19031", &token),
+        ("19041", &codeload),
+    ] {
+        let from = format!("127.0.0.1:{port}");
+        assert!(text.contains(&from), "the example lost {from}");
+        text = text.replace(&from, &up.addr.to_string());
+    }
+    assert!(text.contains("base_ejection_time = \"5s\""));
+    let dir = temp_dir("stormbreak-guard-cli", "example");
+    let path = dir.write("github-edge.toml", &text);
+    let mut child = bin()
+        .args(["guard", "--log-format", "json", "--config"])
+        .arg(&path)
+        .env("STORMBREAK_ADMIN_TOKEN", "edge-t0ken")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let cus = line_with(&mut out, "listening cus on ");
+        let nva_site = line_with(&mut out, "listening nva on ");
+        let admin = line_with(&mut out, "admin on ");
+        let token_path = "/copilot_internal/v2/token";
+
+        // As shipped: the operators' 403 on the token route, at both sites.
+        assert_eq!(tally(&cus, token_path, 5), [(403, 5)].into());
+        assert_eq!(tally(&nva_site, token_path, 5), [(403, 5)].into());
+        let (code, _) = admin_post(&admin, "/shed/remove", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 200);
+
+        // The staged restore, started by hand: Central US at 5 %, Northern
+        // Virginia at nothing until Central US is whole.
+        let (code, _) = admin_post(&admin, "/restore/start", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 200);
+        assert_eq!(
+            token_restore(&admin),
+            (true, vec![("cus".into(), 0.05), ("nva".into(), 0.0)])
+        );
+        let at_5 = tally(&cus, token_path, 100);
+        // 5 % of 100: never all, never half (binomial tails below 1e-12).
+        let admitted = at_5.get(&200).copied().unwrap_or(0);
+        assert!(admitted < 50, "{at_5:?}");
+        assert!(at_5.get(&503).copied().unwrap_or(0) > 50, "{at_5:?}");
+        assert_eq!(
+            at_5.keys().copied().collect::<Vec<_>>(),
+            if admitted > 0 {
+                vec![200, 503]
+            } else {
+                vec![503]
+            },
+            "admitted or the [saturation] answer, nothing else: {at_5:?}"
+        );
+        assert_eq!(tally(&nva_site, token_path, 20), [(503, 20)].into());
+        // Three steps: Central US whole, so Northern Virginia starts.
+        for want in [0.25, 0.5, 1.0] {
+            let (code, _) = admin_post(&admin, "/restore/step", r#"{"route":"copilot-token"}"#);
+            assert_eq!(code, 200);
+            assert_eq!(token_restore(&admin).1[0], ("cus".into(), want));
+        }
+        assert_eq!(token_restore(&admin).1[1], ("nva".into(), 0.05));
+        assert_eq!(tally(&cus, token_path, 20), [(200, 20)].into());
+        for want in [0.25, 0.5, 1.0] {
+            let (code, _) = admin_post(&admin, "/restore/step", r#"{"route":"copilot-token"}"#);
+            assert_eq!(code, 200);
+            assert_eq!(token_restore(&admin).1[1], ("nva".into(), want));
+        }
+        assert_eq!(tally(&nva_site, token_path, 20), [(200, 20)].into());
+        let (code, _) = admin_post(&admin, "/restore/stop", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 200);
+        assert_eq!(
+            token_restore(&admin),
+            (false, vec![("cus".into(), 1.0), ("nva".into(), 1.0)])
+        );
+        let (code, _) = admin_post(&admin, "/restore/step", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 409, "nothing to step once stopped");
+
+        // Failover: healthy, the API is served by Central US.
+        assert_eq!(get(&cus, "/api/repos"), (200, "cus".to_owned()));
+        // Central US fails: clients see its 503s (retried within the
+        // budget) until both endpoints are ejected, then Northern Virginia.
+        cus_a.answer(503);
+        cus_b.answer(503);
+        let failed = until(&cus, "/api/repos", 200, "nva", 40);
+        // Five failures in a row eject an endpoint: ten attempts, at most
+        // three per request, so at least three requests failed first.
+        assert!(failed >= 4, "{failed}");
+        assert_eq!(get(&cus, "/api/repos"), (200, "nva".to_owned()));
+        for ep in [cus_a.addr, cus_b.addr] {
+            let series = format!(
+                "stormbreak_guard_upstream_endpoint_ejected{{cluster=\"api-cus\",endpoint=\"{ep}\"}}"
+            );
+            assert_eq!(metric(&admin, &series), Some(1.0), "{series}");
+        }
+        assert_eq!(
+            metric(
+                &admin,
+                "stormbreak_guard_upstream_endpoints_available{cluster=\"api-cus\"}"
+            ),
+            Some(0.0)
+        );
+        let spilled = metric(
+            &admin,
+            "stormbreak_guard_upstream_responses_total{cluster=\"api-nva\",class=\"2xx\"}",
+        )
+        .unwrap();
+        assert!(spilled >= 2.0, "{spilled}");
+        // Central US recovers: once its ejections end, traffic moves back.
+        cus_a.answer(200);
+        cus_b.answer(200);
+        until(&cus, "/api/repos", 200, "cus", 200);
+        // The second endpoint was ejected a few attempts after the first, so
+        // its ejection may end a moment later (polled; a hang guard bounds it).
+        let available = || {
+            metric(
+                &admin,
+                "stormbreak_guard_upstream_endpoints_available{cluster=\"api-cus\"}",
+            )
+        };
+        let mut back = false;
+        for _ in 0..200 {
+            if available() == Some(2.0) {
+                back = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(back, "{:?}", available());
+        assert_eq!(get(&cus, "/api/repos"), (200, "cus".to_owned()));
+        assert!(
+            metric(
+                &admin,
+                "stormbreak_guard_upstream_responses_total{cluster=\"api-cus\",class=\"5xx\"}"
+            )
+            .unwrap()
+                >= 10.0,
+            "five failures per endpoint ejected each"
+        );
+    }));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    drop((web, cus_a, cus_b, nva, token, codeload));
+    result.unwrap();
+    // --log-format json: every line is one JSON object; the admin changes
+    // are there with who and what.
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let changes: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "admin change")
+        .map(|l| l["fields"]["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "shed.remove",
+            "restore.start",
+            "restore.step",
+            "restore.step",
+            "restore.step",
+            "restore.step",
+            "restore.step",
+            "restore.step",
+            "restore.stop"
+        ],
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["fields"]["message"] == "admin change")
+            .all(|l| l["fields"]["who"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("test (127.0.0.1:"))),
+        "{stderr}"
+    );
+}

@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::config::ClusterConfig;
 use crate::endpoint::Upstream;
 use crate::limit::ConcurrencyLimit;
+use crate::metrics::{ClusterMetrics, EndpointGauge};
 
 /// One static endpoint and its requests in flight.
 pub(crate) struct Endpoint {
@@ -39,6 +40,8 @@ pub(crate) struct Cluster {
     pub(crate) endpoint_capacity: Option<f64>,
     /// Attempts sent to this cluster so far.
     pub(crate) served: std::sync::atomic::AtomicU64,
+    /// Its counters (by name: they continue across reloads).
+    pub(crate) m: Arc<ClusterMetrics>,
 }
 
 /// An endpoint picked for one attempt; its in-flight count drops when this does.
@@ -62,7 +65,11 @@ impl Picked<'_> {
 }
 
 impl Cluster {
-    pub(crate) fn new(config: &ClusterConfig, clock: Clock) -> Result<Self, FieldError> {
+    pub(crate) fn new(
+        config: &ClusterConfig,
+        clock: Clock,
+        m: Arc<ClusterMetrics>,
+    ) -> Result<Self, FieldError> {
         let endpoints = config
             .endpoints
             .iter()
@@ -101,7 +108,39 @@ impl Cluster {
             clock,
             endpoint_capacity: config.endpoint_capacity,
             served: std::sync::atomic::AtomicU64::new(0),
+            m,
         })
+    }
+
+    /// Attempts out to any endpoint now (picked, not yet answered).
+    pub(crate) fn inflight(&self) -> u64 {
+        self.endpoints
+            .iter()
+            .map(|e| u64::from(e.inflight.load(Ordering::Acquire)))
+            .sum()
+    }
+
+    /// Each endpoint's in-flight count, ejection and health now, for metrics.
+    pub(crate) fn endpoint_gauges(&self) -> Vec<EndpointGauge> {
+        let now = self.clock.now();
+        let outlier = self
+            .outlier
+            .as_ref()
+            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
+        let health = self
+            .health
+            .as_ref()
+            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        self.endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| EndpointGauge {
+                addr: e.addr.to_string(),
+                inflight: u64::from(e.inflight.load(Ordering::Acquire)),
+                ejected: outlier.as_ref().map(|o| o.is_ejected(i, now)),
+                unhealthy: health.as_ref().map(|h| !h.is_healthy(i)),
+            })
+            .collect()
     }
 
     /// Picks an endpoint that is not ejected, least loaded of the draw.

@@ -10,7 +10,10 @@
 //! and retry policies set through the admin API are replayed onto the new
 //! proxy before it takes traffic. Every TLS listener's certificate and key
 //! are read again: new connections get them, open ones keep theirs, and a
-//! file that does not load refuses the whole reload.
+//! file that does not load refuses the whole reload. A changed
+//! `[access_log]` opens its new sink (requests on the old config finish
+//! into the old one); `[[listener]]` and `[admin]` own sockets and cannot
+//! change: such a reload is refused, naming the table's file:line.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -19,8 +22,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::access_log::AccessLog;
 use crate::balance::Cluster;
-use crate::config::GuardConfig;
+use crate::config::{AdminConfig, GuardConfig, ListenerConfig};
 use crate::proxy::{Proxy, Shared};
 
 /// Overrides kept (and replayed on reload), oldest dropped first.
@@ -81,7 +85,7 @@ pub(crate) struct Live {
     current: RwLock<Arc<Proxy>>,
     shared: Shared,
     /// `[[listener]]` and `[admin]` as started: a reload may not change them.
-    fixed: String,
+    fixed: (Vec<ListenerConfig>, Option<AdminConfig>),
     path: Option<PathBuf>,
     pub(crate) overrides: Mutex<VecDeque<Override>>,
     /// Serialises reloads (and override changes against them).
@@ -96,11 +100,75 @@ pub(crate) struct Live {
     certs: Certs,
 }
 
-fn fixed(config: &GuardConfig) -> String {
-    format!(
-        "{:?}{:?}{:?}",
-        config.listeners, config.admin, config.access_log
-    )
+/// Refuses `new` when its `[[listener]]` tables or `[admin]` differ from
+/// `listeners` and `admin`, the ones the guard started with: they own
+/// sockets (and listener positions name restore sites), so changing them
+/// takes a restart. The error names the file:line of the table and the
+/// first field that differs.
+fn unchangeable(
+    (listeners, admin): &(Vec<ListenerConfig>, Option<AdminConfig>),
+    new: &GuardConfig,
+) -> Result<(), String> {
+    const RESTART: &str = "restart the guard for that; the old config stays";
+    let spans = &new.spans;
+    for (i, l) in new.listeners.iter().enumerate() {
+        let at = spans.listeners.get(i).copied();
+        let message = match listeners.get(i) {
+            None => format!(
+                "listener {:?} is new: a reload cannot add a [[listener]]; {RESTART}",
+                l.name
+            ),
+            Some(old) => match old.difference(l) {
+                Some((field, was, now)) => format!(
+                    "listener {:?}: {field} changed from {was} to {now}: a reload cannot change a [[listener]]; {RESTART}",
+                    old.name
+                ),
+                None => continue,
+            },
+        };
+        return Err(spans.error(at, message));
+    }
+    if let Some(gone) = listeners.get(new.listeners.len()) {
+        return Err(spans.error(
+            None,
+            format!(
+                "listener {:?} is gone: a reload cannot remove a [[listener]]; {RESTART}",
+                gone.name
+            ),
+        ));
+    }
+    let key = |a: &Option<AdminConfig>| format!("{a:?}");
+    if key(admin) != key(&new.admin) {
+        let what = match (admin, &new.admin) {
+            (None, _) => "added",
+            (_, None) => "removed",
+            _ => "changed",
+        };
+        return Err(spans.error(
+            spans.admin,
+            format!("[admin] {what}: a reload cannot change [admin]; {RESTART}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The access log `config` asks for: the one `previous` writes when its
+/// `[access_log]` is the same, else a new one (a reload that changes the
+/// section opens the new sink; the old one writes out its queued lines and
+/// closes once the last request on the old config is done).
+fn access_log_for(
+    config: &GuardConfig,
+    shared: &Shared,
+    previous: Option<&Proxy>,
+) -> Result<Option<Arc<AccessLog>>, String> {
+    let key = format!("{:?}", config.access_log);
+    if let Some(p) = previous
+        && p.access_log_key == key
+    {
+        return Ok(p.access_log.clone());
+    }
+    let (rate, full) = shared.metrics.access_log_drops();
+    Ok(AccessLog::open(&config.access_log, rate, full)?.map(Arc::new))
 }
 
 impl Live {
@@ -114,12 +182,13 @@ impl Live {
             .into_iter()
             .map(|c| c.map(RwLock::new))
             .collect();
-        let shared = Shared::new(config).map_err(crate::StartError::AccessLog)?;
-        let proxy = Arc::new(Proxy::new(config, &shared, None)?);
+        let shared = Shared::new(config);
+        let log = access_log_for(config, &shared, None).map_err(crate::StartError::AccessLog)?;
+        let proxy = Arc::new(Proxy::new(config, &shared, None, log)?);
         let live = Arc::new(Live {
             current: RwLock::new(proxy.clone()),
             shared,
-            fixed: fixed(config),
+            fixed: (config.listeners.clone(), config.admin.clone()),
             path,
             overrides: Mutex::new(VecDeque::new()),
             reloading: Mutex::new(()),
@@ -202,24 +271,23 @@ impl Live {
     }
 
     /// Replaces the config; refused (and the old one kept) when `config`
-    /// changes listeners or `[admin]`, or a policy refuses it.
+    /// changes listeners or `[admin]`, a policy refuses it, or a changed
+    /// `[access_log]`'s file cannot be opened.
     pub(crate) fn reload(&self, config: &GuardConfig) -> Result<Reloaded, String> {
         let _one = self
             .reloading
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if fixed(config) != self.fixed {
-            return Err(
-                "a reload cannot change [[listener]], [admin] or [access_log]: restart the guard for that"
-                    .to_owned(),
-            );
-        }
+        unchangeable(&self.fixed, config)?;
         let previous = self.get();
-        let proxy = Proxy::new(config, &self.shared, Some(&previous)).map_err(|e| e.to_string())?;
         // Certificates are read before anything is swapped: a bad file
         // refuses the whole reload, old certificates and config kept.
         let certs =
             read_certs(config).map_err(|e| format!("{e}; the old certificates and config stay"))?;
+        let log = access_log_for(config, &self.shared, Some(&previous))
+            .map_err(|e| format!("{e}; the old config stays"))?;
+        let proxy =
+            Proxy::new(config, &self.shared, Some(&previous), log).map_err(|e| e.to_string())?;
         // Admin shed rules and retry policies outlive the config (restores
         // are kept with their route, or start afresh with a changed one).
         let replay: Vec<Override> = self
@@ -275,7 +343,7 @@ impl Live {
         let mut tasks =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         while tasks.join_next().await.is_some() {}
-        if let Some(log) = &self.shared.access_log {
+        if let Some(log) = &self.get().access_log {
             log.close().await;
         }
     }
@@ -299,5 +367,52 @@ async fn probe(cluster: Weak<Cluster>, endpoint: usize, mut stopped: watch::Rece
             () = c.probe_once(endpoint) => {}
             _ = stopped.changed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(listeners: &[&str], admin: &str) -> GuardConfig {
+        let mut text: String = listeners
+            .iter()
+            .map(|l| format!("[[listener]]\nname = {l:?}\nbind = \"127.0.0.1:0\"\n\n"))
+            .collect();
+        text.push_str(admin);
+        GuardConfig::parse("g.toml", &text).unwrap()
+    }
+
+    fn started(c: &GuardConfig) -> (Vec<ListenerConfig>, Option<AdminConfig>) {
+        (c.listeners.clone(), c.admin.clone())
+    }
+
+    #[test]
+    fn listener_and_admin_changes_are_refused_with_where_and_what() {
+        let two = config(&["a", "b"], "");
+        assert_eq!(unchangeable(&started(&two), &two), Ok(()));
+        let e = unchangeable(&started(&two), &config(&["a"], "")).unwrap_err();
+        assert_eq!(
+            e,
+            "g.toml: listener \"b\" is gone: a reload cannot remove a [[listener]]; restart the guard for that; the old config stays"
+        );
+        let mut moved = two.clone();
+        moved.listeners[1].max_connections = 7;
+        let e = unchangeable(&started(&two), &moved).unwrap_err();
+        assert!(
+            e.starts_with("g.toml:5:1: listener \"b\": max_connections changed from 10000 to 7:"),
+            "{e}"
+        );
+        let with_admin = config(&["a", "b"], "[admin]\nbind = \"127.0.0.1:0\"\n");
+        let e = unchangeable(&started(&two), &with_admin).unwrap_err();
+        assert!(
+            e.starts_with("g.toml:9:1: [admin] added: a reload cannot change [admin]"),
+            "{e}"
+        );
+        // A config not parsed from a file: the message without a position.
+        let mut bare = with_admin.clone();
+        bare.spans = Default::default();
+        let e = unchangeable(&started(&two), &bare).unwrap_err();
+        assert!(e.starts_with("[admin] added"), "{e}");
     }
 }

@@ -3,16 +3,22 @@
 //!
 //! Label sets are bounded by the config, never by traffic: `route`,
 //! `cluster` and `listener` take the names in the file (at most
-//! [`MAX_ITEMS`](crate::config::MAX_ITEMS) of each), `class` the five
-//! status classes and `reason` the four shed reasons. No label carries a
-//! client key, address or path.
+//! [`MAX_ITEMS`](crate::config::MAX_ITEMS) of each), `endpoint` a
+//! cluster's configured `ip:port`s (at most
+//! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
+//! the five status classes and `reason` a fixed set per family (four shed
+//! reasons; three upstream errors; three upstream refusals; two access-log
+//! drops). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
-//! per route (no label lookup per request); gauges are read from the live
-//! limiters, clusters and listeners when scraped.
+//! per route and per cluster (no label lookup per request); gauges are
+//! read from the live limiters, clusters, endpoints and listeners when
+//! scraped. A route or cluster without a concurrency limit exports its
+//! in-flight count only: with no limit there is no saturation or queue.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -36,6 +42,24 @@ struct RouteLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClusterLabel {
     cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterClassLabel {
+    cluster: String,
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterReasonLabel {
+    cluster: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabel {
+    cluster: String,
+    endpoint: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -115,7 +139,7 @@ pub(crate) struct RouteMetrics {
 
 impl RouteMetrics {
     /// Counts one answer with its status and latency.
-    pub(crate) fn answered(&self, status: u16, latency: std::time::Duration) {
+    pub(crate) fn answered(&self, status: u16, latency: Duration) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class].inc();
         self.latency.observe(latency.as_secs_f64());
@@ -127,6 +151,92 @@ impl RouteMetrics {
     }
 }
 
+/// Why an attempt sent to a cluster got no response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamError {
+    /// The per-try timeout or the overall deadline passed.
+    Timeout,
+    /// The connection could not be made.
+    Connect,
+    /// The connection broke before a response head.
+    Reset,
+}
+
+impl UpstreamError {
+    const ALL: [UpstreamError; 3] = [
+        UpstreamError::Timeout,
+        UpstreamError::Connect,
+        UpstreamError::Reset,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            UpstreamError::Timeout => "timeout",
+            UpstreamError::Connect => "connect",
+            UpstreamError::Reset => "reset",
+        }
+    }
+}
+
+/// Why an attempt was not sent to a cluster at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamRejected {
+    /// The cluster's circuit breaker is open.
+    BreakerOpen,
+    /// The cluster's concurrency limit is reached.
+    Limit,
+    /// Every endpoint is ejected or failing health checks.
+    NoEndpoint,
+}
+
+impl UpstreamRejected {
+    const ALL: [UpstreamRejected; 3] = [
+        UpstreamRejected::BreakerOpen,
+        UpstreamRejected::Limit,
+        UpstreamRejected::NoEndpoint,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            UpstreamRejected::BreakerOpen => "breaker_open",
+            UpstreamRejected::Limit => "limit",
+            UpstreamRejected::NoEndpoint => "no_endpoint",
+        }
+    }
+}
+
+/// One cluster's counters, resolved once.
+pub(crate) struct ClusterMetrics {
+    /// Attempts sent to one of the cluster's endpoints.
+    pub(crate) requests: Counter,
+    responses: [Counter; 5],
+    errors: [Counter; 3],
+    rejected: [Counter; 3],
+    latency: Histogram,
+}
+
+impl ClusterMetrics {
+    /// Counts a sent attempt's end: a response head with its status, or no
+    /// response; `latency` from sending to that end.
+    pub(crate) fn answered(&self, result: Result<u16, UpstreamError>, latency: Duration) {
+        match result {
+            Ok(status) => {
+                let class = usize::from(status / 100).clamp(1, 5) - 1;
+                self.responses[class].inc();
+            }
+            Err(e) => {
+                self.errors[e as usize].inc();
+            }
+        }
+        self.latency.observe(latency.as_secs_f64());
+    }
+
+    /// Counts an attempt the cluster refused before sending.
+    pub(crate) fn rejected(&self, why: UpstreamRejected) {
+        self.rejected[why as usize].inc();
+    }
+}
+
 /// Live values read at scrape time: one per route, cluster and listener.
 pub(crate) struct Gauges {
     pub(crate) route: Vec<(String, LimitGauge)>,
@@ -134,20 +244,37 @@ pub(crate) struct Gauges {
     pub(crate) listener: Vec<(String, (u64, u64))>,
 }
 
-/// A concurrency limit's state, when there is one.
+/// In flight, and a concurrency limit's state when there is one.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LimitGauge {
+    /// Through the limiter when there is one; else counted by the route
+    /// (admitted, not yet answered) or the cluster (attempts out).
     pub(crate) inflight: u64,
     pub(crate) limit: Option<u64>,
     pub(crate) queued: u64,
 }
 
 /// A cluster's state.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct ClusterGauge {
     pub(crate) limit: LimitGauge,
     pub(crate) endpoints: u64,
     pub(crate) available: u64,
+    /// Each endpoint's state, in config order.
+    pub(crate) endpoint: Vec<EndpointGauge>,
+}
+
+/// One endpoint's state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EndpointGauge {
+    /// `ip:port` as configured.
+    pub(crate) addr: String,
+    /// Attempts in flight to it.
+    pub(crate) inflight: u64,
+    /// Ejected by outlier detection now; `None` without `outlier`.
+    pub(crate) ejected: Option<bool>,
+    /// Failing its active health checks now; `None` without `health_check`.
+    pub(crate) unhealthy: Option<bool>,
 }
 
 /// Every metric family, registered once and kept across config reloads
@@ -156,6 +283,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     families: RouteFamilies,
     routes: Mutex<Vec<(String, Arc<RouteMetrics>)>>,
+    cluster_families: ClusterFamilies,
+    clusters: Mutex<Vec<(String, Arc<ClusterMetrics>)>>,
     pub(crate) no_route: Counter,
     access_log_dropped: Family<DropLabel, Counter>,
     inflight: Family<RouteLabel, Gauge>,
@@ -167,6 +296,10 @@ pub(crate) struct Metrics {
     up_saturation: Family<ClusterLabel, FloatGauge>,
     up_endpoints: Family<ClusterLabel, Gauge>,
     up_available: Family<ClusterLabel, Gauge>,
+    ep_inflight: Family<EndpointLabel, Gauge>,
+    ep_available: Family<EndpointLabel, Gauge>,
+    ep_ejected: Family<EndpointLabel, Gauge>,
+    ep_unhealthy: Family<EndpointLabel, Gauge>,
     connections: Family<ListenerLabel, Gauge>,
     connection_cap: Family<ListenerLabel, Gauge>,
 }
@@ -181,6 +314,81 @@ struct RouteFamilies {
     rate_limited: Family<RouteLabel, Counter>,
     shed: Family<ShedLabel, Counter>,
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+}
+
+/// The per-cluster counter families, to resolve a cluster's handles from.
+struct ClusterFamilies {
+    requests: Family<ClusterLabel, Counter>,
+    responses: Family<ClusterClassLabel, Counter>,
+    errors: Family<ClusterReasonLabel, Counter>,
+    rejected: Family<ClusterReasonLabel, Counter>,
+    latency: Family<ClusterLabel, Histogram, fn() -> Histogram>,
+}
+
+impl ClusterFamilies {
+    fn new(r: &mut Registry) -> Self {
+        let f = ClusterFamilies {
+            requests: Family::default(),
+            responses: Family::default(),
+            errors: Family::default(),
+            rejected: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+        };
+        r.register(
+            "upstream_requests",
+            "Attempts sent to one of the cluster's endpoints, by cluster",
+            f.requests.clone(),
+        );
+        r.register(
+            "upstream_responses",
+            "Response heads received from the cluster, by cluster and status class",
+            f.responses.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Attempts sent to the cluster that got no response, by reason (timeout, connect, reset)",
+            f.errors.clone(),
+        );
+        r.register(
+            "upstream_rejected",
+            "Attempts the cluster refused before sending, by reason (breaker_open, limit, no_endpoint)",
+            f.rejected.clone(),
+        );
+        r.register(
+            "upstream_request_duration_seconds",
+            "Time from sending an attempt to its response head or error, by cluster (fixed buckets)",
+            f.latency.clone(),
+        );
+        f
+    }
+
+    fn cluster(&self, name: &str) -> ClusterMetrics {
+        let l = ClusterLabel {
+            cluster: name.to_owned(),
+        };
+        let reason = |f: &Family<ClusterReasonLabel, Counter>, reason: &'static str| {
+            f.get_or_create_owned(&ClusterReasonLabel {
+                cluster: name.to_owned(),
+                reason,
+            })
+        };
+        ClusterMetrics {
+            requests: self.requests.get_or_create_owned(&l),
+            responses: CLASSES.map(|class| {
+                self.responses.get_or_create_owned(&ClusterClassLabel {
+                    cluster: name.to_owned(),
+                    class,
+                })
+            }),
+            errors: UpstreamError::ALL.map(|e| reason(&self.errors, e.name())),
+            rejected: UpstreamRejected::ALL.map(|e| reason(&self.rejected, e.name())),
+            latency: self.latency.get_or_create_owned(&l),
+        }
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
 }
 
 impl RouteFamilies {
@@ -224,7 +432,7 @@ impl Metrics {
         let rate_limited = Family::<RouteLabel, Counter>::default();
         let shed = Family::<ShedLabel, Counter>::default();
         let latency = Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(
-            (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
+            latency_histogram as fn() -> Histogram,
         );
         let no_route = Counter::default();
         r.register("requests", "Requests received, by route", requests.clone());
@@ -280,6 +488,8 @@ impl Metrics {
                 latency,
             },
             routes: Mutex::new(Vec::new()),
+            cluster_families: ClusterFamilies::new(&mut r),
+            clusters: Mutex::new(Vec::new()),
             no_route,
             access_log_dropped: Family::default(),
             inflight: Family::default(),
@@ -291,6 +501,10 @@ impl Metrics {
             up_saturation: Family::default(),
             up_endpoints: Family::default(),
             up_available: Family::default(),
+            ep_inflight: Family::default(),
+            ep_available: Family::default(),
+            ep_ejected: Family::default(),
+            ep_unhealthy: Family::default(),
             connections: Family::default(),
             connection_cap: Family::default(),
             registry: Registry::default(),
@@ -298,7 +512,7 @@ impl Metrics {
         let mut m = m;
         r.register(
             "inflight",
-            "Requests in flight through the route's concurrency limit",
+            "Requests in flight on the route: through its concurrency limit, or (without one) admitted and not yet answered",
             m.inflight.clone(),
         );
         r.register(
@@ -318,7 +532,7 @@ impl Metrics {
         );
         r.register(
             "upstream_inflight",
-            "Attempts in flight through the cluster's concurrency limit",
+            "Attempts in flight to the cluster: through its concurrency limit, or (without one) sent and not yet answered",
             m.up_inflight.clone(),
         );
         r.register(
@@ -340,6 +554,26 @@ impl Metrics {
             "upstream_endpoints_available",
             "Endpoints neither ejected nor failing health checks",
             m.up_available.clone(),
+        );
+        r.register(
+            "upstream_endpoint_inflight",
+            "Attempts in flight to the endpoint",
+            m.ep_inflight.clone(),
+        );
+        r.register(
+            "upstream_endpoint_available",
+            "1 when the endpoint takes traffic (neither ejected nor failing health checks), else 0",
+            m.ep_available.clone(),
+        );
+        r.register(
+            "upstream_endpoint_ejected",
+            "1 while outlier detection ejects the endpoint, else 0 (clusters with `outlier` only)",
+            m.ep_ejected.clone(),
+        );
+        r.register(
+            "upstream_endpoint_unhealthy",
+            "1 while the endpoint fails its active health checks, else 0 (clusters with `health_check` only)",
+            m.ep_unhealthy.clone(),
         );
         r.register(
             "connections",
@@ -389,6 +623,19 @@ impl Metrics {
         m
     }
 
+    /// Cluster `name`'s counters: the same handles for the same name, so
+    /// they continue across reloads. At most one entry per cluster name
+    /// ever configured.
+    pub(crate) fn cluster(&self, name: &str) -> Arc<ClusterMetrics> {
+        let mut clusters = self.clusters.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, m)) = clusters.iter().find(|(n, _)| n == name) {
+            return m.clone();
+        }
+        let m = Arc::new(self.cluster_families.cluster(name));
+        clusters.push((name.to_owned(), m.clone()));
+        m
+    }
+
     /// The OpenMetrics text of every family, gauges set from `gauges` first.
     pub(crate) fn encode(&self, gauges: &Gauges) -> String {
         // Gauges describe the config in force: a route or cluster gone
@@ -405,13 +652,22 @@ impl Metrics {
         ] {
             f.clear();
         }
+        for f in [
+            &self.ep_inflight,
+            &self.ep_available,
+            &self.ep_ejected,
+            &self.ep_unhealthy,
+        ] {
+            f.clear();
+        }
         self.up_saturation.clear();
         for (name, g) in &gauges.route {
             let l = RouteLabel {
                 route: name.clone(),
             };
+            // Without a limit there is no queue and no saturation: in flight only.
+            self.inflight.get_or_create(&l).set(g.inflight as i64);
             if let Some(limit) = g.limit {
-                self.inflight.get_or_create(&l).set(g.inflight as i64);
                 self.limit.get_or_create(&l).set(limit as i64);
                 self.saturation
                     .get_or_create(&l)
@@ -423,10 +679,10 @@ impl Metrics {
             let l = ClusterLabel {
                 cluster: name.clone(),
             };
+            self.up_inflight
+                .get_or_create(&l)
+                .set(g.limit.inflight as i64);
             if let Some(limit) = g.limit.limit {
-                self.up_inflight
-                    .get_or_create(&l)
-                    .set(g.limit.inflight as i64);
                 self.up_limit.get_or_create(&l).set(limit as i64);
                 self.up_saturation
                     .get_or_create(&l)
@@ -434,6 +690,25 @@ impl Metrics {
             }
             self.up_endpoints.get_or_create(&l).set(g.endpoints as i64);
             self.up_available.get_or_create(&l).set(g.available as i64);
+            for e in &g.endpoint {
+                let l = EndpointLabel {
+                    cluster: name.clone(),
+                    endpoint: e.addr.clone(),
+                };
+                let available = !e.ejected.unwrap_or(false) && !e.unhealthy.unwrap_or(false);
+                self.ep_inflight.get_or_create(&l).set(e.inflight as i64);
+                self.ep_available
+                    .get_or_create(&l)
+                    .set(i64::from(available));
+                if let Some(ejected) = e.ejected {
+                    self.ep_ejected.get_or_create(&l).set(i64::from(ejected));
+                }
+                if let Some(unhealthy) = e.unhealthy {
+                    self.ep_unhealthy
+                        .get_or_create(&l)
+                        .set(i64::from(unhealthy));
+                }
+            }
         }
         for (name, (open, cap)) in &gauges.listener {
             let l = ListenerLabel {
@@ -454,7 +729,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn saturation_is_in_flight_over_limit_and_only_where_there_is_a_limit() {
+    fn saturation_is_in_flight_over_limit_only_where_there_is_a_limit_and_in_flight_is_everywhere()
+    {
         let m = Metrics::new();
         let text = m.encode(&Gauges {
             route: vec![
@@ -466,7 +742,13 @@ mod tests {
                         queued: 2,
                     },
                 ),
-                ("b".to_owned(), LimitGauge::default()),
+                (
+                    "b".to_owned(),
+                    LimitGauge {
+                        inflight: 7,
+                        ..LimitGauge::default()
+                    },
+                ),
             ],
             cluster: vec![(
                 "c".to_owned(),
@@ -478,6 +760,20 @@ mod tests {
                     },
                     endpoints: 2,
                     available: 1,
+                    endpoint: vec![
+                        EndpointGauge {
+                            addr: "127.0.0.1:1".to_owned(),
+                            inflight: 1,
+                            ejected: Some(false),
+                            unhealthy: None,
+                        },
+                        EndpointGauge {
+                            addr: "127.0.0.1:2".to_owned(),
+                            inflight: 0,
+                            ejected: Some(true),
+                            unhealthy: None,
+                        },
+                    ],
                 },
             )],
             listener: vec![("l".to_owned(), (5, 100))],
@@ -489,12 +785,23 @@ mod tests {
             "stormbreak_guard_upstream_endpoints_available{cluster=\"c\"} 1\n",
             "stormbreak_guard_connections{listener=\"l\"} 5\n",
             "stormbreak_guard_connection_cap{listener=\"l\"} 100\n",
+            "stormbreak_guard_inflight{route=\"b\"} 7\n",
+            "stormbreak_guard_upstream_endpoint_available{cluster=\"c\",endpoint=\"127.0.0.1:1\"} 1\n",
+            "stormbreak_guard_upstream_endpoint_available{cluster=\"c\",endpoint=\"127.0.0.1:2\"} 0\n",
+            "stormbreak_guard_upstream_endpoint_ejected{cluster=\"c\",endpoint=\"127.0.0.1:2\"} 1\n",
+            "stormbreak_guard_upstream_endpoint_inflight{cluster=\"c\",endpoint=\"127.0.0.1:1\"} 1\n",
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
         }
+        for absent in ["saturation", "limit", "queue_depth"] {
+            assert!(
+                !text.contains(&format!("stormbreak_guard_{absent}{{route=\"b\"}}")),
+                "a route without a limit has no {absent}"
+            );
+        }
         assert!(
-            !text.contains("stormbreak_guard_saturation{route=\"b\"}"),
-            "a route without a limit has no saturation"
+            !text.contains("stormbreak_guard_upstream_endpoint_unhealthy{"),
+            "no health checks, no unhealthy gauge"
         );
     }
 }

@@ -26,7 +26,10 @@ use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
 use crate::limit::ConcurrencyLimit;
-use crate::metrics::{ClusterGauge, Gauges, Metrics, RouteMetrics, ShedReason};
+use crate::metrics::{
+    ClusterGauge, Gauges, LimitGauge, Metrics, RouteMetrics, ShedReason, UpstreamError,
+    UpstreamRejected,
+};
 use crate::ratelimit::RateLimit;
 use crate::retry::{self, Attempt, RouteRetry};
 use crate::route::{self, Matcher};
@@ -50,6 +53,9 @@ pub(crate) struct Route {
     criticality: Criticality,
     rate_limit: Option<RateLimit>,
     m: Arc<RouteMetrics>,
+    /// Requests past admission (shed, restore, rate and concurrency limit)
+    /// not yet answered: the in-flight gauge of a route without a `limit`.
+    inflight: std::sync::atomic::AtomicU64,
 }
 
 /// A route's staged restore: the policy's coordinator while one runs, and
@@ -197,7 +203,11 @@ pub(crate) struct Proxy {
     pub(crate) metrics: Arc<Metrics>,
     /// Each listener's name, connection cap (`max_connections` permits) and its size.
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
-    access_log: Option<Arc<AccessLog>>,
+    /// The access log of this config (shared with the previous one when
+    /// `[access_log]` did not change).
+    pub(crate) access_log: Option<Arc<AccessLog>>,
+    /// `Debug` of `[access_log]`: equal means unchanged on reload.
+    pub(crate) access_log_key: String,
 }
 
 /// What outlives one config across reloads: the clock every policy's time
@@ -207,21 +217,14 @@ pub(crate) struct Shared {
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
-    /// `[access_log]`, fixed at start.
-    pub(crate) access_log: Option<Arc<AccessLog>>,
 }
 
 impl Shared {
-    /// Fails only when the access log's file cannot be opened.
-    pub(crate) fn new(config: &GuardConfig) -> Result<Self, String> {
-        let metrics = Arc::new(Metrics::new());
-        let (rate, full) = metrics.access_log_drops();
-        let access_log = AccessLog::open(&config.access_log, rate, full)?.map(Arc::new);
-        Ok(Shared {
+    pub(crate) fn new(config: &GuardConfig) -> Self {
+        Shared {
             clock: Clock::new(),
             stats: Arc::new(Stats::default()),
-            metrics,
-            access_log,
+            metrics: Arc::new(Metrics::new()),
             connection_caps: Arc::new(
                 config
                     .listeners
@@ -235,7 +238,7 @@ impl Shared {
                     })
                     .collect(),
             ),
-        })
+        }
     }
 }
 
@@ -314,6 +317,7 @@ fn route_of(
             None => None,
         },
         m,
+        inflight: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -323,6 +327,7 @@ impl Proxy {
         config: &GuardConfig,
         shared: &Shared,
         previous: Option<&Proxy>,
+        access_log: Option<Arc<AccessLog>>,
     ) -> Result<Self, FieldError> {
         let clock = shared.clock;
         let mut clusters = Vec::with_capacity(config.clusters.len());
@@ -338,7 +343,7 @@ impl Proxy {
             });
             clusters.push(match kept {
                 Some(c) => c,
-                None => Arc::new(Cluster::new(c, clock)?),
+                None => Arc::new(Cluster::new(c, clock, shared.metrics.cluster(&c.name))?),
             });
             cluster_keys.push(key);
         }
@@ -391,7 +396,8 @@ impl Proxy {
             stats: shared.stats.clone(),
             metrics: shared.metrics.clone(),
             connection_caps: shared.connection_caps.clone(),
-            access_log: shared.access_log.clone(),
+            access_log,
+            access_log_key: format!("{:?}", config.access_log),
         })
     }
 
@@ -406,22 +412,34 @@ impl Proxy {
 
     /// The OpenMetrics exposition, gauges read now.
     pub(crate) fn metrics_text(&self) -> String {
-        let limit =
-            |l: &Option<Arc<ConcurrencyLimit>>| l.as_ref().map(|l| l.gauge()).unwrap_or_default();
+        // Through the limiter when there is one, else the count kept here.
+        let limit = |l: &Option<Arc<ConcurrencyLimit>>, inflight: u64| {
+            l.as_ref().map_or(
+                LimitGauge {
+                    inflight,
+                    ..LimitGauge::default()
+                },
+                |l| l.gauge(),
+            )
+        };
         let gauges = Gauges {
             route: self
                 .routes
                 .iter()
-                .map(|r| (r.name.clone(), limit(&r.limit)))
+                .map(|r| {
+                    let inflight = r.inflight.load(std::sync::atomic::Ordering::Acquire);
+                    (r.name.clone(), limit(&r.limit, inflight))
+                })
                 .collect(),
             cluster: self
                 .clusters
                 .iter()
                 .map(|c| {
                     let g = ClusterGauge {
-                        limit: limit(&c.limit),
+                        limit: limit(&c.limit, c.inflight()),
                         endpoints: c.endpoints.len() as u64,
                         available: c.available() as u64,
+                        endpoint: c.endpoint_gauges(),
                     };
                     (c.name.clone(), g)
                 })
@@ -604,9 +622,11 @@ impl Proxy {
             None => None,
         };
 
-        let response = self
-            .forward(route, listener, (peer, trusted_peer, class), request, note)
-            .await;
+        let response = {
+            let _inflight = InFlight::enter(&route.inflight);
+            self.forward(route, listener, (peer, trusted_peer, class), request, note)
+                .await
+        };
         // The restore's error guard holds or steps back the site's ramp.
         let failed = response.status().is_server_error();
         route
@@ -733,20 +753,29 @@ impl Proxy {
         let cluster = &self.clusters[chosen];
         let call = match cluster.admit() {
             Ok(call) => call,
-            Err(after) => return Err(AttemptError::CircuitOpen(after)),
+            Err(after) => {
+                cluster.m.rejected(UpstreamRejected::BreakerOpen);
+                return Err(AttemptError::CircuitOpen(after));
+            }
         };
         let permit = match &cluster.limit {
             Some(limit) => match limit.acquire().await {
                 Some(p) => Some(p),
-                None => return Err(AttemptError::NoEndpoint),
+                None => {
+                    cluster.m.rejected(UpstreamRejected::Limit);
+                    return Err(AttemptError::NoEndpoint);
+                }
             },
             None => None,
         };
         let Some(picked) = cluster.pick() else {
+            cluster.m.rejected(UpstreamRejected::NoEndpoint);
             return Err(AttemptError::NoEndpoint);
         };
         let mut request = Request::from_parts(parts.clone(), body.take());
         *request.extensions_mut() = http::Extensions::new();
+        cluster.m.requests.inc();
+        let sent = tokio::time::Instant::now();
         let send = cluster.upstream.send(picked.addr(), request);
         let result = match deadline {
             Some(at) => tokio::time::timeout_at(at, send)
@@ -754,6 +783,13 @@ impl Proxy {
                 .unwrap_or(Err(AttemptError::Timeout)),
             None => send.await,
         };
+        let seen = match &result {
+            Ok(r) => Ok(r.status().as_u16()),
+            Err(AttemptError::Timeout) => Err(UpstreamError::Timeout),
+            Err(AttemptError::Reset) => Err(UpstreamError::Reset),
+            Err(_) => Err(UpstreamError::Connect),
+        };
+        cluster.m.answered(seen, sent.elapsed());
         let failed = match &result {
             Ok(r) => r.status().is_server_error(),
             Err(_) => true,
@@ -815,6 +851,23 @@ impl Proxy {
             .limit
             .as_ref()
             .map(|l| l.limit())
+    }
+}
+
+/// One request counted in a route's in-flight gauge while this lives
+/// (also when the client goes away and the future is dropped).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(n: &'a std::sync::atomic::AtomicU64) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

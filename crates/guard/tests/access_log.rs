@@ -311,15 +311,5 @@ fn config_errors_name_the_access_log_field() {
     assert!(e.to_string().contains("cannot open"), "{e}");
 }
 
-#[tokio::test]
-async fn a_reload_may_not_change_the_access_log() {
-    let dir = TempDir::new("guard-access-log-reload");
-    let b = app(Arc::new(tokio::sync::Notify::new())).await;
-    let g = guard(&config(&b, &dir.path().join("a.log"), "1k/s", 10)).await;
-    let other = config(&b, &dir.path().join("b.log"), "1k/s", 10);
-    let e = g
-        .reload(&GuardConfig::parse("test.toml", &other).unwrap())
-        .unwrap_err();
-    assert!(e.contains("[access_log]"), "{e}");
-    g.shutdown().await;
-}
+// A reload may change `[access_log]`: tests/reload.rs,
+// `a_reload_switches_the_access_log_and_refuses_one_it_cannot_open`.

@@ -16,34 +16,23 @@ use prometheus_parse::{LineInfo, Scrape, Value};
 use stormbreak_guard::{Guard, GuardConfig};
 
 fn config(b: &Backend, admin: &str) -> String {
-    format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}"]
-
-[[route]]
-name = "ok"
-match = {{ path_prefix = "/ok" }}
-cluster = "app"
-limit = {{ kind = "fixed", limit = 10 }}
-
-[[route]]
-name = "fail"
-match = {{ path_prefix = "/fail" }}
-cluster = "app"
-retry = {{ max_attempts = 3, backoff = {{ kind = "constant", base = "1ms" }} }}
-budget = {{ kind = "ratio", retry_ratio = 0.2, min_retries_per_sec = 100 }}
-
-[admin]
-{admin}
-"#,
-        b.addr
-    )
+    Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route(
+            "ok",
+            "app",
+            r#"match = { path_prefix = "/ok" }
+limit = { kind = "fixed", limit = 10 }"#,
+        )
+        .route(
+            "fail",
+            "app",
+            r#"match = { path_prefix = "/fail" }
+retry = { max_attempts = 3, backoff = { kind = "constant", base = "1ms" } }
+budget = { kind = "ratio", retry_ratio = 0.2, min_retries_per_sec = 100 }"#,
+        )
+        .tail(&format!("[admin]\n{admin}"))
+        .toml()
 }
 
 async fn app() -> Backend {
@@ -223,6 +212,12 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=limit",
         "reason=rate",
         "reason=queue_full",
+        "reason=timeout",
+        "reason=connect",
+        "reason=reset",
+        "reason=breaker_open",
+        "reason=no_endpoint",
+        &format!("endpoint={}", b.addr),
         &format!("version={}", env!("CARGO_PKG_VERSION")),
     ]
     .into_iter()
@@ -232,6 +227,261 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         values.is_subset(&allowed),
         "{:?}",
         values.difference(&allowed)
+    );
+    g.shutdown().await;
+}
+
+/// Scrapes `/metrics` and parses it.
+async fn scrape(client: &HttpClient, admin: SocketAddr) -> Scrape {
+    let (parts, body) = send(client, get(admin, "/metrics")).await;
+    assert_eq!(parts.status, 200);
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap()
+}
+
+#[tokio::test]
+async fn clusters_count_attempts_by_outcome_endpoints_show_ejection_and_health_and_unlimited_routes_show_in_flight()
+ {
+    let good = app().await;
+    let bad = backend(|_| status(503)).await;
+    // Holds every request until released: in flight, countable.
+    let (release, held) = tokio::sync::watch::channel(false);
+    let slow = backend_async(move |_| {
+        let mut held = held.clone();
+        async move {
+            let _ = held.wait_for(|r| *r).await;
+            status(200)
+        }
+    })
+    .await;
+    let text = Config::edge()
+        .cluster(
+            "pair",
+            &[good.addr, bad.addr],
+            r#"outlier = { consecutive_failures = 2, base_ejection_time = "5m", max_ejection_percent = 100 }"#,
+        )
+        .cluster(
+            "probed",
+            &[bad.addr],
+            r#"health_check = { path = "/healthz", interval = "20ms", timeout = "10ms", healthy_threshold = 1, unhealthy_threshold = 1 }"#,
+        )
+        .cluster("gone", &["127.0.0.1:9"], "")
+        .cluster("held", &[slow.addr], "")
+        .route("pair", "pair", r#"match = { path_prefix = "/pair" }"#)
+        .route("probed", "probed", r#"match = { path_prefix = "/probed" }"#)
+        .route("gone", "gone", r#"match = { path_prefix = "/gone" }"#)
+        .route("held", "held", r#"match = { path_prefix = "/held" }"#)
+        .tail("[admin]\nbind = \"127.0.0.1:0\"")
+        .toml();
+    let g = guard(&text).await;
+    let (edge, admin) = (g.local_addr("edge").unwrap(), g.admin_addr().unwrap());
+    let client = http1_client();
+    let value = |s: &Scrape, name: &str, labels: &[(&str, &str)]| {
+        sample(s, name, labels).unwrap_or_else(|| panic!("{name} {labels:?} missing"))
+    };
+    let (good_ep, bad_ep) = (good.addr.to_string(), bad.addr.to_string());
+
+    // Until the failing endpoint is ejected (two failures in a row), then
+    // ten more: every one of them on the good endpoint.
+    let mut sent: u32 = 0;
+    let mut failures = 0;
+    while failures < 2 {
+        assert!(sent < 200, "the failing endpoint was never picked twice");
+        sent += 1;
+        failures += u32::from(send(&client, get(edge, "/pair")).await.0.status == 503);
+    }
+    for _ in 0..10 {
+        assert_eq!(send(&client, get(edge, "/pair")).await.0.status, 200);
+    }
+    sent += 10;
+    let m = scrape(&client, admin).await;
+    let pair = [("cluster", "pair")];
+    assert_eq!(
+        value(&m, "stormbreak_guard_upstream_requests_total", &pair),
+        f64::from(sent)
+    );
+    let class = |c| [("cluster", "pair"), ("class", c)];
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_responses_total",
+            &class("5xx")
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_responses_total",
+            &class("2xx")
+        ),
+        f64::from(sent - 2)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_request_duration_seconds",
+            &pair
+        ),
+        f64::from(sent),
+        "one latency sample per attempt"
+    );
+    let ep = |e| [("cluster", "pair"), ("endpoint", e)];
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_endpoint_ejected",
+            &ep(bad_ep.as_str())
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_endpoint_ejected",
+            &ep(good_ep.as_str())
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_endpoint_available",
+            &ep(bad_ep.as_str())
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_endpoint_available",
+            &ep(good_ep.as_str())
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&m, "stormbreak_guard_upstream_endpoints_available", &pair),
+        1.0
+    );
+    assert!(
+        sample(&m, "stormbreak_guard_upstream_endpoint_unhealthy", &pair).is_none(),
+        "no health checks on pair: no unhealthy gauge"
+    );
+
+    // A refused connection: an error by reason, no response.
+    assert_eq!(send(&client, get(edge, "/gone")).await.0.status, 502);
+    let m = scrape(&client, admin).await;
+    let gone = |reason| [("cluster", "gone"), ("reason", reason)];
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_errors_total",
+            &gone("connect")
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_errors_total",
+            &gone("timeout")
+        ),
+        0.0
+    );
+
+    // Health checks: the probed endpoint answers 503 to /healthz, so the
+    // first probe marks it unhealthy (polled: the probes run on their
+    // interval; the bound is a hang guard).
+    let probed = [("cluster", "probed"), ("endpoint", bad_ep.as_str())];
+    let mut unhealthy = false;
+    for _ in 0..500 {
+        let m = scrape(&client, admin).await;
+        if value(&m, "stormbreak_guard_upstream_endpoint_unhealthy", &probed) == 1.0 {
+            assert_eq!(
+                value(&m, "stormbreak_guard_upstream_endpoint_available", &probed),
+                0.0
+            );
+            unhealthy = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(unhealthy, "the probe never marked the endpoint unhealthy");
+    // No endpoint left: the attempt is refused before sending.
+    assert_eq!(send(&client, get(edge, "/probed")).await.0.status, 503);
+    let m = scrape(&client, admin).await;
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_rejected_total",
+            &[("cluster", "probed"), ("reason", "no_endpoint")]
+        ),
+        1.0
+    );
+
+    // Three requests held upstream on a route and cluster without a limit:
+    // in flight is counted there, saturation is not (no limit to divide by).
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { send(&client, get(edge, "/held")).await.0.status })
+        })
+        .collect();
+    for _ in 0..500 {
+        if slow.hits() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(slow.hits(), 3);
+    let m = scrape(&client, admin).await;
+    assert_eq!(
+        value(&m, "stormbreak_guard_inflight", &[("route", "held")]),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_inflight",
+            &[("cluster", "held")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_endpoint_inflight",
+            &[("cluster", "held"), ("endpoint", &slow.addr.to_string())]
+        ),
+        3.0
+    );
+    for name in ["saturation", "limit", "queue_depth"] {
+        let name = format!("stormbreak_guard_{name}");
+        assert!(sample(&m, &name, &[("route", "held")]).is_none(), "{name}");
+    }
+    for name in ["upstream_saturation", "upstream_limit"] {
+        let name = format!("stormbreak_guard_{name}");
+        assert!(
+            sample(&m, &name, &[("cluster", "held")]).is_none(),
+            "{name}"
+        );
+    }
+    release.send_replace(true);
+    for w in waiting {
+        assert_eq!(w.await.unwrap(), 200);
+    }
+    let m = scrape(&client, admin).await;
+    assert_eq!(
+        value(&m, "stormbreak_guard_inflight", &[("route", "held")]),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "stormbreak_guard_upstream_inflight",
+            &[("cluster", "held")]
+        ),
+        0.0
     );
     g.shutdown().await;
 }
@@ -437,9 +687,11 @@ async fn without_a_token_the_admin_api_is_read_only() {
 #[tokio::test]
 async fn an_admin_listener_off_loopback_needs_a_token() {
     let b = app().await;
-    let e = GuardConfig::parse("guard.toml", &config(&b, r#"bind = "0.0.0.0:0""#)).unwrap_err();
+    let text = config(&b, r#"bind = "0.0.0.0:0""#);
+    let e = GuardConfig::parse("guard.toml", &text).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.starts_with("guard.toml:24:8: "), "{msg}");
+    let line = text.lines().position(|l| l.contains("0.0.0.0")).unwrap() + 1;
+    assert!(msg.starts_with(&format!("guard.toml:{line}:8: ")), "{msg}");
     assert!(msg.contains("not a loopback address"), "{msg}");
     // With a token source it is accepted (this test does not bind it).
     let with_token = config(

@@ -129,33 +129,21 @@ async fn a_buffered_body_is_replayed_on_retry() {
 #[tokio::test]
 async fn operator_shed_rules_answer_at_once_with_their_status_and_retry_after() {
     let b = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{addr}"]
-
-[[route]]
-name = "token"
-match = {{ path_prefix = "/token" }}
-cluster = "app"
-retry = {{ max_attempts = 3 }}
-
-[[route]]
-name = "batch"
-match = {{ path_prefix = "/batch" }}
-cluster = "app"
-criticality = "sheddable"
-
-[[route]]
-name = "web"
-cluster = "app"
-
-[[shed]]
+    let toml = Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route(
+            "token",
+            "app",
+            "match = { path_prefix = \"/token\" }\nretry = { max_attempts = 3 }",
+        )
+        .route(
+            "batch",
+            "app",
+            "match = { path_prefix = \"/batch\" }\ncriticality = \"sheddable\"",
+        )
+        .route("web", "app", "")
+        .tail(
+            r#"[[shed]]
 route = "token"
 status = 403
 
@@ -163,10 +151,9 @@ status = 403
 route = "batch"
 class = "sheddable"
 status = 429
-retry_after = "30s"
-"#,
-        addr = b.addr
-    );
+retry_after = "30s""#,
+        )
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
@@ -202,25 +189,16 @@ async fn saturation_sheds_sheddable_first_with_503_and_retry_after() {
         }
     })
     .await;
-    let addr = b.addr;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-trusted_proxies = ["127.0.0.1"]
-
-[[cluster]]
-name = "app"
-endpoints = ["{addr}"]
-
-[[route]]
-name = "app"
-cluster = "app"
-limit = {{ kind = "fixed", limit = 4 }}
-queue = {{ size = 6, timeout = "10s" }}
-"#
-    );
+    let toml = Config::new()
+        .listener("edge", r#"trusted_proxies = ["127.0.0.1"]"#)
+        .cluster("app", &[b.addr], "")
+        .route(
+            "app",
+            "app",
+            r#"limit = { kind = "fixed", limit = 4 }
+queue = { size = 6, timeout = "10s" }"#,
+        )
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let class_get = move |class: &str| {
@@ -293,23 +271,14 @@ rate_limit_key = { header = "x-client" }"#,
 async fn a_failing_endpoint_is_ejected_and_p2c_sends_the_rest_to_the_healthy_one() {
     let bad = backend(|_| status(503)).await;
     let good = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}", "{}"]
-outlier = {{ consecutive_failures = 3, base_ejection_time = "60s", max_ejection_percent = 50 }}
-
-[[route]]
-name = "app"
-cluster = "app"
-"#,
-        bad.addr, good.addr
-    );
+    let toml = Config::edge()
+        .cluster(
+            "app",
+            &[bad.addr, good.addr],
+            r#"outlier = { consecutive_failures = 3, base_ejection_time = "60s", max_ejection_percent = 50 }"#,
+        )
+        .route("app", "app", "")
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
@@ -326,28 +295,15 @@ cluster = "app"
 async fn with_every_primary_endpoint_ejected_the_route_fails_over() {
     let bad = backend(|_| status(503)).await;
     let west = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "east"
-endpoints = ["{}"]
-outlier = {{ consecutive_failures = 2, base_ejection_time = "60s" }}
-
-[[cluster]]
-name = "west"
-endpoints = ["{}"]
-
-[[route]]
-name = "app"
-cluster = "east"
-failover = "west"
-"#,
-        bad.addr, west.addr
-    );
+    let toml = Config::edge()
+        .cluster(
+            "east",
+            &[bad.addr],
+            r#"outlier = { consecutive_failures = 2, base_ejection_time = "60s" }"#,
+        )
+        .cluster("west", &[west.addr], "")
+        .route("app", "east", r#"failover = "west""#)
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
@@ -376,28 +332,12 @@ async fn a_cluster_limit_bounds_attempts_in_flight_across_routes() {
         }
     })
     .await;
-    let (addr, hits) = (b.addr, b.hits.clone());
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{addr}"]
-limit = {{ kind = "fixed", limit = 1 }}
-
-[[route]]
-name = "a"
-match = {{ path_prefix = "/a" }}
-cluster = "app"
-
-[[route]]
-name = "b"
-cluster = "app"
-"#
-    );
+    let hits = b.hits.clone();
+    let toml = Config::edge()
+        .cluster("app", &[b.addr], r#"limit = { kind = "fixed", limit = 1 }"#)
+        .route("a", "app", r#"match = { path_prefix = "/a" }"#)
+        .route("b", "app", "")
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let first = tokio::spawn(async move { send(&http1_client(), get(edge, "/a")).await.0.status });
@@ -438,23 +378,14 @@ async fn an_endpoint_failing_its_health_checks_gets_no_traffic_until_it_recovers
     })
     .await;
     let steady = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}", "{}"]
-health_check = {{ path = "/healthz", interval = "20ms", timeout = "10ms", unhealthy_threshold = 2, healthy_threshold = 2 }}
-
-[[route]]
-name = "app"
-cluster = "app"
-"#,
-        flaky.addr, steady.addr
-    );
+    let toml = Config::edge()
+        .cluster(
+            "app",
+            &[flaky.addr, steady.addr],
+            r#"health_check = { path = "/healthz", interval = "20ms", timeout = "10ms", unhealthy_threshold = 2, healthy_threshold = 2 }"#,
+        )
+        .route("app", "app", "")
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     // Wait (bounded, 5 s) for a third probe: one endpoint's probes run one
@@ -499,24 +430,19 @@ async fn an_open_breaker_fails_fast_with_retry_after_and_timeouts_trip_it() {
         status(200)
     })
     .await;
-    let (addr, hits) = (b.addr, b.hits.clone());
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{addr}"]
-breaker = {{ consecutive_failures = 3, sliding_window_size = 0, wait_duration_in_open_state = "30s" }}
-
-[[route]]
-name = "app"
-cluster = "app"
-retry = {{ max_attempts = 1, per_try_timeout = "50ms" }}
-"#
-    );
+    let hits = b.hits.clone();
+    let toml = Config::edge()
+        .cluster(
+            "app",
+            &[b.addr],
+            r#"breaker = { consecutive_failures = 3, sliding_window_size = 0, wait_duration_in_open_state = "30s" }"#,
+        )
+        .route(
+            "app",
+            "app",
+            r#"retry = { max_attempts = 1, per_try_timeout = "50ms" }"#,
+        )
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
@@ -537,30 +463,16 @@ retry = {{ max_attempts = 1, per_try_timeout = "50ms" }}
 async fn the_spill_law_sends_the_primarys_excess_to_a_secondary_with_headroom() {
     let east = backend(|_| status(200)).await;
     let west = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "east"
-endpoints = ["{}"]
-endpoint_capacity = "2/s"
-
-[[cluster]]
-name = "west"
-endpoints = ["{}"]
-endpoint_capacity = "1k/s"
-
-[[route]]
-name = "app"
-cluster = "east"
-failover = "west"
-failover_policy = {{ half_life = "0", deadband = 0 }}
-"#,
-        east.addr, west.addr
-    );
+    let toml = Config::edge()
+        .cluster("east", &[east.addr], r#"endpoint_capacity = "2/s""#)
+        .cluster("west", &[west.addr], r#"endpoint_capacity = "1k/s""#)
+        .route(
+            "app",
+            "east",
+            r#"failover = "west"
+failover_policy = { half_life = "0", deadband = 0 }"#,
+        )
+        .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
     let client = http1_client();
@@ -584,28 +496,17 @@ failover_policy = {{ half_life = "0", deadband = 0 }}
 #[tokio::test]
 async fn a_staged_restore_admits_the_first_sites_fraction_and_nothing_at_the_next() {
     let b = backend(|_| status(200)).await;
-    let toml = format!(
-        r#"
-[[listener]]
-name = "site-a"
-bind = "127.0.0.1:0"
-
-[[listener]]
-name = "site-b"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}"]
-
-[[route]]
-name = "token"
-cluster = "app"
-restore = {{ ramp = {{ steps = [0.5, 1.0], hold = "1h", step_back_after = "0" }} }}
-restore_sites = ["site-a", "site-b"]
-"#,
-        b.addr
-    );
+    let toml = Config::new()
+        .listener("site-a", "")
+        .listener("site-b", "")
+        .cluster("app", &[b.addr], "")
+        .route(
+            "token",
+            "app",
+            r#"restore = { ramp = { steps = [0.5, 1.0], hold = "1h", step_back_after = "0" } }
+restore_sites = ["site-a", "site-b"]"#,
+        )
+        .toml();
     let g = guard(&toml).await;
     let (a, bsite) = (
         g.local_addr("site-a").unwrap(),

@@ -25,34 +25,32 @@ async fn app() -> Backend {
     .await
 }
 
-/// Route `fail` first (so its position stays), `ok` second, then `extra`.
-fn config(b: &Backend, fail_extra: &str, extra: &str, admin: &str) -> String {
-    format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}"]
-
-[[route]]
-name = "fail"
-match = {{ path_prefix = "/fail" }}
-cluster = "app"
+/// Route `fail` first (so its position stays), `ok` second (`extra` lines
+/// after it may open further tables), then `tail` sections.
+fn config(b: &Backend, fail_extra: &str, extra: &str, tail: &str) -> String {
+    Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route(
+            "fail",
+            "app",
+            &format!(
+                r#"match = {{ path_prefix = "/fail" }}
 retry = {{ max_attempts = 3, backoff = {{ kind = "constant", base = "1ms" }} }}
 budget = {{ kind = "bucket", capacity = 4, cost = 1, reward = 0.1 }}
-{fail_extra}
+{fail_extra}"#
+            ),
+        )
+        .route("ok", "app", extra)
+        .tail(tail)
+        .toml()
+}
 
-[[route]]
-name = "ok"
-cluster = "app"
-{extra}
-{admin}
-"#,
-        b.addr
-    )
+/// 1-based line of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {text}"))
+        + 1
 }
 
 /// Attempts one failing request took.
@@ -179,23 +177,68 @@ async fn an_invalid_reload_is_refused_and_overrides_outlive_a_valid_one() {
     assert_eq!(send(&client, get(edge, "/")).await.0.status, 429);
 
     // An invalid file: refused with file:line:column; the old config serves.
-    dir.write(
-        "guard.toml",
-        good.replace("max_attempts = 3", "max_attempts = 0"),
-    );
+    let bad = good.replace("max_attempts = 3", "max_attempts = 0");
+    dir.write("guard.toml", &bad);
     let e = g.reload_file().unwrap_err();
-    assert!(e.starts_with(&format!("{}:14:26: ", path.display())), "{e}");
+    let at = format!(
+        "{}:{}:26: ",
+        path.display(),
+        line_of(&bad, "max_attempts = 0")
+    );
+    assert!(e.starts_with(&at), "{e}");
     let (p, body) = send(&client, post("/reload", "")).await;
     assert_eq!(p.status, 400, "{body:?}");
     assert!(String::from_utf8_lossy(&body).contains("max_attempts"));
     assert_eq!(attempts_of_one_failure(&g, &client, edge).await, 3);
-    // Listeners cannot change on reload.
-    dir.write(
-        "guard.toml",
-        good.replace("name = \"edge\"", "name = \"edge2\""),
-    );
+    // Listeners and [admin] cannot change on reload: refused, naming the
+    // table's file:line and what changed; the old config serves on.
+    let renamed = good.replace("name = \"edge\"", "name = \"edge2\"");
+    dir.write("guard.toml", &renamed);
     let e = g.reload_file().unwrap_err();
-    assert!(e.contains("cannot change [[listener]]"), "{e}");
+    assert_eq!(
+        e,
+        format!(
+            "{}:{}:1: listener \"edge\": name changed from \"edge\" to \"edge2\": a reload cannot change a [[listener]]; restart the guard for that; the old config stays",
+            path.display(),
+            line_of(&renamed, "[[listener]]")
+        )
+    );
+    let added = good.replace(
+        "[[cluster]]",
+        "[[listener]]\nname = \"second\"\nbind = \"127.0.0.1:0\"\n\n[[cluster]]",
+    );
+    dir.write("guard.toml", &added);
+    let e = g.reload_file().unwrap_err();
+    // The new table's header, the line above its name.
+    let at = format!(
+        "{}:{}:1: ",
+        path.display(),
+        line_of(&added, "name = \"second\"") - 1
+    );
+    assert!(e.starts_with(&at), "{e}");
+    assert!(
+        e.contains("listener \"second\" is new: a reload cannot add a [[listener]]"),
+        "{e}"
+    );
+    let moved = good.replace(
+        "[admin]\nbind = \"127.0.0.1:0\"",
+        "[admin]\nbind = \"127.0.0.1:1\"",
+    );
+    assert_ne!(moved, good);
+    dir.write("guard.toml", &moved);
+    let e = g.reload_file().unwrap_err();
+    let at = format!("{}:{}:1: ", path.display(), line_of(&moved, "[admin]"));
+    assert!(e.starts_with(&at), "{e}");
+    assert!(
+        e.contains("[admin] changed: a reload cannot change [admin]"),
+        "{e}"
+    );
+    let no_admin = config(&b, "", "", "");
+    dir.write("guard.toml", &no_admin);
+    let e = g.reload_file().unwrap_err();
+    assert!(e.contains("[admin] removed"), "{e}");
+    // After all these refusals the old config still serves, override and all.
+    assert_eq!(send(&client, get(edge, "/")).await.0.status, 429);
 
     // A valid reload (through the admin API) keeps the operator's rule.
     dir.write(
@@ -214,4 +257,67 @@ async fn an_invalid_reload_is_refused_and_overrides_outlive_a_valid_one() {
     assert_eq!(p.status, 200);
     assert_eq!(send(&client, get(edge, "/")).await.0.status, 200);
     g.shutdown().await;
+}
+
+/// Waits (a hang guard, not a timing assert) until `path` holds `n` lines;
+/// its lines.
+async fn lines_in(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
+    for _ in 0..1000 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= n {
+            return text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} never held {n} lines", path.display());
+}
+
+#[tokio::test]
+async fn a_reload_switches_the_access_log_and_refuses_one_it_cannot_open() {
+    let b = app().await;
+    let dir = TempDir::new("guard-reload-access-log");
+    let (a, c) = (dir.join("a.log"), dir.join("c.log"));
+    let log = |p: &std::path::Path| {
+        format!(
+            "[access_log]\nto = \"file\"\npath = {:?}",
+            p.display().to_string()
+        )
+    };
+    let path = dir.write("guard.toml", config(&b, "", "", ""));
+    let g = Guard::start_file(&path).await.unwrap();
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    assert_eq!(send(&client, get(edge, "/off")).await.0.status, 200);
+
+    // Off → a.log: the next request is logged there.
+    dir.write("guard.toml", config(&b, "", "", &log(&a)));
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.kept, ["fail", "ok"], "policy state is kept: {done:?}");
+    assert_eq!(send(&client, get(edge, "/one")).await.0.status, 200);
+    assert_eq!(lines_in(&a, 1).await[0]["path"], "/one");
+
+    // A file that cannot be opened: refused, naming it; a.log stays in force.
+    let nowhere = dir.join("missing-dir").join("x.log");
+    dir.write("guard.toml", config(&b, "", "", &log(&nowhere)));
+    let e = g.reload_file().unwrap_err();
+    assert!(e.contains("cannot open"), "{e}");
+    assert!(e.contains("x.log"), "{e}");
+    assert!(e.ends_with("the old config stays"), "{e}");
+    assert_eq!(send(&client, get(edge, "/two")).await.0.status, 200);
+    assert_eq!(lines_in(&a, 2).await[1]["path"], "/two");
+
+    // a.log → c.log: new requests go to c.log only.
+    dir.write("guard.toml", config(&b, "", "", &log(&c)));
+    g.reload_file().unwrap();
+    assert_eq!(send(&client, get(edge, "/three")).await.0.status, 200);
+    g.shutdown().await;
+    let in_c = lines_in(&c, 1).await;
+    assert_eq!(in_c.len(), 1);
+    assert_eq!(in_c[0]["path"], "/three");
+    let in_a = lines_in(&a, 2).await;
+    assert_eq!(in_a.len(), 2, "{in_a:?}");
+    assert!(!nowhere.exists());
 }

@@ -79,14 +79,132 @@ pub struct GuardConfig {
     /// `[access_log]`: one JSON line per request; off when absent.
     #[serde(default)]
     pub access_log: AccessLogConfig,
+    /// Where each `[[listener]]` and `[admin]` table is in the file, for
+    /// reload errors (empty for a config not made by [`GuardConfig::parse`]).
+    #[serde(skip)]
+    pub(crate) spans: Spans,
+}
+
+/// Positions of the tables a reload may not change.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spans {
+    /// The file name as given.
+    pub(crate) file: String,
+    /// 1-based line and column of each `[[listener]]`'s first key.
+    pub(crate) listeners: Vec<(usize, usize)>,
+    /// Of `[admin]`'s first key, when present.
+    pub(crate) admin: Option<(usize, usize)>,
+}
+
+impl Spans {
+    fn of(doc: &Doc<'_>, listeners: usize, admin: bool) -> Self {
+        let at = |path: &str| error::line_col(doc.text, doc.nearest(path).start);
+        Spans {
+            file: doc.file.to_owned(),
+            listeners: (0..listeners)
+                .map(|i| at(&format!("listener.{i}")))
+                .collect(),
+            admin: admin.then(|| at("admin")),
+        }
+    }
+
+    /// `file:line:column: message` (`file: message` when the line is
+    /// unknown, `message` alone for a config not parsed from a file).
+    pub(crate) fn error(&self, line_col: Option<(usize, usize)>, message: String) -> String {
+        if self.file.is_empty() {
+            return message;
+        }
+        ConfigError {
+            file: self.file.clone(),
+            line_col,
+            message,
+        }
+        .to_string()
+    }
+}
+
+impl ListenerConfig {
+    /// The first field that differs from `other`, with both values; `None`
+    /// when they are equal.
+    pub(crate) fn difference(
+        &self,
+        other: &ListenerConfig,
+    ) -> Option<(&'static str, String, String)> {
+        // Spelled out so that a new field fails to compile here until listed.
+        let ListenerConfig {
+            name: _,
+            bind: _,
+            protocol: _,
+            max_connections: _,
+            trusted_proxies: _,
+            criticality_header: _,
+            header_read_timeout: _,
+            idle_timeout: _,
+            request_timeout: _,
+            max_header_bytes: _,
+            max_headers: _,
+            max_body_bytes: _,
+            tls: _,
+        } = self;
+        let d = |v: &dyn std::fmt::Debug| format!("{v:?}");
+        let fields: [(&'static str, String, String); 13] = [
+            ("name", d(&self.name), d(&other.name)),
+            ("bind", d(&self.bind), d(&other.bind)),
+            ("protocol", d(&self.protocol), d(&other.protocol)),
+            (
+                "max_connections",
+                d(&self.max_connections),
+                d(&other.max_connections),
+            ),
+            (
+                "trusted_proxies",
+                d(&self.trusted_proxies),
+                d(&other.trusted_proxies),
+            ),
+            (
+                "criticality_header",
+                d(&self.criticality_header),
+                d(&other.criticality_header),
+            ),
+            (
+                "header_read_timeout",
+                d(&self.header_read_timeout),
+                d(&other.header_read_timeout),
+            ),
+            (
+                "idle_timeout",
+                d(&self.idle_timeout),
+                d(&other.idle_timeout),
+            ),
+            (
+                "request_timeout",
+                d(&self.request_timeout),
+                d(&other.request_timeout),
+            ),
+            (
+                "max_header_bytes",
+                d(&self.max_header_bytes),
+                d(&other.max_header_bytes),
+            ),
+            ("max_headers", d(&self.max_headers), d(&other.max_headers)),
+            (
+                "max_body_bytes",
+                d(&self.max_body_bytes),
+                d(&other.max_body_bytes),
+            ),
+            ("tls", d(&self.tls), d(&other.tls)),
+        ];
+        fields.into_iter().find(|(_, a, b)| a != b)
+    }
 }
 
 /// `[access_log]`: where the JSON-lines access log goes, and its rate bound.
 ///
 /// Lines beyond `rate` (after a `burst`) are dropped and counted in
 /// `stormbreak_guard_access_log_dropped{reason="rate"}`: a flood of
-/// requests must not become a flood of disk writes. Fixed at start (a
-/// reload may not change it).
+/// requests must not become a flood of disk writes. A reload that changes
+/// it opens the new sink; requests still on the old config finish into the
+/// old one.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessLogConfig {
@@ -543,6 +661,8 @@ impl GuardConfig {
             .map_err(serde_error)?;
         let doc = Doc { file, text, root };
         config.validate(&doc)?;
+        let mut config = config;
+        config.spans = Spans::of(&doc, config.listeners.len(), config.admin.is_some());
         Ok(config)
     }
 

@@ -2,7 +2,10 @@
 //! guard's tests.
 #![allow(dead_code)]
 
+pub mod config;
 pub mod files;
+
+pub use config::Config;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -107,25 +110,11 @@ where
 /// `app` taking everything; `route_extra` lines go in the route,
 /// `top_extra` after it.
 pub fn one_route(b: &Backend, route_extra: &str, top_extra: &str) -> String {
-    format!(
-        r#"
-[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
-
-[[cluster]]
-name = "app"
-endpoints = ["{}"]
-
-[[route]]
-name = "app"
-cluster = "app"
-{route_extra}
-
-{top_extra}
-"#,
-        b.addr
-    )
+    Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", route_extra)
+        .tail(top_extra)
+        .toml()
 }
 
 /// `curl`, or `None` when it is missing outside CI. Under `CI=true` a
