@@ -235,7 +235,10 @@ pub fn breaches(rec: &Recording, slos: &[Slo]) -> Vec<bool> {
         };
         let w = (slo.window.as_nanos().div_ceil(step) as usize).max(1);
         for (i, hit) in out.iter_mut().enumerate().take(r.first_attempts.len()) {
-            if let Some(limit) = slo.error_rate {
+            // The run's first window is not judged on its error rate: the
+            // requests still in flight at its end count as not answered,
+            // and in a window shorter than its SLO's they are a large share.
+            if let Some(limit) = slo.error_rate.filter(|_| i + 1 >= w) {
                 let from = (i + 1).saturating_sub(w);
                 let started: u64 = r.first_attempts[from..=i].iter().sum();
                 let ok: u64 = r.successes[from..=i].iter().sum();

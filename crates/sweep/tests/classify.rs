@@ -239,3 +239,33 @@ fn the_built_in_incident_can_be_swept_with_the_replays_slo() {
         Some(stormbreak_sim::replay::SLO_JOB_WAIT_S)
     );
 }
+
+#[test]
+fn the_first_partial_window_is_not_judged() {
+    // Answers take 1 s on average: at the end of the first 10 s interval a
+    // tenth of its requests are still in flight. Judged on that interval
+    // alone, a 2-minute SLO of 1% would breach at the start of every run;
+    // over a full window the in-flight share is 1 s / 2 min, under 1%.
+    let text = spike("", "")
+        .replace(r#"mean = "1ms""#, r#"mean = "1s""#)
+        .replace("workers = 10, queue = 3000", "workers = 100000, queue = 0")
+        .replace(r#"timeout = "200ms""#, r#"timeout = "10s""#)
+        + "\n[[slo]]\nroute = \"r\"\nerror_rate = 0.01\nwindow = \"2m\"\n";
+    let sc = Scenario::parse("case.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let rec = Engine::new(&sc, RunOptions::default()).run().unwrap();
+    let r = rec.route("r").unwrap();
+    let first = 1.0 - r.successes[0] as f64 / r.first_attempts[0] as f64;
+    assert!(
+        first > 0.05,
+        "the first interval alone looks failing: {first}"
+    );
+    let hits = stormbreak_sweep::classify::breaches(&rec, &slos(&sc));
+    assert!(!hits.iter().any(|&h| h), "{hits:?}");
+    let o = classify(
+        &rec,
+        &slos(&sc),
+        Timeline::of(&sc).unwrap(),
+        ClassifyOptions::default(),
+    );
+    assert_eq!(o.class, Class::Stable, "{o:?}");
+}
