@@ -299,13 +299,20 @@ oha_run() {
     fi
 }
 
+# Each part's config templates, by proxy.
+declare -A TMPL=(
+    [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
+    [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
+)
+
 # ---- 0. the backend's capacity --------------------------------------------
 log "backend capacity: $WORKERS workers × ${SLEEP_MS} ms"
 start_backend cap --workers "$WORKERS" --sleep-ms "$SLEEP_MS"
 PROXY_PID=""
 PT_CONNS_SAVED=$PT_CONNS
-PT_CONNS=$((WORKERS * 4))
-wrk_run capacity "$BACKEND_PORT" "$PT_DUR"
+# Closed loop with 8 connections per worker, so every worker is always busy.
+PT_CONNS=$((WORKERS * 8))
+wrk_run capacity "$BACKEND_PORT" "$OL_DUR"
 PT_CONNS=$PT_CONNS_SAVED
 CAPACITY=$(python3 "$B/report.py" wrk-rps "$OUT/raw/capacity.wrk")
 record figure=capacity rps="$CAPACITY" nominal=$((WORKERS * 1000 / SLEEP_MS))
@@ -317,10 +324,6 @@ CAP_INT=$(printf '%.0f' "$CAPACITY")
 if want passthrough || want idle; then
 start_backend pass
 PT_KINDS=(direct forward guard-minimal guard haproxy)
-declare -A TMPL=(
-    [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
-    [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
-)
 for rep in $(seq "$REPS"); do
     want passthrough || break
     for kind in "${PT_KINDS[@]}"; do

@@ -149,25 +149,16 @@ def met(ok):
     return "**met**" if ok else "**not met**"
 
 
-def tables(results, meta):
-    rows = [json.loads(line) for line in open(results) if line.strip()]
-    print("```")
-    print(open(meta).read().rstrip())
-    print("```\n")
-    cap = next(r for r in rows if r["figure"] == "capacity")
-    capacity = cap["rps"]
-    print(f"Backend capacity (workers × 1/service time): nominal {cap['nominal']} requests/s, "
-          f"measured {capacity:.0f} requests/s (wrk straight at it).\n")
-    goals = []
+NAMES = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder",
+         "guard-minimal": "guard, no policy", "guard": "guard, every policy (not binding)",
+         "haproxy": "HAProxy 2.6"}
 
-    # (a) passthrough
-    pt = by_proxy(rows, "passthrough")
+
+def passthrough_table(pt, goals):
+    """(a) and the overhead line; returns the medians by proxy."""
     print("### Passthrough (closed loop, wrk, saturated)\n")
     print("| proxy | rps | proxy core busy | proxy CPU-s per 1 000 req | rps per proxy CPU-second | p50 ms | p99 ms | non-2xx + socket errors |")
     print("|---|---|---|---|---|---|---|---|")
-    names = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder",
-             "guard-minimal": "guard, no policy", "guard": "guard, every policy (not binding)",
-             "haproxy": "HAProxy 2.6"}
     derived = {}
     for p in ("direct", "forward", "guard-minimal", "guard", "haproxy"):
         rs = pt.get(p, [])
@@ -177,7 +168,7 @@ def tables(results, meta):
         per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
         derived[p] = {"rps": med([r["rps"] for r in rs]), "c1k": med(c1k), "per_cpu": med(per_cpu)}
         busy = [r["cpu_s"] / r["wall_s"] * 100 if r.get("cpu_s") else None for r in rs]
-        print(f"| {names[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(busy, '{:.0f} %')} | {spread(c1k, '{:.4f}')} | "
+        print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(busy, '{:.0f} %')} | {spread(c1k, '{:.4f}')} | "
               f"{spread(per_cpu, '{:.0f}')} | {spread([r['p50_ms'] for r in rs], '{:.2f}')} | "
               f"{spread([r['p99_ms'] for r in rs], '{:.2f}')} | "
               f"{sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
@@ -199,6 +190,31 @@ def tables(results, meta):
               f"the rest the guard's core: routing, header rewriting, its own metrics).")
     print()
 
+    return derived
+
+
+def tables(results, meta):
+    rows = [json.loads(line) for line in open(results) if line.strip()]
+    # JSON object keys are strings: status codes back to ints.
+    for r in rows:
+        for k in ("unloaded", "over", "oha"):
+            if isinstance(r.get(k), dict):
+                r[k]["status"] = {int(c): n for c, n in r[k]["status"].items()}
+    print("```")
+    print(open(meta).read().rstrip())
+    print("```\n")
+    cap = next(r for r in rows if r["figure"] == "capacity")
+    capacity = cap["rps"]
+    print(f"Backend capacity (workers × 1/service time): nominal {cap['nominal']} requests/s, "
+          f"measured {capacity:.0f} requests/s (wrk straight at it).\n")
+    goals = []
+
+    # (a) passthrough
+    pt = by_proxy(rows, "passthrough")
+    derived = {}
+    if pt:
+        derived = passthrough_table(pt, goals)
+
     # (d) idle connections
     idle = by_proxy(rows, "idle")
     if idle:
@@ -210,7 +226,7 @@ def tables(results, meta):
             if not rs:
                 continue
             per = [(r["rss1_kb"] - r["rss0_kb"]) / r["conns"] for r in rs]
-            print(f"| {names[p]} | {min(r['ok'] for r in rs)} of {rs[0]['conns']} | "
+            print(f"| {NAMES[p]} | {min(r['ok'] for r in rs)} of {rs[0]['conns']} | "
                   f"{spread([r['rss0_kb'] / 1024 for r in rs], '{:.1f}')} | "
                   f"{spread([r['rss1_kb'] / 1024 for r in rs], '{:.1f}')} | {spread(per, '{:.1f}')} |")
         print()
