@@ -236,8 +236,9 @@ def tables(results, meta):
     if ol:
         rate = next(iter(ol.values()))[0]["rate"]
         print(f"### Overload: open loop at {rate} requests/s = 3× capacity (oha, latency-corrected)\n")
-        print("| proxy | goodput (2xx/s) | share of capacity | unloaded p99 (2xx) ms | admitted p99 (2xx) ms | admitted / unloaded p99 | 503 share | timeouts + errors | proxy CPU-s per 1 000 req |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"Capacity: {capacity:.0f}/s measured (nominal {cap['nominal']}/s); the no-limit run keeps every worker busy, so its goodput is what the backend can do behind a proxy.\n")
+        print("| proxy | goodput (2xx/s) | share of measured capacity | share of nominal | unloaded p99 (2xx) ms | admitted p99 (2xx) ms | admitted / unloaded p99 | 503 share | timeouts + errors | proxy CPU-s per 1 000 req |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         onames = {"guard": "guard, fixed limit + queue", "guard-adaptive": "guard, Gradient2 limit + queue (adaptive)",
                   "haproxy": "HAProxy, maxconn + maxqueue", "haproxy-nolimit": "HAProxy, no limit"}
         for p in ("guard", "guard-adaptive", "haproxy", "haproxy-nolimit"):
@@ -253,6 +254,7 @@ def tables(results, meta):
             errs = [r["over"]["n_errors"] for r in rs]
             c1k = [r["over"]["cpu_s"] / max(1, r["over"]["n_answered"]) * 1000 if r["over"].get("cpu_s") is not None else None for r in rs]
             print(f"| {onames[p]} | {spread(good, '{:.0f}')} | {spread([s * 100 for s in share], '{:.1f} %')} | "
+                  f"{spread([g / cap['nominal'] * 100 for g in good], '{:.1f} %')} | "
                   f"{spread(up99, '{:.1f}')} | {spread(ap99, '{:.1f}')} | {spread(ratio, '{:.2f}×')} | "
                   f"{spread([s * 100 for s in s503], '{:.1f} %')} | {spread(errs, '{:.0f}')} | {spread(c1k, '{:.4f}')} |")
             if p == "guard":
