@@ -10,8 +10,8 @@
 #   overload      open loop (oha, coordinated-omission corrected) at 3× the
 #                 backend's capacity: goodput as a share of capacity, p99 of
 #                 the admitted (2xx) requests against the unloaded p99 — the
-#                 guard (limit + queue), HAProxy with maxconn/maxqueue, HAProxy
-#                 with no limit;
+#                 guard (fixed limit + queue; and Gradient2 + queue), HAProxy
+#                 with maxconn/maxqueue, HAProxy with no limit;
 #   storm         open loop against a backend answering 503 always: attempts
 #                 reaching the backend per request (the backend counts them),
 #                 the guard's retry budget against HAProxy's `retries 3`;
@@ -30,7 +30,7 @@
 # load run is bounded in count and duration (and by `timeout`).
 #
 # usage: benches/guard.sh [--quick] [--reps N] [--out DIR] [--soak-minutes M]
-#                         [--skip-install]
+#                         [--skip-install] [--only PARTS]
 #   --quick           short runs (seconds, not tens of seconds; a 1-minute
 #                     soak; 1 rep unless --reps), so the whole script takes a
 #                     few minutes
@@ -210,7 +210,7 @@ BIN_FORWARD=$OUT/guard-forward
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "commit: $DESC"
-    echo "command: benches/guard.sh $([[ $QUICK = 1 ]] && echo --quick) --reps $REPS --soak-minutes $SOAK_MIN --only ${ONLY:1:-1}"
+    echo "command: benches/guard.sh$([[ $QUICK = 1 ]] && echo " --quick") --reps $REPS --soak-minutes $SOAK_MIN --only ${ONLY:1:-1}"
     echo "haproxy: $(haproxy -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
     echo "oha: $("$OHA" --version)"
