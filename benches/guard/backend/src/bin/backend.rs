@@ -80,7 +80,10 @@ struct State {
     status: StatusCode,
 }
 
-async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path() == "/count" {
         let n = state.served.load(Ordering::Relaxed);
         return Ok(Response::new(Full::new(Bytes::from(format!("{n}\n")))));
@@ -116,10 +119,14 @@ fn main() {
                 eprintln!("guard-backend: bind: {e}");
                 std::process::exit(1)
             });
-        println!("listening on {}", listener.local_addr().expect("local addr"));
+        println!(
+            "listening on {}",
+            listener.local_addr().expect("local addr")
+        );
         let state = Arc::new(State {
             served: AtomicU64::new(0),
-            workers: (args.workers > 0 && !args.sleep.is_zero()).then(|| Semaphore::new(args.workers)),
+            workers: (args.workers > 0 && !args.sleep.is_zero())
+                .then(|| Semaphore::new(args.workers)),
             sleep: args.sleep,
             status: args.status,
         });
@@ -142,6 +149,9 @@ fn main() {
                 _ = tokio::signal::ctrl_c() => break,
             }
         }
-        eprintln!("guard-backend: served {}", state.served.load(Ordering::Relaxed));
+        eprintln!(
+            "guard-backend: served {}",
+            state.served.load(Ordering::Relaxed)
+        );
     });
 }

@@ -31,9 +31,17 @@ fn main() {
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_default();
         match flag.as_str() {
-            "--port" => port = value.parse().unwrap_or_else(|e| die(&format!("--port: {e}"))),
+            "--port" => {
+                port = value
+                    .parse()
+                    .unwrap_or_else(|e| die(&format!("--port: {e}")))
+            }
             "--upstream" => {
-                upstream = Some(value.parse().unwrap_or_else(|e| die(&format!("--upstream: {e}"))))
+                upstream = Some(
+                    value
+                        .parse()
+                        .unwrap_or_else(|e| die(&format!("--upstream: {e}"))),
+                )
             }
             other => die(&format!("unknown flag {other}")),
         }
@@ -47,7 +55,10 @@ fn main() {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
             .await
             .unwrap_or_else(|e| die(&format!("bind: {e}")));
-        println!("listening on {}", listener.local_addr().expect("local addr"));
+        println!(
+            "listening on {}",
+            listener.local_addr().expect("local addr")
+        );
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new())
@@ -55,7 +66,9 @@ fn main() {
             .build(connector);
         let authority = upstream.to_string();
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let client = client.clone();
             let authority = authority.clone();
@@ -73,7 +86,9 @@ fn main() {
                         .path_and_query(pq)
                         .build();
                     async move {
-                        let Ok(uri) = uri else { return Ok::<_, hyper::Error>(bad_gateway()) };
+                        let Ok(uri) = uri else {
+                            return Ok::<_, hyper::Error>(bad_gateway());
+                        };
                         *req.uri_mut() = uri;
                         match client.request(req).await {
                             Ok(resp) => Ok(resp.map(Body::Left)),
