@@ -309,6 +309,9 @@ fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
 struct Caller {
     /// Its namespace (None: not known; the lookup starts at the service's).
     ns: Option<String>,
+    /// The ServiceEntry host it calls through (its DestinationRule is
+    /// looked up by that host).
+    via: Option<model::calls::Via>,
     /// Its pods (one client sidecar each).
     pods: u32,
     /// Who it is, for the `how`.
@@ -317,22 +320,24 @@ struct Caller {
 
 /// The callers of `svc` the configs show: the ingress gateway for a
 /// gateway route, else the sidecar workloads that call it.
-fn mesh_callers(
-    inv: &Inventory,
-    callers: &std::collections::HashMap<(String, String), Vec<usize>>,
-    svc: &Service,
-) -> Vec<Caller> {
+fn mesh_callers(inv: &Inventory, callers: &model::calls::CallerMap, svc: &Service) -> Vec<Caller> {
     callers
         .get(&(svc.namespace.clone(), svc.name.clone()))
         .into_iter()
         .flatten()
-        .map(|i| {
-            let w = &inv.workloads[*i];
+        .map(|c| {
+            let w = &inv.workloads[c.workload];
             let (n, _) = replicas(inv, w);
+            let via = c
+                .via
+                .as_ref()
+                .map(|v| format!(" through {}", v.what))
+                .unwrap_or_default();
             Caller {
                 ns: Some(w.namespace.clone()),
+                via: c.via.clone(),
                 pods: n,
-                who: format!("calling pods ({}/{})", w.namespace, w.name),
+                who: format!("calling pods ({}/{}) [{}{via}]", w.namespace, w.name, c.how),
             }
         })
         .collect()
@@ -353,6 +358,7 @@ fn pool_hop(
 ) -> (Option<Hop>, bool) {
     let unknown = [Caller {
         ns: None,
+        via: None,
         pods: 1,
         who: "per caller proxy (callers not in the configs)".into(),
     }];
@@ -364,7 +370,11 @@ fn pool_hop(
     let mut budget = true;
     let mut unlimited = false;
     for c in callers {
-        let Some(dr) = inv.destination_rule_for(svc, c.ns.as_deref()) else {
+        let dr = match &c.via {
+            Some(v) => inv.destination_rule_for_host(&v.host, &v.namespace, c.ns.as_deref()),
+            None => inv.destination_rule_for(svc, c.ns.as_deref()),
+        };
+        let Some(dr) = dr else {
             unlimited = true;
             budget = false;
             continue;
@@ -738,6 +748,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                         let (n, _) = replicas(inv, g);
                         callers.push(Caller {
                             ns: Some(g.namespace.clone()),
+                            via: None,
                             pods: n,
                             who: format!("ingress gateway pods ({})", g.name),
                         });

@@ -604,6 +604,201 @@ fn sb203_calls_annotation_names_callers() {
     assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
 }
 
+/// A Sidecar resource for `frontend` with the given egress hosts.
+fn egress(hosts: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: frontend, namespace: shop}}\nspec:\n  workloadSelector: {{labels: {{app: frontend}}}}\n  egress:\n  - hosts: {hosts}\n"
+    )
+}
+
+/// The pool hop of the chain that reaches cart.
+fn cart_pool(r: &stormbreak_audit::Report) -> Option<stormbreak_audit::chain::Hop> {
+    r.chains
+        .iter()
+        .find(|c| c.route.ends_with("cart") || c.route.contains("shop/cart"))
+        .and_then(|c| {
+            c.hops
+                .iter()
+                .find(|h| h.kind == stormbreak_audit::chain::HopKind::Pool)
+                .cloned()
+        })
+}
+
+#[test]
+fn a_sidecar_egress_host_names_a_caller() {
+    // frontend's env names no address; its Sidecar imports cart by name:
+    // 3 calling pods × 48 = 144 > 64, so SB203 is quiet.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no")
+        + &egress("[./cart.shop.svc.cluster.local, istio-system/*]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let pool = cart_pool(&r).expect("a pool hop");
+    assert_eq!(pool.limit, Some(144.0), "{}", pool.how);
+    assert!(
+        pool.how
+            .contains("Sidecar egress host cart.shop.svc.cluster.local"),
+        "{}",
+        pool.how
+    );
+}
+
+#[test]
+fn a_wildcard_egress_host_invents_no_call() {
+    // `./*` says what the proxy may reach, not what it calls: no caller.
+    let text =
+        POOL_SCALE.replace("POOL", "48") + &CALLER.replace("ADDR", "no") + &egress("[\"./*\"]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn a_call_the_sidecar_egress_does_not_import_has_no_pool() {
+    // The env names cart, but the Sidecar imports only `other`: the call
+    // leaves through the PassthroughCluster, where cart's pool does not
+    // apply, so frontend is not counted as one of the pool's callers.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart:8080")
+        + &egress("[./other.shop.svc.cluster.local]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // With a namespace-wide import it is counted again.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart:8080")
+        + &egress("[\"./*\"]");
+    assert!(of(&audit_texts(&[("cart.yaml", &text)]), "SB203").is_empty());
+    // A host without `namespace/` is an SB001 with its line.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no")
+        + &egress("[cart.shop.svc.cluster.local]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "{:?}", r.findings);
+    assert!(
+        bad[0].message.contains("namespace/dnsName"),
+        "{}",
+        bad[0].message
+    );
+    assert_eq!(bad[0].pos.line, 64, "points at hosts");
+}
+
+/// A ServiceEntry in shop with the given location and extra fields.
+fn service_entry(host: &str, rest: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: cart-internal, namespace: shop}}\nspec:\n  hosts: [{host}]\n  ports: [{{number: 80, name: http, protocol: HTTP}}]\n{rest}"
+    )
+}
+
+#[test]
+fn a_service_entry_host_leads_to_the_service_behind_it_with_its_own_rule() {
+    // frontend calls cart.internal; a MESH_INTERNAL entry selects cart's
+    // pods. The caller's cluster is named by the entry's host, so the
+    // DestinationRule on cart.internal (10) applies, not cart's (48):
+    // 3 × 10 = 30 ≤ 64, SB203 fires and names the entry.
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart-internal, namespace: shop}\nspec:\n  host: cart.internal\n  trafficPolicy:\n    connectionPool:\n      http: {http2MaxRequests: 10, maxRetries: 3}\n";
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart.internal")
+        + &service_entry(
+            "cart.internal",
+            "  location: MESH_INTERNAL\n  resolution: STATIC\n  workloadSelector: {labels: {app: cart}}\n",
+        )
+        + dr;
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert_eq!(r.counts.read.get("ServiceEntry"), Some(&1));
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(m.contains("admits 30 requests"), "{m}");
+    assert!(
+        m.contains("through ServiceEntry shop/cart-internal host cart.internal"),
+        "{m}"
+    );
+    // An endpoint address naming the Service leads there too.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart.internal")
+        + &service_entry(
+            "cart.internal",
+            "  resolution: DNS\n  endpoints: [{address: cart.shop.svc.cluster.local}]\n",
+        )
+        + dr;
+    assert!(
+        of(&audit_texts(&[("cart.yaml", &text)]), "SB203")[0]
+            .message
+            .contains("admits 30 requests")
+    );
+}
+
+#[test]
+fn an_external_service_entry_is_not_a_call_between_services() {
+    // An entry for an external API with no audited workload behind it:
+    // frontend's call to it is not a call to cart.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "https://api.payments.example.com")
+        + &service_entry(
+            "api.payments.example.com",
+            "  location: MESH_EXTERNAL\n  resolution: DNS\n",
+        );
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // A bad location is an SB001 with its line.
+    let bad =
+        POOL_SCALE.replace("POOL", "48") + &service_entry("x.example.com", "  location: OUTSIDE\n");
+    let r = audit_texts(&[("cart.yaml", &bad)]);
+    assert!(
+        of(&r, "SB001")[0]
+            .message
+            .contains("MESH_EXTERNAL or MESH_INTERNAL"),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn a_mesh_virtual_service_sends_the_call_to_its_destination() {
+    // frontend calls cart-front; a mesh VirtualService routes cart-front
+    // to cart, so frontend is one of cart's pool callers: 3 × 48 > 64.
+    let front = "---\napiVersion: v1\nkind: Service\nmetadata: {name: cart-front, namespace: shop}\nspec: {selector: {app: cart-front}}\n";
+    let vs = "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart-front, namespace: shop}\nspec:\n  hosts: [cart-front]\n  http:\n  - route:\n    - destination: {host: cart}\n";
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart-front")
+        + front
+        + vs;
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let pool = cart_pool(&r).expect("a pool hop");
+    assert_eq!(pool.limit, Some(144.0), "{}", pool.how);
+    assert!(
+        pool.how
+            .contains("routed by a mesh VirtualService for cart-front"),
+        "{}",
+        pool.how
+    );
+    // Without the VirtualService the call stays with cart-front: cart has
+    // no known caller.
+    let text =
+        POOL_SCALE.replace("POOL", "48") + &CALLER.replace("ADDR", "http://cart-front") + front;
+    let f = of(&audit_texts(&[("cart.yaml", &text)]), "SB203").len();
+    assert_eq!(f, 1);
+}
+
 /// An HAProxy backend with dynamic maxconn: three servers minconn 10,
 /// maxconn 100, maxqueue 10, fullconn FULL.
 const DYNAMIC: &str = "global\n    maxconn 4000\n\nfrontend www\n    bind :80\n    maxconn 3000\n    default_backend app\n\nbackend app\n    FULL\n    server a 10.0.0.1:80 minconn 10 maxconn 100 maxqueue 10\n    server b 10.0.0.2:80 minconn 10 maxconn 100 maxqueue 10\n    server c 10.0.0.3:80 minconn 10 maxconn 100 maxqueue 10\n";
