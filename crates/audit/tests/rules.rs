@@ -957,12 +957,14 @@ fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
         let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
         assert!(r.findings.is_empty(), "{b}: {:?}", r.findings);
     }
-    // selectPolicy Min takes the slow one: fires again.
+    // selectPolicy Min takes the slow one: fires again. So does SB105:
+    // the default scaleDown drops 40 → 10 after a 315 s dip, and this
+    // scale-up needs far longer than that to bring the 30 pods back.
     let min = SLOW_UP.to_string()
         + "      - {type: Percent, value: 100, periodSeconds: 60}\n      selectPolicy: Min\n";
     assert_eq!(
         ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &min))])),
-        vec!["SB104"]
+        vec!["SB104", "SB105"]
     );
     // A bad selectPolicy is an SB001 with its line; the rest still runs.
     let bad = SLOW_UP.replace("stabilizationWindowSeconds: 60", "selectPolicy: Fastest");
@@ -972,6 +974,60 @@ fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
         "{:?}",
         r.findings
     );
+}
+
+#[test]
+fn sb105_a_scale_down_window_shorter_than_the_way_back_flaps() {
+    // No window, 100% per 15 s: a 15 s dip takes 40 pods to 10; back
+    // takes 10 → 20 → 40 (30 s) + the assumed 30 s pod start.
+    let b = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n";
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", b))]);
+    assert_eq!(ids(&r), vec!["SB105"], "{:?}", r.findings);
+    let f = &of(&r, "SB105")[0];
+    let m = &f.message;
+    assert!(m.contains("a dip of 15 s"), "{m}");
+    assert!(
+        m.contains("from maxReplicas 40 to 10 in one sync (30 pods)"),
+        "{m}"
+    );
+    assert!(
+        m.contains("takes 60 s (scale-up 10 → 40 30 s + pod start 30 s (ASSUMPTION"),
+        "{m}"
+    );
+    assert!(m.contains("stabilizationWindowSeconds ≥ 45 s"), "{m}");
+    assert_eq!(f.pos.line, 23, "points at scaleDown");
+    // A 60 s window is enough for a 30 s start, not for a startup probe
+    // that cannot pass before 120 s.
+    let b60 = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 60\n";
+    assert!(ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", b60))])).is_empty());
+    let slow_start = hpa("autoscaling/v2", b60).replace(
+        "containers: [{name: cart, image: cart:1}]",
+        "containers: [{name: cart, image: cart:1, startupProbe: {httpGet: {path: /, port: 8080}, initialDelaySeconds: 120}}]",
+    );
+    let r = audit_texts(&[("cart.yaml", &slow_start)]);
+    let f = of(&r, "SB105");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message
+            .contains("pod start ≥ 120 s (startupProbe.initialDelaySeconds 120"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb105_quiet_on_defaults_gentle_policies_and_disabled_scale_down() {
+    for b in [
+        // Kubernetes' defaults: 300 s window ≥ 60 s back.
+        String::new(),
+        // No window, but 10% per 60 s removes 4 of 40 per sync.
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      policies:\n      - {type: Percent, value: 10, periodSeconds: 60}\n".to_string(),
+        // Scale-down off.
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      selectPolicy: Disabled\n".to_string(),
+    ] {
+        let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
+        assert!(of(&r, "SB105").is_empty(), "{b}: {:?}", r.findings);
+    }
 }
 
 /// A Gateway API HTTPRoute to cart with the given rule fields.

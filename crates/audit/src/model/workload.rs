@@ -141,6 +141,11 @@ pub struct Workload {
     /// The node its pods are pinned to (`nodeName`, or `nodeSelector`
     /// `kubernetes.io/hostname`), whose labels may give region and zone.
     pub node: Option<String>,
+    /// The earliest a new pod can be ready, in seconds, from its app
+    /// container's probes (the larger `initialDelaySeconds` of its startup
+    /// and readiness probes; no probe is run, so no success, before it),
+    /// and where that was read. None: no probe states a delay.
+    pub ready_after: Option<(u32, String)>,
     /// Problems reading annotations, reported as SB001.
     pub problems: Vec<String>,
 }
@@ -357,6 +362,22 @@ pub fn from_template(
             )),
         }
     }
+    let ready_after = t.spec.as_ref().and_then(|s| {
+        let app = s.containers.iter().find(|c| c.name != "istio-proxy")?;
+        [
+            ("startupProbe", &app.startup_probe),
+            ("readinessProbe", &app.readiness_probe),
+        ]
+        .into_iter()
+        .filter_map(|(what, p)| {
+            let d = p.as_ref()?.initial_delay_seconds.filter(|d| *d > 0)?;
+            Some((
+                d as u32,
+                format!("{what}.initialDelaySeconds {d} of container {:?}", app.name),
+            ))
+        })
+        .max_by_key(|(d, _)| *d)
+    });
     let region = t.spec.as_ref().and_then(|s| pinned(s, REGION_LABEL));
     let zone = t.spec.as_ref().and_then(|s| pinned(s, ZONE_LABEL));
     let node = t.spec.as_ref().and_then(|s| {
@@ -409,6 +430,7 @@ pub fn from_template(
         region,
         zone,
         node,
+        ready_after,
         problems,
     }
 }
