@@ -131,6 +131,7 @@ fn ser_layers<S: serde::Serializer>(l: &[RetryLayer], s: S) -> Result<S::Ok, S::
             "connection_failure": layer.on[0],
             "status_503": layer.on[1],
             "timeout": layer.on[2],
+            "redispatched": layer.redispatch.map(|r| r.moved),
         }))?;
     }
     seq.end()
@@ -660,6 +661,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         on: [true; 3],
         per_try: None,
         default: false,
+        redispatch: None,
     });
     let caller_map = inv.callers();
     let mut ingress_edges: Vec<Edge> = Vec::new();
@@ -690,8 +692,13 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 let explicit = b.retries.is_some() || b.retry_on.is_some();
                 let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
                 layers.push(
-                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit)
-                        .redispatching(b.redispatch_interval),
+                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit).redispatching(
+                        b.redispatch_interval,
+                        b.servers
+                            .iter()
+                            .filter(|s| !s.backup && !s.disabled)
+                            .count(),
+                    ),
                 );
                 let target = b
                     .servers

@@ -879,7 +879,7 @@ fn haproxy_redispatch_says_where_retries_go() {
     let last = layer(&cfg("    option redispatch\n"));
     assert!(
         last.what
-            .contains("1 of 3 retries elsewhere, 3 on the first server"),
+            .contains("1 of 3 retries elsewhere; 3 attempts on the server first chosen"),
         "{}",
         last.what
     );
@@ -901,6 +901,83 @@ fn haproxy_redispatch_says_where_retries_go() {
         bad[0].message.contains("option redispatch"),
         "{}",
         bad[0].message
+    );
+}
+
+#[test]
+fn haproxy_redispatch_changes_the_one_failing_server_figure() {
+    use stormbreak_audit::chain::ChainOptions;
+    use stormbreak_audit::inputs::{Collected, Format, Source};
+    use stormbreak_audit::model::FailureClass;
+    use stormbreak_audit::rules::{amplification, one_server_amplification};
+    // Clients retry 3 times in all; HAProxy retries 3 on conn-failure.
+    let run = |opt: &str, servers: &str| {
+        let text = format!(
+            "frontend www\n    bind :80\n    maxconn 100\n    default_backend app\n\nbackend app\n    retries 3\n{opt}{servers}"
+        );
+        let c = Collected {
+            sources: vec![Source {
+                name: "haproxy.cfg".into(),
+                format: Format::Haproxy,
+                bytes: text.into_bytes(),
+            }],
+            findings: Vec::new(),
+        };
+        let opts = ChainOptions {
+            client_attempts: 3,
+            ..ChainOptions::default()
+        };
+        stormbreak_audit::audit(c, &opts).0
+    };
+    let two = "    server a 10.0.0.1:80 maxconn 50\n    server b 10.0.0.2:80 maxconn 50\n";
+    let cf = FailureClass::ConnectFailure;
+    // No redispatch: the dead server takes all 4 attempts, HAProxy answers
+    // 503 and the clients' 3 attempts multiply: 12.
+    let none = run("", two);
+    assert_eq!(one_server_amplification(&none.chains[0], cf).unwrap().0, 12);
+    // The default interval: retry 3 goes to b and is answered: 3 on a, and
+    // the clients never see the failure.
+    let last = run("    option redispatch\n", two);
+    let (n, how) = one_server_amplification(&last.chains[0], cf).unwrap();
+    assert_eq!(n, 3, "{how}");
+    assert!(how.contains("sends retry 3 to another server"), "{how}");
+    // Every retry elsewhere: only the first attempt hits a.
+    let every = run("    option redispatch 1\n", two);
+    assert_eq!(one_server_amplification(&every.chains[0], cf).unwrap().0, 1);
+    // Every second retry: attempts 1 and 2 on a, retry 2 elsewhere.
+    let second = run("    option redispatch 2\n", two);
+    assert_eq!(
+        one_server_amplification(&second.chains[0], cf).unwrap().0,
+        2
+    );
+    // One server: there is no other one to go to.
+    let one = run(
+        "    option redispatch 1\n",
+        "    server a 10.0.0.1:80 maxconn 50\n",
+    );
+    assert_eq!(one_server_amplification(&one.chains[0], cf).unwrap().0, 12);
+    // Every server failing: redispatch only moves attempts between failing
+    // servers, the whole-destination figure is 12 either way.
+    for r in [&none, &last, &every] {
+        assert_eq!(amplification(&r.chains[0], cf).0, 12);
+    }
+    // SB301 states both figures.
+    let f = of(&last, "SB301");
+    assert_eq!(f.len(), 1, "{:?}", last.findings);
+    assert!(
+        f[0].message.contains("12 attempts on a connection failure")
+            && f[0]
+                .message
+                .contains("on one failing HAProxy server (the others healthy): 3"),
+        "{}",
+        f[0].message
+    );
+    let f = of(&none, "SB301");
+    assert!(
+        f[0].message
+            .contains("on one failing HAProxy server (the others healthy): 12"),
+        "{}",
+        f[0].message
     );
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use load::load;
 pub use pool::{Limit, PoolLimits};
-pub use retry::{FailureClass, RetryLayer};
+pub use retry::{FailureClass, Redispatch, RetryLayer};
 pub use workload::{ContainerInfo, SidecarInfo, Workload};
 
 use crate::finding::{Finding, Pos};

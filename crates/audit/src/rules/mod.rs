@@ -21,7 +21,7 @@ use crate::chain::{Chain, ChainOptions};
 use crate::finding::{Finding, Severity};
 use crate::model::Inventory;
 
-pub use retry_amplification::amplification;
+pub use retry_amplification::{amplification, one_server_amplification};
 
 /// SB001: an input or object that could not be read.
 pub const PARSE_ERROR: &str = "SB001";
