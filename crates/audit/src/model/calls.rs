@@ -97,18 +97,18 @@ impl Inventory {
     /// The Sidecar resource with egress hosts that applies to a workload
     /// (see the module docs for the order), if any.
     pub fn sidecar_for(&self, w: &Workload) -> Option<&SidecarEgress> {
-        let in_ns = |ns: &'_ str| {
-            let ns = ns.to_string();
-            self.sidecars.iter().filter(move |s| s.namespace == ns)
-        };
-        in_ns(&w.namespace)
+        let own = || self.sidecars_in(&w.namespace);
+        own()
             .find(|s| {
                 s.selector
                     .as_ref()
                     .is_some_and(|l| selects(l, &w.pod_labels))
             })
-            .or_else(|| in_ns(&w.namespace).find(|s| s.selector.is_none()))
-            .or_else(|| in_ns(super::ROOT_NAMESPACE).find(|s| s.selector.is_none()))
+            .or_else(|| own().find(|s| s.selector.is_none()))
+            .or_else(|| {
+                self.sidecars_in(super::ROOT_NAMESPACE)
+                    .find(|s| s.selector.is_none())
+            })
     }
 
     /// Every Service's callers: the workloads with a sidecar that call it

@@ -350,6 +350,7 @@ pub struct Index {
     dr_wild: Vec<(String, usize)>,
     workloads_by_ns: HashMap<String, Vec<usize>>,
     inbound_by_ns: HashMap<String, Vec<usize>>,
+    sidecars_by_ns: HashMap<String, Vec<usize>>,
     autoscalers: HashMap<(String, String, String), Vec<usize>>,
 }
 
@@ -421,6 +422,12 @@ impl Inventory {
                 .or_default()
                 .push(i);
         }
+        for (i, sc) in self.sidecars.iter().enumerate() {
+            ix.sidecars_by_ns
+                .entry(sc.namespace.clone())
+                .or_default()
+                .push(i);
+        }
         for (i, a) in self.autoscalers.iter().enumerate() {
             ix.autoscalers
                 .entry((a.namespace.clone(), a.target.0.clone(), a.target.1.clone()))
@@ -437,6 +444,16 @@ impl Inventory {
             .get(ns)
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+
+    /// Sidecar resources with egress hosts in a namespace.
+    pub fn sidecars_in(&self, ns: &str) -> impl Iterator<Item = &SidecarEgress> {
+        self.index
+            .sidecars_by_ns
+            .get(ns)
+            .into_iter()
+            .flatten()
+            .map(|i| &self.sidecars[*i])
     }
 
     /// Sidecar and EnvoyFilter inbound limits in a namespace.
