@@ -132,18 +132,34 @@ impl Inventory {
                 }
             }
         }
-        // ServiceEntry hosts → the Services serving them.
+        // ServiceEntry hosts → the Services serving them. The Services
+        // selecting each workload are found once (not per entry), so the
+        // cost is one pass over Services × their namespace's workloads,
+        // plus one over an entry's namespace per entry.
+        let mut services_of: HashMap<usize, Vec<(String, String)>> = HashMap::new();
+        if self
+            .service_entries
+            .iter()
+            .any(|se| se.internal && se.selector.is_some())
+        {
+            for svc in &self.services {
+                for &wi in self.workloads_in(&svc.namespace) {
+                    if selects(&svc.selector, &self.workloads[wi].pod_labels) {
+                        services_of
+                            .entry(wi)
+                            .or_default()
+                            .push((svc.namespace.clone(), svc.name.clone()));
+                    }
+                }
+            }
+        }
         let mut entries: HashMap<String, Vec<Target>> = HashMap::new();
         for se in &self.service_entries {
             let mut backing: Vec<(String, String)> = Vec::new();
             if let Some(sel) = se.selector.as_ref().filter(|_| se.internal) {
-                for svc in self.services.iter().filter(|s| s.namespace == se.namespace) {
-                    if self
-                        .backing(svc)
-                        .iter()
-                        .any(|w| selects(sel, &w.pod_labels))
-                    {
-                        backing.push((svc.namespace.clone(), svc.name.clone()));
+                for &wi in self.workloads_in(&se.namespace) {
+                    if selects(sel, &self.workloads[wi].pod_labels) {
+                        backing.extend(services_of.get(&wi).into_iter().flatten().cloned());
                     }
                 }
             }
@@ -154,6 +170,7 @@ impl Inventory {
             }
             backing.sort();
             backing.dedup();
+            backing.truncate(super::workload::MAX_CALLS);
             for h in se.hosts.iter().filter(|h| !h.contains('*')) {
                 let host = h.to_ascii_lowercase();
                 let via = Via {

@@ -42,10 +42,12 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         // The shortest dip that removes them: the recommendation must stay
         // low for the whole window, then the next sync acts.
         let dip = b.down.window + SYNC_SECONDS;
-        let target =
-            ctx.inv.workloads.iter().find(|w| {
-                w.namespace == a.namespace && w.kind == a.target.0 && w.name == a.target.1
-            });
+        let target = ctx
+            .inv
+            .workloads_in(&a.namespace)
+            .iter()
+            .map(|i| &ctx.inv.workloads[*i])
+            .find(|w| w.kind == a.target.0 && w.name == a.target.1);
         let (start, start_how) = match target.and_then(|w| w.ready_after.clone()) {
             Some((s, how)) => (s, format!("pod start ≥ {s} s ({how})")),
             None => (
