@@ -604,6 +604,22 @@ fn sb203_calls_annotation_names_callers() {
     assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
 }
 
+#[test]
+fn a_destination_rule_host_with_a_dot_is_taken_as_written() {
+    // Istio expands only names without a dot: `cart` and the FQDN name
+    // cart's Service, `cart.shop` names a host no Service has.
+    let pool_hop = |host: &str| {
+        let text = POOL_SCALE
+            .replace("POOL", "10")
+            .replace("  host: cart\n", &format!("  host: {host}\n"));
+        let r = audit_texts(&[("cart.yaml", &text)]);
+        cart_pool(&r).map(|h| h.limit)
+    };
+    assert_eq!(pool_hop("cart"), Some(Some(10.0)));
+    assert_eq!(pool_hop("cart.shop.svc.cluster.local"), Some(Some(10.0)));
+    assert_eq!(pool_hop("cart.shop"), None, "a literal host, not cart's");
+}
+
 /// A Sidecar resource for `frontend` with the given egress hosts.
 fn egress(hosts: &str) -> String {
     format!(

@@ -395,19 +395,10 @@ impl Inventory {
                 .or_insert(i);
         }
         for (i, dr) in self.destination_rules.iter().enumerate() {
-            let h = fqdn(&dr.host, &dr.namespace);
+            let h = config_host(&dr.host, &dr.namespace);
             match h.strip_prefix('*') {
                 Some(suffix) => ix.dr_wild.push((suffix.to_string(), i)),
-                None => {
-                    // A dotted host is also kept as written: Istio leaves
-                    // it unexpanded, which is how a ServiceEntry host
-                    // (`cart.internal`) is named.
-                    let raw = dr.host.to_ascii_lowercase();
-                    if raw.contains('.') && raw != h {
-                        ix.dr_exact.entry(raw).or_default().push(i);
-                    }
-                    ix.dr_exact.entry(h).or_default().push(i);
-                }
+                None => ix.dr_exact.entry(h).or_default().push(i),
             }
         }
         for (i, w) in self.workloads.iter().enumerate() {
@@ -555,6 +546,20 @@ impl Inventory {
     }
 }
 
+/// A host written in Istio config (a DestinationRule's `host`), as Istio
+/// resolves it: only a name without a dot is short for
+/// `name.<namespace>.svc.cluster.local`; a dotted name (`reviews.prod`,
+/// `cart.internal`) and a wildcard are taken as written — istio/istio
+/// `ResolveShortnameToFQDN` (pkg/config/model.go). Unlike [`fqdn`], which
+/// follows the Kubernetes DNS search path a workload's own address uses.
+pub fn config_host(host: &str, ns: &str) -> String {
+    if host.contains('.') || host.starts_with('*') {
+        host.to_ascii_lowercase()
+    } else {
+        fqdn(host, ns)
+    }
+}
+
 /// Istio's host resolution: a name without a dot is short for
 /// `name.<namespace of the rule>.svc.cluster.local`; `name.ns` and
 /// `name.ns.svc` are completed to the FQDN; wildcards are kept.
@@ -574,6 +579,20 @@ pub fn fqdn(host: &str, ns: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_hosts_expand_only_names_without_a_dot() {
+        assert_eq!(
+            config_host("reviews", "bookinfo"),
+            "reviews.bookinfo.svc.cluster.local"
+        );
+        assert_eq!(config_host("reviews.prod", "x"), "reviews.prod");
+        assert_eq!(config_host("Cart.Internal", "x"), "cart.internal");
+        assert_eq!(
+            config_host("*.prod.svc.cluster.local", "x"),
+            "*.prod.svc.cluster.local"
+        );
+    }
 
     #[test]
     fn istio_host_resolution() {
