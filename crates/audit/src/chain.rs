@@ -131,6 +131,7 @@ fn ser_layers<S: serde::Serializer>(l: &[RetryLayer], s: S) -> Result<S::Ok, S::
             "connection_failure": layer.on[0],
             "status_503": layer.on[1],
             "timeout": layer.on[2],
+            "redispatched": layer.redispatch.map(|r| r.moved),
         }))?;
     }
     seq.end()
@@ -309,6 +310,9 @@ fn pod_hops(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> Vec<Hop> {
 struct Caller {
     /// Its namespace (None: not known; the lookup starts at the service's).
     ns: Option<String>,
+    /// The ServiceEntry host it calls through (its DestinationRule is
+    /// looked up by that host).
+    via: Option<model::calls::Via>,
     /// Its pods (one client sidecar each).
     pods: u32,
     /// Who it is, for the `how`.
@@ -317,22 +321,24 @@ struct Caller {
 
 /// The callers of `svc` the configs show: the ingress gateway for a
 /// gateway route, else the sidecar workloads that call it.
-fn mesh_callers(
-    inv: &Inventory,
-    callers: &std::collections::HashMap<(String, String), Vec<usize>>,
-    svc: &Service,
-) -> Vec<Caller> {
+fn mesh_callers(inv: &Inventory, callers: &model::calls::CallerMap, svc: &Service) -> Vec<Caller> {
     callers
         .get(&(svc.namespace.clone(), svc.name.clone()))
         .into_iter()
         .flatten()
-        .map(|i| {
-            let w = &inv.workloads[*i];
+        .map(|c| {
+            let w = &inv.workloads[c.workload];
             let (n, _) = replicas(inv, w);
+            let via = c
+                .via
+                .as_ref()
+                .map(|v| format!(" through {}", v.what))
+                .unwrap_or_default();
             Caller {
                 ns: Some(w.namespace.clone()),
+                via: c.via.clone(),
                 pods: n,
-                who: format!("calling pods ({}/{})", w.namespace, w.name),
+                who: format!("calling pods ({}/{}) [{}{via}]", w.namespace, w.name, c.how),
             }
         })
         .collect()
@@ -353,6 +359,7 @@ fn pool_hop(
 ) -> (Option<Hop>, bool) {
     let unknown = [Caller {
         ns: None,
+        via: None,
         pods: 1,
         who: "per caller proxy (callers not in the configs)".into(),
     }];
@@ -364,7 +371,11 @@ fn pool_hop(
     let mut budget = true;
     let mut unlimited = false;
     for c in callers {
-        let Some(dr) = inv.destination_rule_for(svc, c.ns.as_deref()) else {
+        let dr = match &c.via {
+            Some(v) => inv.destination_rule_for_host(&v.host, &v.namespace, c.ns.as_deref()),
+            None => inv.destination_rule_for(svc, c.ns.as_deref()),
+        };
+        let Some(dr) = dr else {
             unlimited = true;
             budget = false;
             continue;
@@ -650,6 +661,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         on: [true; 3],
         per_try: None,
         default: false,
+        redispatch: None,
     });
     let caller_map = inv.callers();
     let mut ingress_edges: Vec<Edge> = Vec::new();
@@ -680,8 +692,13 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 let explicit = b.retries.is_some() || b.retry_on.is_some();
                 let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
                 layers.push(
-                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit)
-                        .redispatching(b.redispatch_interval),
+                    RetryLayer::haproxy(b.retries(), &b.retry_on(), explicit).redispatching(
+                        b.redispatch_interval,
+                        b.servers
+                            .iter()
+                            .filter(|s| !s.backup && !s.disabled)
+                            .count(),
+                    ),
                 );
                 let target = b
                     .servers
@@ -738,6 +755,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                         let (n, _) = replicas(inv, g);
                         callers.push(Caller {
                             ns: Some(g.namespace.clone()),
+                            via: None,
                             pods: n,
                             who: format!("ingress gateway pods ({})", g.name),
                         });

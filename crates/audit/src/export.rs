@@ -11,12 +11,16 @@
 //! a `[[service]]` (sidecar limit per pod, app workers, replicas, the
 //! autoscaler's metric mapped to `app_cpu`, `pod_cpu` or
 //! `sidecar_saturation`). Traffic: `--load ROUTE=RATE`, else 80% of the
-//! route's first-to-saturate capacity by Little's law, else 100/s.
+//! route's first-to-saturate capacity by Little's law, else 100/s. An
+//! HPA's `behavior` has no field in the format: it is written as a
+//! comment, marked NOT CARRIED when it is not Kubernetes' default
+//! ([`behavior_note`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::chain::{Chain, ChainOptions, HopKind, pod_limits, replicas};
+use crate::model::behavior::Behavior;
 use crate::model::{Inventory, Metric, Workload};
 use crate::units::{scenario_duration, trim};
 
@@ -292,6 +296,9 @@ fn service_block(
             } else {
                 ""
             };
+            if let Some(b) = &a.behavior {
+                let _ = writeln!(s, "{}", behavior_note(b));
+            }
             let _ = writeln!(
                 s,
                 "autoscaler = {{ metric = \"{metric}\", target = {}, min = {}, max = {}, pod_start = \"30s\" }}   # {} {}/{}; pod_start: ASSUMPTION{mark}",
@@ -306,4 +313,28 @@ fn service_block(
     }
     s.push('\n');
     s
+}
+
+/// The comment that carries an HPA's `behavior` into the scenario: the
+/// scenario format (docs/scenarios.md, `[service.autoscaler]`, this
+/// release) has no field for it, and the simulator's HPA always runs
+/// Kubernetes' default behavior. Defaults lose nothing; anything else is
+/// written out as NOT CARRIED, so whoever runs the scenario sees which
+/// scaling the run does not reproduce.
+pub fn behavior_note(b: &Behavior) -> String {
+    if b.up.default && b.down.default {
+        return "# HPA behavior: Kubernetes' defaults, which the simulator's HPA applies".into();
+    }
+    let side = |name: &str, r: &crate::model::behavior::Rules| {
+        if r.default {
+            format!("{name} defaults")
+        } else {
+            format!("{name} {}", r.describe())
+        }
+    };
+    format!(
+        "# NOT CARRIED: HPA behavior ({}; {}). The scenario format has no behavior field ({SCENARIO_FORMAT}); the simulated HPA uses Kubernetes' defaults (scaleUp: max of 100% and 4 pods per 15 s, no window; scaleDown: 100% per 15 s, 300 s window), so its scaling differs from this HPA's",
+        side("scaleUp", &b.up),
+        side("scaleDown", &b.down)
+    )
 }

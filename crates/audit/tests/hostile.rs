@@ -125,7 +125,7 @@ proptest! {
 
     #[test]
     fn yaml_reader_never_panics_on_manifest_like_text(
-        kind in prop::sample::select(vec!["Deployment", "Service", "HorizontalPodAutoscaler", "DestinationRule", "VirtualService", "List", "EnvoyFilter", "ScaledObject", "Sidecar", "HTTPRoute"]),
+        kind in prop::sample::select(vec!["Deployment", "Service", "HorizontalPodAutoscaler", "DestinationRule", "VirtualService", "List", "EnvoyFilter", "ScaledObject", "Sidecar", "HTTPRoute", "ServiceEntry", "Node"]),
         api in prop::sample::select(vec!["v1", "apps/v1", "autoscaling/v2", "autoscaling/v1", "networking.istio.io/v1", "keda.sh/v1alpha1", "gateway.networking.k8s.io/v1"]),
         body in "[a-zA-Z0-9:{}\\[\\], \n-]{0,300}",
     ) {
@@ -133,6 +133,24 @@ proptest! {
         let r = audit_texts(&[("p.yaml", &text)]);
         for f in &r.findings {
             prop_assert!(f.pos.line >= 1 && f.pos.line <= 400, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn call_resolution_never_panics_on_hostile_hosts(
+        egress in prop::collection::vec("[a-z.*~/-]{0,20}", 0..6),
+        entry in prop::collection::vec("[a-z.*-]{0,20}", 0..4),
+        addr in "[a-z.:/*-]{0,24}",
+        zone in "[a-z0-9-]{0,6}",
+    ) {
+        let q = |v: &[String]| v.iter().map(|h| format!("{h:?}")).collect::<Vec<_>>().join(", ");
+        let text = format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n1, labels: {{topology.kubernetes.io/zone: {zone:?}}}}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: a}}\nspec:\n  template:\n    metadata: {{labels: {{app: a, sidecar.istio.io/inject: \"true\"}}, annotations: {{stormbreak.io/calls: {addr:?}}}}}\n    spec:\n      nodeName: n1\n      containers: [{{name: a, env: [{{name: X, value: {addr:?}}}]}}]\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: a}}\nspec: {{selector: {{app: a}}}}\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: s}}\nspec:\n  egress:\n  - hosts: [{}]\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: e}}\nspec:\n  hosts: [{}]\n  location: MESH_INTERNAL\n  workloadSelector: {{labels: {{app: a}}}}\n  endpoints: [{{address: {addr:?}}}]\n",
+            q(&egress), q(&entry)
+        );
+        let r = audit_texts(&[("p.yaml", &text)]);
+        for f in &r.findings {
+            prop_assert!(f.pos.line >= 1 && f.pos.line <= 60, "{f:?}");
         }
     }
 

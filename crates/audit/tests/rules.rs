@@ -604,6 +604,217 @@ fn sb203_calls_annotation_names_callers() {
     assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
 }
 
+#[test]
+fn a_destination_rule_host_with_a_dot_is_taken_as_written() {
+    // Istio expands only names without a dot: `cart` and the FQDN name
+    // cart's Service, `cart.shop` names a host no Service has.
+    let pool_hop = |host: &str| {
+        let text = POOL_SCALE
+            .replace("POOL", "10")
+            .replace("  host: cart\n", &format!("  host: {host}\n"));
+        let r = audit_texts(&[("cart.yaml", &text)]);
+        cart_pool(&r).map(|h| h.limit)
+    };
+    assert_eq!(pool_hop("cart"), Some(Some(10.0)));
+    assert_eq!(pool_hop("cart.shop.svc.cluster.local"), Some(Some(10.0)));
+    assert_eq!(pool_hop("cart.shop"), None, "a literal host, not cart's");
+}
+
+/// A Sidecar resource for `frontend` with the given egress hosts.
+fn egress(hosts: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: frontend, namespace: shop}}\nspec:\n  workloadSelector: {{labels: {{app: frontend}}}}\n  egress:\n  - hosts: {hosts}\n"
+    )
+}
+
+/// The pool hop of the chain that reaches cart.
+fn cart_pool(r: &stormbreak_audit::Report) -> Option<stormbreak_audit::chain::Hop> {
+    r.chains
+        .iter()
+        .find(|c| c.route.ends_with("cart") || c.route.contains("shop/cart"))
+        .and_then(|c| {
+            c.hops
+                .iter()
+                .find(|h| h.kind == stormbreak_audit::chain::HopKind::Pool)
+                .cloned()
+        })
+}
+
+#[test]
+fn a_sidecar_egress_host_names_a_caller() {
+    // frontend's env names no address; its Sidecar imports cart by name:
+    // 3 calling pods × 48 = 144 > 64, so SB203 is quiet.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no")
+        + &egress("[./cart.shop.svc.cluster.local, istio-system/*]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let pool = cart_pool(&r).expect("a pool hop");
+    assert_eq!(pool.limit, Some(144.0), "{}", pool.how);
+    assert!(
+        pool.how
+            .contains("Sidecar egress host cart.shop.svc.cluster.local"),
+        "{}",
+        pool.how
+    );
+}
+
+#[test]
+fn a_wildcard_egress_host_invents_no_call() {
+    // `./*` says what the proxy may reach, not what it calls: no caller.
+    let text =
+        POOL_SCALE.replace("POOL", "48") + &CALLER.replace("ADDR", "no") + &egress("[\"./*\"]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn a_call_the_sidecar_egress_does_not_import_has_no_pool() {
+    // The env names cart, but the Sidecar imports only `other`: the call
+    // leaves through the PassthroughCluster, where cart's pool does not
+    // apply, so frontend is not counted as one of the pool's callers.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart:8080")
+        + &egress("[./other.shop.svc.cluster.local]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // With a namespace-wide import it is counted again.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart:8080")
+        + &egress("[\"./*\"]");
+    assert!(of(&audit_texts(&[("cart.yaml", &text)]), "SB203").is_empty());
+    // A host without `namespace/` is an SB001 with its line.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no")
+        + &egress("[cart.shop.svc.cluster.local]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "{:?}", r.findings);
+    assert!(
+        bad[0].message.contains("namespace/dnsName"),
+        "{}",
+        bad[0].message
+    );
+    assert_eq!(bad[0].pos.line, 64, "points at hosts");
+}
+
+/// A ServiceEntry in shop with the given location and extra fields.
+fn service_entry(host: &str, rest: &str) -> String {
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: cart-internal, namespace: shop}}\nspec:\n  hosts: [{host}]\n  ports: [{{number: 80, name: http, protocol: HTTP}}]\n{rest}"
+    )
+}
+
+#[test]
+fn a_service_entry_host_leads_to_the_service_behind_it_with_its_own_rule() {
+    // frontend calls cart.internal; a MESH_INTERNAL entry selects cart's
+    // pods. The caller's cluster is named by the entry's host, so the
+    // DestinationRule on cart.internal (10) applies, not cart's (48):
+    // 3 × 10 = 30 ≤ 64, SB203 fires and names the entry.
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart-internal, namespace: shop}\nspec:\n  host: cart.internal\n  trafficPolicy:\n    connectionPool:\n      http: {http2MaxRequests: 10, maxRetries: 3}\n";
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart.internal")
+        + &service_entry(
+            "cart.internal",
+            "  location: MESH_INTERNAL\n  resolution: STATIC\n  workloadSelector: {labels: {app: cart}}\n",
+        )
+        + dr;
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert_eq!(r.counts.read.get("ServiceEntry"), Some(&1));
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(m.contains("admits 30 requests"), "{m}");
+    assert!(
+        m.contains("through ServiceEntry shop/cart-internal host cart.internal"),
+        "{m}"
+    );
+    // An endpoint address naming the Service leads there too.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart.internal")
+        + &service_entry(
+            "cart.internal",
+            "  resolution: DNS\n  endpoints: [{address: cart.shop.svc.cluster.local}]\n",
+        )
+        + dr;
+    assert!(
+        of(&audit_texts(&[("cart.yaml", &text)]), "SB203")[0]
+            .message
+            .contains("admits 30 requests")
+    );
+}
+
+#[test]
+fn an_external_service_entry_is_not_a_call_between_services() {
+    // An entry for an external API with no audited workload behind it:
+    // frontend's call to it is not a call to cart.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "https://api.payments.example.com")
+        + &service_entry(
+            "api.payments.example.com",
+            "  location: MESH_EXTERNAL\n  resolution: DNS\n",
+        );
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // A bad location is an SB001 with its line.
+    let bad =
+        POOL_SCALE.replace("POOL", "48") + &service_entry("x.example.com", "  location: OUTSIDE\n");
+    let r = audit_texts(&[("cart.yaml", &bad)]);
+    assert!(
+        of(&r, "SB001")[0]
+            .message
+            .contains("MESH_EXTERNAL or MESH_INTERNAL"),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[test]
+fn a_mesh_virtual_service_sends_the_call_to_its_destination() {
+    // frontend calls cart-front; a mesh VirtualService routes cart-front
+    // to cart, so frontend is one of cart's pool callers: 3 × 48 > 64.
+    let front = "---\napiVersion: v1\nkind: Service\nmetadata: {name: cart-front, namespace: shop}\nspec: {selector: {app: cart-front}}\n";
+    let vs = "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart-front, namespace: shop}\nspec:\n  hosts: [cart-front]\n  http:\n  - route:\n    - destination: {host: cart}\n";
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart-front")
+        + front
+        + vs;
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+    let pool = cart_pool(&r).expect("a pool hop");
+    assert_eq!(pool.limit, Some(144.0), "{}", pool.how);
+    assert!(
+        pool.how
+            .contains("routed by a mesh VirtualService for cart-front"),
+        "{}",
+        pool.how
+    );
+    // Without the VirtualService the call stays with cart-front: cart has
+    // no known caller.
+    let text =
+        POOL_SCALE.replace("POOL", "48") + &CALLER.replace("ADDR", "http://cart-front") + front;
+    let f = of(&audit_texts(&[("cart.yaml", &text)]), "SB203").len();
+    assert_eq!(f, 1);
+}
+
 /// An HAProxy backend with dynamic maxconn: three servers minconn 10,
 /// maxconn 100, maxqueue 10, fullconn FULL.
 const DYNAMIC: &str = "global\n    maxconn 4000\n\nfrontend www\n    bind :80\n    maxconn 3000\n    default_backend app\n\nbackend app\n    FULL\n    server a 10.0.0.1:80 minconn 10 maxconn 100 maxqueue 10\n    server b 10.0.0.2:80 minconn 10 maxconn 100 maxqueue 10\n    server c 10.0.0.3:80 minconn 10 maxconn 100 maxqueue 10\n";
@@ -684,7 +895,7 @@ fn haproxy_redispatch_says_where_retries_go() {
     let last = layer(&cfg("    option redispatch\n"));
     assert!(
         last.what
-            .contains("1 of 3 retries elsewhere, 3 on the first server"),
+            .contains("1 of 3 retries elsewhere; 3 attempts on the server first chosen"),
         "{}",
         last.what
     );
@@ -706,6 +917,83 @@ fn haproxy_redispatch_says_where_retries_go() {
         bad[0].message.contains("option redispatch"),
         "{}",
         bad[0].message
+    );
+}
+
+#[test]
+fn haproxy_redispatch_changes_the_one_failing_server_figure() {
+    use stormbreak_audit::chain::ChainOptions;
+    use stormbreak_audit::inputs::{Collected, Format, Source};
+    use stormbreak_audit::model::FailureClass;
+    use stormbreak_audit::rules::{amplification, one_server_amplification};
+    // Clients retry 3 times in all; HAProxy retries 3 on conn-failure.
+    let run = |opt: &str, servers: &str| {
+        let text = format!(
+            "frontend www\n    bind :80\n    maxconn 100\n    default_backend app\n\nbackend app\n    retries 3\n{opt}{servers}"
+        );
+        let c = Collected {
+            sources: vec![Source {
+                name: "haproxy.cfg".into(),
+                format: Format::Haproxy,
+                bytes: text.into_bytes(),
+            }],
+            findings: Vec::new(),
+        };
+        let opts = ChainOptions {
+            client_attempts: 3,
+            ..ChainOptions::default()
+        };
+        stormbreak_audit::audit(c, &opts).0
+    };
+    let two = "    server a 10.0.0.1:80 maxconn 50\n    server b 10.0.0.2:80 maxconn 50\n";
+    let cf = FailureClass::ConnectFailure;
+    // No redispatch: the dead server takes all 4 attempts, HAProxy answers
+    // 503 and the clients' 3 attempts multiply: 12.
+    let none = run("", two);
+    assert_eq!(one_server_amplification(&none.chains[0], cf).unwrap().0, 12);
+    // The default interval: retry 3 goes to b and is answered: 3 on a, and
+    // the clients never see the failure.
+    let last = run("    option redispatch\n", two);
+    let (n, how) = one_server_amplification(&last.chains[0], cf).unwrap();
+    assert_eq!(n, 3, "{how}");
+    assert!(how.contains("sends retry 3 to another server"), "{how}");
+    // Every retry elsewhere: only the first attempt hits a.
+    let every = run("    option redispatch 1\n", two);
+    assert_eq!(one_server_amplification(&every.chains[0], cf).unwrap().0, 1);
+    // Every second retry: attempts 1 and 2 on a, retry 2 elsewhere.
+    let second = run("    option redispatch 2\n", two);
+    assert_eq!(
+        one_server_amplification(&second.chains[0], cf).unwrap().0,
+        2
+    );
+    // One server: there is no other one to go to.
+    let one = run(
+        "    option redispatch 1\n",
+        "    server a 10.0.0.1:80 maxconn 50\n",
+    );
+    assert_eq!(one_server_amplification(&one.chains[0], cf).unwrap().0, 12);
+    // Every server failing: redispatch only moves attempts between failing
+    // servers, the whole-destination figure is 12 either way.
+    for r in [&none, &last, &every] {
+        assert_eq!(amplification(&r.chains[0], cf).0, 12);
+    }
+    // SB301 states both figures.
+    let f = of(&last, "SB301");
+    assert_eq!(f.len(), 1, "{:?}", last.findings);
+    assert!(
+        f[0].message.contains("12 attempts on a connection failure")
+            && f[0]
+                .message
+                .contains("on one failing HAProxy server (the others healthy): 3"),
+        "{}",
+        f[0].message
+    );
+    let f = of(&none, "SB301");
+    assert!(
+        f[0].message
+            .contains("on one failing HAProxy server (the others healthy): 12"),
+        "{}",
+        f[0].message
     );
 }
 
@@ -762,12 +1050,14 @@ fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
         let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
         assert!(r.findings.is_empty(), "{b}: {:?}", r.findings);
     }
-    // selectPolicy Min takes the slow one: fires again.
+    // selectPolicy Min takes the slow one: fires again. So does SB105:
+    // the default scaleDown drops 40 → 10 after a 315 s dip, and this
+    // scale-up needs far longer than that to bring the 30 pods back.
     let min = SLOW_UP.to_string()
         + "      - {type: Percent, value: 100, periodSeconds: 60}\n      selectPolicy: Min\n";
     assert_eq!(
         ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &min))])),
-        vec!["SB104"]
+        vec!["SB104", "SB105"]
     );
     // A bad selectPolicy is an SB001 with its line; the rest still runs.
     let bad = SLOW_UP.replace("stabilizationWindowSeconds: 60", "selectPolicy: Fastest");
@@ -777,6 +1067,60 @@ fn sb104_quiet_on_defaults_fast_policies_and_scale_down_only() {
         "{:?}",
         r.findings
     );
+}
+
+#[test]
+fn sb105_a_scale_down_window_shorter_than_the_way_back_flaps() {
+    // No window, 100% per 15 s: a 15 s dip takes 40 pods to 10; back
+    // takes 10 → 20 → 40 (30 s) + the assumed 30 s pod start.
+    let b = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n";
+    let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", b))]);
+    assert_eq!(ids(&r), vec!["SB105"], "{:?}", r.findings);
+    let f = &of(&r, "SB105")[0];
+    let m = &f.message;
+    assert!(m.contains("a dip of 15 s"), "{m}");
+    assert!(
+        m.contains("from maxReplicas 40 to 10 in one sync (30 pods)"),
+        "{m}"
+    );
+    assert!(
+        m.contains("takes 60 s (scale-up 10 → 40 30 s + pod start 30 s (ASSUMPTION"),
+        "{m}"
+    );
+    assert!(m.contains("stabilizationWindowSeconds ≥ 45 s"), "{m}");
+    assert_eq!(f.pos.line, 23, "points at scaleDown");
+    // A 60 s window is enough for a 30 s start, not for a startup probe
+    // that cannot pass before 120 s.
+    let b60 = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 60\n";
+    assert!(ids(&audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", b60))])).is_empty());
+    let slow_start = hpa("autoscaling/v2", b60).replace(
+        "containers: [{name: cart, image: cart:1}]",
+        "containers: [{name: cart, image: cart:1, startupProbe: {httpGet: {path: /, port: 8080}, initialDelaySeconds: 120}}]",
+    );
+    let r = audit_texts(&[("cart.yaml", &slow_start)]);
+    let f = of(&r, "SB105");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message
+            .contains("pod start ≥ 120 s (startupProbe.initialDelaySeconds 120"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb105_quiet_on_defaults_gentle_policies_and_disabled_scale_down() {
+    for b in [
+        // Kubernetes' defaults: 300 s window ≥ 60 s back.
+        String::new(),
+        // No window, but 10% per 60 s removes 4 of 40 per sync.
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      policies:\n      - {type: Percent, value: 10, periodSeconds: 60}\n".to_string(),
+        // Scale-down off.
+        "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      selectPolicy: Disabled\n".to_string(),
+    ] {
+        let r = audit_texts(&[("cart.yaml", &hpa("autoscaling/v2", &b))]);
+        assert!(of(&r, "SB105").is_empty(), "{b}: {:?}", r.findings);
+    }
 }
 
 /// A Gateway API HTTPRoute to cart with the given rule fields.

@@ -225,6 +225,37 @@ impl Rules {
         None
     }
 
+    /// Replicas left after the first scale-down sync from `from` when the
+    /// recommendation has dropped to `to` for the whole stabilization
+    /// window: each policy bounds the replicas to `from − n` (`Pods`) or
+    /// ⌈from × (1 − p/100)⌉ (`Percent`), counted from the replicas at the
+    /// start of its period (here `from`); `selectPolicy: Max` (the default)
+    /// takes the policy allowing the largest change, i.e. the lowest bound,
+    /// `Min` the highest, `Disabled` none. As the HPA controller's
+    /// scale-down limit (Kubernetes "Horizontal Pod Autoscaling", "Scaling
+    /// policies").
+    pub fn one_step_down(&self, from: u32, to: u32) -> u32 {
+        if to >= from || self.select == Select::Disabled || self.policies.is_empty() {
+            return from;
+        }
+        let bound = |p: &Policy| -> u64 {
+            match p {
+                Policy::Pods { n, .. } => (from as u64).saturating_sub(*n as u64),
+                Policy::Percent { pct, .. } => {
+                    let keep = 100u64.saturating_sub((*pct).min(100) as u64);
+                    (from as u64 * keep).div_ceil(100)
+                }
+            }
+        };
+        let bounds = self.policies.iter().map(bound);
+        let limit = match self.select {
+            Select::Min => bounds.max(),
+            _ => bounds.min(),
+        }
+        .unwrap_or(from as u64);
+        (limit.max(to as u64)).min(from as u64) as u32
+    }
+
     /// A short description.
     pub fn describe(&self) -> String {
         let ps: Vec<String> = self
@@ -286,5 +317,38 @@ mod tests {
             ..r
         };
         assert_eq!(zero.seconds_to_reach(10, 20), None);
+    }
+
+    #[test]
+    fn scale_down_limits_as_the_controller_takes_them() {
+        let d = Behavior::default().down;
+        // 100% per 15 s: straight to the recommendation.
+        assert_eq!(d.one_step_down(40, 10), 10);
+        let gentle = Rules {
+            window: 300,
+            policies: vec![
+                Policy::Percent {
+                    pct: 10,
+                    period: 60,
+                },
+                Policy::Pods { n: 2, period: 60 },
+            ],
+            select: Select::Max,
+            default: false,
+        };
+        // Max: the larger change, 40 − max(⌈40 × 0.9⌉ = 36 → 4, 2) = 36.
+        assert_eq!(gentle.one_step_down(40, 10), 36);
+        let min = Rules {
+            select: Select::Min,
+            ..gentle.clone()
+        };
+        assert_eq!(min.one_step_down(40, 10), 38);
+        let off = Rules {
+            select: Select::Disabled,
+            ..gentle
+        };
+        assert_eq!(off.one_step_down(40, 10), 40);
+        // Never below the recommendation.
+        assert_eq!(d.one_step_down(40, 39), 39);
     }
 }

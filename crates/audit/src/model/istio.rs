@@ -5,7 +5,8 @@
 //! References: Istio 1.27 reference docs, "Destination Rule"
 //! <https://istio.io/v1.27/docs/reference/config/networking/destination-rule/>,
 //! "Virtual Service" <https://istio.io/v1.27/docs/reference/config/networking/virtual-service/>,
-//! "Sidecar" <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>;
+//! "Sidecar" <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>,
+//! "Service Entry" <https://istio.io/v1.27/docs/reference/config/networking/service-entry/>;
 //! Gateway API v1.7 "HTTPRoute" <https://gateway-api.sigs.k8s.io/reference/spec/>
 //! (`rules[].timeouts.request`, `rules[].timeouts.backendRequest`, GEP-1742;
 //! `rules[].retry` with `attempts`, `codes`, `backoff`, GEP-1731, in the
@@ -258,6 +259,45 @@ pub struct SidecarSpec {
     /// Inbound connection pool of the selected workloads' sidecars.
     #[serde(default)]
     pub inbound_connection_pool: Option<ConnectionPool>,
+    /// Egress listeners: the hosts the selected workloads' proxies are
+    /// configured to reach (absent: every host in the mesh).
+    #[serde(default)]
+    pub egress: Vec<EgressListener>,
+}
+
+/// `IstioEgressListener` (only `hosts` is read).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EgressListener {
+    /// Hosts in `namespace/dnsName` form (`*`, `.` and `~` namespaces;
+    /// a `*` or `*.suffix` dnsName).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// `ServiceEntry.spec` (the parts that say which workloads serve its hosts).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceEntrySpec {
+    /// Hosts added to the mesh's registry.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// `MESH_EXTERNAL` (the default) or `MESH_INTERNAL`.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// Static or DNS endpoints.
+    #[serde(default)]
+    pub endpoints: Vec<ServiceEntryEndpoint>,
+    /// Pods (or WorkloadEntries) serving the hosts (`MESH_INTERNAL` only).
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+}
+
+/// `WorkloadEntry` as an endpoint of a ServiceEntry (only `address`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServiceEntryEndpoint {
+    /// An IP or a DNS name (with `resolution: DNS`).
+    #[serde(default)]
+    pub address: String,
 }
 
 /// `WorkloadSelector`.

@@ -62,6 +62,16 @@ pub fn load(sources: &[Source]) -> Inventory {
     let namespaces = std::mem::take(&mut inv.namespaces);
     for w in &mut inv.workloads {
         decide_sidecar(w, namespaces.get(&w.namespace));
+        // A pod pinned to a node is where that node's labels say; what the
+        // pod spec pins itself wins.
+        if let Some(labels) = w.node.as_ref().and_then(|n| inv.nodes.get(n)) {
+            if w.region.is_none() {
+                w.region = labels.get(workload::REGION_LABEL).cloned();
+            }
+            if w.zone.is_none() {
+                w.zone = labels.get(workload::ZONE_LABEL).cloned();
+            }
+        }
         for p in std::mem::take(&mut w.problems) {
             inv.findings
                 .push(parse_finding(w.src.pos.clone(), &w.key(), p));
@@ -148,6 +158,14 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                 count(inv, "Namespace");
                 let name = n.metadata.name.clone().unwrap_or_default();
                 inv.namespaces
+                    .insert(name, n.metadata.labels.unwrap_or_default());
+            }
+        }
+        (_, "v1", "Node") => {
+            if let Some(n) = typed::<k8s_openapi::api::core::v1::Node>(inv, raw) {
+                count(inv, "Node");
+                let name = n.metadata.name.clone().unwrap_or_default();
+                inv.nodes
                     .insert(name, n.metadata.labels.unwrap_or_default());
             }
         }
@@ -307,6 +325,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
             if let Some(o) = typed::<Object<istio::SidecarSpec>>(inv, raw) {
                 count(inv, "Sidecar");
                 record_ignores(inv, "Sidecar", &o.metadata, None);
+                sidecar_egress(inv, raw, &o);
                 if o.spec.inbound_connection_pool.is_some() {
                     match PoolLimits::read(o.spec.inbound_connection_pool.as_ref()) {
                         Ok(pool) => {
@@ -325,6 +344,11 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                             .push(parse_finding(raw.pos.clone(), "Sidecar", e)),
                     }
                 }
+            }
+        }
+        ("networking.istio.io", _, "ServiceEntry") => {
+            if let Some(o) = typed::<Object<istio::ServiceEntrySpec>>(inv, raw) {
+                service_entry(inv, raw, o);
             }
         }
         ("networking.istio.io", _, "EnvoyFilter") => {
@@ -511,7 +535,6 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         .as_ref()
         .and_then(|lb| lb.locality_lb_setting.as_ref())
         .filter(|l| l.enabled != Some(false))
-        .filter(|l| !l.failover.is_empty() || !l.failover_priority.is_empty())
         .map(|l| super::LocalityFailover {
             pairs: l
                 .failover
@@ -769,4 +792,76 @@ fn envoy_filter(inv: &mut Inventory, raw: &RawObject, o: Object<istio::EnvoyFilt
             limit,
         });
     }
+}
+
+/// A Sidecar's `egress[].hosts`, each `namespace/dnsName`; a host without
+/// the `/` is an SB001 (Istio rejects it), at most
+/// [`workload::MAX_CALLS`] kept.
+fn sidecar_egress(inv: &mut Inventory, raw: &RawObject, o: &Object<istio::SidecarSpec>) {
+    let (namespace, name) = names(&o.metadata);
+    let k = key("Sidecar", &namespace, &name);
+    let s = src(raw);
+    let mut hosts = Vec::new();
+    for h in o.spec.egress.iter().flat_map(|e| &e.hosts) {
+        match h.split_once('/') {
+            Some((ns, dns)) if !ns.is_empty() && !dns.is_empty() && !dns.contains('/') => {
+                hosts.push((ns.to_string(), dns.to_ascii_lowercase()))
+            }
+            _ => inv.findings.push(parse_finding(
+                s.line_of("hosts"),
+                &k,
+                format!(
+                    "egress[].hosts: expected namespace/dnsName such as \"./reviews.prod.svc.cluster.local\" or \"istio-system/*\", got {h:?}"
+                ),
+            )),
+        }
+    }
+    hosts.truncate(workload::MAX_CALLS);
+    if hosts.is_empty() {
+        return;
+    }
+    inv.sidecars.push(SidecarEgress {
+        src: s,
+        namespace,
+        name,
+        selector: o.spec.workload_selector.as_ref().map(|w| w.labels.clone()),
+        hosts,
+    });
+}
+
+fn service_entry(inv: &mut Inventory, raw: &RawObject, o: Object<istio::ServiceEntrySpec>) {
+    count(inv, "ServiceEntry");
+    record_ignores(inv, "ServiceEntry", &o.metadata, None);
+    let (namespace, name) = names(&o.metadata);
+    let internal = match o.spec.location.as_deref() {
+        None | Some("MESH_EXTERNAL") => false,
+        Some("MESH_INTERNAL") => true,
+        Some(other) => {
+            inv.findings.push(parse_finding(
+                src(raw).line_of("location"),
+                &key("ServiceEntry", &namespace, &name),
+                format!("location: expected MESH_EXTERNAL or MESH_INTERNAL, got {other:?}"),
+            ));
+            false
+        }
+    };
+    let mut hosts = o.spec.hosts;
+    hosts.truncate(workload::MAX_CALLS);
+    let mut endpoints: Vec<String> = o
+        .spec
+        .endpoints
+        .into_iter()
+        .map(|e| e.address)
+        .filter(|a| !a.is_empty())
+        .collect();
+    endpoints.truncate(workload::MAX_CALLS);
+    inv.service_entries.push(ServiceEntry {
+        src: src(raw),
+        namespace,
+        name,
+        hosts,
+        internal,
+        selector: o.spec.workload_selector.map(|w| w.labels),
+        endpoints,
+    });
 }

@@ -2,6 +2,7 @@
 //! position; unknown kinds counted; objects that fail to parse reported.
 
 pub mod behavior;
+pub mod calls;
 pub mod istio;
 mod load;
 pub mod pool;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 pub use load::load;
 pub use pool::{Limit, PoolLimits};
-pub use retry::{FailureClass, RetryLayer};
+pub use retry::{FailureClass, Redispatch, RetryLayer};
 pub use workload::{ContainerInfo, SidecarInfo, Workload};
 
 use crate::finding::{Finding, Pos};
@@ -174,8 +175,9 @@ pub struct DestinationRule {
     pub subsets: Vec<(String, PoolLimits)>,
     /// Outlier detection.
     pub outlier: Option<Outlier>,
-    /// Locality failover (`localityLbSetting`, when enabled and it names
-    /// `failover` or `failoverPriority`).
+    /// Locality failover (`localityLbSetting`, when present and not
+    /// `enabled: false`; its `failover` and `failoverPriority` may be empty:
+    /// zones then fail over within their region, Istio's default priority).
     pub failover: Option<LocalityFailover>,
 }
 
@@ -258,6 +260,42 @@ pub struct InboundLimit {
     pub limit: InboundKind,
 }
 
+/// A Sidecar resource's egress hosts: what the selected proxies can reach.
+#[derive(Debug, Clone)]
+pub struct SidecarEgress {
+    /// Source.
+    pub src: Src,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Workload selector (None: the namespace's default Sidecar).
+    pub selector: Option<BTreeMap<String, String>>,
+    /// `egress[].hosts` as (namespace part, dnsName), at most
+    /// [`workload::MAX_CALLS`] of them.
+    pub hosts: Vec<(String, String)>,
+}
+
+/// A ServiceEntry: hosts added to the registry, and the Services whose
+/// pods serve them (when the configs show it).
+#[derive(Debug, Clone)]
+pub struct ServiceEntry {
+    /// Source.
+    pub src: Src,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `hosts` as written (at most [`workload::MAX_CALLS`]).
+    pub hosts: Vec<String>,
+    /// `location: MESH_INTERNAL`.
+    pub internal: bool,
+    /// `workloadSelector` labels (MESH_INTERNAL).
+    pub selector: Option<BTreeMap<String, String>>,
+    /// `endpoints[].address` values (at most [`workload::MAX_CALLS`]).
+    pub endpoints: Vec<String>,
+}
+
 /// Counts by kind.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Counts {
@@ -272,6 +310,9 @@ pub struct Counts {
 pub struct Inventory {
     /// Namespace labels.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Node labels, by node name (their region and zone place the pods
+    /// pinned to them).
+    pub nodes: BTreeMap<String, BTreeMap<String, String>>,
     /// Deployments, StatefulSets, DaemonSets, bare Pods.
     pub workloads: Vec<Workload>,
     /// Services.
@@ -284,6 +325,10 @@ pub struct Inventory {
     pub routes: Vec<RouteObject>,
     /// Sidecar and EnvoyFilter inbound limits.
     pub inbound: Vec<InboundLimit>,
+    /// Sidecar resources with egress hosts.
+    pub sidecars: Vec<SidecarEgress>,
+    /// ServiceEntries.
+    pub service_entries: Vec<ServiceEntry>,
     /// HAProxy configs.
     pub haproxy: Vec<haproxy::Config>,
     /// Suppressions by object key (`Kind namespace/name`).
@@ -305,6 +350,7 @@ pub struct Index {
     dr_wild: Vec<(String, usize)>,
     workloads_by_ns: HashMap<String, Vec<usize>>,
     inbound_by_ns: HashMap<String, Vec<usize>>,
+    sidecars_by_ns: HashMap<String, Vec<usize>>,
     autoscalers: HashMap<(String, String, String), Vec<usize>>,
 }
 
@@ -349,7 +395,7 @@ impl Inventory {
                 .or_insert(i);
         }
         for (i, dr) in self.destination_rules.iter().enumerate() {
-            let h = fqdn(&dr.host, &dr.namespace);
+            let h = config_host(&dr.host, &dr.namespace);
             match h.strip_prefix('*') {
                 Some(suffix) => ix.dr_wild.push((suffix.to_string(), i)),
                 None => ix.dr_exact.entry(h).or_default().push(i),
@@ -364,6 +410,12 @@ impl Inventory {
         for (i, l) in self.inbound.iter().enumerate() {
             ix.inbound_by_ns
                 .entry(l.namespace.clone())
+                .or_default()
+                .push(i);
+        }
+        for (i, sc) in self.sidecars.iter().enumerate() {
+            ix.sidecars_by_ns
+                .entry(sc.namespace.clone())
                 .or_default()
                 .push(i);
         }
@@ -385,6 +437,16 @@ impl Inventory {
             .unwrap_or(&[])
     }
 
+    /// Sidecar resources with egress hosts in a namespace.
+    pub fn sidecars_in(&self, ns: &str) -> impl Iterator<Item = &SidecarEgress> {
+        self.index
+            .sidecars_by_ns
+            .get(ns)
+            .into_iter()
+            .flatten()
+            .map(|i| &self.sidecars[*i])
+    }
+
     /// Sidecar and EnvoyFilter inbound limits in a namespace.
     pub fn inbound_in(&self, ns: &str) -> impl Iterator<Item = &InboundLimit> {
         self.index
@@ -402,30 +464,6 @@ impl Inventory {
             .map(|i| &self.workloads[*i])
             .filter(|w| selects(&svc.selector, &w.pod_labels))
             .collect()
-    }
-
-    /// Every Service's callers: the workloads with a sidecar that call it
-    /// (by [`Workload::calls`]), as indices, keyed by (namespace, name).
-    /// These are the client proxies whose connection pools each admit a
-    /// DestinationRule's limit. One pass over the workloads.
-    pub fn callers(&self) -> HashMap<(String, String), Vec<usize>> {
-        let mut out: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        for (i, w) in self.workloads.iter().enumerate() {
-            if w.sidecar.is_none() {
-                continue;
-            }
-            for h in &w.calls {
-                if let Some(s) = self.service_for_host(h, &w.namespace) {
-                    let v = out
-                        .entry((s.namespace.clone(), s.name.clone()))
-                        .or_default();
-                    if v.last() != Some(&i) {
-                        v.push(i);
-                    }
-                }
-            }
-        }
-        out
     }
 
     /// The autoscalers targeting a workload.
@@ -462,13 +500,25 @@ impl Inventory {
         client_ns: Option<&str>,
     ) -> Option<&DestinationRule> {
         let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
+        self.destination_rule_for_host(&target, &svc.namespace, client_ns)
+    }
+
+    /// [`Inventory::destination_rule_for`] for any host: `target` is the
+    /// FQDN the caller's proxy names the cluster by (a Service's, or a
+    /// ServiceEntry host), `home` the namespace that defines it.
+    pub fn destination_rule_for_host(
+        &self,
+        target: &str,
+        home: &str,
+        client_ns: Option<&str>,
+    ) -> Option<&DestinationRule> {
         // The client's visibility is what exportTo filters; an unknown
         // client is taken to sit in the service's namespace.
-        let viewer = client_ns.unwrap_or(&svc.namespace);
+        let viewer = client_ns.unwrap_or(home);
         let exact = self
             .index
             .dr_exact
-            .get(&target)
+            .get(target)
             .into_iter()
             .flatten()
             .map(|i| (*i, usize::MAX));
@@ -482,11 +532,7 @@ impl Inventory {
             .chain(wild)
             .filter(|(i, _)| self.destination_rules[*i].visible_to(viewer))
             .collect();
-        let order = [
-            client_ns,
-            Some(svc.namespace.as_str()),
-            Some(ROOT_NAMESPACE),
-        ];
+        let order = [client_ns, Some(home), Some(ROOT_NAMESPACE)];
         for ns in order.into_iter().flatten() {
             let best = candidates
                 .iter()
@@ -497,6 +543,20 @@ impl Inventory {
             }
         }
         None
+    }
+}
+
+/// A host written in Istio config (a DestinationRule's `host`), as Istio
+/// resolves it: only a name without a dot is short for
+/// `name.<namespace>.svc.cluster.local`; a dotted name (`reviews.prod`,
+/// `cart.internal`) and a wildcard are taken as written — istio/istio
+/// `ResolveShortnameToFQDN` (pkg/config/model.go). Unlike [`fqdn`], which
+/// follows the Kubernetes DNS search path a workload's own address uses.
+pub fn config_host(host: &str, ns: &str) -> String {
+    if host.contains('.') || host.starts_with('*') {
+        host.to_ascii_lowercase()
+    } else {
+        fqdn(host, ns)
     }
 }
 
@@ -519,6 +579,20 @@ pub fn fqdn(host: &str, ns: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_hosts_expand_only_names_without_a_dot() {
+        assert_eq!(
+            config_host("reviews", "bookinfo"),
+            "reviews.bookinfo.svc.cluster.local"
+        );
+        assert_eq!(config_host("reviews.prod", "x"), "reviews.prod");
+        assert_eq!(config_host("Cart.Internal", "x"), "cart.internal");
+        assert_eq!(
+            config_host("*.prod.svc.cluster.local", "x"),
+            "*.prod.svc.cluster.local"
+        );
+    }
 
     #[test]
     fn istio_host_resolution() {

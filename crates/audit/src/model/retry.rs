@@ -57,6 +57,38 @@ pub struct RetryLayer {
     pub per_try: Option<Duration>,
     /// True when no policy was written and a default applies.
     pub default: bool,
+    /// An HAProxy layer: where its retries go (None: not HAProxy).
+    pub redispatch: Option<Redispatch>,
+}
+
+/// Where an HAProxy layer's retries go: `option redispatch <interval>`
+/// sends some of them to another server; without it every retry goes to
+/// the server first chosen (HAProxy 3.0 manual, `retries`, `option
+/// redispatch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redispatch {
+    /// Retries sent to another server when every attempt fails (0
+    /// without redispatch).
+    pub moved: u32,
+    /// The first retry sent to another server (1-based; None: none is).
+    pub first: Option<u32>,
+    /// Active servers in the backend (with one, "another server" is the
+    /// same one).
+    pub active_servers: usize,
+}
+
+impl Redispatch {
+    /// Attempts one request puts on one failing server of the backend
+    /// (the others healthy) when the layer may make `attempts` attempts,
+    /// and whether a redispatched retry reaches a healthy server (then the
+    /// request succeeds there and no outer layer retries it): the first
+    /// attempt and every retry before the first redispatched one.
+    pub fn on_failing_server(&self, attempts: u32) -> (u32, bool) {
+        match self.first {
+            Some(k) if self.active_servers >= 2 && k < attempts => (k, true),
+            _ => (attempts, false),
+        }
+    }
 }
 
 impl RetryLayer {
@@ -77,6 +109,7 @@ impl RetryLayer {
             on: [false; 3],
             per_try: None,
             default: false,
+            redispatch: None,
         }
     }
 
@@ -88,6 +121,7 @@ impl RetryLayer {
             on: [true, false, false],
             per_try: None,
             default: true,
+            redispatch: None,
         }
     }
 
@@ -133,6 +167,7 @@ impl RetryLayer {
             on: [connect, s503, timeout],
             per_try,
             default: false,
+            redispatch: None,
         })
     }
 
@@ -155,25 +190,48 @@ impl RetryLayer {
             ],
             per_try: None,
             default: !explicit,
+            redispatch: Some(Redispatch {
+                moved: 0,
+                first: None,
+                active_servers: 1,
+            }),
         }
     }
 
-    /// HAProxy `option redispatch <interval>` on this layer: which of the
-    /// retries go to another server (the attempt count is unchanged;
-    /// without redispatch, HAProxy's retries stay on the server first
-    /// chosen, so a dead server takes every attempt). Stated in `what`.
-    pub fn redispatching(mut self, interval: i64) -> RetryLayer {
+    /// HAProxy `option redispatch <interval>` on this layer, over
+    /// `active_servers` servers: which of the retries go to another server.
+    /// The attempt count is unchanged, so the whole-destination figure is
+    /// too (when every server fails, a redispatched retry fails
+    /// elsewhere); what changes is the load on one failing server, and
+    /// whether the request is rescued by a healthy one
+    /// ([`Redispatch::on_failing_server`]). Stated in `what`.
+    pub fn redispatching(mut self, interval: i64, active_servers: usize) -> RetryLayer {
         let r = self.retries;
+        // Interval P > 0: retries P, 2P, …; −N: retry r + 1 − N (−1, the
+        // default, is the last retry).
+        let (moved, first) = if r == 0 || interval == 0 {
+            (0, None)
+        } else if interval > 0 {
+            let p = interval.min(u32::MAX as i64) as u32;
+            (r / p, (p <= r).then_some(p))
+        } else {
+            let k = (r as i64 + 1).saturating_add(interval);
+            if k >= 1 {
+                (1, Some(k as u32))
+            } else {
+                (0, None)
+            }
+        };
+        self.redispatch = Some(Redispatch {
+            moved,
+            first,
+            active_servers,
+        });
         if r == 0 || interval == 0 {
             self.what
                 .push_str(", no redispatch: every retry goes to the same server");
             return self;
         }
-        let moved = if interval > 0 {
-            r / interval as u32
-        } else {
-            u32::from(interval.unsigned_abs() <= r as u64)
-        };
         let which = if interval == -1 {
             "the last retry".to_string()
         } else if interval > 0 {
@@ -181,9 +239,14 @@ impl RetryLayer {
         } else {
             format!("retry number {} counted from the last", -interval)
         };
+        let single = if active_servers < 2 {
+            " (one active server: another server is the same one)"
+        } else {
+            ""
+        };
+        let on_first = first.unwrap_or(1 + r);
         self.what.push_str(&format!(
-            ", option redispatch {interval}: {which} goes to another server ({moved} of {r} retries elsewhere, {} on the first server)",
-            1 + r - moved
+            ", option redispatch {interval}: {which} goes to another server ({moved} of {r} retries elsewhere; {on_first} attempts on the server first chosen before one leaves it){single}"
         ));
         self
     }
@@ -213,6 +276,7 @@ impl RetryLayer {
             on: [n > 0, codes.contains(&503), codes.contains(&504)],
             per_try: None,
             default: false,
+            redispatch: None,
         }
     }
 }

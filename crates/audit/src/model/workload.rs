@@ -131,9 +131,21 @@ pub struct Workload {
     /// [`super::Inventory::callers`].
     pub calls: Vec<String>,
     /// The region its pods are pinned to (`nodeSelector` or a required
-    /// node affinity `In` with one value on `topology.kubernetes.io/region`),
-    /// the locality Istio's failover names.
+    /// node affinity `In` with one value on `topology.kubernetes.io/region`,
+    /// or the labels of the Node named by `nodeName` / `nodeSelector`
+    /// `kubernetes.io/hostname`), the locality Istio's failover names.
     pub region: Option<String>,
+    /// The zone its pods are pinned to, read the same way from
+    /// `topology.kubernetes.io/zone`.
+    pub zone: Option<String>,
+    /// The node its pods are pinned to (`nodeName`, or `nodeSelector`
+    /// `kubernetes.io/hostname`), whose labels may give region and zone.
+    pub node: Option<String>,
+    /// The earliest a new pod can be ready, in seconds, from its app
+    /// container's probes (the larger `initialDelaySeconds` of its startup
+    /// and readiness probes; no probe is run, so no success, before it),
+    /// and where that was read. None: no probe states a delay.
+    pub ready_after: Option<(u32, String)>,
     /// Problems reading annotations, reported as SB001.
     pub problems: Vec<String>,
 }
@@ -235,13 +247,16 @@ fn workers_of(c: &Container) -> Option<(u32, String)> {
 
 /// The well-known node label of a region.
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+/// The well-known node label of a zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The well-known node label of a node's name.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-fn region_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
-    if let Some(r) = spec
-        .node_selector
-        .as_ref()
-        .and_then(|m| m.get(REGION_LABEL))
-    {
+/// The value a pod spec pins `label` to: its `nodeSelector`, or a single
+/// required node-affinity term with an `In` expression of one value (several
+/// terms are ORed, several values are a choice: no single locality).
+fn pinned(spec: &k8s_openapi::api::core::v1::PodSpec, label: &str) -> Option<String> {
+    if let Some(r) = spec.node_selector.as_ref().and_then(|m| m.get(label)) {
         return Some(r.clone());
     }
     let terms = &spec
@@ -258,7 +273,7 @@ fn region_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
     };
     term.match_expressions.iter().flatten().find_map(|e| {
         match (e.key.as_str(), e.operator.as_str(), e.values.as_deref()) {
-            (REGION_LABEL, "In", Some([v])) => Some(v.clone()),
+            (k, "In", Some([v])) if k == label => Some(v.clone()),
             _ => None,
         }
     })
@@ -347,7 +362,30 @@ pub fn from_template(
             )),
         }
     }
-    let region = t.spec.as_ref().and_then(region_of);
+    let ready_after = t.spec.as_ref().and_then(|s| {
+        let app = s.containers.iter().find(|c| c.name != "istio-proxy")?;
+        [
+            ("startupProbe", &app.startup_probe),
+            ("readinessProbe", &app.readiness_probe),
+        ]
+        .into_iter()
+        .filter_map(|(what, p)| {
+            let d = p.as_ref()?.initial_delay_seconds.filter(|d| *d > 0)?;
+            Some((
+                d as u32,
+                format!("{what}.initialDelaySeconds {d} of container {:?}", app.name),
+            ))
+        })
+        .max_by_key(|(d, _)| *d)
+    });
+    let region = t.spec.as_ref().and_then(|s| pinned(s, REGION_LABEL));
+    let zone = t.spec.as_ref().and_then(|s| pinned(s, ZONE_LABEL));
+    let node = t.spec.as_ref().and_then(|s| {
+        s.node_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .or_else(|| pinned(s, HOSTNAME_LABEL))
+    });
     let mut calls: Vec<String> = Vec::new();
     if let Some(spec) = &t.spec {
         for c in &spec.containers {
@@ -390,6 +428,9 @@ pub fn from_template(
         sidecar: None,
         calls,
         region,
+        zone,
+        node,
+        ready_after,
         problems,
     }
 }

@@ -13,6 +13,7 @@ mod outlier_all;
 mod per_try;
 mod pool_scale;
 pub(crate) mod retry_amplification;
+mod scale_down_flaps;
 mod slow_scale_up;
 mod zero_unlimited;
 
@@ -20,7 +21,7 @@ use crate::chain::{Chain, ChainOptions};
 use crate::finding::{Finding, Severity};
 use crate::model::Inventory;
 
-pub use retry_amplification::amplification;
+pub use retry_amplification::{amplification, one_server_amplification};
 
 /// SB001: an input or object that could not be read.
 pub const PARSE_ERROR: &str = "SB001";
@@ -53,6 +54,7 @@ pub const RULES: &[RuleInfo] = &[
     blind_autoscaler::POD_CPU,
     blind_autoscaler::NONE,
     slow_scale_up::RULE,
+    scale_down_flaps::RULE,
     hop_below::RULE,
     frontend_over_servers::RULE,
     pool_scale::RULE,
@@ -86,6 +88,7 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     blind_autoscaler::check(ctx, &mut out);
     slow_scale_up::check(ctx, &mut out);
+    scale_down_flaps::check(ctx, &mut out);
     hop_below::check(ctx, &mut out);
     frontend_over_servers::check(ctx, &mut out);
     pool_scale::check(ctx, &mut out);

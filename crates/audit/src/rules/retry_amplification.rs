@@ -40,6 +40,50 @@ pub fn amplification(c: &Chain, class: FailureClass) -> (u64, Vec<String>) {
     (product, who)
 }
 
+/// Attempts one request puts on **one failing server** of the chain's
+/// HAProxy backend (the innermost HAProxy layer; the other servers
+/// healthy), for one failure class: the layer's attempts minus those
+/// `option redispatch` sends to another server; when one is sent
+/// elsewhere it reaches a healthy server, the request succeeds and no
+/// outer layer retries it, else HAProxy answers the failure (a connection
+/// failure as a 503) and every outer layer multiplies, at worst back to
+/// the same server (`balance source`, hashing, a persistence cookie).
+/// None when the chain has no HAProxy layer. Unlike [`amplification`]
+/// (every server of the destination failing, where redispatch only moves
+/// attempts between failing servers), this figure changes with redispatch.
+pub fn one_server_amplification(c: &Chain, class: FailureClass) -> Option<(u64, String)> {
+    let i = c.retries.iter().rposition(|l| l.redispatch.is_some())?;
+    let l = &c.retries[i];
+    let r = l.redispatch?;
+    let a = l.attempts(class);
+    let (on_server, rescued) = r.on_failing_server(a);
+    let mut product = on_server as u64;
+    let mut how = if rescued {
+        format!(
+            "{on_server} on the failing server, then option redispatch sends retry {on_server} to another server, which answers"
+        )
+    } else if a > 1 {
+        format!("{a} on the failing server (no retry goes elsewhere)")
+    } else {
+        "1 on the failing server".to_string()
+    };
+    if !rescued {
+        let seen = if class == FailureClass::ConnectFailure {
+            FailureClass::Status503
+        } else {
+            class
+        };
+        for outer in &c.retries[..i] {
+            let o = outer.attempts(seen) as u64;
+            if o > 1 {
+                product = product.saturating_mul(o);
+                how.push_str(&format!(", × {o} from {}", outer.what));
+            }
+        }
+    }
+    Some((product, how))
+}
+
 /// Runs the rule.
 pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for c in ctx.chains {
@@ -53,6 +97,11 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             }
         }
         if let Some((p, class, who)) = worst {
+            let one = one_server_amplification(c, class)
+                .map(|(n, how)| {
+                    format!("; on one failing HAProxy server (the others healthy): {n} ({how})")
+                })
+                .unwrap_or_default();
             let sev = if p >= 10 {
                 Severity::Error
             } else {
@@ -64,7 +113,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 pos: c.pos.clone(),
                 object: c.object.clone(),
                 message: format!(
-                    "route {}: one request can become {p} attempts on a {} ({}); per class: {}",
+                    "route {}: one request can become {p} attempts on a {} ({}); per class: {}{one}",
                     c.route,
                     class.name(),
                     who.join(" × "),

@@ -1,0 +1,95 @@
+//! SB105: an HPA whose `behavior.scaleDown` lets a dip shorter than the
+//! time to get the pods back remove most of them: when the load returns,
+//! it meets the few pods left while the scale-up and the new pods' start
+//! catch up — the replica count flaps, and each flap is an overload.
+//!
+//! The stabilization window is Kubernetes' guard against exactly this
+//! ("used to restrict the flapping of replica count when the metrics used
+//! for scaling keep fluctuating"); it should be at least as long as what a
+//! removed pod costs to bring back, the way one holds a resource for at
+//! least its re-acquisition cost.
+
+use super::{Ctx, RuleInfo};
+use crate::finding::{Finding, Severity};
+use crate::model::behavior::{SYNC_SECONDS, Select};
+
+/// SB105.
+pub const RULE: RuleInfo = RuleInfo {
+    id: "SB105",
+    name: "scale-down-faster-than-scale-back",
+    severity: Severity::Warning,
+    summary: "An HPA's scaleDown lets a dip shorter than the time to get the pods back (scale-up + pod start) remove at least half of them in one sync: the replica count flaps.",
+};
+
+/// Pod start assumed when no probe of the app states a delay (the same
+/// assumption as `--export-scenario`'s `pod_start`).
+pub const ASSUMED_POD_START_SECONDS: u32 = 30;
+
+/// Runs the rule.
+pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    for a in &ctx.inv.autoscalers {
+        let Some(b) = &a.behavior else { continue };
+        if b.down.select == Select::Disabled || a.max <= a.min.max(1) {
+            continue;
+        }
+        let peak = a.max;
+        let after = b.down.one_step_down(peak, a.min.max(1));
+        let removed = peak - after;
+        // "Most pods": at least half of the peak gone in one sync.
+        if removed * 2 < peak {
+            continue;
+        }
+        // The shortest dip that removes them: the recommendation must stay
+        // low for the whole window, then the next sync acts.
+        let dip = b.down.window + SYNC_SECONDS;
+        let target = ctx
+            .inv
+            .workloads_in(&a.namespace)
+            .iter()
+            .map(|i| &ctx.inv.workloads[*i])
+            .find(|w| w.kind == a.target.0 && w.name == a.target.1);
+        let (start, start_how) = match target.and_then(|w| w.ready_after.clone()) {
+            Some((s, how)) => (s, format!("pod start ≥ {s} s ({how})")),
+            None => (
+                ASSUMED_POD_START_SECONDS,
+                format!(
+                    "pod start {ASSUMED_POD_START_SECONDS} s (ASSUMPTION: no probe of the app states a delay)"
+                ),
+            ),
+        };
+        let up = b.up.seconds_to_reach(after, peak);
+        let (back, back_how) = match up {
+            Some(u) => (
+                u.saturating_add(start),
+                format!("scale-up {after} → {peak} {u} s + {start_how}"),
+            ),
+            None => (
+                u32::MAX,
+                "never: scaleUp is disabled or limited to 0".to_string(),
+            ),
+        };
+        if dip >= back {
+            continue;
+        }
+        let back_s = if back == u32::MAX {
+            "never".to_string()
+        } else {
+            format!("{back} s")
+        };
+        out.push(Finding {
+            rule: RULE.id,
+            severity: Severity::Warning,
+            pos: a.src.line_of("scaleDown"),
+            object: crate::model::key(a.kind, &a.namespace, &a.name),
+            message: format!(
+                "{} {}/{}: scaleDown ({}) lets a dip of {dip} s (window {} s + one {SYNC_SECONDS} s sync) take the replicas from maxReplicas {peak} to {after} in one sync ({removed} pods); getting them back takes {back_s} ({back_how}): load that returns sooner meets {after} of {peak} pods, and the replica count flaps. Needs stabilizationWindowSeconds ≥ {} s, or a scaleDown policy that removes fewer pods per period",
+                a.kind,
+                a.namespace,
+                a.name,
+                b.down.describe(),
+                b.down.window,
+                if back == u32::MAX { "∞".to_string() } else { back.saturating_sub(SYNC_SECONDS).to_string() }
+            ),
+        });
+    }
+}
