@@ -269,4 +269,12 @@ fn print_counts(results: &[run::RunResult]) {
         })
         .collect();
     println!("{} runs: {}", results.len(), counts.join(", "));
+    let bounded = results.iter().filter(|r| r.bounds_hit > 0).count();
+    if bounded > 0 {
+        eprintln!(
+            "warning: {bounded} runs hit an engine bound (a refusal no scenario asked for, \
+             counted in sweep.csv's bounds_hit; see docs/scenarios.md, \"Limits\"): \
+             give the queue that filled a `queue` of its own"
+        );
+    }
 }

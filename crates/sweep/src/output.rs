@@ -51,6 +51,9 @@ pub struct CellSummary {
     pub peak_amplification: f64,
     /// Mean over runs of each run's error rate after the trigger.
     pub error_rate: f64,
+    /// Runs in which the engine's own bounds refused requests
+    /// ([`RunResult::bounds_hit`]).
+    pub runs_hitting_bounds: usize,
 }
 
 /// Nearest-rank quantiles.
@@ -105,6 +108,7 @@ pub fn summarise(plan: &Plan, results: &[RunResult]) -> Vec<CellSummary> {
                     .sum::<f64>()
                     / n,
                 error_rate: runs.iter().map(|r| r.outcome.error_rate).sum::<f64>() / n,
+                runs_hitting_bounds: runs.iter().filter(|r| r.bounds_hit > 0).count(),
             }
         })
         .collect()
@@ -150,7 +154,9 @@ pub fn csv(plan: &Plan, results: &[RunResult]) -> String {
         out.push(',');
         out.push_str(&csv_field(a.path.as_str()));
     }
-    out.push_str(",seed,class,recovery_s,breach_start_s,peak_amplification,error_rate\n");
+    out.push_str(
+        ",seed,class,recovery_s,breach_start_s,peak_amplification,error_rate,bounds_hit\n",
+    );
     for r in results {
         let c = &plan.cells[r.cell];
         let _ = write!(out, "{},{}", r.cell, r.run);
@@ -161,13 +167,14 @@ pub fn csv(plan: &Plan, results: &[RunResult]) -> String {
         let o = &r.outcome;
         let _ = writeln!(
             out,
-            ",{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{}",
             r.seed,
             o.class.name(),
             opt_secs(o.recovery),
             opt_secs(o.breach_start),
             o.peak_amplification,
-            o.error_rate
+            o.error_rate,
+            r.bounds_hit
         );
     }
     out

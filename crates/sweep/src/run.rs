@@ -60,6 +60,10 @@ pub struct RunResult {
     pub seed: u64,
     /// What it came to.
     pub outcome: Outcome,
+    /// Requests the engine's own bounds refused (`Limits`, e.g. the
+    /// default app queue; see `BoundHit`): refusals no scenario asked for,
+    /// so a run with any is judged partly on the engine's bound.
+    pub bounds_hit: u64,
 }
 
 /// Runs the shard's runs of `plan` on `threads` threads, in (cell, run)
@@ -111,6 +115,7 @@ fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
         run: k,
         seed,
         outcome: classify(&rec, &plan.slos, c.timeline, plan.spec.classify),
+        bounds_hit: rec.bounds_hit.iter().map(|b| b.count).sum(),
     })
 }
 
@@ -127,6 +132,8 @@ pub struct StoredRun {
     breach_start_ns: Option<u64>,
     peak_amplification_bits: u64,
     error_rate_bits: u64,
+    #[serde(default)]
+    bounds_hit: u64,
 }
 
 impl StoredRun {
@@ -152,6 +159,7 @@ impl From<&RunResult> for StoredRun {
             breach_start_ns: r.outcome.breach_start.map(Nanos::as_nanos),
             peak_amplification_bits: r.outcome.peak_amplification.to_bits(),
             error_rate_bits: r.outcome.error_rate.to_bits(),
+            bounds_hit: r.bounds_hit,
         }
     }
 }
@@ -169,6 +177,7 @@ impl From<&StoredRun> for RunResult {
                 peak_amplification: f64::from_bits(s.peak_amplification_bits),
                 error_rate: f64::from_bits(s.error_rate_bits),
             },
+            bounds_hit: s.bounds_hit,
         }
     }
 }

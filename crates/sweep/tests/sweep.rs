@@ -47,7 +47,7 @@ fn outputs_are_byte_identical_at_one_and_two_threads() {
     );
     assert_eq!(csv.lines().count(), 1 + 6 * 2, "{csv}");
     assert!(csv.starts_with(
-        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,peak_amplification,error_rate\n"
+        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,peak_amplification,error_rate,bounds_hit\n"
     ));
 }
 
@@ -202,4 +202,74 @@ fn a_latin_hypercube_uses_each_stratum_once() {
         .collect();
     strata.sort_unstable();
     assert_eq!(strata, (0..8).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_run_that_hits_an_engine_bound_says_so_in_every_output() {
+    // No `queue` on the app: the engine's default bound of 100 000 places
+    // fills after 10 s of 10k/s against one slow worker, in one cell of
+    // two.
+    let text = r#"
+[scenario]
+name = "unbounded"
+duration = "30s"
+interval = "10s"
+
+[[service]]
+name = "slow"
+replicas = 1
+app = { workers = 1, service_time = { dist = "constant", value = "1s" } }
+
+[[route]]
+name = "r"
+path = ["slow"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "1/s"
+timeout = "60s"
+
+[[action]]
+id = "flood"
+role = "trigger"
+at = "5s"
+do = "set_rate"
+client = "users"
+rate = "10k/s"
+
+[[action]]
+role = "trigger"
+at = "25s"
+do = "set_rate"
+client = "users"
+rate = "1/s"
+"#;
+    let plan = Plan::new(
+        "unbounded.toml",
+        text,
+        SweepSpec::grid(&["action.flood.rate=1/s,10k/s"]),
+    )
+    .unwrap();
+    let results = run::run(&plan, Shard::ALL, 1, || {}).unwrap();
+    assert_eq!(results[0].bounds_hit, 0, "{:?}", results[0]);
+    assert!(results[1].bounds_hit > 50_000, "{:?}", results[1]);
+    let set = output::outputs(&plan, &results).unwrap();
+    let csv = String::from_utf8(set.get("sweep.csv").unwrap().to_vec()).unwrap();
+    assert!(csv.lines().nth(1).unwrap().ends_with(",0"), "{csv}");
+    assert!(
+        csv.lines()
+            .nth(2)
+            .unwrap()
+            .ends_with(&format!(",{}", results[1].bounds_hit))
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(set.get("summary.json").unwrap()).unwrap();
+    assert_eq!(summary["cells"][0]["runs_hitting_bounds"], 0);
+    assert_eq!(summary["cells"][1]["runs_hitting_bounds"], 1);
+    // A shard keeps the count through a merge.
+    let shard = output::shard_file(&plan, Shard::ALL, &results).unwrap();
+    let back = read_shard(SHARD_JSON, shard.get(SHARD_JSON).unwrap()).unwrap();
+    let (_, merged) = merge(&[("shard".to_owned(), back)]).unwrap();
+    assert_eq!(files(&merged), files(&set));
 }
