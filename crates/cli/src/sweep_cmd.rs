@@ -273,7 +273,7 @@ fn print_counts(results: &[run::RunResult]) {
     if bounded > 0 {
         eprintln!(
             "warning: {bounded} runs hit an engine bound (a refusal no scenario asked for, \
-             counted in sweep.csv's bounds_hit; see docs/scenarios.md, \"Limits\"): \
+             counted in sweep.csv's bounds_hit; see docs/scenarios.md, \"Limits of a run\"): \
              give the queue that filled a `queue` of its own"
         );
     }
