@@ -28,7 +28,6 @@ use stormbreak_policy::limit::{AnyLimit, LimitConfig, Limiter, Outcome, Permit};
 use stormbreak_policy::{FieldError, Nanos};
 
 use super::attempt::Res;
-use crate::record::Cause;
 
 /// An admitted request's claim on one instance's limiter; hand it back to
 /// [`Admission::finish`] exactly once.
@@ -92,10 +91,12 @@ impl Admission {
     /// How the guard's limiter counts an answer (see the module docs):
     /// `abandoned` when the caller stopped waiting first.
     pub fn outcome(res: Res, abandoned: bool) -> Outcome {
-        match res {
-            _ if abandoned => Outcome::Ignore,
-            Res::Ok | Res::Err(Cause::Shed403 | Cause::Shed429, _) => Outcome::Success,
-            Res::Err(..) => Outcome::Dropped,
+        if abandoned {
+            Outcome::Ignore
+        } else if res.is_server_error() {
+            Outcome::Dropped
+        } else {
+            Outcome::Success
         }
     }
 
@@ -123,6 +124,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Cause;
     use rand::SeedableRng;
     use stormbreak_policy::limit::FixedConfig;
 

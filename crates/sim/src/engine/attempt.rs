@@ -102,6 +102,15 @@ impl Res {
     pub(crate) fn fail(cause: Cause) -> Res {
         Res::Err(cause, None)
     }
+
+    /// Whether `stormbreak guard` would see this answer as a server error
+    /// (a 5xx, a timeout, a refused or reset connection): everything but a
+    /// success and a 403 or 429 shed. The policies that watch outcomes
+    /// (a limiter's drops, a staged restore's error guard) read it the way
+    /// the guard does.
+    pub fn is_server_error(self) -> bool {
+        !matches!(self, Res::Ok | Res::Err(Cause::Shed403 | Cause::Shed429, _))
+    }
 }
 
 /// Work in flight: attempts and logical requests, with the ledger the
@@ -242,7 +251,7 @@ impl Engine {
         let ci = self.series_of(a.comp);
         self.rec.depart(ci, self.now, self.now - a.started);
         match (a.comp, a.held) {
-            (Comp::Lb(l), Held::Flow(node)) => self.lb_release(l, node, &a, res == Res::Ok),
+            (Comp::Lb(l), Held::Flow(node)) => self.lb_release(l, node, &a, !res.is_server_error()),
             (Comp::Gateway(g), Held::Slot(slot)) => self.gateway_release(g, slot, &a, res),
             _ => {}
         }
