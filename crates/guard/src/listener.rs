@@ -166,34 +166,55 @@ impl Drop for Active {
 /// A socket that fails with `TimedOut` once no byte has moved for `idle`
 /// while no request is in flight on it (a request in flight is bounded by
 /// the request timeout instead).
+///
+/// The timer is lazy: a read or write only records the time, and the
+/// `Sleep` is re-armed (to the last activity + `idle`) when it fires
+/// early. Resetting the `Sleep` on every IO call instead cost a timer-wheel
+/// update per read and per write (docs/BENCHMARKS.md, section 12); the
+/// connection still times out exactly `idle` after its last byte.
 struct IdleIo<S> {
     inner: S,
     idle: Duration,
+    /// When a byte last moved either way.
+    last: Instant,
+    /// Fires at or before `last + idle`, never after.
     deadline: Pin<Box<Sleep>>,
     active: Arc<AtomicUsize>,
 }
 
 impl<S> IdleIo<S> {
     fn new(inner: S, idle: Duration, active: Arc<AtomicUsize>) -> Self {
+        let last = Instant::now();
         IdleIo {
             inner,
             idle,
-            deadline: Box::pin(tokio::time::sleep(idle)),
+            last,
+            deadline: Box::pin(tokio::time::sleep_until(last + idle)),
             active,
         }
     }
 
     fn touch(&mut self) {
-        self.deadline.as_mut().reset(Instant::now() + self.idle);
+        self.last = Instant::now();
     }
 
     /// `Err` once the connection has been idle too long.
     fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        // Bounded: each pass re-arms the timer to a deadline in the future
+        // (`last + idle` after activity, `now + idle` while a request is in
+        // flight), so the next poll is pending.
         while self.deadline.as_mut().poll(cx).is_ready() {
+            let due = self.last + self.idle;
+            if due > Instant::now() {
+                // Fired early: bytes moved since it was armed.
+                self.deadline.as_mut().reset(due);
+                continue;
+            }
             if self.active.load(Ordering::Acquire) == 0 {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"));
             }
             self.touch();
+            self.deadline.as_mut().reset(self.last + self.idle);
         }
         Ok(())
     }
@@ -252,5 +273,83 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleIo<S> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(1);
+
+    fn idle_io() -> (IdleIo<DuplexStream>, DuplexStream, Arc<AtomicUsize>) {
+        let (ours, peer) = tokio::io::duplex(64);
+        let active = Arc::new(AtomicUsize::new(0));
+        (IdleIo::new(ours, IDLE, active.clone()), peer, active)
+    }
+
+    /// Virtual time: `got` is `want`, give or take the timer wheel's
+    /// millisecond (rounded up); a timer off by a whole period fails.
+    fn assert_close(got: Duration, want: Duration) {
+        assert!(
+            got >= want && got <= want + Duration::from_millis(2),
+            "timed out after {got:?}, expected {want:?}"
+        );
+    }
+
+    /// Reads until the idle error; returns it and when it came (virtual time).
+    async fn read_until_error(io: &mut IdleIo<DuplexStream>) -> (io::Error, Instant) {
+        let mut buf = [0u8; 16];
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) => panic!("peer closed before the idle timeout"),
+                Ok(_) => {}
+                Err(e) => return (e, Instant::now()),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_connection_times_out_after_idle() {
+        let (mut io, _peer, _) = idle_io();
+        let start = Instant::now();
+        let (err, at) = read_until_error(&mut io).await;
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_close(at - start, IDLE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn activity_moves_the_deadline_to_idle_after_the_last_byte() {
+        let (mut io, mut peer, _) = idle_io();
+        let start = Instant::now();
+        let mut buf = [0u8; 16];
+        // A byte read at 0.6 s and one written at 0.9 s: the timer armed
+        // for 1 s fires early and must re-arm to 1.9 s, not time out.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        peer.write_all(b"x").await.unwrap();
+        assert_eq!(io.read(&mut buf).await.unwrap(), 1);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        io.write_all(b"y").await.unwrap();
+        let (err, at) = read_until_error(&mut io).await;
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_close(at - start, Duration::from_millis(1900));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_holds_the_connection_open() {
+        let (mut io, _peer, active) = idle_io();
+        active.store(1, Ordering::Release);
+        let mut buf = [0u8; 16];
+        // Ten idle periods with a request in flight: no timeout.
+        let held = tokio::time::timeout(10 * IDLE, io.read(&mut buf)).await;
+        assert!(held.is_err(), "timed out with a request in flight");
+        // The request ends: the next idle period closes it.
+        active.store(0, Ordering::Release);
+        let start = Instant::now();
+        let (err, at) = read_until_error(&mut io).await;
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(at - start <= IDLE, "took {:?}", at - start);
     }
 }
