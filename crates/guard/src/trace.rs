@@ -124,7 +124,7 @@ impl RetryPath {
 
 /// A route's concurrency limit (`limit`, no admission queue), driven as the
 /// proxy drives it: admitted requests hold a slot until they are answered,
-/// and the answer's status decides the sample ([`crate::limit`]'s rule,
+/// and the answer's status decides the sample (the `limit` module's rule,
 /// the proxy's own). Its clock is tokio's, started by [`LimitPath::new`].
 ///
 /// ```
