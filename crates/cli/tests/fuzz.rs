@@ -351,7 +351,8 @@ fn splice(text: &str, range: Range<usize>, with: &str) -> String {
 
 /// Shortens a seed to at most [`MAX_DURATION_NS`] of simulated time, with
 /// its timeline (`at`, and the `ramp` of rate steps) compressed alike so
-/// that actions stay inside the run and steps in order.
+/// that actions stay inside the run and steps in order, and its SLO
+/// windows and job waits too, so none is longer than the run.
 fn shorten(text: &str) -> String {
     let (sites, _) = lex(text);
     let Some(d) = sites
@@ -367,11 +368,24 @@ fn shorten(text: &str) -> String {
         return text.to_owned();
     }
     let factor = MAX_DURATION_NS as f64 / old as f64;
+    let interval = sites
+        .iter()
+        .find(|s| s.header == "scenario" && s.key == "interval")
+        .and_then(|s| duration_ns(s.content(text)))
+        .unwrap_or(1_000_000_000);
     let mut out = text.to_owned();
     // Back to front, so earlier ranges stay valid.
     for s in sites.iter().rev() {
         let new = if std::ptr::eq(s, d) {
             Some(format!("\"{MAX_DURATION_NS}ns\""))
+        } else if s.kind == Kind::Str
+            && s.header == "slo"
+            && (s.key == "window" || s.key == "job_wait")
+        {
+            // Compressed alike, but an SLO window spans at least one
+            // recording interval.
+            duration_ns(s.content(text))
+                .map(|v| format!("\"{}ns\"", ((v as f64 * factor) as u64).max(interval)))
         } else if s.kind == Kind::Str && (s.key == "at" || s.key == "ramp") {
             // Rounding down keeps `at + ramp` of a step ≤ the next `at`.
             duration_ns(s.content(text))
