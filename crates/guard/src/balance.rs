@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -120,9 +120,14 @@ impl Cluster {
             .sum()
     }
 
-    /// Each endpoint's in-flight count, ejection and health now, for metrics.
-    pub(crate) fn endpoint_gauges(&self) -> Vec<EndpointGauge> {
-        let now = self.clock.now();
+    /// The outlier detector and health table, locked (each absent when the
+    /// cluster has none).
+    fn endpoint_state(
+        &self,
+    ) -> (
+        Option<MutexGuard<'_, OutlierDetector>>,
+        Option<MutexGuard<'_, HealthTable>>,
+    ) {
         let outlier = self
             .outlier
             .as_ref()
@@ -131,6 +136,13 @@ impl Cluster {
             .health
             .as_ref()
             .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        (outlier, health)
+    }
+
+    /// Each endpoint's in-flight count, ejection and health now, for metrics.
+    pub(crate) fn endpoint_gauges(&self) -> Vec<EndpointGauge> {
+        let now = self.clock.now();
+        let (outlier, health) = self.endpoint_state();
         self.endpoints
             .iter()
             .enumerate()
@@ -146,14 +158,7 @@ impl Cluster {
     /// Picks an endpoint that is not ejected, least loaded of the draw.
     pub(crate) fn pick(&self) -> Option<Picked<'_>> {
         let now = self.clock.now();
-        let outlier = self
-            .outlier
-            .as_ref()
-            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
-        let health = self
-            .health
-            .as_ref()
-            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        let (outlier, health) = self.endpoint_state();
         let index = {
             let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
             self.p2c.choose(
@@ -207,14 +212,7 @@ impl Cluster {
     /// Endpoints neither ejected nor failing their health checks now.
     pub(crate) fn available(&self) -> usize {
         let now = self.clock.now();
-        let outlier = self
-            .outlier
-            .as_ref()
-            .map(|o| o.lock().unwrap_or_else(PoisonError::into_inner));
-        let health = self
-            .health
-            .as_ref()
-            .map(|(_, h)| h.lock().unwrap_or_else(PoisonError::into_inner));
+        let (outlier, health) = self.endpoint_state();
         (0..self.endpoints.len())
             .filter(|&i| {
                 !outlier.as_ref().is_some_and(|o| o.is_ejected(i, now))
