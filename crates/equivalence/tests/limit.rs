@@ -1,11 +1,14 @@
-//! Limit equivalence (issue 14, item 4: "admit … limit"): one seeded
-//! synthetic trace of requests — arrival time, latency, the answer's
-//! status — through the guard's route limit
-//! (`stormbreak_guard::trace::LimitPath`: the proxy's `ConcurrencyLimit`
-//! and its status → sample rule, on tokio's paused clock) and through the
-//! simulator's gateway limit (`stormbreak_sim::engine::admission`, the
-//! engine's own glue) must admit and refuse the same requests and hold the
-//! same limit after every event, for every algorithm.
+//! Limit and shed equivalence (issue 14, item 4: "admit … shed, limit"):
+//! one seeded synthetic trace of requests — arrival time, criticality
+//! class, latency, the answer's status — through the guard's route
+//! admission (`stormbreak_guard::trace::LimitPath`: the proxy's shed step
+//! and `ConcurrencyLimit` with its status → sample rule, on tokio's paused
+//! clock) and through the simulator's gateway admission
+//! (`stormbreak_sim::engine::admission`, the engine's own glue) must admit
+//! and refuse the same requests, give each refusal the same answer
+//! (status and `Retry-After`), and hold the same limit after every event,
+//! for every algorithm and for the default and a configured saturation
+//! table.
 //!
 //! Both sides build their limiter from the same `limit` table and draw the
 //! algorithm's randomness (Vegas' and Envoy's jitter) from the same seed.
@@ -22,8 +25,9 @@ use rand_pcg::Pcg64Mcg;
 use stormbreak_guard::trace::{Admitted, LimitPath};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::limit::LimitConfig;
+use stormbreak_policy::shed::{Criticality, SaturationConfig};
 use stormbreak_sim::engine::Res;
-use stormbreak_sim::engine::admission::{Admission, Slot};
+use stormbreak_sim::engine::admission::{Admission, Refusal, Slot};
 use stormbreak_sim::record::Cause;
 
 const REQUESTS: usize = 4000;
@@ -33,6 +37,7 @@ const LIMITER_SEED: u64 = 0x11_517;
 #[derive(Clone, Copy, Debug)]
 struct Request {
     at: Nanos,
+    class: Criticality,
     latency: Nanos,
     status: u16,
 }
@@ -57,8 +62,17 @@ fn trace(seed: u64) -> Vec<Request> {
             };
             let base = rng.random_range(5_000..15_000);
             let slow = if (500..1_500).contains(&i) { 4 } else { 1 };
+            // Mostly critical, as production traffic is; every class often
+            // enough to meet its threshold.
+            let class = match rng.random_range(0..10) {
+                0 | 1 => Criticality::Sheddable,
+                2 => Criticality::SheddablePlus,
+                3 => Criticality::CriticalPlus,
+                _ => Criticality::Critical,
+            };
             Request {
                 at: t,
+                class,
                 latency: Nanos::from_micros(base * slow),
                 status,
             }
@@ -66,12 +80,24 @@ fn trace(seed: u64) -> Vec<Request> {
         .collect()
 }
 
-/// What each side did: per request admitted or not, and the (in flight,
-/// limit) after every event.
+/// A refusal's answer: status and `Retry-After`.
+type Answer = (u16, Option<Nanos>);
+
+/// What each side did: per request admitted (`None`) or the refusal's
+/// answer, and the (in flight, limit) after every event.
 #[derive(Debug)]
 struct Decisions {
-    admitted: Vec<bool>,
+    refused: Vec<Option<Answer>>,
     states: Vec<(Nanos, u64, u64)>,
+}
+
+impl Decisions {
+    fn new(n: usize) -> Self {
+        Decisions {
+            refused: vec![None; n],
+            states: Vec::new(),
+        }
+    }
 }
 
 /// Events in (time, kind, request) order; kind 0 = completion, 1 = arrival.
@@ -82,20 +108,33 @@ fn events(reqs: &[Request]) -> BinaryHeap<Reverse<(Nanos, u8, usize)>> {
         .collect()
 }
 
-fn sim_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
-    let mut adm = Admission::new(config, 1, Pcg64Mcg::seed_from_u64(seed)).unwrap();
+fn sim_side(
+    config: &LimitConfig,
+    saturation: Option<&SaturationConfig>,
+    reqs: &[Request],
+    seed: u64,
+) -> Decisions {
+    let mut adm = Admission::new(config, saturation, 1, Pcg64Mcg::seed_from_u64(seed)).unwrap();
     let mut slots: Vec<Option<Slot>> = vec![None; reqs.len()];
-    let mut out = Decisions {
-        admitted: vec![false; reqs.len()],
-        states: Vec::new(),
-    };
+    let mut out = Decisions::new(reqs.len());
     let mut q = events(reqs);
     while let Some(Reverse((now, kind, i))) = q.pop() {
         if kind == 1 {
-            if let Some(slot) = adm.admit(now) {
-                slots[i] = Some(slot);
-                out.admitted[i] = true;
-                q.push(Reverse((now + reqs[i].latency, 0, i)));
+            match adm.admit(now, reqs[i].class) {
+                Ok(slot) => {
+                    slots[i] = Some(slot);
+                    q.push(Reverse((now + reqs[i].latency, 0, i)));
+                }
+                Err(
+                    Refusal::Shed {
+                        status,
+                        retry_after,
+                    }
+                    | Refusal::Limit {
+                        status,
+                        retry_after,
+                    },
+                ) => out.refused[i] = Some((status, retry_after)),
             }
         } else {
             let res = match reqs[i].status {
@@ -112,29 +151,33 @@ fn sim_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
     out
 }
 
-fn guard_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
+fn guard_side(
+    config: &LimitConfig,
+    saturation: Option<&SaturationConfig>,
+    reqs: &[Request],
+    seed: u64,
+) -> Decisions {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .unwrap();
     rt.block_on(async {
-        let path = LimitPath::new(config, seed).unwrap();
+        let path = LimitPath::new(config, saturation, seed).unwrap();
         let origin = tokio::time::Instant::now();
         let mut held: Vec<Option<Admitted>> = (0..reqs.len()).map(|_| None).collect();
-        let mut out = Decisions {
-            admitted: vec![false; reqs.len()],
-            states: Vec::new(),
-        };
+        let mut out = Decisions::new(reqs.len());
         let mut q = events(reqs);
         while let Some(Reverse((at, kind, i))) = q.pop() {
             let now = Nanos::from(tokio::time::Instant::now() - origin);
             tokio::time::advance(Duration::from(at - now)).await;
             if kind == 1 {
-                if let Some(a) = path.admit() {
-                    held[i] = Some(a);
-                    out.admitted[i] = true;
-                    q.push(Reverse((at + reqs[i].latency, 0, i)));
+                match path.admit(reqs[i].class) {
+                    Ok(a) => {
+                        held[i] = Some(a);
+                        q.push(Reverse((at + reqs[i].latency, 0, i)));
+                    }
+                    Err(r) => out.refused[i] = Some((r.status, r.retry_after)),
                 }
             } else {
                 held[i].take().expect("admitted").finish(reqs[i].status);
@@ -160,28 +203,79 @@ const CONFIGS: [&str; 7] = [
     "kind = \"windowed\"\ninner = { kind = \"vegas\", initial_limit = 10 }",
 ];
 
+/// A saturation table unlike the defaults: other thresholds, 429 with a
+/// longer `Retry-After`.
+fn custom_saturation() -> SaturationConfig {
+    toml::from_str(
+        "status = 429\nretry_after = \"3s\"\nthresholds = { sheddable = 0.5, sheddable_plus = 0.7, critical = 0.95, critical_plus = \"never\" }",
+    )
+    .unwrap()
+}
+
 #[test]
-fn the_guard_and_the_simulator_admit_the_same_requests_under_every_algorithm() {
+fn the_guard_and_the_simulator_admit_and_shed_the_same_requests_under_every_algorithm() {
     let reqs = trace(1);
-    for text in CONFIGS {
-        let c = config(text);
-        let sim = sim_side(&c, &reqs, LIMITER_SEED);
-        let guard = guard_side(&c, &reqs, LIMITER_SEED);
-        let refused = sim.admitted.iter().filter(|a| !**a).count();
-        assert!(refused > 0, "{text}: the trace never reaches the limit");
-        if let Some(d) = first_difference(&reqs, &sim, &guard) {
-            panic!("{text}: {d}");
+    let custom = custom_saturation();
+    for saturation in [None, Some(&custom)] {
+        for text in CONFIGS {
+            let c = config(text);
+            let sim = sim_side(&c, saturation, &reqs, LIMITER_SEED);
+            let guard = guard_side(&c, saturation, &reqs, LIMITER_SEED);
+            // Every class is shed below the limit somewhere, and critical
+            // requests are refused too, so both steps are compared.
+            for class in [Criticality::Sheddable, Criticality::Critical] {
+                let refused = (0..reqs.len())
+                    .filter(|&i| reqs[i].class == class && sim.refused[i].is_some())
+                    .count();
+                assert!(refused > 0, "{text}: no {class:?} request was refused");
+            }
+            if let Some(d) = first_difference(&reqs, &sim, &guard) {
+                panic!("{text}, saturation {saturation:?}: {d}");
+            }
         }
     }
+}
+
+#[test]
+fn classes_are_refused_in_order_and_the_answer_follows_the_table() {
+    // On the fixed limit, sheddable requests lose most and critical_plus
+    // least; the configured table answers 429 after 3 s.
+    let reqs = trace(1);
+    let share = |d: &Decisions, class| {
+        let of: Vec<_> = (0..reqs.len())
+            .filter(|&i| reqs[i].class == class)
+            .collect();
+        of.iter().filter(|&&i| d.refused[i].is_some()).count() as f64 / of.len() as f64
+    };
+    let fixed = config(CONFIGS[0]);
+    let d = sim_side(&fixed, None, &reqs, LIMITER_SEED);
+    let shares: Vec<f64> = Criticality::ALL.iter().map(|&c| share(&d, c)).collect();
+    assert!(
+        shares.windows(2).all(|w| w[0] > w[1]),
+        "refused share by class, least important first: {shares:?}"
+    );
+    assert!(
+        d.refused
+            .iter()
+            .flatten()
+            .all(|&a| a == (503, Some(Nanos::SECOND)))
+    );
+    let d = sim_side(&fixed, Some(&custom_saturation()), &reqs, LIMITER_SEED);
+    assert!(
+        d.refused
+            .iter()
+            .flatten()
+            .all(|&a| a == (429, Some(Nanos::from_secs(3))))
+    );
 }
 
 /// Where the two sides first part, in words (a whole `Decisions` is too
 /// long to print).
 fn first_difference(reqs: &[Request], sim: &Decisions, guard: &Decisions) -> Option<String> {
-    if let Some(i) = (0..reqs.len()).find(|&i| sim.admitted[i] != guard.admitted[i]) {
+    if let Some(i) = (0..reqs.len()).find(|&i| sim.refused[i] != guard.refused[i]) {
         return Some(format!(
-            "request {i} at {}: simulator admitted {}, guard {}",
-            reqs[i].at, sim.admitted[i], guard.admitted[i]
+            "request {i} ({:?}) at {}: simulator refused with {:?}, guard {:?} (None: admitted)",
+            reqs[i].class, reqs[i].at, sim.refused[i], guard.refused[i]
         ));
     }
     let k = (0..sim.states.len().max(guard.states.len()))
@@ -199,7 +293,7 @@ fn the_limits_move_so_the_comparison_could_fail() {
     // equal limits are a real agreement.
     let reqs = trace(1);
     for text in &CONFIGS[1..] {
-        let sim = sim_side(&config(text), &reqs, LIMITER_SEED);
+        let sim = sim_side(&config(text), None, &reqs, LIMITER_SEED);
         let first = sim.states[0].2;
         assert!(
             sim.states.iter().any(|s| s.2 != first),
@@ -208,8 +302,8 @@ fn the_limits_move_so_the_comparison_could_fail() {
     }
     // And a different jitter seed on one side changes Vegas' limits.
     let vegas = config(CONFIGS[2]);
-    let a = sim_side(&vegas, &reqs, LIMITER_SEED);
-    let b = guard_side(&vegas, &reqs, LIMITER_SEED + 1);
+    let a = sim_side(&vegas, None, &reqs, LIMITER_SEED);
+    let b = guard_side(&vegas, None, &reqs, LIMITER_SEED + 1);
     assert!(
         first_difference(&reqs, &a, &b).is_some(),
         "vegas' probe jitter should depend on the seed"
@@ -231,8 +325,8 @@ fn both_count_a_server_error_as_a_drop_and_a_403_as_a_sample() {
     };
     for (status, shrinks) in [(503, true), (403, false)] {
         let reqs = answered(status);
-        let sim = sim_side(&c, &reqs, LIMITER_SEED);
-        let guard = guard_side(&c, &reqs, LIMITER_SEED);
+        let sim = sim_side(&c, None, &reqs, LIMITER_SEED);
+        let guard = guard_side(&c, None, &reqs, LIMITER_SEED);
         if let Some(d) = first_difference(&reqs, &sim, &guard) {
             panic!("status {status}: {d}");
         }

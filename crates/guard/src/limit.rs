@@ -119,15 +119,19 @@ impl ConcurrencyLimit {
     /// admission room in use, 1.0 when both the limit and the queue are
     /// full. This is the saturation that sheds by class, so with the
     /// default thresholds sheddable work goes at 80 % while critical work
-    /// still queues.
+    /// still queues. The limit is the one as of now (the algorithm's
+    /// time-driven changes applied, as admission applies them), so a
+    /// request is shed by the limit it would meet.
     pub(crate) fn saturation(&self) -> f64 {
+        let now = self.clock.now();
         let (inflight, limit) = {
-            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.0.advance(now);
             (s.0.inflight(), s.0.limit())
         };
         let waiting = self.waiting.load(Ordering::Acquire);
-        let room = u64::from(limit) + u64::from(self.queue.as_ref().map_or(0, |q| q.size));
-        (f64::from(inflight) + f64::from(waiting)) / room.max(1) as f64
+        let queue = self.queue.as_ref().map_or(0, |q| q.size);
+        stormbreak_policy::shed::saturation_of(inflight, waiting, limit, queue)
     }
 
     /// In flight, limit and queued now, for metrics.

@@ -566,29 +566,17 @@ impl Proxy {
             .unwrap_or(route.criticality);
 
         // Operator rules, then saturation, in the order a gateway applies them.
-        let saturation = route.limit.as_ref().map_or(0.0, |l| l.saturation());
-        let decision = self
-            .shedder
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .decide(route.index, class, saturation);
-        if let Some(answer) = shed::answer(decision) {
+        if let Some(shed) = shed::decide(&self.shedder, route.index, class, route.limit.as_deref())
+        {
             bump(&self.stats.shed);
-            let by_rule = self
-                .shedder
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .rules()
-                .lookup(route.index, class)
-                .is_some();
-            let reason = if by_rule {
+            let reason = if shed.by_rule {
                 ShedReason::Rule
             } else {
                 ShedReason::Saturation
             };
             route.m.shed(reason);
             note.decision = Decision::Shed(reason);
-            return answer;
+            return shed::answer(shed.decision).expect("a shed is a rejection");
         }
         // A restore in progress admits each site's current fraction only.
         {
@@ -639,19 +627,7 @@ impl Proxy {
     }
 
     fn saturation_answer(&self) -> (u16, Option<stormbreak_policy::Nanos>) {
-        let shedder = self.shedder.lock().unwrap_or_else(PoisonError::into_inner);
-        match shedder
-            .saturation()
-            .decide(Criticality::Sheddable, f64::INFINITY)
-        {
-            stormbreak_policy::shed::Decision::Reject {
-                status,
-                retry_after,
-            } => (status, retry_after),
-            stormbreak_policy::shed::Decision::Admit => {
-                (503, Some(stormbreak_policy::Nanos::SECOND))
-            }
-        }
+        shed::full_answer(&self.shedder)
     }
 
     /// Sends the request upstream through the retry loop; `client` is the

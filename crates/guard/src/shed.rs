@@ -1,11 +1,63 @@
 //! Answers for requests the guard refuses itself: shed (403/429/503),
 //! rate limited (429), no route (404), too large (413).
 
+use std::sync::{Mutex, PoisonError};
+
 use http::{HeaderValue, Response, StatusCode, header};
 use stormbreak_policy::Nanos;
-use stormbreak_policy::shed::Decision;
+use stormbreak_policy::shed::{Criticality, Decision, Shedder};
 
 use crate::body::{self, Body};
+use crate::limit::ConcurrencyLimit;
+
+/// A request the shedder turned away before its route's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shed {
+    /// The answer (never [`Decision::Admit`]).
+    pub(crate) decision: Decision,
+    /// An operator rule gave it, not the saturation.
+    pub(crate) by_rule: bool,
+}
+
+/// The admission step before a route's limit, in the order a gateway
+/// applies it: operator rules for (`route`, `class`), then the saturation
+/// shedder at the saturation of `limit` (0 without one). `None` admits.
+///
+/// The proxy and `trace::LimitPath` both call it, so the
+/// trace-equivalence test checks the proxy's own step.
+pub(crate) fn decide(
+    shedder: &Mutex<Shedder>,
+    route: u32,
+    class: Criticality,
+    limit: Option<&ConcurrencyLimit>,
+) -> Option<Shed> {
+    let saturation = limit.map_or(0.0, ConcurrencyLimit::saturation);
+    let shedder = shedder.lock().unwrap_or_else(PoisonError::into_inner);
+    match shedder.decide(route, class, saturation) {
+        Decision::Admit => None,
+        decision => Some(Shed {
+            decision,
+            by_rule: shedder.rules().lookup(route, class).is_some(),
+        }),
+    }
+}
+
+/// The answer to a request a route's limit refuses: the saturation
+/// shedder's (503 with `Retry-After: 1s` by default), as if the request
+/// were of the least class.
+pub(crate) fn full_answer(shedder: &Mutex<Shedder>) -> (u16, Option<Nanos>) {
+    let shedder = shedder.lock().unwrap_or_else(PoisonError::into_inner);
+    match shedder
+        .saturation()
+        .decide(Criticality::Sheddable, f64::INFINITY)
+    {
+        Decision::Reject {
+            status,
+            retry_after,
+        } => (status, retry_after),
+        Decision::Admit => (503, Some(Nanos::SECOND)),
+    }
+}
 
 /// A response with `status`, a one-line reason and, when set, `Retry-After`
 /// in whole seconds rounded up (RFC 9110 §10.2.3 has no fractions; rounding

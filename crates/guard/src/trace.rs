@@ -122,26 +122,31 @@ impl RetryPath {
     }
 }
 
-/// A route's concurrency limit (`limit`, no admission queue), driven as the
-/// proxy drives it: admitted requests hold a slot until they are answered,
-/// and the answer's status decides the sample (the `limit` module's rule,
-/// the proxy's own). Its clock is tokio's, started by [`LimitPath::new`].
+/// A route's admission (`limit`, no admission queue), driven as the proxy
+/// drives it: the shedder's step first (saturation by class; the
+/// `shed` module's `decide`, the proxy's own), then the limit; admitted
+/// requests hold a slot until they are answered, and the answer's status
+/// decides the sample (the `limit` module's rule, the proxy's own). Its
+/// clock is tokio's, started by [`LimitPath::new`].
 ///
 /// ```
-/// use stormbreak_guard::trace::LimitPath;
+/// use stormbreak_guard::trace::{LimitPath, Refused};
+/// use stormbreak_policy::shed::Criticality;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let limit = toml::from_str(r#"kind = "fixed"
 /// limit = 1"#).unwrap();
-/// let path = LimitPath::new(&limit, 7).unwrap();
-/// let first = path.admit().expect("one slot");
-/// assert!(path.admit().is_none(), "the slot is taken");
+/// let path = LimitPath::new(&limit, None, 7).unwrap();
+/// let first = path.admit(Criticality::Critical).expect("one slot");
+/// let refused = Refused { status: 503, retry_after: Some(stormbreak_policy::Nanos::SECOND) };
+/// assert_eq!(path.admit(Criticality::Critical).err(), Some(refused), "the slot is taken");
 /// first.finish(200);
 /// assert_eq!((path.inflight(), path.limit()), (0, 1));
 /// # }
 /// ```
 pub struct LimitPath {
     limit: std::sync::Arc<crate::limit::ConcurrencyLimit>,
+    shedder: std::sync::Mutex<stormbreak_policy::shed::Shedder>,
 }
 
 /// A request [`LimitPath::admit`] let through; [`Admitted::finish`] it
@@ -149,14 +154,29 @@ pub struct LimitPath {
 /// a sample, as when a client goes away.
 pub struct Admitted(crate::limit::LimitPermit);
 
+/// The answer the guard gives a request it turned away at admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// HTTP status.
+    pub status: u16,
+    /// `Retry-After`, when sent.
+    pub retry_after: Option<Nanos>,
+}
+
 impl LimitPath {
-    /// A limit built from `limit`, its algorithm's random draws from
-    /// `Pcg64Mcg::seed_from_u64(seed)`.
+    /// A limit built from `limit`, shedding by class with `saturation`
+    /// (the guard's `[saturation]`; its defaults when `None`), its
+    /// algorithm's random draws from `Pcg64Mcg::seed_from_u64(seed)`.
     pub fn new(
         limit: &stormbreak_policy::limit::LimitConfig,
+        saturation: Option<&stormbreak_policy::shed::SaturationConfig>,
         seed: u64,
     ) -> Result<Self, FieldError> {
         let clock = Clock::new();
+        let shed = stormbreak_policy::shed::ShedConfig {
+            saturation: saturation.cloned().unwrap_or_default(),
+            ..Default::default()
+        };
         Ok(LimitPath {
             limit: crate::limit::ConcurrencyLimit::with_rng(
                 limit,
@@ -164,12 +184,26 @@ impl LimitPath {
                 clock,
                 Pcg64Mcg::seed_from_u64(seed),
             )?,
+            shedder: std::sync::Mutex::new(stormbreak_policy::shed::Shedder::new(&shed)?),
         })
     }
 
-    /// Admits a request now, or refuses it (`None`): without a queue the
-    /// proxy's admission never waits.
-    pub fn admit(&self) -> Option<Admitted> {
+    /// Admits a request of `class` now, or refuses it with the answer the
+    /// proxy would give: without a queue the proxy's admission never waits.
+    pub fn admit(&self, class: stormbreak_policy::shed::Criticality) -> Result<Admitted, Refused> {
+        if let Some(shed) = crate::shed::decide(&self.shedder, 0, class, Some(&self.limit)) {
+            let stormbreak_policy::shed::Decision::Reject {
+                status,
+                retry_after,
+            } = shed.decision
+            else {
+                unreachable!("a shed is a rejection")
+            };
+            return Err(Refused {
+                status,
+                retry_after,
+            });
+        }
         let acquire = self.limit.acquire();
         tokio::pin!(acquire);
         let waker = std::task::Waker::noop();
@@ -177,7 +211,14 @@ impl LimitPath {
             .as_mut()
             .poll(&mut std::task::Context::from_waker(waker))
         {
-            std::task::Poll::Ready(permit) => permit.map(Admitted),
+            std::task::Poll::Ready(Some(permit)) => Ok(Admitted(permit)),
+            std::task::Poll::Ready(None) => {
+                let (status, retry_after) = crate::shed::full_answer(&self.shedder);
+                Err(Refused {
+                    status,
+                    retry_after,
+                })
+            }
             std::task::Poll::Pending => unreachable!("admission without a queue never waits"),
         }
     }

@@ -215,3 +215,159 @@ fn bad_limit_tables_are_refused_with_their_place() {
     let e = bad("instances = 0");
     assert!(e.contains("instances must be ≥ 1"), "{e}");
 }
+
+/// Two routes through one gateway (`limit` 40, default saturation
+/// thresholds) to an uncongested service, and an LB in front: `bulk` is
+/// sheddable, `users` critical, each offered `rate` of 100 ms requests.
+fn classes(rate: &str, action: &str) -> String {
+    format!(
+        r#"
+[scenario]
+name = "gateway-classes"
+duration = "1000s"
+interval = "10s"
+
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 100000
+
+[[gateway]]
+name = "gw"
+timeout = "120s"
+limit = {{ kind = "fixed", limit = 40 }}
+
+[[service]]
+name = "backend"
+replicas = 1
+app = {{ workers = 1000, queue = 100000, service_time = {{ dist = "exponential", mean = "100ms" }} }}
+
+[[route]]
+name = "bulk"
+path = ["edge", "gw", "backend"]
+
+[[route]]
+name = "users"
+path = ["edge", "gw", "backend"]
+
+[[client]]
+name = "batch"
+route = "bulk"
+rate = "{rate}"
+criticality = "sheddable"
+timeout = "200s"
+
+[[client]]
+name = "people"
+route = "users"
+rate = "{rate}"
+timeout = "200s"
+{action}
+"#
+    )
+}
+
+/// Refused share of a route's attempts, by the causes given.
+fn refused(rec: &stormbreak_sim::record::Recording, route: &str, causes: &[Cause]) -> f64 {
+    let r = rec.routes.iter().find(|r| r.name == route).unwrap();
+    let attempts: u64 = r.attempts.iter().sum();
+    let n: u64 = r
+        .errors
+        .iter()
+        .map(|e| causes.iter().map(|&c| e[c as usize]).sum::<u64>())
+        .sum();
+    n as f64 / attempts as f64
+}
+
+#[test]
+fn classes_are_shed_by_saturation_as_a_trunk_reservation_loss_system() {
+    // 200/s of each class × 100 ms = 40 erlangs on 40 slots. Sheddable
+    // requests are admitted only below 0.8 × 40 = 32 in flight, critical
+    // ones up to 40: a birth–death chain with arrival rate 400/s below 32
+    // and 200/s from 32 to 39, departures n·10/s (trunk reservation; its
+    // stationary law is the product of the rates). Sheddable requests are
+    // lost in states ≥ 32, critical ones in state 40 only.
+    let rec = common::run_audited(&classes("200/s", ""), Some(5), Nanos::from_secs(50));
+    let mut p = vec![1.0_f64];
+    for n in 1..=40u32 {
+        let lambda = if n - 1 < 32 { 400.0 } else { 200.0 };
+        p.push(p[n as usize - 1] * lambda / (f64::from(n) * 10.0));
+    }
+    let total: f64 = p.iter().sum();
+    let sheddable_loss: f64 = p[32..].iter().sum::<f64>() / total;
+    let critical_loss = p[40] / total;
+    let both = [Cause::Shed503, Cause::LimitRejected];
+    let bulk = refused(&rec, "bulk", &both);
+    let users = refused(&rec, "users", &both);
+    assert!(
+        (bulk - sheddable_loss).abs() < 0.015,
+        "sheddable lost {bulk:.4}, the chain says {sheddable_loss:.4}"
+    );
+    assert!(
+        (users - critical_loss).abs() < 0.01,
+        "critical lost {users:.4}, the chain says {critical_loss:.4}"
+    );
+    assert!(
+        critical_loss < 0.5 * erlang_b(40, 40.0) && sheddable_loss > 2.0 * erlang_b(40, 40.0),
+        "the reservation moves the loss from one class to the other"
+    );
+    // Below the limit a sheddable request is shed; at the limit both
+    // classes meet the limit's own refusal.
+    assert!(refused(&rec, "bulk", &[Cause::Shed503]) > 0.1);
+    assert_eq!(refused(&rec, "users", &[Cause::Shed503]), 0.0);
+    assert!(refused(&rec, "users", &[Cause::LimitRejected]) > 0.0);
+}
+
+#[test]
+fn an_lb_shed_rule_may_name_a_class() {
+    // A 403 for the sheddable class of `users` leaves its critical
+    // requests alone; the same rule for `bulk` sheds all of them.
+    let rule = |route: &str| {
+        format!(
+            "\n[[action]]\nat = \"0s\"\ndo = \"shed\"\nlb = \"edge\"\nroute = \"{route}\"\nclass = \"sheddable\"\nstatus = 403\n"
+        )
+    };
+    let rec = common::run_audited(
+        &classes("20/s", &rule("users")),
+        Some(5),
+        Nanos::from_secs(50),
+    );
+    assert_eq!(refused(&rec, "users", &[Cause::Shed403]), 0.0);
+    let rec = common::run_audited(
+        &classes("20/s", &rule("bulk")),
+        Some(5),
+        Nanos::from_secs(50),
+    );
+    assert_eq!(refused(&rec, "bulk", &[Cause::Shed403]), 1.0);
+    assert_eq!(refused(&rec, "users", &[Cause::Shed403]), 0.0);
+}
+
+#[test]
+fn bad_saturation_tables_are_refused_with_their_place() {
+    let text = chain(
+        r#"saturation = { thresholds = { sheddable = 0.9, critical = 0.5 } }"#,
+        10,
+        "10ms",
+        "10/s",
+        "10s",
+    );
+    let e = Scenario::parse("case.toml", &text).unwrap_err().to_string();
+    assert!(e.contains("give a `limit` too"), "{e}");
+    let text = chain(
+        "limit = { kind = \"fixed\", limit = 4 }\nsaturation = { thresholds = { sheddable = 0.9, critical = 0.5 } }",
+        10,
+        "10ms",
+        "10/s",
+        "10s",
+    );
+    let e = Scenario::parse("case.toml", &text).unwrap_err().to_string();
+    assert!(e.starts_with("case.toml:11:"), "{e}");
+    assert!(e.contains("gateway \"gw\": saturation:"), "{e}");
+    let e = Scenario::parse(
+        "case.toml",
+        &classes("1/s", "").replace("\"sheddable\"", "\"low\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("sheddable_plus"), "{e}");
+}

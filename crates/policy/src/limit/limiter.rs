@@ -104,6 +104,15 @@ impl<A: LimitAlgorithm> Limiter<A> {
         self.algorithm.on_sample(now, sample, rng);
     }
 
+    /// Brings the algorithm's time-driven changes (a probe, a periodic
+    /// recalculation) up to `now`, as [`Limiter::try_acquire`] does first,
+    /// so a signal read before admission — the saturation a shedder reads —
+    /// sees the limit that admission will use. Calling it again at the same
+    /// `now` changes nothing.
+    pub fn advance(&mut self, now: Nanos) {
+        self.algorithm.advance(now);
+    }
+
     /// The algorithm's current limit.
     pub fn limit(&self) -> u32 {
         self.algorithm.limit()

@@ -38,7 +38,7 @@ mod throttle;
 
 pub use criticality::Criticality;
 pub use rules::{AddRuleError, ShedRule, ShedRules};
-pub use saturation::{ClassThresholds, SaturationConfig, SaturationShedder};
+pub use saturation::{ClassThresholds, SaturationConfig, SaturationShedder, saturation_of};
 pub use shedder::{ShedConfig, Shedder};
 pub use throttle::{AdaptiveThrottle, ThrottleConfig};
 

@@ -160,6 +160,28 @@ impl SaturationConfig {
     }
 }
 
+/// The saturation a gateway sheds by: requests holding or waiting for a
+/// slot over all the room it has, `(inflight + waiting) / (limit + queue)`,
+/// 1.0 when the limit and its admission queue are both full (a zero room
+/// counts as one, so a stage with no room reads as saturated, not NaN).
+///
+/// One formula for `stormbreak guard`'s routes and the simulator's
+/// gateways, so the same thresholds shed at the same load in both. With the
+/// default thresholds sheddable work goes at 80 % while critical work still
+/// queues.
+///
+/// ```
+/// use stormbreak_policy::shed::saturation_of;
+/// assert_eq!(saturation_of(8, 0, 10, 0), 0.8);
+/// assert_eq!(saturation_of(10, 5, 10, 5), 1.0);
+/// assert_eq!(saturation_of(0, 0, 0, 0), 0.0);
+/// ```
+#[inline]
+pub fn saturation_of(inflight: u32, waiting: u32, limit: u32, queue: u32) -> f64 {
+    let room = (u64::from(limit) + u64::from(queue)).max(1);
+    (f64::from(inflight) + f64::from(waiting)) / room as f64
+}
+
 /// Rejects requests whose class threshold the current saturation has reached.
 ///
 /// Source law: Google SRE book, ch. 21 "Handling Overload" — criticality

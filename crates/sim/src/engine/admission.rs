@@ -19,12 +19,25 @@
 //!   goes away. The simulator frees it when the abandoned work ends, the
 //!   guard at once: the simulator does not propagate cancellation.
 //!
+//! * before the limit, the saturation shedder (the guard's `[saturation]`)
+//!   answers a request whose class threshold its instance's saturation
+//!   has reached, saturation being the policy crate's
+//!   [`saturation_of`] (in flight over the limit: there is no admission
+//!   queue); a refusal by the limit itself gets the shedder's answer too
+//!   (by default 503 with `Retry-After: 1s`), as the guard's does. A
+//!   request reaching a full instance is reported as refused by the limit
+//!   whatever its class (the guard counts a `critical` one, whose
+//!   threshold is 1.0, as a saturation shed; the answer is the same).
+//!
 //! Requests go to the instances in turn (round robin), as a load balancer
 //! in front of gateway pods spreads them; a full instance refuses even if
 //! another has room.
 
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::limit::{AnyLimit, LimitConfig, Limiter, Outcome, Permit};
+use stormbreak_policy::shed::{
+    Criticality, Decision, SaturationConfig, SaturationShedder, saturation_of,
+};
 use stormbreak_policy::{FieldError, Nanos};
 
 use super::attempt::Res;
@@ -41,38 +54,95 @@ pub struct Slot {
     pub inflight: u32,
 }
 
+/// Why [`Admission::admit`] turned a request away, with the answer it
+/// gets: an HTTP status and, when set, `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The saturation shedder answered: the instance's saturation had
+    /// reached the request's class threshold.
+    Shed {
+        /// HTTP status (403, 429 or 503).
+        status: u16,
+        /// `Retry-After` to advertise.
+        retry_after: Option<Nanos>,
+    },
+    /// The instance was at its limit.
+    Limit {
+        /// HTTP status (the shedder's).
+        status: u16,
+        /// `Retry-After` to advertise.
+        retry_after: Option<Nanos>,
+    },
+}
+
 /// The concurrency limits of one gateway.
 #[derive(Debug, Clone)]
 pub struct Admission {
     limiters: Vec<Limiter<AnyLimit>>,
+    shedder: SaturationShedder,
+    /// The shedder's answer, given to a refusal by the limit.
+    full: (u16, Option<Nanos>),
     next: usize,
     rng: Pcg64Mcg,
 }
 
 impl Admission {
     /// `instances` limiters built from `config`, their algorithms' random
-    /// draws (if any) from `rng`.
+    /// draws (if any) from `rng`, shedding by class with `saturation` (the
+    /// policy crate's defaults when `None`, as in the guard).
     ///
     /// # Errors
     /// The policy crate's error for a config it cannot build.
-    pub fn new(config: &LimitConfig, instances: u32, rng: Pcg64Mcg) -> Result<Self, FieldError> {
+    pub fn new(
+        config: &LimitConfig,
+        saturation: Option<&SaturationConfig>,
+        instances: u32,
+        rng: Pcg64Mcg,
+    ) -> Result<Self, FieldError> {
         let limiters = (0..instances.max(1))
             .map(|_| config.build().map(Limiter::new))
             .collect::<Result<_, _>>()?;
+        let saturation = saturation.cloned().unwrap_or_default();
+        let shedder = SaturationShedder::new(&saturation)?;
         Ok(Admission {
             limiters,
+            shedder,
+            full: (saturation.status, saturation.retry_after),
             next: 0,
             rng,
         })
     }
 
-    /// Admits a request arriving at `now` on the next instance in turn, or
-    /// refuses it (`None`) when that instance is at its limit.
-    pub fn admit(&mut self, now: Nanos) -> Option<Slot> {
+    /// Admits a request of `class` arriving at `now` on the next instance
+    /// in turn, or refuses it: shed by that instance's saturation, or at
+    /// its limit.
+    pub fn admit(&mut self, now: Nanos, class: Criticality) -> Result<Slot, Refusal> {
         let i = self.next;
         self.next = (i + 1) % self.limiters.len();
-        let permit = self.limiters[i].try_acquire(now)?;
-        Some(Slot {
+        let limiter = &mut self.limiters[i];
+        // The limit as of now, the one admission would use.
+        limiter.advance(now);
+        let saturation = saturation_of(limiter.inflight(), 0, limiter.limit(), 0);
+        // A full instance refuses every class alike, so it is reported as
+        // the limit's refusal (same answer) rather than a shed of the
+        // classes whose threshold is 1.0.
+        if saturation < 1.0
+            && let Decision::Reject {
+                status,
+                retry_after,
+            } = self.shedder.decide(class, saturation)
+        {
+            return Err(Refusal::Shed {
+                status,
+                retry_after,
+            });
+        }
+        let (status, retry_after) = self.full;
+        let permit = limiter.try_acquire(now).ok_or(Refusal::Limit {
+            status,
+            retry_after,
+        })?;
+        Ok(Slot {
             instance: i as u32,
             inflight: permit.inflight,
         })
@@ -131,6 +201,7 @@ mod tests {
     fn fixed(limit: u32, instances: u32) -> Admission {
         Admission::new(
             &LimitConfig::Fixed(FixedConfig { limit }),
+            None,
             instances,
             Pcg64Mcg::seed_from_u64(1),
         )
@@ -141,21 +212,96 @@ mod tests {
     fn instances_take_turns_and_a_full_one_refuses() {
         let mut a = fixed(1, 2);
         let t = Nanos::ZERO;
-        let first = a.admit(t).unwrap();
-        let second = a.admit(t).unwrap();
+        // Above critical's threshold only the limit itself refuses.
+        let top = Criticality::CriticalPlus;
+        let first = a.admit(t, top).unwrap();
+        let second = a.admit(t, top).unwrap();
         assert_eq!((first.instance, second.instance), (0, 1));
-        assert_eq!(a.admit(t), None, "instance 0 is full");
-        assert_eq!(a.admit(t), None, "instance 1 is full");
+        let full = Err(Refusal::Limit {
+            status: 503,
+            retry_after: Some(Nanos::SECOND),
+        });
+        assert_eq!(a.admit(t, top), full, "instance 0 is full");
+        assert_eq!(a.admit(t, top), full, "instance 1 is full");
         a.finish(Nanos::from_millis(1), t, first, Outcome::Success);
         assert_eq!(a.inflight(), 1);
         assert_eq!(
-            a.admit(t),
-            Some(Slot {
+            a.admit(t, top),
+            Ok(Slot {
                 instance: 0,
                 inflight: 1
             })
         );
         assert_eq!(a.limit(), 2);
+    }
+
+    #[test]
+    fn classes_are_shed_at_their_thresholds_of_the_instance_they_reach() {
+        // Ten slots: sheddable goes at 8 in flight (0.8), sheddable_plus
+        // at 9, critical at 10 (full), critical_plus only by the limit.
+        let mut a = fixed(10, 1);
+        let t = Nanos::ZERO;
+        let shed = Err(Refusal::Shed {
+            status: 503,
+            retry_after: Some(Nanos::SECOND),
+        });
+        for _ in 0..8 {
+            let _held = a.admit(t, Criticality::Sheddable).unwrap();
+        }
+        assert_eq!(a.admit(t, Criticality::Sheddable), shed);
+        let _held = a.admit(t, Criticality::SheddablePlus).unwrap();
+        assert_eq!(a.admit(t, Criticality::SheddablePlus), shed);
+        let _held = a.admit(t, Criticality::Critical).unwrap();
+        // Full: every class meets the limit's refusal, with the same answer.
+        let full = Err(Refusal::Limit {
+            status: 503,
+            retry_after: Some(Nanos::SECOND),
+        });
+        assert_eq!(a.admit(t, Criticality::Sheddable), full);
+        assert_eq!(a.admit(t, Criticality::Critical), full);
+        assert!(matches!(
+            a.admit(t, Criticality::CriticalPlus),
+            Err(Refusal::Limit { .. })
+        ));
+        assert_eq!(a.inflight(), 10);
+    }
+
+    #[test]
+    fn a_configured_answer_is_given_by_the_shedder_and_the_limit() {
+        let saturation = SaturationConfig {
+            thresholds: stormbreak_policy::shed::ClassThresholds {
+                sheddable: 0.5,
+                ..Default::default()
+            },
+            status: 429,
+            retry_after: Some(Nanos::from_secs(5)),
+        };
+        let mut a = Admission::new(
+            &LimitConfig::Fixed(FixedConfig { limit: 2 }),
+            Some(&saturation),
+            1,
+            Pcg64Mcg::seed_from_u64(1),
+        )
+        .unwrap();
+        let t = Nanos::ZERO;
+        let answer = (429, Some(Nanos::from_secs(5)));
+        // Limit 2: one in flight is 0.5, past sheddable's 0.5 threshold.
+        let _held = a.admit(t, Criticality::CriticalPlus).unwrap();
+        assert_eq!(
+            a.admit(t, Criticality::Sheddable),
+            Err(Refusal::Shed {
+                status: answer.0,
+                retry_after: answer.1
+            })
+        );
+        let _held = a.admit(t, Criticality::Critical).unwrap();
+        assert_eq!(
+            a.admit(t, Criticality::CriticalPlus),
+            Err(Refusal::Limit {
+                status: answer.0,
+                retry_after: answer.1
+            })
+        );
     }
 
     #[test]

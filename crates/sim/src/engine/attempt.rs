@@ -14,6 +14,7 @@
 //! leaves.
 
 use stormbreak_policy::Nanos;
+use stormbreak_policy::shed::Criticality;
 
 use super::Engine;
 use super::caller::CallState;
@@ -85,6 +86,8 @@ pub(crate) struct Attempt {
     pub(crate) abandoned: bool,
     /// Site of the client population behind the attempt (0 when none).
     pub(crate) site: SiteId,
+    /// Criticality class of the client population behind it.
+    pub(crate) class: Criticality,
     /// The client connection it rides to an LB (with `connections`).
     pub(crate) conn: Conn,
 }
@@ -169,7 +172,7 @@ impl Engine {
         route: RouteId,
         hop: u8,
         parent: Parent,
-        site: SiteId,
+        (site, class): (SiteId, Criticality),
     ) -> Key {
         let comp = self.routes[route.ix()].path[hop as usize];
         if hop == 0 {
@@ -188,6 +191,7 @@ impl Engine {
             call: CallState::default(),
             abandoned: false,
             site,
+            class,
             conn: Conn::None,
         });
         let live = self.flight.attempts.len();
@@ -228,8 +232,8 @@ impl Engine {
     pub(crate) fn forward(&mut self, att: Key, timeout: Option<crate::queue::Lane>) {
         let a = self.flight.get_mut(att);
         a.phase = Phase::Forwarded;
-        let (route, hop, site) = (a.route, a.hop + 1, a.site);
-        let child = self.new_attempt(route, hop, Parent::Attempt(att), site);
+        let (route, hop, origin) = (a.route, a.hop + 1, (a.site, a.class));
+        let child = self.new_attempt(route, hop, Parent::Attempt(att), origin);
         self.flight.get_mut(att).child = Some(child);
         if let Some(lane) = timeout {
             self.queue

@@ -34,7 +34,11 @@ pub(crate) enum Undo {
     /// Restart the nodes a timed pause stopped.
     Restart { lb: LbId, nodes: u32 },
     /// Remove a timed shed rule.
-    Unshed { lb: LbId, route: u32 },
+    Unshed {
+        lb: LbId,
+        route: u32,
+        class: Option<stormbreak_policy::shed::Criticality>,
+    },
     /// Drop this action's slowdown.
     Slow { svc: ServiceId },
     /// Put the capacity back as it was.
@@ -398,8 +402,8 @@ impl Engine {
                     n.paused = false;
                 }
             }
-            Undo::Unshed { lb, route } => {
-                self.lbs[lb].rules.remove_rule(route, None);
+            Undo::Unshed { lb, route, class } => {
+                self.lbs[lb].rules.remove_rule(route, class);
             }
             Undo::Slow { svc } => {
                 let s = &mut self.services[svc.ix()];

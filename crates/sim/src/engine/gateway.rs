@@ -4,9 +4,10 @@
 
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::limit::LimitConfig;
+use stormbreak_policy::shed::SaturationConfig;
 
 use super::Engine;
-use super::admission::{Admission, Slot};
+use super::admission::{Admission, Refusal, Slot};
 use super::attempt::{Attempt, Held, Phase, Res};
 use super::caller::{Caller, Next};
 use super::ids::{GatewayId, RouteId, SeriesId};
@@ -32,6 +33,7 @@ pub(crate) struct Gateway {
 /// whole, so the fleet's total stays exact, as a pod's capacities do.
 pub(crate) fn admission(
     config: &LimitConfig,
+    saturation: Option<&SaturationConfig>,
     instances: u32,
     scale: f64,
     rng: Pcg64Mcg,
@@ -41,7 +43,8 @@ pub(crate) fn admission(
     if let LimitConfig::Fixed(f) = &mut config {
         f.limit = fleet.per_pod(f.limit);
     }
-    Admission::new(&config, fleet.pods(instances), rng).expect("validated with the scenario")
+    Admission::new(&config, saturation, fleet.pods(instances), rng)
+        .expect("validated with the scenario")
 }
 
 impl Engine {
@@ -49,9 +52,30 @@ impl Engine {
         let now = self.now;
         let gw = &mut self.gateways[g.ix()];
         if let Some(adm) = &mut gw.admission {
-            match adm.admit(now) {
-                Some(slot) => self.flight.get_mut(att).held = Held::Slot(slot),
-                None => return self.reject(att, Cause::LimitRejected),
+            let class = self.flight.get(att).class;
+            match adm.admit(now, class) {
+                Ok(slot) => self.flight.get_mut(att).held = Held::Slot(slot),
+                Err(refusal) => {
+                    let (cause, retry_after) = match refusal {
+                        Refusal::Shed {
+                            status,
+                            retry_after,
+                        } => (Cause::shed(status), retry_after),
+                        // The limit's own refusal keeps its cause where its
+                        // status is the cause's; another status is a shed.
+                        Refusal::Limit {
+                            status: 503,
+                            retry_after,
+                        } => (Cause::LimitRejected, retry_after),
+                        Refusal::Limit {
+                            status,
+                            retry_after,
+                        } => (Cause::shed(status), retry_after),
+                    };
+                    let series = gw.series;
+                    self.rec.reject(series);
+                    return self.complete(att, Res::Err(cause, retry_after));
+                }
             }
         }
         let gw = &mut self.gateways[g.ix()];
@@ -69,8 +93,9 @@ impl Engine {
 
     /// The gateway calls its dependency route for `att`.
     fn call_dependency(&mut self, att: Key, g: GatewayId, dep: RouteId) {
-        let site = self.flight.get(att).site;
-        let child = self.new_attempt(dep, 0, super::attempt::Parent::Attempt(att), site);
+        let a = self.flight.get(att);
+        let origin = (a.site, a.class);
+        let child = self.new_attempt(dep, 0, super::attempt::Parent::Attempt(att), origin);
         let a = self.flight.get_mut(att);
         a.phase = Phase::DependencyWait;
         a.child = Some(child);
@@ -152,7 +177,7 @@ mod tests {
     use stormbreak_policy::limit::{AimdConfig, FixedConfig, LimitConfig};
 
     fn scaled(config: LimitConfig, instances: u32, scale: f64) -> (u32, u64) {
-        let a = admission(&config, instances, scale, Pcg64Mcg::seed_from_u64(1));
+        let a = admission(&config, None, instances, scale, Pcg64Mcg::seed_from_u64(1));
         (a.instances(), a.limit())
     }
 

@@ -76,14 +76,26 @@ pub(crate) struct Lb {
 }
 
 impl Lb {
-    pub(crate) fn build(spec: &LbSpec, scale: f64, pops: usize, series: SeriesId) -> Lb {
+    /// `routes`: the scenario's route count; the shed-rule table has room
+    /// for a rule per (route, class) and per route, up to the policy
+    /// crate's largest table (validation refuses more distinct rules).
+    pub(crate) fn build(
+        spec: &LbSpec,
+        scale: f64,
+        pops: usize,
+        routes: usize,
+        series: SeriesId,
+    ) -> Lb {
         let limit = scaled(spec.flows_per_node, scale);
         let conn_limit = spec
             .connections
             .as_ref()
             .map_or(u32::MAX, |c| scaled(c.maxconn, scale));
         Lb {
-            rules: ShedRules::with_capacity(64).expect("a static capacity"),
+            rules: ShedRules::with_capacity(
+                (routes * (Criticality::ALL.len() + 1)).clamp(1, ShedRules::MAX_CAPACITY),
+            )
+            .expect("a capacity in range"),
             ramps: Vec::new(),
             gates: Vec::new(),
             nodes: (0..spec.nodes)
@@ -226,7 +238,7 @@ impl Engine {
         if let Some(Decision::Reject {
             status,
             retry_after,
-        }) = lb.rules.lookup(a.route.0 as u32, Criticality::Critical)
+        }) = lb.rules.lookup(a.route.0 as u32, a.class)
         {
             Some(Res::Err(Cause::shed(status), retry_after))
         } else if let Some(g) = lb

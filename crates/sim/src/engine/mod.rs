@@ -386,6 +386,7 @@ impl Engine {
                     l,
                     scale,
                     sc.clients.len(),
+                    sc.routes.len(),
                     rec.add_component(l.name.get_ref(), "lb"),
                 )
             })
@@ -400,7 +401,13 @@ impl Engine {
                 caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
                 rng: entity_rng(seed, 1_000 + i as u64),
                 admission: g.limit.as_ref().map(|l| {
-                    gateway::admission(l, g.instances, scale, entity_rng(seed, 3_000 + i as u64))
+                    gateway::admission(
+                        l,
+                        g.saturation.as_ref(),
+                        g.instances,
+                        scale,
+                        entity_rng(seed, 3_000 + i as u64),
+                    )
                 }),
                 series: rec.add_component(g.name.get_ref(), "gateway"),
             })
@@ -496,6 +503,7 @@ impl Engine {
                     caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
                     honour_retry_after: c.honour_retry_after,
                     site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
+                    class: c.criticality,
                     failover_route: c.failover_route.as_ref().map(|f| names.route(f.get_ref())),
                     spill: 0.0,
                     arrival_generation: 0,

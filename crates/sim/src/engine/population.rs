@@ -42,6 +42,8 @@ pub(crate) struct Population {
     pub(crate) caller: Caller,
     pub(crate) honour_retry_after: bool,
     pub(crate) site: SiteId,
+    /// Criticality class of its requests.
+    pub(crate) class: stormbreak_policy::shed::Criticality,
     pub(crate) failover_route: Option<RouteId>,
     /// Share of new requests sent to `failover_route`.
     pub(crate) spill: f64,
@@ -191,7 +193,7 @@ impl Engine {
     fn client_send(&mut self, req: Key) {
         let r = *self.flight.requests.get(req).expect("a live request");
         let pop = &mut self.pops[r.pop.ix()];
-        let (lane, site) = (pop.timeout_lane, pop.site);
+        let (lane, origin) = (pop.timeout_lane, (pop.site, pop.class));
         if r.route != pop.route {
             pop.spilled_total += 1;
         }
@@ -206,7 +208,7 @@ impl Engine {
             acc.errors[crate::record::Cause::Unavailable as usize] += 1;
             return self.client_outcome(req, Res::fail(crate::record::Cause::Unavailable));
         }
-        let att = self.new_attempt(r.route, 0, Parent::Client(req), site);
+        let att = self.new_attempt(r.route, 0, Parent::Client(req), origin);
         self.enter(att);
         if self.flight.attempts.get(att).is_some() {
             self.queue

@@ -4,7 +4,7 @@
 use stormbreak_policy::Nanos;
 use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
 use stormbreak_policy::retry::RetryConfig;
-use stormbreak_policy::shed::ShedRule;
+use stormbreak_policy::shed::{Criticality, ShedRule};
 
 use super::Engine;
 use super::Names;
@@ -37,12 +37,14 @@ pub(crate) enum Action {
     Shed {
         lb: LbId,
         route: RouteId,
+        class: Option<Criticality>,
         status: u16,
         retry_after: Option<Nanos>,
     },
     Unshed {
         lb: LbId,
         route: RouteId,
+        class: Option<Criticality>,
     },
     Ramp {
         lb: LbId,
@@ -148,23 +150,32 @@ impl Planned {
             ActionKind::Shed {
                 lb,
                 route,
+                class,
                 status,
                 retry_after,
             } => (
                 Action::Shed {
                     lb: names.lb(lb),
                     route: names.route(route),
+                    class: *class,
                     status: *status,
                     retry_after: *retry_after,
                 },
-                format!("shed {route} with {status} at {lb}"),
+                match class {
+                    None => format!("shed {route} with {status} at {lb}"),
+                    Some(c) => format!("shed {route} ({}) with {status} at {lb}", c.name()),
+                },
             ),
-            ActionKind::Unshed { lb, route } => (
+            ActionKind::Unshed { lb, route, class } => (
                 Action::Unshed {
                     lb: names.lb(lb),
                     route: names.route(route),
+                    class: *class,
                 },
-                format!("stop shedding {route} at {lb}"),
+                match class {
+                    None => format!("stop shedding {route} at {lb}"),
+                    Some(c) => format!("stop shedding {route} ({}) at {lb}", c.name()),
+                },
             ),
             ActionKind::Ramp {
                 lb,
@@ -356,26 +367,28 @@ impl Engine {
             Action::Shed {
                 lb,
                 route,
+                class,
                 status,
                 retry_after,
             } => {
                 let rule = ShedRule {
                     route: route.0 as u32,
-                    class: None,
+                    class,
                     status,
                     retry_after,
                 };
                 self.lbs[lb]
                     .rules
                     .add_rule(rule)
-                    .expect("validated rule; 64 rules");
+                    .expect("validated rule; the table has room for every (route, class)");
                 self.undo[idx] = super::fault::Undo::Unshed {
                     lb,
                     route: route.0 as u32,
+                    class,
                 };
             }
-            Action::Unshed { lb, route } => {
-                self.lbs[lb].rules.remove_rule(route.0 as u32, None);
+            Action::Unshed { lb, route, class } => {
+                self.lbs[lb].rules.remove_rule(route.0 as u32, class);
             }
             Action::Ramp {
                 lb,

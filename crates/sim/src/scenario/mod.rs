@@ -27,6 +27,7 @@ use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::retry::{BackoffConfig, RetryConfig};
+use stormbreak_policy::shed::{Criticality, SaturationConfig};
 
 /// A parsed, validated scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -222,6 +223,16 @@ pub struct GatewaySpec {
     /// go to them in turn. Scaled like a service's `replicas` (default 1).
     #[serde(default = "one_instance")]
     pub instances: u32,
+    /// With `limit`: shed requests by criticality class as the instance
+    /// fills (the policy crate's saturation shedder, `stormbreak guard`'s
+    /// `[saturation]` table): a request of class `c` is answered `status`
+    /// when `in flight / limit` of its instance has reached the class's
+    /// threshold. Absent, the defaults apply, as in the guard (sheddable
+    /// 0.8, sheddable_plus 0.9, critical 1.0, critical_plus 1.2; 503 with
+    /// `Retry-After: 1s`), and a refusal by the limit itself gets the same
+    /// answer.
+    #[serde(default)]
+    pub saturation: Option<SaturationConfig>,
 }
 
 fn one_instance() -> u32 {
@@ -414,6 +425,12 @@ pub struct ClientSpec {
     /// Site label (for staged restores that ramp traffic site by site).
     #[serde(default)]
     pub site: Option<String>,
+    /// The criticality class its requests carry, as a trusted criticality
+    /// header would (Google SRE book ch. 21): gateways shed lower classes
+    /// first and LB shed rules may name a class. Child calls (a gateway's
+    /// auth check) inherit it. Default `critical`.
+    #[serde(default)]
+    pub criticality: Criticality,
     /// Route to send the spilled share to after a `shift_traffic` action
     /// (typically the same user path in another region).
     #[serde(default)]
@@ -625,6 +642,9 @@ pub enum ActionKind {
         lb: String,
         /// Route name.
         route: String,
+        /// Only requests of this criticality class (default: every class).
+        #[serde(default)]
+        class: Option<Criticality>,
         /// HTTP status.
         status: u16,
         /// `Retry-After` to advertise (not with 403).
@@ -637,6 +657,9 @@ pub enum ActionKind {
         lb: String,
         /// Route name.
         route: String,
+        /// The class the rule named (default: the rule for every class).
+        #[serde(default)]
+        class: Option<Criticality>,
     },
     /// Staged restore of a route at an LB, site by site: replaces its shed
     /// rule with a ramp (`stormbreak_policy::ramp::StagedRestore`) that

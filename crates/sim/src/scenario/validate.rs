@@ -9,6 +9,7 @@ use std::ops::Range;
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::shed::Criticality;
 
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
@@ -273,6 +274,27 @@ impl Scenario {
             )?;
             if let Some(l) = &g.limit {
                 ck.limit(&p, &who, l)?;
+            }
+            if let Some(sat) = &g.saturation {
+                if g.limit.is_none() {
+                    return Err(ck.key(
+                        &format!("{p}.saturation"),
+                        format!(
+                            "{who}: saturation sheds by the fill of the gateway's `limit`: give a `limit` too"
+                        ),
+                    ));
+                }
+                sat.validate().map_err(|e| {
+                    ck.problem(
+                        &p,
+                        &who,
+                        "saturation",
+                        FieldProblem {
+                            field: e.field().to_owned(),
+                            message: e.to_string(),
+                        },
+                    )
+                })?;
             }
         }
         self.check_clients(ck)?;
@@ -806,6 +828,11 @@ impl Scenario {
             .iter()
             .filter_map(|c| c.site.as_deref())
             .collect();
+        // Distinct (route, class) shed rules each LB may hold at once; the
+        // engine sizes its rule table from the routes, bounded by the
+        // policy crate's largest table.
+        let mut shed_keys: HashMap<usize, std::collections::HashSet<(usize, Option<Criticality>)>> =
+            HashMap::new();
         for (i, spanned) in self.actions.iter().enumerate() {
             let a = spanned.get_ref();
             let p = format!("action.{i}");
@@ -1058,20 +1085,31 @@ impl Scenario {
                 ActionKind::Shed {
                     lb: l,
                     route: r,
+                    class,
                     status,
                     retry_after,
                 } => {
-                    lb(l)?;
+                    let li = lb(l)?;
                     let ri = route(r)?;
                     let rule = stormbreak_policy::shed::ShedRule {
                         route: ri as u32,
-                        class: None,
+                        class: *class,
                         status: *status,
                         retry_after: *retry_after,
                     };
                     rule.validate().map_err(|e| here(e.to_string()))?;
+                    let at_lb = shed_keys.entry(li).or_default();
+                    at_lb.insert((ri, *class));
+                    if at_lb.len() > stormbreak_policy::shed::ShedRules::MAX_CAPACITY {
+                        return Err(here(format!(
+                            "shed: more than {} distinct (route, class) rules at lb {l:?}",
+                            stormbreak_policy::shed::ShedRules::MAX_CAPACITY
+                        )));
+                    }
                 }
-                ActionKind::Unshed { lb: l, route: r } => {
+                ActionKind::Unshed {
+                    lb: l, route: r, ..
+                } => {
                     lb(l)?;
                     route(r)?;
                 }
