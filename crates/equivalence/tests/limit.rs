@@ -22,12 +22,12 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use stormbreak_guard::trace::{Admitted, LimitPath};
+use stormbreak_guard::trace::{self, LimitPath};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::shed::{Criticality, SaturationConfig};
 use stormbreak_sim::engine::Res;
-use stormbreak_sim::engine::admission::{Admission, Refusal, Slot};
+use stormbreak_sim::engine::admission::{Admission, Admitted, Refusal, Slot};
 use stormbreak_sim::record::Cause;
 
 const REQUESTS: usize = 4000;
@@ -114,14 +114,16 @@ fn sim_side(
     reqs: &[Request],
     seed: u64,
 ) -> Decisions {
-    let mut adm = Admission::new(config, saturation, 1, Pcg64Mcg::seed_from_u64(seed)).unwrap();
+    let mut adm =
+        Admission::new(config, saturation, None, 1, Pcg64Mcg::seed_from_u64(seed)).unwrap();
     let mut slots: Vec<Option<Slot>> = vec![None; reqs.len()];
     let mut out = Decisions::new(reqs.len());
     let mut q = events(reqs);
     while let Some(Reverse((now, kind, i))) = q.pop() {
         if kind == 1 {
             match adm.admit(now, reqs[i].class) {
-                Ok(slot) => {
+                Ok(Admitted::Queued { .. }) => unreachable!("no queue"),
+                Ok(Admitted::Now(slot)) => {
                     slots[i] = Some(slot);
                     q.push(Reverse((now + reqs[i].latency, 0, i)));
                 }
@@ -143,7 +145,7 @@ fn sim_side(
                 _ => Res::Err(Cause::Shed503, None),
             };
             let slot = slots[i].take().expect("admitted");
-            adm.finish(now, reqs[i].at, slot, Admission::outcome(res, false));
+            adm.finish(now, slot, Admission::outcome(res, false));
         }
         out.states
             .push((now, u64::from(adm.inflight()), adm.limit()));
@@ -163,16 +165,16 @@ fn guard_side(
         .build()
         .unwrap();
     rt.block_on(async {
-        let path = LimitPath::new(config, saturation, seed).unwrap();
+        let path = LimitPath::new(config, saturation, None, seed).unwrap();
         let origin = tokio::time::Instant::now();
-        let mut held: Vec<Option<Admitted>> = (0..reqs.len()).map(|_| None).collect();
+        let mut held: Vec<Option<trace::Admitted>> = (0..reqs.len()).map(|_| None).collect();
         let mut out = Decisions::new(reqs.len());
         let mut q = events(reqs);
         while let Some(Reverse((at, kind, i))) = q.pop() {
             let now = Nanos::from(tokio::time::Instant::now() - origin);
             tokio::time::advance(Duration::from(at - now)).await;
             if kind == 1 {
-                match path.admit(reqs[i].class) {
+                match path.admit(reqs[i].class).await {
                     Ok(a) => {
                         held[i] = Some(a);
                         q.push(Reverse((at + reqs[i].latency, 0, i)));

@@ -122,12 +122,13 @@ impl RetryPath {
     }
 }
 
-/// A route's admission (`limit`, no admission queue), driven as the proxy
-/// drives it: the shedder's step first (saturation by class; the
-/// `shed` module's `decide`, the proxy's own), then the limit; admitted
-/// requests hold a slot until they are answered, and the answer's status
-/// decides the sample (the `limit` module's rule, the proxy's own). Its
-/// clock is tokio's, started by [`LimitPath::new`].
+/// A route's admission (`limit` and its optional `queue`), driven as the
+/// proxy drives it: the shedder's step first (saturation by class; the
+/// `shed` module's `decide`, the proxy's own), then the limit, waiting in
+/// the queue when there is one; admitted requests hold a slot until they
+/// are answered, and the answer's status decides the sample (the `limit`
+/// module's rule, the proxy's own). Its clock is tokio's, started by
+/// [`LimitPath::new`].
 ///
 /// ```
 /// use stormbreak_guard::trace::{LimitPath, Refused};
@@ -136,10 +137,10 @@ impl RetryPath {
 /// # async fn main() {
 /// let limit = toml::from_str(r#"kind = "fixed"
 /// limit = 1"#).unwrap();
-/// let path = LimitPath::new(&limit, None, 7).unwrap();
-/// let first = path.admit(Criticality::Critical).expect("one slot");
+/// let path = LimitPath::new(&limit, None, None, 7).unwrap();
+/// let first = path.admit(Criticality::Critical).await.expect("one slot");
 /// let refused = Refused { status: 503, retry_after: Some(stormbreak_policy::Nanos::SECOND) };
-/// assert_eq!(path.admit(Criticality::Critical).err(), Some(refused), "the slot is taken");
+/// assert_eq!(path.admit(Criticality::Critical).await.err(), Some(refused), "the slot is taken");
 /// first.finish(200);
 /// assert_eq!((path.inflight(), path.limit()), (0, 1));
 /// # }
@@ -164,12 +165,14 @@ pub struct Refused {
 }
 
 impl LimitPath {
-    /// A limit built from `limit`, shedding by class with `saturation`
-    /// (the guard's `[saturation]`; its defaults when `None`), its
-    /// algorithm's random draws from `Pcg64Mcg::seed_from_u64(seed)`.
+    /// A limit built from `limit`, with an admission queue when `queue` is
+    /// given, shedding by class with `saturation` (the guard's
+    /// `[saturation]`; its defaults when `None`), its algorithm's random
+    /// draws from `Pcg64Mcg::seed_from_u64(seed)`.
     pub fn new(
         limit: &stormbreak_policy::limit::LimitConfig,
         saturation: Option<&stormbreak_policy::shed::SaturationConfig>,
+        queue: Option<&stormbreak_policy::limit::QueueConfig>,
         seed: u64,
     ) -> Result<Self, FieldError> {
         let clock = Clock::new();
@@ -180,7 +183,7 @@ impl LimitPath {
         Ok(LimitPath {
             limit: crate::limit::ConcurrencyLimit::with_rng(
                 limit,
-                None,
+                queue.cloned(),
                 clock,
                 Pcg64Mcg::seed_from_u64(seed),
             )?,
@@ -188,9 +191,14 @@ impl LimitPath {
         })
     }
 
-    /// Admits a request of `class` now, or refuses it with the answer the
-    /// proxy would give: without a queue the proxy's admission never waits.
-    pub fn admit(&self, class: stormbreak_policy::shed::Criticality) -> Result<Admitted, Refused> {
+    /// Admits a request of `class`, after waiting in the queue if there is
+    /// one and the limit is reached, or refuses it with the answer the
+    /// proxy would give (at once, or when its wait times out). Without a
+    /// queue it never waits.
+    pub async fn admit(
+        &self,
+        class: stormbreak_policy::shed::Criticality,
+    ) -> Result<Admitted, Refused> {
         if let Some(shed) = crate::shed::decide(&self.shedder, 0, class, Some(&self.limit)) {
             let stormbreak_policy::shed::Decision::Reject {
                 status,
@@ -204,23 +212,21 @@ impl LimitPath {
                 retry_after,
             });
         }
-        let acquire = self.limit.acquire();
-        tokio::pin!(acquire);
-        let waker = std::task::Waker::noop();
-        match acquire
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(waker))
-        {
-            std::task::Poll::Ready(Some(permit)) => Ok(Admitted(permit)),
-            std::task::Poll::Ready(None) => {
+        match self.limit.acquire().await {
+            Some(permit) => Ok(Admitted(permit)),
+            None => {
                 let (status, retry_after) = crate::shed::full_answer(&self.shedder);
                 Err(Refused {
                     status,
                     retry_after,
                 })
             }
-            std::task::Poll::Pending => unreachable!("admission without a queue never waits"),
         }
+    }
+
+    /// Requests waiting in the queue now.
+    pub fn waiting(&self) -> u64 {
+        self.limit.gauge().queued
     }
 
     /// The algorithm's current limit.

@@ -417,15 +417,9 @@ pub enum RateLimitKey {
     Token,
 }
 
-/// Admission queue in front of a route's concurrency limiter.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueueConfig {
-    /// Most requests waiting; a request arriving to a full queue is shed.
-    pub size: u32,
-    /// Longest wait before a queued request is shed.
-    pub timeout: Nanos,
-}
+/// Admission queue in front of a route's concurrency limiter: the policy
+/// crate's table, the one a simulated gateway's `queue` uses.
+pub use stormbreak_policy::limit::QueueConfig;
 
 /// `[[route]]`.
 #[derive(Clone, Debug, Deserialize)]

@@ -38,6 +38,7 @@ mod error;
 mod fixed;
 mod gradient2;
 mod limiter;
+mod queue;
 mod sample_buffer;
 mod vegas;
 mod windowed;
@@ -48,6 +49,7 @@ pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
 pub use fixed::{Fixed, FixedConfig};
 pub use gradient2::{Gradient2, Gradient2Config};
 pub use limiter::{Limiter, Outcome, Permit};
+pub use queue::QueueConfig;
 pub use vegas::{Vegas, VegasConfig};
 pub use windowed::{Windowed, WindowedConfig};
 

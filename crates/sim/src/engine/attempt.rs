@@ -40,6 +40,9 @@ pub(crate) enum Phase {
     New,
     /// Waiting for a sidecar slot (holds a place in the sidecar queue).
     SidecarQueued,
+    /// Waiting in a gateway instance's admission queue for a slot of its
+    /// limit (holds a place in that queue).
+    GatewayQueued,
     /// Holds a sidecar slot (if the service has a sidecar) and waits for a worker.
     AppQueued,
     /// Holds a sidecar slot (if any) and a worker.
@@ -68,6 +71,8 @@ pub(crate) enum Held {
     /// A slot of a gateway instance's concurrency limit, for the whole
     /// request.
     Slot(super::admission::Slot),
+    /// A place in a gateway instance's admission queue.
+    Queued(u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -257,6 +262,7 @@ impl Engine {
         match (a.comp, a.held) {
             (Comp::Lb(l), Held::Flow(node)) => self.lb_release(l, node, &a, !res.is_server_error()),
             (Comp::Gateway(g), Held::Slot(slot)) => self.gateway_release(g, slot, &a, res),
+            (Comp::Gateway(g), Held::Queued(instance)) => self.gateway_leave_queue(g, instance),
             _ => {}
         }
         if let (Comp::Lb(l), conn @ (Conn::Pooled { .. } | Conn::Oneshot { .. })) = (a.comp, a.conn)

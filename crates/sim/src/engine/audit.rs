@@ -66,6 +66,8 @@ impl Engine {
             .iter()
             .map(|g| vec![0; g.admission.as_ref().map_or(0, |a| a.instances() as usize)])
             .collect();
+        // And places in its queue.
+        let mut queued = slots.clone();
         let mut present = vec![0u64; self.rec.comps.len()];
         let mut problem = None;
         flight.attempts.for_each(|k, a| {
@@ -147,6 +149,17 @@ impl Engine {
                         }
                     }
                 }
+                (Comp::Gateway(g), Held::Queued(instance)) => {
+                    match queued[g.ix()].get_mut(instance as usize) {
+                        Some(n) if a.phase == Phase::GatewayQueued => *n += 1,
+                        _ => {
+                            problem = Some(format!(
+                                "attempt {k:?} in phase {:?} holds a queue place of gateway instance {instance}",
+                                a.phase
+                            ))
+                        }
+                    }
+                }
                 (_, Held::Nothing) => {}
                 (comp, held) => problem = Some(format!("attempt {k:?} at {comp:?} holds {held:?}")),
             }
@@ -172,6 +185,20 @@ impl Engine {
                     self.rec.comps[gw.series.ix()].name,
                     adm.inflight_of(i as u32),
                     held
+                );
+                let waiting = queued[g][i];
+                ensure!(
+                    adm.waiting_of(i as u32) == waiting,
+                    "gateway {}: instance {i} counts {} waiting, {} attempts hold a queue place",
+                    self.rec.comps[gw.series.ix()].name,
+                    adm.waiting_of(i as u32),
+                    waiting
+                );
+                ensure!(
+                    gw.waiters.get(i).map_or(0, |w| w.len()) >= waiting as usize,
+                    "gateway {}: instance {i} has {waiting} waiting but {} keys queued",
+                    self.rec.comps[gw.series.ix()].name,
+                    gw.waiters.get(i).map_or(0, |w| w.len())
                 );
             }
         }

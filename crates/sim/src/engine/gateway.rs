@@ -3,11 +3,13 @@
 //! "optimistic retries" of 2026-08-17.
 
 use rand_pcg::Pcg64Mcg;
-use stormbreak_policy::limit::LimitConfig;
+use std::collections::VecDeque;
+
+use stormbreak_policy::limit::{LimitConfig, QueueConfig};
 use stormbreak_policy::shed::SaturationConfig;
 
 use super::Engine;
-use super::admission::{Admission, Refusal, Slot};
+use super::admission::{Admission, Admitted, Refusal, Slot};
 use super::attempt::{Attempt, Held, Phase, Res};
 use super::caller::{Caller, Next};
 use super::ids::{GatewayId, RouteId, SeriesId};
@@ -24,6 +26,11 @@ pub(crate) struct Gateway {
     pub(crate) rng: Pcg64Mcg,
     /// The gateway's `limit`, one limiter per instance.
     pub(crate) admission: Option<Admission>,
+    /// With a `queue`: each instance's waiters in arrival order (keys of
+    /// attempts that timed out stay until they reach the front) and the
+    /// lane of their queue timeouts.
+    pub(crate) waiters: Vec<VecDeque<Key>>,
+    pub(crate) queue_lane: Option<Lane>,
     pub(crate) series: SeriesId,
 }
 
@@ -34,6 +41,7 @@ pub(crate) struct Gateway {
 pub(crate) fn admission(
     config: &LimitConfig,
     saturation: Option<&SaturationConfig>,
+    queue: Option<&QueueConfig>,
     instances: u32,
     scale: f64,
     rng: Pcg64Mcg,
@@ -43,8 +51,18 @@ pub(crate) fn admission(
     if let LimitConfig::Fixed(f) = &mut config {
         f.limit = fleet.per_pod(f.limit);
     }
-    Admission::new(&config, saturation, fleet.pods(instances), rng)
-        .expect("validated with the scenario")
+    let queue = queue.map(|q| QueueConfig {
+        size: fleet.per_pod(q.size).max(1),
+        timeout: q.timeout,
+    });
+    Admission::new(
+        &config,
+        saturation,
+        queue.as_ref(),
+        fleet.pods(instances),
+        rng,
+    )
+    .expect("validated with the scenario")
 }
 
 impl Engine {
@@ -54,7 +72,30 @@ impl Engine {
         if let Some(adm) = &mut gw.admission {
             let class = self.flight.get(att).class;
             match adm.admit(now, class) {
-                Ok(slot) => self.flight.get_mut(att).held = Held::Slot(slot),
+                Ok(Admitted::Now(slot)) => self.flight.get_mut(att).held = Held::Slot(slot),
+                Ok(Admitted::Queued { instance }) => {
+                    let waiters = &mut gw.waiters[instance as usize];
+                    // Timed-out keys stay behind until they reach the
+                    // front; an instance whose slots never come back would
+                    // pile them up, so drop them once they outnumber the
+                    // live ones (amortised O(1) a push).
+                    if waiters.len() >= 2 * (adm.waiting_of(instance) as usize).max(8) {
+                        let attempts = &self.flight.attempts;
+                        waiters.retain(|&k| {
+                            attempts
+                                .get(k)
+                                .is_some_and(|a| a.phase == Phase::GatewayQueued)
+                        });
+                    }
+                    waiters.push_back(att);
+                    let lane = gw.queue_lane.expect("a gateway with a queue has its lane");
+                    let a = self.flight.get_mut(att);
+                    a.phase = Phase::GatewayQueued;
+                    a.held = Held::Queued(instance);
+                    self.queue
+                        .schedule_in_lane(lane, now, super::Ev::QueueTimeout { att });
+                    return;
+                }
                 Err(refusal) => {
                     let (cause, retry_after) = match refusal {
                         Refusal::Shed {
@@ -78,16 +119,76 @@ impl Engine {
                 }
             }
         }
+        self.gateway_admitted(att, g);
+    }
+
+    /// `att` holds its slot (or the gateway has no limit): the call starts.
+    fn gateway_admitted(&mut self, att: Key, g: GatewayId) {
         let gw = &mut self.gateways[g.ix()];
         let call = gw.caller.start(self.now);
         let (dependency, lane) = (gw.dependency, gw.timeout_lane);
-        self.flight.get_mut(att).call = call;
+        let a = self.flight.get_mut(att);
+        a.call = call;
+        a.phase = Phase::New;
         match dependency {
             Some(dep) => {
                 self.rec.routes[dep.ix()].acc.first_attempts += 1;
                 self.call_dependency(att, g, dep);
             }
             None => self.forward(att, Some(lane)),
+        }
+    }
+
+    /// A slot of `instance` came back: the oldest live waiter tries for it
+    /// (one per release, as the guard wakes one); one that finds none
+    /// waits again at the back.
+    fn wake_waiter(&mut self, g: GatewayId, instance: u32) {
+        let now = self.now;
+        let gw = &mut self.gateways[g.ix()];
+        let (Some(adm), Some(waiters)) = (&mut gw.admission, gw.waiters.get_mut(instance as usize))
+        else {
+            return;
+        };
+        while let Some(k) = waiters.pop_front() {
+            let live = self
+                .flight
+                .attempts
+                .get(k)
+                .is_some_and(|a| a.phase == Phase::GatewayQueued);
+            if !live {
+                continue; // timed out in the queue already
+            }
+            match adm.wake(now, instance) {
+                Some(slot) => {
+                    self.flight.get_mut(k).held = Held::Slot(slot);
+                    return self.gateway_admitted(k, g);
+                }
+                None => {
+                    waiters.push_back(k);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A queued attempt's wait timed out: it leaves the queue with the
+    /// refusal's answer.
+    pub(crate) fn on_gateway_queue_timeout(&mut self, att: Key, g: GatewayId) {
+        let Some(adm) = &self.gateways[g.ix()].admission else {
+            return;
+        };
+        let (_, retry_after) = adm.refusal_answer();
+        // `complete` gives the queue place back (`gateway_leave_queue`);
+        // the key stays in the queue and is skipped as stale later.
+        let series = self.gateways[g.ix()].series;
+        self.rec.reject(series);
+        self.complete(att, Res::Err(Cause::QueueTimeout, retry_after));
+    }
+
+    /// An attempt holding a place in `instance`'s queue ended there.
+    pub(crate) fn gateway_leave_queue(&mut self, g: GatewayId, instance: u32) {
+        if let Some(adm) = &mut self.gateways[g.ix()].admission {
+            adm.leave_queue(instance);
         }
     }
 
@@ -146,7 +247,10 @@ impl Engine {
     pub(crate) fn gateway_release(&mut self, g: GatewayId, slot: Slot, a: &Attempt, res: Res) {
         let now = self.now;
         if let Some(adm) = &mut self.gateways[g.ix()].admission {
-            adm.finish(now, a.started, slot, Admission::outcome(res, a.abandoned));
+            adm.finish(now, slot, Admission::outcome(res, a.abandoned));
+            if adm.waiting_of(slot.instance) > 0 {
+                self.wake_waiter(g, slot.instance);
+            }
         }
     }
 
@@ -177,7 +281,14 @@ mod tests {
     use stormbreak_policy::limit::{AimdConfig, FixedConfig, LimitConfig};
 
     fn scaled(config: LimitConfig, instances: u32, scale: f64) -> (u32, u64) {
-        let a = admission(&config, None, instances, scale, Pcg64Mcg::seed_from_u64(1));
+        let a = admission(
+            &config,
+            None,
+            None,
+            instances,
+            scale,
+            Pcg64Mcg::seed_from_u64(1),
+        );
         (a.instances(), a.limit())
     }
 

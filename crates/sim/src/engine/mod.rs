@@ -68,7 +68,7 @@ mod service;
 mod stats;
 mod timeline;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -404,11 +404,26 @@ impl Engine {
                     gateway::admission(
                         l,
                         g.saturation.as_ref(),
+                        g.queue.as_ref(),
                         g.instances,
                         scale,
                         entity_rng(seed, 3_000 + i as u64),
                     )
                 }),
+                waiters: match (&g.limit, &g.queue) {
+                    (Some(_), Some(_)) => {
+                        vec![
+                            VecDeque::new();
+                            FleetScale::new(g.instances, scale).pods(g.instances) as usize
+                        ]
+                    }
+                    _ => Vec::new(),
+                },
+                queue_lane: g
+                    .limit
+                    .as_ref()
+                    .and(g.queue.as_ref())
+                    .map(|q| queue.lane(q.timeout)),
                 series: rec.add_component(g.name.get_ref(), "gateway"),
             })
             .collect();

@@ -202,12 +202,18 @@ impl Engine {
         for gw in &self.gateways {
             let c = &mut rec.comps[gw.series.ix()];
             // A gateway without a limit has no gauge of its own.
-            let (inflight, limit, instances) = gw.admission.as_ref().map_or((0.0, 0.0, 0.0), |a| {
-                (a.inflight() as f64, a.limit() as f64, a.instances() as f64)
-            });
+            let (inflight, limit, waiting, instances) =
+                gw.admission.as_ref().map_or((0.0, 0.0, 0.0, 0.0), |a| {
+                    (
+                        a.inflight() as f64,
+                        a.limit() as f64,
+                        a.waiting() as f64,
+                        a.instances() as f64,
+                    )
+                });
             c.in_flight.push(inflight);
             c.limit.push(limit);
-            c.queue.push(0.0);
+            c.queue.push(waiting);
             c.replicas.push(instances);
             c.app_utilisation.push(0.0);
         }

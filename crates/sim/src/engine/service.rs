@@ -347,6 +347,9 @@ impl Engine {
         let Some(a) = self.flight.attempts.get(att) else {
             return;
         };
+        if let (Phase::GatewayQueued, super::ids::Comp::Gateway(g)) = (a.phase, a.comp) {
+            return self.on_gateway_queue_timeout(att, g);
+        }
         if a.phase != Phase::SidecarQueued {
             return;
         }

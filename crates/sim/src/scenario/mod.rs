@@ -24,7 +24,7 @@ mod validate;
 pub use specs::{FieldProblem, check_budget, check_limit, check_retry};
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
-use stormbreak_policy::limit::LimitConfig;
+use stormbreak_policy::limit::{LimitConfig, QueueConfig};
 use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::retry::{BackoffConfig, RetryConfig};
 use stormbreak_policy::shed::{Criticality, SaturationConfig};
@@ -233,6 +233,13 @@ pub struct GatewaySpec {
     /// answer.
     #[serde(default)]
     pub saturation: Option<SaturationConfig>,
+    /// With `limit`: an admission queue per instance (the guard's route
+    /// `queue`): a request that finds the limit reached waits, at most
+    /// `size` at once and each at most `timeout` (then `queue_timeout`,
+    /// with the saturation table's answer); a slot coming back admits the
+    /// oldest waiter. `size` scales like a `fixed` limit.
+    #[serde(default)]
+    pub queue: Option<QueueConfig>,
 }
 
 fn one_instance() -> u32 {

@@ -296,6 +296,33 @@ impl Scenario {
                     )
                 })?;
             }
+            if let Some(q) = &g.queue {
+                if g.limit.is_none() {
+                    return Err(ck.key(
+                        &format!("{p}.queue"),
+                        format!(
+                            "{who}: a queue waits for the gateway's `limit`: give a `limit` too"
+                        ),
+                    ));
+                }
+                q.validate().map_err(|e| {
+                    ck.problem(
+                        &p,
+                        &who,
+                        "queue",
+                        FieldProblem {
+                            field: e.field().to_owned(),
+                            message: e.to_string(),
+                        },
+                    )
+                })?;
+                ck.duration(
+                    &format!("{p}.queue.timeout"),
+                    &format!("{who}: queue.timeout"),
+                    q.timeout,
+                    Nanos::NANOSECOND,
+                )?;
+            }
         }
         self.check_clients(ck)?;
         self.check_failovers(ck, &comps)?;
