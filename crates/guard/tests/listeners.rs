@@ -439,3 +439,65 @@ async fn a_steady_loop_on_a_kept_listener_fails_nothing_across_listener_reloads(
     drop(taken);
     g.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_route_restoring_every_listener_takes_an_added_one_as_a_site_for_its_next_restore() {
+    let b = backend(|_| status(200)).await;
+    let dir = common::files::TempDir::new("guard-listeners-restore");
+    let token = dir.write("token", "tok\n");
+    let admin = format!(
+        "[admin]\nbind = \"127.0.0.1:0\"\ntoken_file = {:?}\n",
+        token.display().to_string()
+    );
+    // No restore_sites: every listener is a site; the restore runs from start.
+    let restore = "restore = { ramp = { steps = [0.05, 0.25, 1.0], hold = \"1h\" } }";
+    let text =
+        |listeners: &[(&str, &str, &str)]| format!("{}\n{admin}", config(&b, listeners, restore));
+    let g = guard(&text(&[("a", ANY, "")])).await;
+    let admin_addr = g.admin_addr().unwrap();
+    let client = http1_client();
+    let sites = |state: serde_json::Value| -> Vec<String> {
+        state["routes"][0]["restore"]["fractions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[0].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let state = || async {
+        let (_, body) = send(&client, get(admin_addr, "/state")).await;
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()
+    };
+    let post = |path: &str| {
+        http::Request::post(format!("http://{admin_addr}{path}"))
+            .header("authorization", "Bearer tok")
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                br#"{"route":"app"}"#,
+            )))
+            .unwrap()
+    };
+    assert_eq!(sites(state().await), ["a"]);
+
+    // Listener b added mid-restore: the route is kept, and so is its
+    // running restore with the sites it started with; b is not one of
+    // them, so it admits nothing on the route while the restore runs.
+    let done = g
+        .reload(&parse(&text(&[("a", ANY, ""), ("b", ANY, "")])))
+        .unwrap();
+    assert_eq!(done.kept, ["app"]);
+    assert_eq!(sites(state().await), ["a"]);
+    let on_b = g.local_addr("b").unwrap();
+    assert_eq!(send(&client, get(on_b, "/")).await.0.status, 503);
+
+    // Stopped and started again: the next restore has both sites.
+    assert_eq!(send(&client, post("/restore/stop")).await.0.status, 200);
+    assert_eq!(send(&client, get(on_b, "/")).await.0.status, 200);
+    assert_eq!(send(&client, post("/restore/start")).await.0.status, 200);
+    assert_eq!(sites(state().await), ["a", "b"]);
+
+    // Removed again while no restore runs: the sites follow at once.
+    assert_eq!(send(&client, post("/restore/stop")).await.0.status, 200);
+    g.reload(&parse(&text(&[("a", ANY, "")]))).unwrap();
+    assert_eq!(sites(state().await), ["a"]);
+    g.shutdown().await;
+}
