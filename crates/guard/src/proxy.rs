@@ -188,8 +188,8 @@ impl Restore {
     }
 }
 
-/// Position of listener `name` among `sites` (a few names, scanned only
-/// while a restore runs).
+/// Position of listener `name` among `sites` (at most the listener count,
+/// scanned only while a restore runs).
 fn site_of(sites: &[String], name: &str) -> Option<usize> {
     sites.iter().position(|s| s == name)
 }
