@@ -3,37 +3,157 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 // Shared helpers; this file needs only `temp_dir` (removed on drop).
 #[allow(dead_code)]
 mod common;
+// The guard's own test config builder (std only, made to be shared).
+#[path = "../../guard/tests/common/config.rs"]
+mod guard_config;
 
 use common::temp_dir;
+use guard_config::Config;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
 }
 
-const VALID: &str = r#"[[listener]]
-name = "edge"
-bind = "127.0.0.1:0"
+/// Listener `edge` on a free loopback port, cluster `app` of `endpoint`,
+/// route `app` retrying twice.
+fn valid(endpoint: &str) -> String {
+    Config::edge()
+        .cluster("app", &[endpoint], "")
+        .route("app", "app", "retry = { max_attempts = 2 }")
+        .toml()
+}
 
-[[cluster]]
-name = "app"
-endpoints = ["ENDPOINT"]
+/// 1-based line of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {text}"))
+        + 1
+}
 
-[[route]]
-name = "app"
-cluster = "app"
-retry = { max_attempts = 2 }
-"#;
+/// A running `stormbreak guard --config <file>`: stdout read line by line
+/// on a thread (so every wait for a line is bounded), stderr kept for the
+/// end. Killed and waited for when dropped, so a failing test leaves no
+/// process behind.
+struct GuardProcess {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GuardProcess {
+    /// Starts `stormbreak guard <args> --config <path>` with `env` set.
+    fn start(path: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = bin();
+        command
+            .arg("guard")
+            .args(args)
+            .arg("--config")
+            .arg(path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        GuardProcess {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// The next stdout line (waits at most 10 s: a hang guard).
+    fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("no line from the guard: {e}"))
+    }
+
+    /// The rest of the next of (at most 16) stdout lines starting with `prefix`.
+    fn line_with(&self, prefix: &str) -> String {
+        for _ in 0..16 {
+            if let Some(rest) = self.next_line().trim().strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+        panic!("no line starting {prefix:?}");
+    }
+
+    /// Sends `signal` (`-HUP`, `-TERM`) with `kill`.
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(signal)
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill(1) is needed for this test")
+            .success();
+        assert!(ok, "kill {signal}");
+    }
+
+    /// Kills it; what it wrote on stderr.
+    fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        self.stderr()
+    }
+
+    /// Waits for it to exit by itself (at most 5 s, a hang guard; then it
+    /// is killed); its exit code and what it wrote on stderr.
+    fn exit(mut self) -> (Option<i32>, String) {
+        let mut code = None;
+        for _ in 0..500 {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                code = s.code();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        (code, self.stderr())
+    }
+
+    fn stderr(&mut self) -> String {
+        let _ = self.child.wait();
+        let mut text = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+impl Drop for GuardProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Its stdout is closed now: the reader thread ends.
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
 
 #[test]
 fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
     let dir = temp_dir("stormbreak-guard-cli", "check");
-    let good = dir.write("good.toml", VALID.replace("ENDPOINT", "127.0.0.1:9"));
+    let good = dir.write("good.toml", valid("127.0.0.1:9"));
     let out = bin()
         .args(["guard", "--check"])
         .arg(&good)
@@ -49,18 +169,15 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
             .contains("ok (1 listener(s), 1 cluster(s), 1 route(s))")
     );
 
-    let bad = dir.write(
-        "bad.toml",
-        VALID
-            .replace("ENDPOINT", "127.0.0.1:9")
-            .replace("max_attempts = 2", "max_attempts = 0"),
-    );
+    let text = valid("127.0.0.1:9").replace("max_attempts = 2", "max_attempts = 0");
+    let bad = dir.write("bad.toml", &text);
     let out = bin().args(["guard", "--check"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let expect = format!(
-        "error: {}:12:26: route \"app\": retry: max_attempts must be ≥ 1, got 0",
-        bad.display()
+        "error: {}:{}:26: route \"app\": retry: max_attempts must be ≥ 1, got 0",
+        bad.display(),
+        line_of(&text, "max_attempts = 0")
     );
     assert!(stderr.contains(&expect), "{stderr}");
 
@@ -90,58 +207,31 @@ fn config_serves_until_killed() {
     // The access log on stdout, after the "listening" line.
     let path = dir.write(
         "serve.toml",
-        VALID.replace("ENDPOINT", &endpoint.to_string()) + "\n[access_log]\nto = \"stdout\"\n",
+        valid(&endpoint.to_string()) + "\n[access_log]\nto = \"stdout\"\n",
     );
-    let mut child = bin()
-        .args(["guard", "--config"])
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
+    let guard = GuardProcess::start(&path, &[], &[]);
+    let addr = guard.line_with("listening edge on ");
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /x?token=secret HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
         .unwrap();
-    // Lines arrive through a channel so each wait is bounded (a hang guard).
-    let (tx, lines) = std::sync::mpsc::channel();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = || {
-        lines
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap_or_default()
-    };
-    let result = std::panic::catch_unwind(|| {
-        let line = next();
-        let addr = line
-            .trim()
-            .strip_prefix("listening edge on ")
-            .unwrap_or_else(|| panic!("{line:?}"));
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET /x?token=secret HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(answer.ends_with("hi"), "{answer}");
-        let log = next();
-        let v: serde_json::Value =
-            serde_json::from_str(&log).unwrap_or_else(|e| panic!("{e}: {log:?}"));
-        assert_eq!(v["path"], "/x", "no query in the log: {log}");
-        assert_eq!(v["route"], "app", "{log}");
-        assert_eq!(v["upstream"], "app", "{log}");
-        assert_eq!(v["status"], 200, "{log}");
-        assert_eq!(v["attempts"], 1, "{log}");
-        assert_eq!(v["decision"], "proxied", "{log}");
-        assert!(!log.contains("secret"), "{log}");
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("hi"), "{answer}");
+    let log = guard.next_line();
+    let v: serde_json::Value =
+        serde_json::from_str(&log).unwrap_or_else(|e| panic!("{e}: {log:?}"));
+    assert_eq!(v["path"], "/x", "no query in the log: {log}");
+    assert_eq!(v["route"], "app", "{log}");
+    assert_eq!(v["upstream"], "app", "{log}");
+    assert_eq!(v["status"], 200, "{log}");
+    assert_eq!(v["attempts"], 1, "{log}");
+    assert_eq!(v["decision"], "proxied", "{log}");
+    assert!(!log.contains("secret"), "{log}");
+    guard.kill();
+    // It answered its one request, so its thread has ended.
     server.join().unwrap();
-    reader.join().unwrap();
-    result.unwrap();
 }
 
 #[test]
@@ -163,20 +253,6 @@ fn a_test_dir_is_removed_when_dropped_also_when_the_test_panics() {
     assert!(!std::path::Path::new(path).exists(), "{path} left behind");
 }
 
-/// Reads lines from the child's stdout until one starts with `prefix`.
-fn line_with(reader: &mut impl BufRead, prefix: &str) -> String {
-    for _ in 0..16 {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        if let Some(rest) = line.trim().strip_prefix(prefix) {
-            return rest.to_owned();
-        }
-    }
-    panic!("no line starting {prefix:?}");
-}
-
 /// One HTTP/1.1 exchange on a fresh connection; the whole answer.
 fn exchange(addr: &str, request: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -190,50 +266,31 @@ fn exchange(addr: &str, request: &str) -> String {
 #[test]
 fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
     let dir = temp_dir("stormbreak-guard-cli", "admin");
-    let config = VALID.replace("ENDPOINT", "127.0.0.1:9")
+    let config = valid("127.0.0.1:9")
         + "\n[admin]\nbind = \"127.0.0.1:0\"\ntoken_env = \"STORMBREAK_ADMIN_TOKEN\"\n";
     let path = dir.write("admin.toml", &config);
-    let mut child = bin()
-        .args(["guard", "--config"])
-        .arg(&path)
-        .env("STORMBREAK_ADMIN_TOKEN", "t0ken")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let admin = line_with(&mut out, "admin on ");
-        let metrics = exchange(
+    let guard = GuardProcess::start(&path, &[], &[("STORMBREAK_ADMIN_TOKEN", "t0ken")]);
+    let admin = guard.line_with("admin on ");
+    let metrics = exchange(
+        &admin,
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("stormbreak_guard_requests_total{route=\"app\"} 0"));
+    let body = r#"{"route":"app","status":429,"retry_after":"5s"}"#;
+    let shed = |token: &str| {
+        exchange(
             &admin,
-            "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-        );
-        assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-        assert!(metrics.contains("stormbreak_guard_requests_total{route=\"app\"} 0"));
-        let body = r#"{"route":"app","status":429,"retry_after":"5s"}"#;
-        let shed = |token: &str| {
-            exchange(
-                &admin,
-                &format!(
-                    "POST /shed/add HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {token}\r\nx-stormbreak-operator: bob\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                ),
-            )
-        };
-        assert!(shed("wrong").starts_with("HTTP/1.1 401"));
-        let ok = shed("t0ken");
-        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
-    }));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    result.unwrap();
+            &format!(
+                "POST /shed/add HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {token}\r\nx-stormbreak-operator: bob\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    assert!(shed("wrong").starts_with("HTTP/1.1 401"));
+    let ok = shed("t0ken");
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let stderr = guard.kill();
     let logged: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("admin change"))
@@ -265,67 +322,27 @@ fn audit_finds_no_blind_autoscaler_in_deploy() {
     assert_eq!(out.status.code(), Some(0));
 }
 
-/// Sends `signal` (`-HUP`, `-TERM`) to the child with `kill`.
-fn signal(child: &std::process::Child, signal: &str) {
-    let ok = Command::new("kill")
-        .arg(signal)
-        .arg(child.id().to_string())
-        .status()
-        .expect("kill(1) is needed for this test")
-        .success();
-    assert!(ok, "kill {signal}");
-}
-
 #[test]
 fn sighup_refuses_an_invalid_file_and_sigterm_drains_and_exits_0() {
     let dir = temp_dir("stormbreak-guard-cli", "signals");
-    let text = VALID.replace("ENDPOINT", "127.0.0.1:9");
+    let text = valid("127.0.0.1:9");
     let path = dir.write("signals.toml", &text);
-    let mut child = bin()
-        .args(["guard", "--drain-timeout", "5s", "--config"])
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let edge = line_with(&mut out, "listening edge on ");
-        dir.write(
-            "signals.toml",
-            text.replace("max_attempts = 2", "max_attempts = 0"),
-        );
-        signal(&child, "-HUP");
-        // Still serving the old config (no upstream: 502 from the guard).
-        let answer = exchange(
-            &edge,
-            "GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-        );
-        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
-        signal(&child, "-TERM");
-    }));
-    // Bounded wait for the exit (a hang guard only).
-    let mut status = None;
-    for _ in 0..500 {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if status.is_none() {
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    result.unwrap();
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
+    let guard = GuardProcess::start(&path, &["--drain-timeout", "5s"], &[]);
+    let edge = guard.line_with("listening edge on ");
+    dir.write(
+        "signals.toml",
+        text.replace("max_attempts = 2", "max_attempts = 0"),
+    );
+    guard.signal("-HUP");
+    // Still serving the old config (no upstream: 502 from the guard).
+    let answer = exchange(
+        &edge,
+        "GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    guard.signal("-TERM");
+    let (code, stderr) = guard.exit();
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("reload on SIGHUP refused"), "{stderr}");
     assert!(stderr.contains("max_attempts must be ≥ 1"), "{stderr}");
     assert!(stderr.contains("draining"), "{stderr}");
@@ -557,19 +574,15 @@ fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
     assert!(text.contains("base_ejection_time = \"5s\""));
     let dir = temp_dir("stormbreak-guard-cli", "example");
     let path = dir.write("github-edge.toml", &text);
-    let mut child = bin()
-        .args(["guard", "--log-format", "json", "--config"])
-        .arg(&path)
-        .env("STORMBREAK_ADMIN_TOKEN", "edge-t0ken")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let cus = line_with(&mut out, "listening cus on ");
-        let nva_site = line_with(&mut out, "listening nva on ");
-        let admin = line_with(&mut out, "admin on ");
+    let guard = GuardProcess::start(
+        &path,
+        &["--log-format", "json"],
+        &[("STORMBREAK_ADMIN_TOKEN", "edge-t0ken")],
+    );
+    {
+        let cus = guard.line_with("listening cus on ");
+        let nva_site = guard.line_with("listening nva on ");
+        let admin = guard.line_with("admin on ");
         let token_path = "/copilot_internal/v2/token";
 
         // As shipped: the operators' 403 on the token route, at both sites.
@@ -685,18 +698,9 @@ fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
                 >= 10.0,
             "five failures per endpoint ejected each"
         );
-    }));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    }
+    let stderr = guard.kill();
     drop((web, cus_a, cus_b, nva, token, codeload));
-    result.unwrap();
     // --log-format json: every line is one JSON object; the admin changes
     // are there with who and what.
     let lines: Vec<serde_json::Value> = stderr

@@ -6,6 +6,7 @@
 //! | module | job | policy from `stormbreak-policy` |
 //! |---|---|---|
 //! | `listener` | accept under a connection cap; TLS with ALPN (`tls`); header-read, idle timeouts; header limits | — |
+//! | `listen_set` | the listeners in force: bound, swapped, drained on reload | — |
 //! | `route` | most specific match of host, path prefix, method, headers | — |
 //! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
@@ -51,6 +52,7 @@ mod endpoint;
 mod failover;
 mod headers;
 mod limit;
+mod listen_set;
 mod listener;
 pub mod live;
 pub mod metrics;
@@ -105,7 +107,6 @@ pub enum StartError {
 /// [`shutdown`](Guard::shutdown).
 pub struct Guard {
     live: Arc<live::Live>,
-    addrs: Vec<(String, SocketAddr)>,
     admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
@@ -130,27 +131,9 @@ impl Guard {
         path: Option<std::path::PathBuf>,
     ) -> Result<Guard, StartError> {
         let (stop, stopped) = watch::channel(false);
+        // Binds every listener and starts serving on it.
         let live = live::Live::new(config, path, stopped.clone())?;
         let mut tasks = JoinSet::new();
-        let mut addrs = Vec::new();
-        for (index, l) in config.listeners.iter().enumerate() {
-            let bind_err = |source| StartError::Bind {
-                name: l.name.clone(),
-                bind: l.bind.clone(),
-                source,
-            };
-            let socket = tokio::net::TcpListener::bind(&l.bind)
-                .await
-                .map_err(bind_err)?;
-            addrs.push((l.name.clone(), socket.local_addr().map_err(bind_err)?));
-            tasks.spawn(listener::serve(
-                index,
-                socket,
-                l.clone(),
-                live.clone(),
-                stopped.clone(),
-            ));
-        }
         {
             // One task feeds every spill law of the config in force.
             let live = live.clone();
@@ -198,7 +181,6 @@ impl Guard {
         };
         Ok(Guard {
             live,
-            addrs,
             admin,
             stop,
             tasks,
@@ -207,8 +189,10 @@ impl Guard {
 
     /// Replaces the config without dropping a request or connection,
     /// keeping the policy state of unchanged routes and clusters and the
-    /// admin overrides; refused, with the old config kept, when `config`
-    /// changes `[[listener]]` or `[admin]`.
+    /// admin overrides. Listeners may be added, removed (they drain) and
+    /// changed; refused whole, with the old config and listeners kept,
+    /// when a new listener cannot bind, a certificate cannot be read, or
+    /// `config` changes `[admin]`. Call it on the guard's tokio runtime.
     pub fn reload(&self, config: &GuardConfig) -> Result<live::Reloaded, String> {
         self.live.reload(config)
     }
@@ -219,9 +203,10 @@ impl Guard {
         self.live.reload_file()
     }
 
-    /// The address listener `name` is bound to (its port, when it asked for 0).
+    /// The address listener `name` is bound to (its port, when it asked
+    /// for 0); `None` for a name not in the config in force.
     pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
-        self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+        self.live.local_addr(name)
     }
 
     /// The admin listener's address, when `[admin]` is configured.
@@ -280,8 +265,9 @@ impl Guard {
         self.live.join().await;
     }
 
-    /// Serves until every listener has stopped (that is, forever unless a
-    /// listener fails).
+    /// Serves until the guard's own tasks end: forever, as nothing stops
+    /// a guard that is waited on (a listener that fails to accept backs
+    /// off and retries).
     pub async fn wait(mut self) {
         while self.tasks.join_next().await.is_some() {}
     }

@@ -19,34 +19,34 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use crate::config::{ListenerConfig, Protocol};
+use crate::config::Protocol;
+use crate::listen_set::{Bound, Phase, Settings};
 use crate::live::Live;
-use crate::proxy::ListenerSettings;
 
-/// Serves `listener` until `shutdown` turns true.
+/// Serves `bound` on `listener` until `shutdown` turns true, the guard
+/// drains, or a reload removes it.
 ///
 /// The connection cap works as HAProxy's `maxconn`: with `max_connections`
 /// connections open the loop stops accepting, so further connections wait
 /// in the kernel's accept backlog (bounded by the OS) instead of costing
 /// the guard memory.
 pub(crate) async fn serve(
-    index: usize,
+    bound: Arc<Bound>,
     listener: TcpListener,
-    config: ListenerConfig,
     live: Arc<Live>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let cap = live.get().connection_caps[index].1.clone();
-    let settings = Arc::new(ListenerSettings::new(index, &config));
-    let config = Arc::new(config);
-    // Draining: stop accepting (the socket closes with this task), let
-    // open connections finish what is in flight.
+    // Draining (the guard's, or this listener's on reload): stop
+    // accepting (the socket closes with this task), let open connections
+    // finish what is in flight.
     let mut draining = live.draining();
+    let mut phase = bound.phase();
     loop {
-        let permit = tokio::select! {
-            p = cap.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        let mut slot = tokio::select! {
+            p = bound.acquire() => match p { Ok(p) => p, Err(_) => return },
             _ = shutdown.changed() => return,
             () = drained(&mut draining) => return,
+            () = leaving(&mut phase) => return,
         };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -60,18 +60,24 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => return,
             () = drained(&mut draining) => return,
+            () = leaving(&mut phase) => return,
         };
+        slot.occupy();
         let _ = stream.set_nodelay(true);
-        let (live, settings, config) = (live.clone(), settings.clone(), config.clone());
+        // The settings (and certificate) in force now: a reload changes
+        // them for new connections only.
+        let settings = bound.settings();
+        let open = bound.opened();
+        let live = live.clone();
         let mut stop = shutdown.clone();
-        // The certificate in force now: a reload changes it for new
-        // connections only.
-        let tls = live.tls_acceptor(index);
+        let (mut phase, conn_phase) = (bound.phase(), bound.phase());
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slot = slot;
+            let _open = open;
             let serve = async {
-                match tls {
-                    None => connection(stream, peer, &config, live, settings).await,
+                let config = &settings.config;
+                match settings.tls.clone() {
+                    None => connection(stream, peer, &settings, live, conn_phase).await,
                     Some(acceptor) => {
                         // The handshake counts against the header-read
                         // timeout: a slow handshake is slowloris too.
@@ -79,7 +85,7 @@ pub(crate) async fn serve(
                         if let Ok(Ok(stream)) =
                             tokio::time::timeout(limit, acceptor.accept(stream)).await
                         {
-                            connection(stream, peer, &config, live, settings).await;
+                            connection(stream, peer, &settings, live, conn_phase).await;
                         }
                     }
                 }
@@ -87,6 +93,8 @@ pub(crate) async fn serve(
             tokio::select! {
                 () = serve => {}
                 _ = stop.changed() => {}
+                // A removed listener's drain deadline passed.
+                () = closed(&mut phase) => {}
             }
         });
     }
@@ -95,12 +103,13 @@ pub(crate) async fn serve(
 async fn connection<S>(
     stream: S,
     peer: SocketAddr,
-    config: &ListenerConfig,
+    settings: &Settings,
     live: Arc<Live>,
-    settings: Arc<ListenerSettings>,
+    mut phase: watch::Receiver<Phase>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let config = &settings.config;
     let active = Arc::new(AtomicUsize::new(0));
     let io = TokioIo::new(IdleIo::new(
         stream,
@@ -125,15 +134,16 @@ async fn connection<S>(
         Protocol::H2c => builder.http2_only(),
     };
     let mut draining = live.draining();
-    let service = service_fn(move |request| {
-        let (live, settings, active) = (live.clone(), settings.clone(), active.clone());
+    let request = settings.request.clone();
+    let service = service_fn(move |req| {
+        let (live, request, active) = (live.clone(), request.clone(), active.clone());
         async move {
             active.fetch_add(1, Ordering::AcqRel);
             let _done = Active(active);
             // The config in force when the request arrived answers it,
             // even if a reload replaces it meanwhile.
             let proxy = live.get();
-            Ok::<_, Infallible>(proxy.handle(&settings, peer, request).await)
+            Ok::<_, Infallible>(proxy.handle(&request, peer, req).await)
         }
     });
     // A malformed request gets hyper's 400 and the connection ends; the
@@ -143,11 +153,22 @@ async fn connection<S>(
     tokio::select! {
         _ = conn.as_mut() => return,
         () = drained(&mut draining) => {}
+        () = leaving(&mut phase) => {}
     }
     // Draining: finish the requests in flight (HTTP/2: GOAWAY; HTTP/1.1:
     // close after the current response), then end.
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// Resolves once a reload has removed the listener (or its `Bound` is gone).
+async fn leaving(phase: &mut watch::Receiver<Phase>) {
+    let _ = phase.wait_for(|p| *p != Phase::Serving).await;
+}
+
+/// Resolves once a removed listener's drain deadline has passed.
+async fn closed(phase: &mut watch::Receiver<Phase>) {
+    let _ = phase.wait_for(|p| *p == Phase::Closed).await;
 }
 
 /// Resolves once the drain flag is up (or its sender is gone).

@@ -1,19 +1,23 @@
 //! The config in force, and its replacement on reload without loss.
 //!
 //! Requests take the current proxy (`Proxy`) when they start and finish on it,
-//! so a reload never cuts one; connections and listeners are untouched.
-//! The new proxy keeps, by identity, every cluster whose config is
-//! unchanged (pool, outlier ejection, health, breaker, cluster limit) and
-//! every route whose config, position and clusters are unchanged (retry
-//! budget, adaptive limit, rate-limit table, restore ramp): resetting a
-//! budget mid-storm would hand out a fresh allowance of retries. Shed rules
-//! and retry policies set through the admin API are replayed onto the new
-//! proxy before it takes traffic. Every TLS listener's certificate and key
-//! are read again: new connections get them, open ones keep theirs, and a
-//! file that does not load refuses the whole reload. A changed
-//! `[access_log]` opens its new sink (requests on the old config finish
-//! into the old one); `[[listener]]` and `[admin]` own sockets and cannot
-//! change: such a reload is refused, naming the table's file:line.
+//! so a reload never cuts one. The new proxy keeps, by identity, every
+//! cluster whose config is unchanged (pool, outlier ejection, health,
+//! breaker, cluster limit) and every route whose config, position and
+//! clusters are unchanged (retry budget, adaptive limit, rate-limit table,
+//! restore ramp): resetting a budget mid-storm would hand out a fresh
+//! allowance of retries. Shed rules and retry policies set through the
+//! admin API are replayed onto the new proxy before it takes traffic. A
+//! changed `[access_log]` opens its new sink (requests on the old config
+//! finish into the old one).
+//!
+//! Listeners may be added, removed and changed (`crate::listen_set`): every
+//! new socket is bound and every certificate read before anything is
+//! swapped, so a reload that cannot bind is refused whole, naming the
+//! table's file:line, with the old listeners and config in force. `[admin]`
+//! cannot change: the admin listener is the lever a reload is pulled
+//! through (`POST /reload`), and its token guards every other lever; a
+//! reload that changes it is refused, naming the table.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -24,8 +28,11 @@ use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
 use crate::balance::Cluster;
-use crate::config::{AdminConfig, GuardConfig, ListenerConfig};
+use crate::config::{AdminConfig, GuardConfig};
+use crate::listen_set::{ListenSet, PlanError};
 use crate::proxy::{Proxy, Shared};
+
+pub use crate::listen_set::ListenerChanges;
 
 /// Overrides kept (and replayed on reload), oldest dropped first.
 pub const MAX_OVERRIDES: usize = 256;
@@ -56,36 +63,16 @@ pub struct Reloaded {
     /// TLS listeners whose certificate and key were read again (new
     /// connections get them; open ones keep theirs).
     pub certificates: Vec<String>,
-}
-
-/// Each listener's TLS server config (`None`: cleartext), swapped whole on
-/// reload; read once per accepted connection.
-type Certs = Vec<Option<RwLock<Arc<rustls::ServerConfig>>>>;
-
-/// Reads every TLS listener's certificate and key; the error names the
-/// listener and the file.
-fn read_certs(config: &GuardConfig) -> Result<Vec<Option<Arc<rustls::ServerConfig>>>, String> {
-    config
-        .listeners
-        .iter()
-        .map(|l| {
-            l.tls
-                .as_ref()
-                .map(|t| {
-                    crate::tls::server_config(t, l.protocol)
-                        .map_err(|e| format!("listener {:?}: {e}", l.name))
-                })
-                .transpose()
-        })
-        .collect()
+    /// Listeners added, removed, moved to another `bind`, or updated.
+    pub listeners: ListenerChanges,
 }
 
 /// The proxy in force, what outlives it, and the admin overrides.
 pub(crate) struct Live {
     current: RwLock<Arc<Proxy>>,
     shared: Shared,
-    /// `[[listener]]` and `[admin]` as started: a reload may not change them.
-    fixed: (Vec<ListenerConfig>, Option<AdminConfig>),
+    /// `[admin]` as started: a reload may not change it.
+    admin: Option<AdminConfig>,
     path: Option<PathBuf>,
     pub(crate) overrides: Mutex<VecDeque<Override>>,
     /// Serialises reloads (and override changes against them).
@@ -94,62 +81,57 @@ pub(crate) struct Live {
     /// Turned true once to drain: listeners stop accepting, connections
     /// finish what is in flight.
     draining: watch::Sender<bool>,
-    /// Health probes of clusters built since start.
+    /// Listener accept loops, removed listeners' drains and health
+    /// probes; finished ones are reaped on every
+    /// spawn, so the set holds only running tasks.
     tasks: Mutex<JoinSet<()>>,
-    /// Listeners' TLS configs, re-read from their files on every reload.
-    certs: Certs,
+    /// The listeners in force and draining.
+    listen: ListenSet,
 }
 
-/// Refuses `new` when its `[[listener]]` tables or `[admin]` differ from
-/// `listeners` and `admin`, the ones the guard started with: they own
-/// sockets (and listener positions name restore sites), so changing them
-/// takes a restart. The error names the file:line of the table and the
-/// first field that differs.
-fn unchangeable(
-    (listeners, admin): &(Vec<ListenerConfig>, Option<AdminConfig>),
-    new: &GuardConfig,
-) -> Result<(), String> {
-    const RESTART: &str = "restart the guard for that; the old config stays";
-    let spans = &new.spans;
-    for (i, l) in new.listeners.iter().enumerate() {
-        let at = spans.listeners.get(i).copied();
-        let message = match listeners.get(i) {
-            None => format!(
-                "listener {:?} is new: a reload cannot add a [[listener]]; {RESTART}",
-                l.name
-            ),
-            Some(old) => match old.difference(l) {
-                Some((field, was, now)) => format!(
-                    "listener {:?}: {field} changed from {was} to {now}: a reload cannot change a [[listener]]; {RESTART}",
-                    old.name
-                ),
-                None => continue,
-            },
-        };
-        return Err(spans.error(at, message));
-    }
-    if let Some(gone) = listeners.get(new.listeners.len()) {
-        return Err(spans.error(
-            None,
-            format!(
-                "listener {:?} is gone: a reload cannot remove a [[listener]]; {RESTART}",
-                gone.name
-            ),
-        ));
-    }
+/// Refuses `new` when its `[admin]` differs from `admin`, the one the
+/// guard started with: the admin listener is what `POST /reload` comes in
+/// on and its token guards every mutation, so changing it takes a
+/// restart. The error names the table's file:line.
+fn admin_unchanged(admin: &Option<AdminConfig>, new: &GuardConfig) -> Result<(), String> {
     let key = |a: &Option<AdminConfig>| format!("{a:?}");
-    if key(admin) != key(&new.admin) {
-        let what = match (admin, &new.admin) {
-            (None, _) => "added",
-            (_, None) => "removed",
-            _ => "changed",
-        };
-        return Err(spans.error(
-            spans.admin,
-            format!("[admin] {what}: a reload cannot change [admin]; {RESTART}"),
-        ));
+    if key(admin) == key(&new.admin) {
+        return Ok(());
     }
-    Ok(())
+    let what = match (admin, &new.admin) {
+        (None, _) => "added",
+        (_, None) => "removed",
+        _ => "changed",
+    };
+    Err(new.spans.error(
+        new.spans.admin,
+        format!(
+            "[admin] {what}: a reload cannot change [admin] (the listener reloads come through); restart the guard for that; the old config stays"
+        ),
+    ))
+}
+
+/// The message of a listener plan that failed, with the table's position.
+fn plan_error(config: &GuardConfig, e: PlanError) -> String {
+    match e {
+        PlanError::Tls(e) => format!("{e}; the old listeners, certificates and config stay"),
+        PlanError::Bind {
+            index,
+            name,
+            bind,
+            source,
+        } => config.spans.error(
+            config.spans.listeners.get(index).copied(),
+            format!(
+                "listener {name:?}: cannot bind {bind}: {source}; the old listeners and config stay"
+            ),
+        ),
+    }
+}
+
+/// Every listener name of `config`, in order (the implicit restore sites).
+fn listener_names(config: &GuardConfig) -> Vec<String> {
+    config.listeners.iter().map(|l| l.name.clone()).collect()
 }
 
 /// The access log `config` asks for: the one `previous` writes when its
@@ -172,44 +154,66 @@ fn access_log_for(
 }
 
 impl Live {
+    /// Builds the proxy and binds every listener; must run inside a tokio
+    /// runtime.
     pub(crate) fn new(
         config: &GuardConfig,
         path: Option<PathBuf>,
         stopped: watch::Receiver<bool>,
     ) -> Result<Arc<Live>, crate::StartError> {
-        let certs = read_certs(config)
-            .map_err(crate::StartError::Tls)?
-            .into_iter()
-            .map(|c| c.map(RwLock::new))
-            .collect();
-        let shared = Shared::new(config);
+        let listen = ListenSet::default();
+        let plan = listen.plan(config).map_err(|e| match e {
+            PlanError::Tls(e) => crate::StartError::Tls(e),
+            PlanError::Bind {
+                name, bind, source, ..
+            } => crate::StartError::Bind { name, bind, source },
+        })?;
+        let shared = Shared::new();
         let log = access_log_for(config, &shared, None).map_err(crate::StartError::AccessLog)?;
-        let proxy = Arc::new(Proxy::new(config, &shared, None, log)?);
+        let proxy = Arc::new(Proxy::new(config, &shared, None, log, plan.caps())?);
         let live = Arc::new(Live {
             current: RwLock::new(proxy.clone()),
             shared,
-            fixed: (config.listeners.clone(), config.admin.clone()),
+            admin: config.admin.clone(),
             path,
             overrides: Mutex::new(VecDeque::new()),
             reloading: Mutex::new(()),
             stopped,
             draining: watch::Sender::new(false),
             tasks: Mutex::new(JoinSet::new()),
-            certs,
+            listen,
         });
+        live.listen.apply(plan, &live);
         live.probe(&proxy, None);
         Ok(live)
     }
 
-    /// The TLS acceptor for a new connection on listener `index`, with the
-    /// certificate in force now; `None` for a cleartext listener.
-    pub(crate) fn tls_acceptor(&self, index: usize) -> Option<tokio_rustls::TlsAcceptor> {
-        let config = self.certs.get(index)?.as_ref()?;
-        let config = config
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        Some(tokio_rustls::TlsAcceptor::from(config))
+    /// The listeners in force and draining.
+    pub(crate) fn listen_set(&self) -> &ListenSet {
+        &self.listen
+    }
+
+    /// The address listener `name` (in force) is bound to.
+    pub(crate) fn local_addr(&self, name: &str) -> Option<std::net::SocketAddr> {
+        self.listen
+            .listeners()
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.addr)
+    }
+
+    /// Turns true when the guard stops.
+    pub(crate) fn stopped(&self) -> watch::Receiver<bool> {
+        self.stopped.clone()
+    }
+
+    /// Runs `task` until the guard stops (it must watch [`Live::stopped`]);
+    /// [`Live::join`] waits for it.
+    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        // Reaped here so reloads do not pile up finished tasks.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
     }
 
     /// Watches the drain flag.
@@ -222,13 +226,10 @@ impl Live {
         !self.draining.send_replace(true)
     }
 
-    /// Client connections open on every listener.
+    /// Client connections open on every listener, removed ones still
+    /// draining included.
     pub(crate) fn open_connections(&self) -> u64 {
-        self.shared
-            .connection_caps
-            .iter()
-            .map(|(_, sem, cap)| u64::from(*cap).saturating_sub(sem.available_permits() as u64))
-            .sum()
+        self.listen.open_connections()
     }
 
     /// The proxy new requests go to.
@@ -245,7 +246,6 @@ impl Live {
 
     /// Starts health probes for `proxy`'s clusters that `previous` did not have.
     fn probe(&self, proxy: &Proxy, previous: Option<&Proxy>) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         for cluster in &proxy.clusters {
             if cluster.probe_interval().is_none()
                 || previous.is_some_and(|p| p.clusters.iter().any(|c| Arc::ptr_eq(c, cluster)))
@@ -253,7 +253,7 @@ impl Live {
                 continue;
             }
             for e in 0..cluster.endpoints.len() {
-                tasks.spawn(probe(Arc::downgrade(cluster), e, self.stopped.clone()));
+                self.spawn(probe(Arc::downgrade(cluster), e, self.stopped.clone()));
             }
         }
     }
@@ -270,24 +270,33 @@ impl Live {
         list.push_back(o);
     }
 
-    /// Replaces the config; refused (and the old one kept) when `config`
-    /// changes listeners or `[admin]`, a policy refuses it, or a changed
-    /// `[access_log]`'s file cannot be opened.
-    pub(crate) fn reload(&self, config: &GuardConfig) -> Result<Reloaded, String> {
+    /// Replaces the config; refused (and the old one kept whole) when
+    /// `config` changes `[admin]`, a new listener cannot bind, a
+    /// certificate cannot be read, a policy refuses it, or a changed
+    /// `[access_log]`'s file cannot be opened. Must run inside the guard's
+    /// tokio runtime.
+    pub(crate) fn reload(self: &Arc<Self>, config: &GuardConfig) -> Result<Reloaded, String> {
         let _one = self
             .reloading
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        unchangeable(&self.fixed, config)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err("a reload must run inside the guard's tokio runtime".to_owned());
+        }
+        admin_unchanged(&self.admin, config)?;
+        // Certificates read and new sockets bound before anything is
+        // swapped: a failure refuses the whole reload, and the sockets it
+        // bound close.
+        let plan = self
+            .listen
+            .plan(config)
+            .map_err(|e| plan_error(config, e))?;
         let previous = self.get();
-        // Certificates are read before anything is swapped: a bad file
-        // refuses the whole reload, old certificates and config kept.
-        let certs =
-            read_certs(config).map_err(|e| format!("{e}; the old certificates and config stay"))?;
         let log = access_log_for(config, &self.shared, Some(&previous))
             .map_err(|e| format!("{e}; the old config stays"))?;
-        let proxy =
-            Proxy::new(config, &self.shared, Some(&previous), log).map_err(|e| e.to_string())?;
+        let proxy = Proxy::new(config, &self.shared, Some(&previous), log, plan.caps())
+            .map_err(|e| e.to_string())?;
+        // Nothing fails from here on.
         // Admin shed rules and retry policies outlive the config (restores
         // are kept with their route, or start afresh with a changed one).
         let replay: Vec<Override> = self
@@ -303,6 +312,10 @@ impl Live {
                 tracing::warn!(target: "stormbreak_guard::admin", what = o.what, detail = %o.detail, error = %e, "override not replayed on reload");
             }
         }
+        let names = listener_names(config);
+        for route in &proxy.routes {
+            route.restore.relisten(&names);
+        }
         let proxy = Arc::new(proxy);
         let kept = proxy.kept_routes(&previous);
         let rebuilt = proxy
@@ -313,22 +326,39 @@ impl Live {
             .collect();
         self.probe(&proxy, Some(&previous));
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = proxy;
-        let mut certificates = Vec::new();
-        for ((slot, new), l) in self.certs.iter().zip(certs).zip(&config.listeners) {
-            if let (Some(slot), Some(new)) = (slot, new) {
-                *slot.write().unwrap_or_else(PoisonError::into_inner) = new;
-                certificates.push(l.name.clone());
-            }
+        let certificates = config
+            .listeners
+            .iter()
+            .filter(|l| l.tls.is_some())
+            .map(|l| l.name.clone())
+            .collect();
+        let listeners = plan.changes.clone();
+        self.listen.apply(plan, self);
+        let ListenerChanges {
+            added,
+            removed,
+            moved,
+            updated,
+        } = &listeners;
+        if !(added.is_empty() && removed.is_empty() && moved.is_empty() && updated.is_empty()) {
+            tracing::info!(
+                ?added,
+                ?removed,
+                ?moved,
+                ?updated,
+                "listeners changed on reload"
+            );
         }
         Ok(Reloaded {
             kept,
             rebuilt,
             certificates,
+            listeners,
         })
     }
 
     /// Reloads the file the guard was started from.
-    pub(crate) fn reload_file(&self) -> Result<Reloaded, String> {
+    pub(crate) fn reload_file(self: &Arc<Self>) -> Result<Reloaded, String> {
         let path = self
             .path
             .as_ref()
@@ -374,45 +404,30 @@ async fn probe(cluster: Weak<Cluster>, endpoint: usize, mut stopped: watch::Rece
 mod tests {
     use super::*;
 
-    fn config(listeners: &[&str], admin: &str) -> GuardConfig {
-        let mut text: String = listeners
-            .iter()
-            .map(|l| format!("[[listener]]\nname = {l:?}\nbind = \"127.0.0.1:0\"\n\n"))
-            .collect();
-        text.push_str(admin);
+    fn config(admin: &str) -> GuardConfig {
+        let text = format!("[[listener]]\nname = \"a\"\nbind = \"127.0.0.1:0\"\n\n{admin}");
         GuardConfig::parse("g.toml", &text).unwrap()
     }
 
-    fn started(c: &GuardConfig) -> (Vec<ListenerConfig>, Option<AdminConfig>) {
-        (c.listeners.clone(), c.admin.clone())
-    }
-
     #[test]
-    fn listener_and_admin_changes_are_refused_with_where_and_what() {
-        let two = config(&["a", "b"], "");
-        assert_eq!(unchangeable(&started(&two), &two), Ok(()));
-        let e = unchangeable(&started(&two), &config(&["a"], "")).unwrap_err();
-        assert_eq!(
-            e,
-            "g.toml: listener \"b\" is gone: a reload cannot remove a [[listener]]; restart the guard for that; the old config stays"
-        );
-        let mut moved = two.clone();
-        moved.listeners[1].max_connections = 7;
-        let e = unchangeable(&started(&two), &moved).unwrap_err();
+    fn admin_changes_are_refused_with_where_and_what() {
+        let none = config("");
+        assert_eq!(admin_unchanged(&None, &none), Ok(()));
+        let with_admin = config("[admin]\nbind = \"127.0.0.1:0\"\n");
+        let e = admin_unchanged(&None, &with_admin).unwrap_err();
         assert!(
-            e.starts_with("g.toml:5:1: listener \"b\": max_connections changed from 10000 to 7:"),
+            e.starts_with("g.toml:5:1: [admin] added: a reload cannot change [admin]"),
             "{e}"
         );
-        let with_admin = config(&["a", "b"], "[admin]\nbind = \"127.0.0.1:0\"\n");
-        let e = unchangeable(&started(&two), &with_admin).unwrap_err();
-        assert!(
-            e.starts_with("g.toml:9:1: [admin] added: a reload cannot change [admin]"),
-            "{e}"
-        );
+        let e = admin_unchanged(&with_admin.admin, &none).unwrap_err();
+        assert!(e.starts_with("g.toml: [admin] removed"), "{e}");
+        let moved = config("[admin]\nbind = \"127.0.0.1:1\"\n");
+        let e = admin_unchanged(&with_admin.admin, &moved).unwrap_err();
+        assert!(e.starts_with("g.toml:5:1: [admin] changed"), "{e}");
         // A config not parsed from a file: the message without a position.
         let mut bare = with_admin.clone();
         bare.spans = Default::default();
-        let e = unchangeable(&started(&two), &bare).unwrap_err();
+        let e = admin_unchanged(&None, &bare).unwrap_err();
         assert!(e.starts_with("[admin] added"), "{e}");
     }
 }

@@ -36,7 +36,6 @@ use crate::route::{self, Matcher};
 use crate::shed;
 use crate::stats::{Stats, bump};
 use stormbreak_policy::failover::Region;
-use tokio::sync::Semaphore;
 
 /// A route with its policies built.
 pub(crate) struct Route {
@@ -59,19 +58,24 @@ pub(crate) struct Route {
 }
 
 /// A route's staged restore: the policy's coordinator while one runs, and
-/// which site each listener is. The config's `restore` runs from start;
+/// which listener each site is. The config's `restore` runs from start;
 /// the admin API can start, step and stop one at any time.
 pub(crate) struct Restore {
     state: Mutex<RestoreState>,
-    /// Site names in restore order.
-    pub(crate) sites: Vec<String>,
-    /// Site of listener `i`, or `None` for a listener not in the restore
-    /// (which admits nothing while the restore runs).
-    site_of: Vec<Option<usize>>,
+    /// The sites are the listeners (no `restore_sites`): a reload that
+    /// changes the listeners changes them (see [`Restore::relisten`]).
+    implicit: bool,
 }
 
 struct RestoreState {
     running: Option<StagedRestore>,
+    /// Site (listener) names in restore order: of the running restore, or
+    /// for the next one. A listener not among them admits nothing while a
+    /// restore runs.
+    sites: Vec<String>,
+    /// Listener names a reload brought while a restore ran: the sites of
+    /// the next restore (a running one keeps the sites it started with).
+    next_sites: Option<Vec<String>>,
     /// The route's `restore`, or the one an admin start gave.
     config: Option<StagedRestoreConfig>,
     rng: Pcg64Mcg,
@@ -90,17 +94,17 @@ impl Restore {
     /// `(running, fractions)`: with no restore running every site admits all.
     pub(crate) fn view(&self, now: stormbreak_policy::Nanos) -> RestoreView {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let fractions = self
-            .sites
+        let RestoreState { running, sites, .. } = &mut *s;
+        let fractions = sites
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let f = s.running.as_mut().map_or(1.0, |r| r.fraction(now, i));
+                let f = running.as_mut().map_or(1.0, |r| r.fraction(now, i));
                 (name.clone(), f)
             })
             .collect();
         RestoreView {
-            running: s.running.is_some(),
+            running: running.is_some(),
             fractions,
         }
     }
@@ -116,9 +120,12 @@ impl Restore {
         let config = config
             .or_else(|| s.config.clone())
             .ok_or("the route has no `restore` config: give one")?;
-        let mut restore =
-            StagedRestore::new(&config, self.sites.len()).map_err(|e| e.to_string())?;
+        let sites = s.next_sites.as_ref().unwrap_or(&s.sites).len();
+        let mut restore = StagedRestore::new(&config, sites).map_err(|e| e.to_string())?;
         restore.start(now);
+        if let Some(next) = s.next_sites.take() {
+            s.sites = next;
+        }
         s.running = Some(restore);
         s.config = Some(config);
         Ok(())
@@ -135,31 +142,61 @@ impl Restore {
     /// Ends the restore: every site admits all. `false` when none ran.
     pub(crate) fn stop(&self) -> bool {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        s.running.take().is_some()
+        let ran = s.running.take().is_some();
+        if let Some(next) = s.next_sites.take() {
+            s.sites = next;
+        }
+        ran
+    }
+
+    /// A reload changed the listeners to `names`: a route whose sites are
+    /// its listeners takes them as its sites now, or, while a restore
+    /// runs, for the next restore (the running one keeps its sites, so its
+    /// ramps do not jump). A route with `restore_sites` keeps its own.
+    pub(crate) fn relisten(&self, names: &[String]) {
+        if !self.implicit {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.running.is_some() {
+            s.next_sites = (s.sites != names).then(|| names.to_vec());
+        } else {
+            s.sites = names.to_vec();
+        }
     }
 
     /// Admits a request at listener `listener` (all when no restore runs).
-    fn admit(&self, now: stormbreak_policy::Nanos, listener: usize) -> bool {
+    fn admit(&self, now: stormbreak_policy::Nanos, listener: &str) -> bool {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let RestoreState { running, rng, .. } = &mut *s;
+        let RestoreState {
+            running,
+            rng,
+            sites,
+            ..
+        } = &mut *s;
         let Some(r) = running else { return true };
-        self.site_of[listener].is_some_and(|site| r.admit(now, site, rng))
+        site_of(sites, listener).is_some_and(|site| r.admit(now, site, rng))
     }
 
     /// Feeds the site's error guard, when a restore runs.
-    fn observe(&self, now: stormbreak_policy::Nanos, listener: usize, ok: bool) {
+    fn observe(&self, now: stormbreak_policy::Nanos, listener: &str, ok: bool) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let (Some(r), Some(site)) = (s.running.as_mut(), self.site_of[listener]) {
+        let RestoreState { running, sites, .. } = &mut *s;
+        if let (Some(r), Some(site)) = (running.as_mut(), site_of(sites, listener)) {
             r.observe(now, site, ok);
         }
     }
 }
 
+/// Position of listener `name` among `sites` (at most the listener count,
+/// scanned only while a restore runs).
+fn site_of(sites: &[String], name: &str) -> Option<usize> {
+    sites.iter().position(|s| s == name)
+}
+
 /// Per-listener settings the request path needs.
 pub(crate) struct ListenerSettings {
-    /// Position of the listener in the file.
-    pub(crate) index: usize,
-    /// Its name, for the access log.
+    /// Its name, for the access log and restore sites.
     pub(crate) name: String,
     pub(crate) trusted: Vec<Cidr>,
     pub(crate) criticality_header: HeaderName,
@@ -170,9 +207,8 @@ pub(crate) struct ListenerSettings {
 }
 
 impl ListenerSettings {
-    pub(crate) fn new(index: usize, l: &ListenerConfig) -> Self {
+    pub(crate) fn new(l: &ListenerConfig) -> Self {
         ListenerSettings {
-            index,
             name: l.name.clone(),
             trusted: l
                 .trusted_proxies
@@ -202,7 +238,7 @@ pub(crate) struct Proxy {
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
     /// Each listener's name, connection cap (`max_connections` permits) and its size.
-    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
+    pub(crate) connection_caps: ConnectionCaps,
     /// The access log of this config (shared with the previous one when
     /// `[access_log]` did not change).
     pub(crate) access_log: Option<Arc<AccessLog>>,
@@ -210,34 +246,25 @@ pub(crate) struct Proxy {
     pub(crate) access_log_key: String,
 }
 
+/// Each listener's name and connection cap, in config order: the
+/// listeners' gauges. Owned by the listeners (`crate::listen_set`), which
+/// a reload may change.
+pub(crate) type ConnectionCaps = Arc<Vec<(String, Arc<crate::listen_set::Cap>)>>;
+
 /// What outlives one config across reloads: the clock every policy's time
-/// is on, the counters, the metric families and the listeners' caps.
+/// is on, the counters and the metric families.
 pub(crate) struct Shared {
     pub(crate) clock: Clock,
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) connection_caps: Arc<Vec<(String, Arc<Semaphore>, u32)>>,
 }
 
 impl Shared {
-    pub(crate) fn new(config: &GuardConfig) -> Self {
+    pub(crate) fn new() -> Self {
         Shared {
             clock: Clock::new(),
             stats: Arc::new(Stats::default()),
             metrics: Arc::new(Metrics::new()),
-            connection_caps: Arc::new(
-                config
-                    .listeners
-                    .iter()
-                    .map(|l| {
-                        (
-                            l.name.clone(),
-                            Arc::new(Semaphore::new(l.max_connections as usize)),
-                            l.max_connections,
-                        )
-                    })
-                    .collect(),
-            ),
         }
     }
 }
@@ -271,14 +298,12 @@ fn restore_of(
     Ok(Restore {
         state: Mutex::new(RestoreState {
             running,
+            sites,
+            next_sites: None,
             config: config.restore.clone(),
             rng: Pcg64Mcg::from_os_rng(),
         }),
-        site_of: listeners
-            .iter()
-            .map(|l| sites.iter().position(|s| *s == l.name))
-            .collect(),
-        sites,
+        implicit: config.restore_sites.is_empty(),
     })
 }
 
@@ -328,6 +353,7 @@ impl Proxy {
         shared: &Shared,
         previous: Option<&Proxy>,
         access_log: Option<Arc<AccessLog>>,
+        connection_caps: ConnectionCaps,
     ) -> Result<Self, FieldError> {
         let clock = shared.clock;
         let mut clusters = Vec::with_capacity(config.clusters.len());
@@ -395,7 +421,7 @@ impl Proxy {
             shedder: Mutex::new(Shedder::new(&config.shed_config())?),
             stats: shared.stats.clone(),
             metrics: shared.metrics.clone(),
-            connection_caps: shared.connection_caps.clone(),
+            connection_caps,
             access_log,
             access_log_key: format!("{:?}", config.access_log),
         })
@@ -447,10 +473,7 @@ impl Proxy {
             listener: self
                 .connection_caps
                 .iter()
-                .map(|(name, sem, cap)| {
-                    let open = u64::from(*cap).saturating_sub(sem.available_permits() as u64);
-                    (name.clone(), (open, u64::from(*cap)))
-                })
+                .map(|(name, cap)| (name.clone(), cap.gauge()))
                 .collect(),
         };
         self.metrics.encode(&gauges)
@@ -580,7 +603,7 @@ impl Proxy {
         }
         // A restore in progress admits each site's current fraction only.
         {
-            if !route.restore.admit(self.clock.now(), listener.index) {
+            if !route.restore.admit(self.clock.now(), &listener.name) {
                 bump(&self.stats.shed);
                 route.m.shed(ShedReason::Restore);
                 note.decision = Decision::Shed(ShedReason::Restore);
@@ -619,7 +642,7 @@ impl Proxy {
         let failed = response.status().is_server_error();
         route
             .restore
-            .observe(self.clock.now(), listener.index, !failed);
+            .observe(self.clock.now(), &listener.name, !failed);
         if let Some(p) = permit {
             p.finish(crate::limit::outcome_of(response.status().as_u16()));
         }

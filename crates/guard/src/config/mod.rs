@@ -85,7 +85,8 @@ pub struct GuardConfig {
     pub(crate) spans: Spans,
 }
 
-/// Positions of the tables a reload may not change.
+/// Positions of the `[[listener]]` and `[admin]` tables, for reload errors
+/// (a listener that cannot bind, a changed `[admin]`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Spans {
     /// The file name as given.
@@ -145,9 +146,10 @@ impl ListenerConfig {
             max_headers: _,
             max_body_bytes: _,
             tls: _,
+            drain_timeout: _,
         } = self;
         let d = |v: &dyn std::fmt::Debug| format!("{v:?}");
-        let fields: [(&'static str, String, String); 13] = [
+        let fields: [(&'static str, String, String); 14] = [
             ("name", d(&self.name), d(&other.name)),
             ("bind", d(&self.bind), d(&other.bind)),
             ("protocol", d(&self.protocol), d(&other.protocol)),
@@ -193,6 +195,11 @@ impl ListenerConfig {
                 d(&other.max_body_bytes),
             ),
             ("tls", d(&self.tls), d(&other.tls)),
+            (
+                "drain_timeout",
+                d(&self.drain_timeout),
+                d(&other.drain_timeout),
+            ),
         ];
         fields.into_iter().find(|(_, a, b)| a != b)
     }
@@ -318,6 +325,11 @@ pub struct ListenerConfig {
     /// Serve TLS with these PEM files (ALPN `h2`, `http/1.1`); cleartext when absent.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// When a reload removes this listener (or moves it to another
+    /// `bind`), how long its open connections may take to finish their
+    /// requests before they are closed (default 30s).
+    #[serde(default = "defaults::drain_timeout")]
+    pub drain_timeout: Nanos,
 }
 
 /// `cluster.tls`: connect to the endpoints over TLS.
@@ -520,6 +532,9 @@ mod defaults {
     }
     pub fn request_timeout() -> Nanos {
         Nanos::from_secs(60)
+    }
+    pub fn drain_timeout() -> Nanos {
+        Nanos::from_secs(30)
     }
     pub fn max_header_bytes() -> u32 {
         16 * 1024

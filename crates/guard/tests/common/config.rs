@@ -34,6 +34,14 @@ impl Config {
         self
     }
 
+    /// A listener `name` on `bind`, with `extra` lines in its table.
+    pub fn listener_at(mut self, name: &str, bind: &str, extra: &str) -> Self {
+        self.listeners.push(format!(
+            "[[listener]]\nname = {name:?}\nbind = {bind:?}\n{extra}\n"
+        ));
+        self
+    }
+
     /// A cluster `name` of `endpoints`, with `extra` lines in its table.
     pub fn cluster<E: ToString>(mut self, name: &str, endpoints: &[E], extra: &str) -> Self {
         let endpoints: Vec<String> = endpoints
