@@ -292,6 +292,28 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     .kind
                     .clone()
                     .unwrap_or_else(|| "Deployment".into());
+                // KEDA writes `advanced.horizontalPodAutoscalerConfig
+                // .behavior` into the HPA it creates, as is; without it the
+                // HPA has none, and the controller applies Kubernetes'
+                // defaults, as to any HPA (KEDA 2.17 "ScaledObject
+                // specification", `advanced`).
+                let written = s
+                    .advanced
+                    .as_ref()
+                    .and_then(|a| a.horizontal_pod_autoscaler_config.as_ref())
+                    .and_then(|h| h.behavior.as_ref());
+                let behavior = match super::behavior::Behavior::read(written) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let (ns, name) = names(&o.metadata);
+                        inv.findings.push(parse_finding(
+                            src(raw).line_of("behavior"),
+                            &key("ScaledObject", &ns, &name),
+                            format!("advanced.horizontalPodAutoscalerConfig.{e}"),
+                        ));
+                        super::behavior::Behavior::default()
+                    }
+                };
                 // KEDA's defaults: minReplicaCount 0, maxReplicaCount 100.
                 autoscaler(
                     inv,
@@ -302,7 +324,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(s.min_replica_count.unwrap_or(0)),
                     Some(s.max_replica_count.unwrap_or(100)),
                     metrics,
-                    None,
+                    Some(behavior),
                 );
             }
         }
@@ -615,11 +637,14 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
         };
         routes.push(HttpRouteInfo {
             index,
+            // Istio reads a destination host as its own config does: a
+            // short name in the VirtualService's namespace, a dotted host
+            // as written (Istio 1.27 "Virtual Service", `Destination.host`).
             destinations: r
                 .route
                 .iter()
                 .filter(|d| !d.destination.host.is_empty())
-                .map(|d| d.destination.host.clone())
+                .map(|d| super::config_host(&d.destination.host, &namespace))
                 .collect(),
             subsets: r
                 .route
@@ -639,6 +664,13 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
         name,
         hosts: o.spec.hosts.clone(),
         at_gateway,
+        export_to: o
+            .spec
+            .export_to
+            .iter()
+            .take(workload::MAX_CALLS)
+            .cloned()
+            .collect(),
         routes,
     });
 }
@@ -688,9 +720,11 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
             destinations: r
                 .backend_refs
                 .iter()
-                .map(|b| match &b.namespace {
-                    Some(ns) => format!("{}.{ns}", b.name),
-                    None => b.name.clone(),
+                // A backendRef names a Service in its namespace (default:
+                // the route's), never a DNS name.
+                .map(|b| {
+                    let ns = b.namespace.as_deref().unwrap_or(&namespace);
+                    format!("{}.{ns}.svc.{}", b.name, super::CLUSTER_DOMAIN)
                 })
                 .collect(),
             subsets: vec![None; r.backend_refs.len()],
@@ -706,6 +740,7 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
         name,
         hosts: o.spec.hostnames.clone(),
         at_gateway: true,
+        export_to: Vec::new(),
         routes,
     });
 }
@@ -855,6 +890,8 @@ fn service_entry(inv: &mut Inventory, raw: &RawObject, o: Object<istio::ServiceE
         .filter(|a| !a.is_empty())
         .collect();
     endpoints.truncate(workload::MAX_CALLS);
+    let mut export_to = o.spec.export_to;
+    export_to.truncate(workload::MAX_CALLS);
     inv.service_entries.push(ServiceEntry {
         src: src(raw),
         namespace,
@@ -863,5 +900,6 @@ fn service_entry(inv: &mut Inventory, raw: &RawObject, o: Object<istio::ServiceE
         internal,
         selector: o.spec.workload_selector.map(|w| w.labels),
         endpoints,
+        export_to,
     });
 }
