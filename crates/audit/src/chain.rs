@@ -734,10 +734,18 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
     }
     let ingress = inv.workloads.iter().find(|w| is_ingress(w));
     for ro in &inv.routes {
+        // A gateway applies only the VirtualServices exported to its
+        // namespace (Istio 1.27 "Virtual Service", `exportTo`): one hidden
+        // from the ingress gateway routes nothing there.
+        if ro.at_gateway && ingress.is_some_and(|g| !ro.visible_to(&g.namespace)) {
+            continue;
+        }
         for r in &ro.routes {
             for (di, host) in r.destinations.iter().enumerate() {
                 let subset = r.subsets.get(di).cloned().flatten();
-                let Some(svc) = inv.service_for_host(host, &ro.namespace) else {
+                // Destinations are resolved at load, as Istio resolves
+                // them; only an exact Service FQDN matches.
+                let Some(svc) = inv.service_for_fqdn(host) else {
                     continue;
                 };
                 routed.insert((svc.namespace.clone(), svc.name.clone()));
@@ -762,7 +770,12 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     }
                 } else {
                     layers.extend(client.iter().cloned());
-                    callers = mesh_callers(inv, &caller_map, svc);
+                    // Only callers whose namespace sees this VirtualService
+                    // apply its route (`exportTo`).
+                    callers = mesh_callers(inv, &caller_map, svc)
+                        .into_iter()
+                        .filter(|c| c.ns.as_deref().is_none_or(|ns| ro.visible_to(ns)))
+                        .collect();
                 }
                 let (pool, budget) = pool_hop(inv, svc, &callers, subset.as_deref());
                 hops.extend(pool);

@@ -127,3 +127,27 @@ fn a_mesh_route_applies_each_callers_own_lookup() {
     assert!(name.contains("bookinfo/in-service"), "{name}");
     assert_eq!(limit, Some(50.0));
 }
+
+#[test]
+fn a_gateway_applies_only_virtual_services_exported_to_it() {
+    // reviews-edge (bookinfo) is bound to the gateway in istio-ingress:
+    // exported to bookinfo only, the gateway never applies it, so it
+    // routes nothing and has no chain.
+    let chain = |text: &str| {
+        audit_texts(&[("mesh.yaml", text)])
+            .chains
+            .iter()
+            .any(|c| c.object == "VirtualService bookinfo/reviews-edge")
+    };
+    let vs = "metadata: {name: reviews-edge, namespace: bookinfo}\nspec:\n";
+    let with = |export: &str| {
+        let text = read("lookup/mesh.yaml").replace(vs, &format!("{vs}  exportTo: {export}\n"));
+        assert!(text.contains("exportTo"));
+        text
+    };
+    assert!(!chain(&with("[\".\"]")));
+    assert!(!chain(&with("[bookinfo]")));
+    assert!(chain(&with("[istio-ingress]")));
+    assert!(chain(&with("[\"*\"]")));
+    assert!(chain(&read("lookup/mesh.yaml")));
+}

@@ -1201,3 +1201,264 @@ fn httproute_unset_attempts_zero_timeouts_and_a_backend_request_over_request() {
         f[0].message
     );
 }
+
+/// A mesh VirtualService in shop routing `cart-front` to DEST, with the
+/// `cart-front` Service it stands for; EXTRA goes into its spec.
+const FRONT_VS: &str = "---\napiVersion: v1\nkind: Service\nmetadata: {name: cart-front, namespace: shop}\nspec: {selector: {app: cart-front}}\n---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart-front, namespace: shop}\nspec:\nEXTRA  hosts: [cart-front]\n  http:\n  - route:\n    - destination: {host: DEST}\n";
+
+fn front_vs(dest: &str, extra: &str) -> String {
+    FRONT_VS.replace("DEST", dest).replace("EXTRA", extra)
+}
+
+#[test]
+fn a_virtual_service_destination_with_a_dot_is_taken_as_written() {
+    // Istio reads `destination.host` as its own config: `cart.shop` is a
+    // literal host no Service has (Kubernetes DNS would expand it, Istio
+    // does not), so the route reaches nothing and cart has no caller.
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart-front")
+        + &front_vs("cart.shop", "");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert!(
+        !r.chains
+            .iter()
+            .any(|c| c.object == "VirtualService shop/cart-front"),
+        "no route to cart: {:?}",
+        r.chains.iter().map(|c| &c.route).collect::<Vec<_>>()
+    );
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // The short name (read in the VirtualService's namespace) and the
+    // FQDN both name cart: frontend's 3 pods × 48 reach its pool.
+    for dest in [
+        "cart",
+        "cart.shop.svc.cluster.local",
+        "Cart.Shop.Svc.Cluster.Local",
+    ] {
+        let text = POOL_SCALE.replace("POOL", "48")
+            + &CALLER.replace("ADDR", "http://cart-front")
+            + &front_vs(dest, "");
+        let r = audit_texts(&[("cart.yaml", &text)]);
+        assert!(of(&r, "SB203").is_empty(), "{dest}: {:?}", r.findings);
+        assert!(
+            r.chains
+                .iter()
+                .any(|c| c.route == "VirtualService shop/cart-front http[0] → cart"),
+            "{dest}"
+        );
+        assert_eq!(
+            cart_pool(&r).expect("a pool hop").limit,
+            Some(144.0),
+            "{dest}"
+        );
+    }
+    // A short name in another namespace's VirtualService is that
+    // namespace's host, whatever namespace the Service is in.
+    let other = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "http://cart-front")
+        + &front_vs("cart", "").replace(
+            "metadata: {name: cart-front, namespace: shop}\nspec:\n  hosts: [cart-front]",
+            "metadata: {name: cart-front, namespace: web}\nspec:\n  hosts: [cart-front.shop.svc.cluster.local]",
+        );
+    assert!(other.contains("namespace: web}\nspec:\n  hosts"));
+    let r = audit_texts(&[("cart.yaml", &other)]);
+    assert_eq!(of(&r, "SB203").len(), 1, "{:?}", r.findings);
+}
+
+/// CALLER moved to namespace `web` (with injection on).
+fn web_caller(addr: &str) -> String {
+    "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: web, labels: {istio-injection: enabled}}\n"
+        .to_string()
+        + &CALLER
+            .replace("ADDR", addr)
+            .replace("namespace: shop", "namespace: web")
+}
+
+#[test]
+fn virtual_service_export_to_decides_which_callers_it_routes() {
+    // frontend in `web` calls cart-front.shop; the VirtualService in shop
+    // sends it to cart — only when exported to web.
+    let with = |extra: &str| {
+        let text = POOL_SCALE.replace("POOL", "48")
+            + &web_caller("http://cart-front.shop")
+            + &front_vs("cart", extra);
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    for seen in [
+        "",
+        "  exportTo: [\"*\"]\n",
+        "  exportTo: [web]\n",
+        "  exportTo: [shop, web]\n",
+    ] {
+        let r = with(seen);
+        assert!(of(&r, "SB203").is_empty(), "{seen}: {:?}", r.findings);
+        let pool = cart_pool(&r).expect("a pool hop");
+        assert_eq!(pool.limit, Some(144.0), "{seen}: {}", pool.how);
+        assert!(
+            pool.how.contains("calling pods (web/frontend)"),
+            "{}",
+            pool.how
+        );
+    }
+    for hidden in [
+        "  exportTo: [\".\"]\n",
+        "  exportTo: [shop]\n",
+        "  exportTo: [\"~\"]\n",
+    ] {
+        let r = with(hidden);
+        // The call stays with the cart-front Service: cart's pool has no
+        // known caller.
+        let f = of(&r, "SB203");
+        assert_eq!(f.len(), 1, "{hidden}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains("callers not in the configs"),
+            "{hidden}: {}",
+            f[0].message
+        );
+    }
+}
+
+#[test]
+fn service_entry_export_to_decides_who_sees_its_hosts() {
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart-internal, namespace: shop}\nspec:\n  host: cart.internal\n  trafficPolicy:\n    connectionPool:\n      http: {http2MaxRequests: 10, maxRetries: 3}\n";
+    let with = |export: &str| {
+        let text = POOL_SCALE.replace("POOL", "48")
+            + &web_caller("http://cart.internal")
+            + &service_entry(
+                "cart.internal",
+                &format!(
+                    "  location: MESH_INTERNAL\n  resolution: STATIC\n  workloadSelector: {{labels: {{app: cart}}}}\n{export}"
+                ),
+            )
+            + dr;
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    // Visible to web: 3 × 10 = 30 through the entry's host.
+    for seen in ["", "  exportTo: [\"*\"]\n", "  exportTo: [web]\n"] {
+        let r = with(seen);
+        let f = of(&r, "SB203");
+        assert_eq!(f.len(), 1, "{seen}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains("admits 30 requests"),
+            "{}",
+            f[0].message
+        );
+        assert!(
+            f[0].message
+                .contains("through ServiceEntry shop/cart-internal host cart.internal"),
+            "{}",
+            f[0].message
+        );
+    }
+    // Hidden from web: cart.internal is not in web's registry, no call.
+    for hidden in ["  exportTo: [\".\"]\n", "  exportTo: [shop]\n"] {
+        let r = with(hidden);
+        let f = of(&r, "SB203");
+        assert_eq!(f.len(), 1, "{hidden}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains("callers not in the configs"),
+            "{hidden}: {}",
+            f[0].message
+        );
+    }
+}
+
+/// A KEDA ScaledObject on cart (hpa()'s Deployment) with the given
+/// `advanced` block.
+fn keda(advanced: &str) -> String {
+    hpa("autoscaling/v2", "")
+        .split("\n---\n")
+        .next()
+        .expect("the Deployment")
+        .to_string()
+        + "\n---\napiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: cart, namespace: shop}\nspec:\n  scaleTargetRef: {name: cart}\n  minReplicaCount: 10\n  maxReplicaCount: 40\n  triggers:\n  - type: prometheus\n    metadata: {serverAddress: \"http://prom:9090\", query: \"sum(rate(http_requests_total[1m]))\", threshold: \"100\"}\n"
+        + advanced
+}
+
+#[test]
+fn keda_scaled_object_behavior_feeds_sb104_and_sb105() {
+    // The behavior KEDA passes to its HPA is read like an HPA's: a slow
+    // scale-up (SB104) and a window-less scale-down (SB105).
+    let slow_up = SLOW_UP
+        .replace("\n  ", "\n      ")
+        .replacen("  behavior:", "      behavior:", 1);
+    let adv = format!("  advanced:\n    horizontalPodAutoscalerConfig:\n{slow_up}");
+    let r = audit_texts(&[("cart.yaml", &keda(&adv))]);
+    assert_eq!(r.counts.read.get("ScaledObject"), Some(&1));
+    let f = of(&r, "SB104");
+    assert_eq!(f.len(), 1, "{adv}: {:?}", r.findings);
+    assert!(
+        f[0].object.starts_with("ScaledObject shop/cart"),
+        "{}",
+        f[0].object
+    );
+    assert!(
+        f[0].message
+            .contains("615 s = stabilization window 60 s + 37 syncs of 15 s"),
+        "{}",
+        f[0].message
+    );
+    let fast_down = "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleDown:\n          stabilizationWindowSeconds: 0\n";
+    let r = audit_texts(&[("cart.yaml", &keda(fast_down))]);
+    assert_eq!(ids(&r), vec!["SB105"], "{:?}", r.findings);
+    let f = &of(&r, "SB105")[0];
+    assert!(
+        f.message.contains("from maxReplicas 40 to 10"),
+        "{}",
+        f.message
+    );
+    assert_eq!(f.pos.line, 25, "points at scaleDown");
+    // Without `advanced`, or with a gentle one, KEDA's HPA runs
+    // Kubernetes' defaults: quiet, and the scenario says so.
+    let gentle = "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleDown:\n          stabilizationWindowSeconds: 0\n          policies:\n          - {type: Percent, value: 10, periodSeconds: 60}\n";
+    for adv in ["", gentle] {
+        let r = audit_texts(&[("cart.yaml", &keda(adv))]);
+        assert!(r.findings.is_empty(), "{adv}: {:?}", r.findings);
+    }
+    // A bad selectPolicy is an SB001 naming the KEDA field.
+    let bad = "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n        scaleUp: {selectPolicy: Fastest}\n";
+    let r = audit_texts(&[("cart.yaml", &keda(bad))]);
+    let f = of(&r, "SB001");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message
+            .contains("advanced.horizontalPodAutoscalerConfig.behavior.scaleUp.selectPolicy"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn sb105_starts_from_the_running_replicas_when_the_configs_give_them() {
+    // minReplicas 2, maxReplicas 40, scaleDown 4 pods per 15 s with no
+    // window. From 40 a dip removes 4 (a tenth): quiet. From the 8 the
+    // Deployment runs at, it removes 4 of 8, and getting them back takes
+    // 15 s of scale-up + 30 s of pod start: a 15 s dip flaps.
+    let b = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      policies:\n      - {type: Pods, value: 4, periodSeconds: 15}\n";
+    let text = |replicas: &str| {
+        hpa("autoscaling/v2", b)
+            .replace("  replicas: 10\n", replicas)
+            .replace("minReplicas: 10", "minReplicas: 2")
+    };
+    let r = audit_texts(&[("cart.yaml", &text("  replicas: 8\n"))]);
+    let f = of(&r, "SB105");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(
+        m.contains("from spec.replicas 8 of Deployment shop/cart to 4 in one sync (4 pods)"),
+        "{m}"
+    );
+    assert!(m.contains("takes 45 s (scale-up 4 → 8 15 s"), "{m}");
+    // No count written (the default 1 is no evidence), one at
+    // minReplicas, or one the autoscaler caps: only maxReplicas is left,
+    // and from 40 the policy removes a tenth.
+    for replicas in ["", "  replicas: 2\n", "  replicas: 1\n", "  replicas: 90\n"] {
+        let r = audit_texts(&[("cart.yaml", &text(replicas))]);
+        assert!(of(&r, "SB105").is_empty(), "{replicas:?}: {:?}", r.findings);
+    }
+}

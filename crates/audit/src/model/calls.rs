@@ -13,10 +13,14 @@
 //!
 //! A called host resolves, in this order, to:
 //! 1. the route destinations of a mesh VirtualService (no gateway, or the
-//!    `mesh` gateway) whose `hosts` include it: the caller's proxy sends
-//!    the call where the VirtualService routes it (Istio 1.27 "Virtual
-//!    Service", `hosts`, `gateways`);
-//! 2. else a Service (Istio's short-name rules, [`super::fqdn`]);
+//!    `mesh` gateway) whose `hosts` include it and whose `exportTo` makes
+//!    it visible in the caller's namespace: the caller's proxy sends the
+//!    call where the VirtualService routes it (Istio 1.27 "Virtual
+//!    Service", `hosts`, `gateways`, `exportTo`). A destination host is
+//!    read as Istio reads it ([`super::config_host`]: a short name in the
+//!    VirtualService's namespace, a dotted host as written) and matched
+//!    exactly against Service FQDNs and ServiceEntry hosts;
+//! 2. else a Service, by the caller's DNS ([`super::fqdn`]);
 //! 3. else a ServiceEntry host (Istio 1.27 "Service Entry",
 //!    <https://istio.io/v1.27/docs/reference/config/networking/service-entry/>):
 //!    the Services whose pods serve it — a `MESH_INTERNAL` entry's
@@ -24,7 +28,8 @@
 //!    The caller's cluster is then named by the entry's host, so the
 //!    DestinationRule is looked up by that host, not the Service's. An
 //!    entry for an external API (no audited workload behind it) is not a
-//!    call between services.
+//!    call between services, and an entry whose `exportTo` hides it from
+//!    the caller's namespace is not in the caller's registry.
 //!
 //! Which Sidecar applies (Istio 1.27 "Sidecar",
 //! <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>): one
@@ -116,18 +121,19 @@ impl Inventory {
     /// One pass over the workloads; each resolves at most
     /// 2 × [`super::workload::MAX_CALLS`] hosts.
     pub fn callers(&self) -> CallerMap {
-        // Mesh VirtualServices by the FQDN of each host they route.
-        let mut vs: HashMap<String, Vec<(String, String)>> = HashMap::new();
-        for ro in self
-            .routes
-            .iter()
-            .filter(|r| r.kind == "VirtualService" && !r.at_gateway)
-        {
+        // Mesh VirtualServices by the FQDN of each host they route: each
+        // destination (already resolved, [`super::HttpRouteInfo`]) with
+        // the VirtualService's index, for its `exportTo`.
+        let mut vs: HashMap<String, Vec<(String, usize)>> = HashMap::new();
+        for (ri, ro) in self.routes.iter().enumerate() {
+            if ro.kind != "VirtualService" || ro.at_gateway {
+                continue;
+            }
             for h in ro.hosts.iter().filter(|h| !h.contains('*')) {
                 let e = vs.entry(fqdn(h, &ro.namespace)).or_default();
                 for r in &ro.routes {
                     for d in &r.destinations {
-                        e.push((d.clone(), ro.namespace.clone()));
+                        e.push((d.clone(), ri));
                     }
                 }
             }
@@ -153,8 +159,9 @@ impl Inventory {
                 }
             }
         }
-        let mut entries: HashMap<String, Vec<Target>> = HashMap::new();
-        for se in &self.service_entries {
+        // Each host's targets, with the entry's index (for its `exportTo`).
+        let mut entries: HashMap<String, Vec<(usize, Target)>> = HashMap::new();
+        for (ei, se) in self.service_entries.iter().enumerate() {
             let mut backing: Vec<(String, String)> = Vec::new();
             if let Some(sel) = se.selector.as_ref().filter(|_| se.internal) {
                 for &wi in self.workloads_in(&se.namespace) {
@@ -178,38 +185,65 @@ impl Inventory {
                     namespace: se.namespace.clone(),
                     what: format!("ServiceEntry {}/{} host {host}", se.namespace, se.name),
                 };
-                entries
-                    .entry(host)
-                    .or_default()
-                    .extend(backing.iter().map(|b| (b.clone(), Some(via.clone()), None)));
+                entries.entry(host).or_default().extend(
+                    backing
+                        .iter()
+                        .map(|b| (ei, (b.clone(), Some(via.clone()), None))),
+                );
             }
         }
-        let resolve_direct = |h: &str, ns: &str| -> Vec<Target> {
+        // The entries for an exact host that a proxy in `viewer` sees.
+        let entry_targets = |host: &str, viewer: &str| -> Vec<Target> {
+            entries
+                .get(host)
+                .into_iter()
+                .flatten()
+                .filter(|(ei, _)| self.service_entries[*ei].visible_to(viewer))
+                .map(|(_, t)| t.clone())
+                .collect()
+        };
+        // A host an application calls: DNS rules (a short name in the
+        // caller's namespace, `name.ns`…), then a ServiceEntry host.
+        let resolve_direct = |h: &str, ns: &str, viewer: &str| -> Vec<Target> {
             if let Some(s) = self.service_for_host(h, ns) {
                 return vec![((s.namespace.clone(), s.name.clone()), None, None)];
             }
             let key = h.to_ascii_lowercase();
-            entries
-                .get(&key)
-                .or_else(|| entries.get(&fqdn(&key, ns)))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let resolve = |h: &str, ns: &str| -> Vec<Target> {
-            match vs.get(&fqdn(h, ns)) {
-                Some(dests) => dests
-                    .iter()
-                    .flat_map(|(d, dns)| resolve_direct(d, dns))
-                    .map(|(t, via, _)| {
-                        (
-                            t,
-                            via,
-                            Some(format!("routed by a mesh VirtualService for {h}")),
-                        )
-                    })
-                    .collect(),
-                None => resolve_direct(h, ns),
+            let t = entry_targets(&key, viewer);
+            if t.is_empty() {
+                entry_targets(&fqdn(&key, ns), viewer)
+            } else {
+                t
             }
+        };
+        // A VirtualService destination, already resolved: exact matches only.
+        let resolve_destination = |d: &str, viewer: &str| -> Vec<Target> {
+            match self.service_for_fqdn(d) {
+                Some(s) => vec![((s.namespace.clone(), s.name.clone()), None, None)],
+                None => entry_targets(d, viewer),
+            }
+        };
+        let resolve = |h: &str, ns: &str, viewer: &str| -> Vec<Target> {
+            let visible: Vec<&(String, usize)> = vs
+                .get(&fqdn(h, ns))
+                .into_iter()
+                .flatten()
+                .filter(|(_, ri)| self.routes[*ri].visible_to(viewer))
+                .collect();
+            if visible.is_empty() {
+                return resolve_direct(h, ns, viewer);
+            }
+            visible
+                .into_iter()
+                .flat_map(|(d, _)| resolve_destination(d, viewer))
+                .map(|(t, via, _)| {
+                    (
+                        t,
+                        via,
+                        Some(format!("routed by a mesh VirtualService for {h}")),
+                    )
+                })
+                .collect()
         };
         let mut out: CallerMap = HashMap::new();
         for (i, w) in self.workloads.iter().enumerate() {
@@ -237,7 +271,7 @@ impl Inventory {
             }
             hosts.truncate(2 * super::workload::MAX_CALLS);
             for (h, ns, source) in hosts {
-                for (target, via, routed) in resolve(&h, &ns) {
+                for (target, via, routed) in resolve(&h, &ns, &w.namespace) {
                     // The host the caller's proxy names the cluster by.
                     let (cluster, home) = match &via {
                         Some(v) => (v.host.clone(), v.namespace.clone()),

@@ -190,6 +190,10 @@ pub struct VirtualServiceSpec {
     /// HTTP routes, first match wins.
     #[serde(default)]
     pub http: Vec<VsHttpRoute>,
+    /// Namespaces whose sidecars and gateways see the VirtualService (`.`:
+    /// its own, `*`: all; empty: all, Istio's default).
+    #[serde(default)]
+    pub export_to: Vec<String>,
 }
 
 /// `HTTPRoute` of a VirtualService.
@@ -290,6 +294,10 @@ pub struct ServiceEntrySpec {
     /// Pods (or WorkloadEntries) serving the hosts (`MESH_INTERNAL` only).
     #[serde(default)]
     pub workload_selector: Option<WorkloadSelector>,
+    /// Namespaces whose proxies see the entry's hosts (`.`: its own, `*`:
+    /// all; empty: all, Istio's default).
+    #[serde(default)]
+    pub export_to: Vec<String>,
 }
 
 /// `WorkloadEntry` as an endpoint of a ServiceEntry (only `address`).
@@ -404,6 +412,28 @@ pub struct ScaledObjectSpec {
     /// Triggers.
     #[serde(default)]
     pub triggers: Vec<KedaTrigger>,
+    /// `advanced` (only `horizontalPodAutoscalerConfig.behavior` is read).
+    #[serde(default)]
+    pub advanced: Option<KedaAdvanced>,
+}
+
+/// KEDA `spec.advanced`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KedaAdvanced {
+    /// The HPA KEDA creates.
+    #[serde(default)]
+    pub horizontal_pod_autoscaler_config: Option<KedaHpaConfig>,
+}
+
+/// KEDA `spec.advanced.horizontalPodAutoscalerConfig`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct KedaHpaConfig {
+    /// The HPA `behavior` KEDA writes into the HPA it creates, as is
+    /// (KEDA 2.17 "ScaledObject specification", `advanced`); the same
+    /// type as an `autoscaling/v2` HPA's.
+    #[serde(default)]
+    pub behavior: Option<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior>,
 }
 
 /// `scaleTargetRef`.

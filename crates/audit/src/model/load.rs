@@ -19,46 +19,7 @@ use crate::units::parse_go_duration;
 /// Reads every source into an inventory. Never fails: what cannot be read
 /// becomes an SB001 finding with its position.
 pub fn load(sources: &[Source]) -> Inventory {
-    let mut inv = Inventory::default();
-    for s in sources {
-        let text = match std::str::from_utf8(&s.bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let line = s.bytes[..e.valid_up_to()]
-                    .iter()
-                    .filter(|b| **b == b'\n')
-                    .count() as u32
-                    + 1;
-                inv.findings.push(parse_finding(
-                    Pos::new(&s.name, line),
-                    "file",
-                    format!("not UTF-8 text: invalid byte at offset {}", e.valid_up_to()),
-                ));
-                continue;
-            }
-        };
-        match s.format {
-            Format::Haproxy => {
-                let (cfg, errors) = haproxy::parse(&s.name, text);
-                for e in errors {
-                    inv.findings
-                        .push(parse_finding(e.pos, "haproxy.cfg", e.message));
-                }
-                *inv.counts.read.entry("haproxy.cfg".into()).or_default() += 1;
-                inv.haproxy.push(cfg);
-            }
-            Format::Yaml => {
-                let stream = yaml::read_stream(&s.name, text);
-                for e in stream.errors {
-                    inv.findings
-                        .push(parse_finding(e.pos, "document", e.message));
-                }
-                for raw in &stream.objects {
-                    object(&mut inv, raw);
-                }
-            }
-        }
-    }
+    let mut inv = read_sources(sources);
     let namespaces = std::mem::take(&mut inv.namespaces);
     for w in &mut inv.workloads {
         decide_sidecar(w, namespaces.get(&w.namespace));
@@ -80,6 +41,156 @@ pub fn load(sources: &[Source]) -> Inventory {
     inv.namespaces = namespaces;
     inv.reindex();
     inv
+}
+
+/// At most this many threads read sources (a bound; the machine's
+/// available parallelism when smaller).
+pub const MAX_READERS: usize = 8;
+
+/// Reads every source into one inventory, in source order. YAML parsing is
+/// nearly all of an audit's time (docs/BENCHMARKS.md §8), and sources are
+/// independent until the inventory is complete, so contiguous runs of
+/// sources (balanced by bytes) are read on up to [`MAX_READERS`] threads
+/// and the partial inventories appended in order: the result is the one a
+/// single thread would build, object for object.
+fn read_sources(sources: &[Source]) -> Inventory {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_READERS)
+        .min(sources.len());
+    if threads <= 1 {
+        let mut inv = Inventory::default();
+        for s in sources {
+            read_source(&mut inv, s);
+        }
+        return inv;
+    }
+    let total: usize = sources.iter().map(|s| s.bytes.len()).sum();
+    let share = total.div_ceil(threads).max(1);
+    let mut runs: Vec<&[Source]> = Vec::with_capacity(threads);
+    let (mut from, mut bytes) = (0, 0);
+    for (i, s) in sources.iter().enumerate() {
+        bytes += s.bytes.len();
+        if bytes >= share && runs.len() + 1 < threads {
+            runs.push(&sources[from..=i]);
+            (from, bytes) = (i + 1, 0);
+        }
+    }
+    if from < sources.len() {
+        runs.push(&sources[from..]);
+    }
+    let parts: Vec<Inventory> = std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                scope.spawn(move || {
+                    let mut inv = Inventory::default();
+                    for s in *run {
+                        read_source(&mut inv, s);
+                    }
+                    inv
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            // A reader that panicked would have panicked on one thread
+            // too: pass the same panic on rather than inventing another.
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut inv = Inventory::default();
+    for p in parts {
+        inv.append(p);
+    }
+    inv
+}
+
+impl Inventory {
+    /// Appends a later part of the inputs (maps: the later entry wins, as
+    /// when one thread reads both).
+    fn append(&mut self, p: Inventory) {
+        // Destructured, so a new field cannot be forgotten here.
+        let Inventory {
+            mut namespaces,
+            mut nodes,
+            mut workloads,
+            mut services,
+            mut autoscalers,
+            mut destination_rules,
+            mut routes,
+            mut inbound,
+            mut sidecars,
+            mut service_entries,
+            mut haproxy,
+            ignores,
+            counts,
+            mut findings,
+            index: _,
+        } = p;
+        self.namespaces.append(&mut namespaces);
+        self.nodes.append(&mut nodes);
+        self.workloads.append(&mut workloads);
+        self.services.append(&mut services);
+        self.autoscalers.append(&mut autoscalers);
+        self.destination_rules.append(&mut destination_rules);
+        self.routes.append(&mut routes);
+        self.inbound.append(&mut inbound);
+        self.sidecars.append(&mut sidecars);
+        self.service_entries.append(&mut service_entries);
+        self.haproxy.append(&mut haproxy);
+        for (k, v) in ignores {
+            self.ignores.entry(k).or_default().extend(v);
+        }
+        for (k, n) in counts.read {
+            *self.counts.read.entry(k).or_default() += n;
+        }
+        for (k, n) in counts.skipped {
+            *self.counts.skipped.entry(k).or_default() += n;
+        }
+        self.findings.append(&mut findings);
+    }
+}
+
+/// Reads one source into the inventory.
+fn read_source(inv: &mut Inventory, s: &Source) {
+    let text = match std::str::from_utf8(&s.bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let line = s.bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count() as u32
+                + 1;
+            inv.findings.push(parse_finding(
+                Pos::new(&s.name, line),
+                "file",
+                format!("not UTF-8 text: invalid byte at offset {}", e.valid_up_to()),
+            ));
+            return;
+        }
+    };
+    match s.format {
+        Format::Haproxy => {
+            let (cfg, errors) = haproxy::parse(&s.name, text);
+            for e in errors {
+                inv.findings
+                    .push(parse_finding(e.pos, "haproxy.cfg", e.message));
+            }
+            *inv.counts.read.entry("haproxy.cfg".into()).or_default() += 1;
+            inv.haproxy.push(cfg);
+        }
+        Format::Yaml => {
+            let stream = yaml::read_stream(&s.name, text);
+            for e in stream.errors {
+                inv.findings
+                    .push(parse_finding(e.pos, "document", e.message));
+            }
+            for raw in &stream.objects {
+                object(inv, raw);
+            }
+        }
+    }
 }
 
 fn parse_finding(pos: Pos, object: &str, message: String) -> Finding {
@@ -292,6 +403,28 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     .kind
                     .clone()
                     .unwrap_or_else(|| "Deployment".into());
+                // KEDA writes `advanced.horizontalPodAutoscalerConfig
+                // .behavior` into the HPA it creates, as is; without it the
+                // HPA has none, and the controller applies Kubernetes'
+                // defaults, as to any HPA (KEDA 2.17 "ScaledObject
+                // specification", `advanced`).
+                let written = s
+                    .advanced
+                    .as_ref()
+                    .and_then(|a| a.horizontal_pod_autoscaler_config.as_ref())
+                    .and_then(|h| h.behavior.as_ref());
+                let behavior = match super::behavior::Behavior::read(written) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let (ns, name) = names(&o.metadata);
+                        inv.findings.push(parse_finding(
+                            src(raw).line_of("behavior"),
+                            &key("ScaledObject", &ns, &name),
+                            format!("advanced.horizontalPodAutoscalerConfig.{e}"),
+                        ));
+                        super::behavior::Behavior::default()
+                    }
+                };
                 // KEDA's defaults: minReplicaCount 0, maxReplicaCount 100.
                 autoscaler(
                     inv,
@@ -302,7 +435,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(s.min_replica_count.unwrap_or(0)),
                     Some(s.max_replica_count.unwrap_or(100)),
                     metrics,
-                    None,
+                    Some(behavior),
                 );
             }
         }
@@ -615,11 +748,14 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
         };
         routes.push(HttpRouteInfo {
             index,
+            // Istio reads a destination host as its own config does: a
+            // short name in the VirtualService's namespace, a dotted host
+            // as written (Istio 1.27 "Virtual Service", `Destination.host`).
             destinations: r
                 .route
                 .iter()
                 .filter(|d| !d.destination.host.is_empty())
-                .map(|d| d.destination.host.clone())
+                .map(|d| super::config_host(&d.destination.host, &namespace))
                 .collect(),
             subsets: r
                 .route
@@ -639,6 +775,13 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
         name,
         hosts: o.spec.hosts.clone(),
         at_gateway,
+        export_to: o
+            .spec
+            .export_to
+            .iter()
+            .take(workload::MAX_CALLS)
+            .cloned()
+            .collect(),
         routes,
     });
 }
@@ -688,9 +831,11 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
             destinations: r
                 .backend_refs
                 .iter()
-                .map(|b| match &b.namespace {
-                    Some(ns) => format!("{}.{ns}", b.name),
-                    None => b.name.clone(),
+                // A backendRef names a Service in its namespace (default:
+                // the route's), never a DNS name.
+                .map(|b| {
+                    let ns = b.namespace.as_deref().unwrap_or(&namespace);
+                    format!("{}.{ns}.svc.{}", b.name, super::CLUSTER_DOMAIN)
                 })
                 .collect(),
             subsets: vec![None; r.backend_refs.len()],
@@ -706,6 +851,7 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
         name,
         hosts: o.spec.hostnames.clone(),
         at_gateway: true,
+        export_to: Vec::new(),
         routes,
     });
 }
@@ -855,6 +1001,8 @@ fn service_entry(inv: &mut Inventory, raw: &RawObject, o: Object<istio::ServiceE
         .filter(|a| !a.is_empty())
         .collect();
     endpoints.truncate(workload::MAX_CALLS);
+    let mut export_to = o.spec.export_to;
+    export_to.truncate(workload::MAX_CALLS);
     inv.service_entries.push(ServiceEntry {
         src: src(raw),
         namespace,
@@ -863,5 +1011,56 @@ fn service_entry(inv: &mut Inventory, raw: &RawObject, o: Object<istio::ServiceE
         internal,
         selector: o.spec.workload_selector.map(|w| w.labels),
         endpoints,
+        export_to,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Many small sources, some broken, some annotated, a namespace
+    /// written twice: the threaded read equals the one-thread read.
+    #[test]
+    fn reading_on_threads_builds_the_same_inventory_as_one_thread() {
+        let sources: Vec<Source> = (0..40)
+            .map(|i| Source {
+                name: format!("f{i}.yaml").into(),
+                format: Format::Yaml,
+                bytes: match i % 4 {
+                    0 => format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop, labels: {{n: \"{i}\"}}}}\n"),
+                    1 => format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{i}, namespace: shop, annotations: {{ignore-check.stormbreak.io/SB105: \"r{i}\"}}}}\nspec: {{replicas: {i}, selector: {{matchLabels: {{app: d}}}}, template: {{metadata: {{labels: {{app: d}}}}, spec: {{containers: [{{name: a, image: a}}]}}}}}}\n"),
+                    2 => "kind: [broken\n".to_string(),
+                    _ => format!("apiVersion: example.com/v1\nkind: Widget{}\nmetadata: {{name: w}}\n", i % 3),
+                }
+                .into_bytes(),
+            })
+            .collect();
+        let mut one = Inventory::default();
+        for s in &sources {
+            read_source(&mut one, s);
+        }
+        let many = read_sources(&sources);
+        let names = |inv: &Inventory| -> Vec<(String, u32)> {
+            inv.workloads
+                .iter()
+                .map(|w| (w.name.clone(), w.replicas))
+                .collect()
+        };
+        assert_eq!(names(&many), names(&one));
+        assert_eq!(many.workloads.len(), 10);
+        assert_eq!(many.namespaces, one.namespaces);
+        assert_eq!(many.namespaces["shop"]["n"], "36", "the last one wins");
+        assert_eq!(many.ignores, one.ignores);
+        assert_eq!(many.counts.read, one.counts.read);
+        assert_eq!(many.counts.skipped, one.counts.skipped);
+        let msgs = |inv: &Inventory| -> Vec<String> {
+            inv.findings
+                .iter()
+                .map(|f| format!("{}:{} {}", f.pos.file, f.pos.line, f.message))
+                .collect()
+        };
+        assert_eq!(msgs(&many), msgs(&one));
+        assert!(many.findings.len() >= 10, "{}", many.findings.len());
+    }
 }

@@ -142,8 +142,11 @@ pub struct Autoscaler {
     pub max: u32,
     /// Metrics (the HPA scales to the largest of their proposals).
     pub metrics: Vec<Metric>,
-    /// HPA `behavior`, Kubernetes' defaults filled in (None: not an HPA
-    /// with a v2 behavior, e.g. autoscaling/v1 or a ScaledObject).
+    /// HPA `behavior`, Kubernetes' defaults filled in: an `autoscaling/v2`
+    /// (or `v2beta2`) HPA's `spec.behavior`, a KEDA ScaledObject's
+    /// `spec.advanced.horizontalPodAutoscalerConfig.behavior` (which KEDA
+    /// passes to the HPA it creates), the defaults for `autoscaling/v1`.
+    /// None: no behavior is known.
     pub behavior: Option<behavior::Behavior>,
 }
 
@@ -199,7 +202,12 @@ pub struct LocalityFailover {
 pub struct HttpRouteInfo {
     /// Index in its object.
     pub index: usize,
-    /// Destination hosts (FQDN-resolved later).
+    /// Destination hosts, resolved as the proxy names them: a
+    /// VirtualService `destination.host` by [`config_host`] in the
+    /// VirtualService's namespace (a short name is
+    /// `name.<vs-ns>.svc.cluster.local`, a dotted host is taken as
+    /// written); an HTTPRoute `backendRef` as its Service's FQDN. Looked up
+    /// exactly ([`Inventory::service_for_fqdn`]), never DNS-expanded.
     pub destinations: Vec<String>,
     /// The subset of each destination (VirtualService `destination.subset`).
     pub subsets: Vec<Option<String>>,
@@ -226,8 +234,18 @@ pub struct RouteObject {
     pub hosts: Vec<String>,
     /// Bound to a gateway (edge) rather than the mesh.
     pub at_gateway: bool,
+    /// `exportTo` as written (empty: every namespace; HTTPRoute has none).
+    pub export_to: Vec<String>,
     /// The routes.
     pub routes: Vec<HttpRouteInfo>,
+}
+
+impl RouteObject {
+    /// Is the route object visible to a proxy (sidecar or gateway) in
+    /// `client_ns`? (VirtualService `exportTo`, see [`exported`].)
+    pub fn visible_to(&self, client_ns: &str) -> bool {
+        exported(&self.export_to, &self.namespace, client_ns)
+    }
 }
 
 /// What bounds a pod's inbound side, as written.
@@ -294,6 +312,17 @@ pub struct ServiceEntry {
     pub selector: Option<BTreeMap<String, String>>,
     /// `endpoints[].address` values (at most [`workload::MAX_CALLS`]).
     pub endpoints: Vec<String>,
+    /// `exportTo` as written (empty: every namespace; at most
+    /// [`workload::MAX_CALLS`]).
+    pub export_to: Vec<String>,
+}
+
+impl ServiceEntry {
+    /// Are the entry's hosts visible to a proxy in `client_ns`? (`exportTo`,
+    /// see [`exported`].)
+    pub fn visible_to(&self, client_ns: &str) -> bool {
+        exported(&self.export_to, &self.namespace, client_ns)
+    }
 }
 
 /// Counts by kind.
@@ -361,16 +390,24 @@ pub const CLUSTER_DOMAIN: &str = "cluster.local";
 /// default `istio-system`): the last step of the DestinationRule lookup.
 pub const ROOT_NAMESPACE: &str = "istio-system";
 
+/// Istio's `exportTo` visibility, the same for DestinationRules,
+/// VirtualServices and ServiceEntries: is an object in namespace `own`
+/// with this `exportTo` visible to a proxy in `client_ns`? Empty or `*`
+/// means every namespace, `.` the object's own, a name that namespace;
+/// `~` (or anything else) exports to nobody else. Istio 1.27 reference,
+/// field `exportTo` of "Destination Rule", "Virtual Service" and "Service
+/// Entry" (<https://istio.io/v1.27/docs/reference/config/networking/virtual-service/#VirtualService>).
+pub fn exported(export_to: &[String], own: &str, client_ns: &str) -> bool {
+    export_to.is_empty()
+        || export_to
+            .iter()
+            .any(|e| e == "*" || (e == "." && own == client_ns) || e == client_ns)
+}
+
 impl DestinationRule {
-    /// Is the rule visible to a client in `client_ns`? (`exportTo`: empty
-    /// or `*` means every namespace, `.` the rule's own, a name that
-    /// namespace; `~` or anything else exports to nobody else.)
+    /// Is the rule visible to a client in `client_ns`? ([`exported`].)
     pub fn visible_to(&self, client_ns: &str) -> bool {
-        self.export_to.is_empty()
-            || self
-                .export_to
-                .iter()
-                .any(|e| e == "*" || (e == "." && self.namespace == client_ns) || e == client_ns)
+        exported(&self.export_to, &self.namespace, client_ns)
     }
 }
 
@@ -477,14 +514,27 @@ impl Inventory {
             .collect()
     }
 
-    /// The Service a host resolves to (Istio's rules: a short name is in
-    /// the namespace of the object naming it; `name.ns`, `name.ns.svc` and
-    /// the FQDN are accepted).
+    /// The Service a host an application calls resolves to, by the
+    /// Kubernetes DNS search path ([`fqdn`]: a short name is in `from_ns`;
+    /// `name.ns`, `name.ns.svc` and the FQDN are accepted). Not for hosts
+    /// written in Istio config, which Istio resolves by [`config_host`].
     pub fn service_for_host(&self, host: &str, from_ns: &str) -> Option<&Service> {
         self.index
             .services
             .get(&fqdn(host, from_ns))
             .map(|i| &self.services[*i])
+    }
+
+    /// The Service whose FQDN (`name.ns.svc.cluster.local`) is exactly
+    /// `host` (case-insensitive): how a resolved VirtualService or
+    /// HTTPRoute destination is looked up.
+    pub fn service_for_fqdn(&self, host: &str) -> Option<&Service> {
+        let found = self.index.services.get(host).or_else(|| {
+            self.index
+                .services
+                .get(&host.trim_end_matches('.').to_ascii_lowercase())
+        });
+        found.map(|i| &self.services[*i])
     }
 
     /// The DestinationRule a client in `client_ns` applies to a service,
@@ -560,9 +610,12 @@ pub fn config_host(host: &str, ns: &str) -> String {
     }
 }
 
-/// Istio's host resolution: a name without a dot is short for
-/// `name.<namespace of the rule>.svc.cluster.local`; `name.ns` and
-/// `name.ns.svc` are completed to the FQDN; wildcards are kept.
+/// A host as a workload's DNS lookup resolves it (the Kubernetes search
+/// path of a pod in `ns`): a name without a dot is
+/// `name.<ns>.svc.cluster.local`; `name.ns` and `name.ns.svc` are completed
+/// to the FQDN; wildcards are kept. Hosts an application calls, and the
+/// names a sidecar's routes answer to, follow it; hosts written in Istio
+/// config follow [`config_host`].
 pub fn fqdn(host: &str, ns: &str) -> String {
     if host.starts_with('*') {
         return host.to_string();

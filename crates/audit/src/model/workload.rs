@@ -115,6 +115,10 @@ pub struct Workload {
     pub name: String,
     /// `spec.replicas` (default 1; a DaemonSet: 1 per node, counted 1).
     pub replicas: u32,
+    /// Whether `spec.replicas` is written (not the default): with an
+    /// autoscaler, the count the workload was applied at — or, in an
+    /// export of a live object, the count the autoscaler last set.
+    pub replicas_written: bool,
     /// Pod template labels.
     pub pod_labels: BTreeMap<String, String>,
     /// Pod template annotations.
@@ -407,6 +411,7 @@ pub fn from_template(
     calls.sort();
     calls.dedup();
     calls.truncate(MAX_CALLS);
+    let replicas_written = matches!(replicas, Some(r) if r >= 0);
     let replicas = match replicas {
         Some(r) if r < 0 => {
             problems.push(format!("spec.replicas: expected ≥ 0, got {r}"));
@@ -421,6 +426,7 @@ pub fn from_template(
         namespace,
         name,
         replicas,
+        replicas_written,
         pod_labels,
         pod_annotations,
         containers,

@@ -12,6 +12,7 @@
 use super::{Ctx, RuleInfo};
 use crate::finding::{Finding, Severity};
 use crate::model::behavior::{SYNC_SECONDS, Select};
+use crate::model::{Autoscaler, Workload};
 
 /// SB105.
 pub const RULE: RuleInfo = RuleInfo {
@@ -25,23 +26,44 @@ pub const RULE: RuleInfo = RuleInfo {
 /// assumption as `--export-scenario`'s `pod_start`).
 pub const ASSUMED_POD_START_SECONDS: u32 = 30;
 
+/// One replica count the rule starts a dip from, and where it comes from.
+struct Peak {
+    replicas: u32,
+    what: String,
+}
+
+/// The replica counts a dip is checked from, in order: the count the
+/// configs show the target running at (its written `spec.replicas`,
+/// clamped to the autoscaler's bounds, when above `minReplicas`), then
+/// `maxReplicas`, the most the autoscaler can reach. Neither alone is the
+/// worst case: a `Percent` policy removes the most pods from the largest
+/// count, a `Pods` policy the largest share from the smallest.
+fn peaks(a: &Autoscaler, target: Option<&Workload>, floor: u32) -> Vec<Peak> {
+    let mut out = Vec::new();
+    if let Some(w) = target.filter(|w| w.replicas_written) {
+        let n = w.replicas.clamp(floor, a.max);
+        if n > floor && n < a.max {
+            out.push(Peak {
+                replicas: n,
+                what: format!("spec.replicas {n} of {} {}/{}", w.kind, w.namespace, w.name),
+            });
+        }
+    }
+    out.push(Peak {
+        replicas: a.max,
+        what: format!("maxReplicas {}", a.max),
+    });
+    out
+}
+
 /// Runs the rule.
 pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for a in &ctx.inv.autoscalers {
         let Some(b) = &a.behavior else { continue };
-        if b.down.select == Select::Disabled || a.max <= a.min.max(1) {
+        let floor = a.min.max(1);
+        if b.down.select == Select::Disabled || a.max <= floor {
             continue;
         }
-        let peak = a.max;
-        let after = b.down.one_step_down(peak, a.min.max(1));
-        let removed = peak - after;
-        // "Most pods": at least half of the peak gone in one sync.
-        if removed * 2 < peak {
-            continue;
-        }
-        // The shortest dip that removes them: the recommendation must stay
-        // low for the whole window, then the next sync acts.
-        let dip = b.down.window + SYNC_SECONDS;
         let target = ctx
             .inv
             .workloads_in(&a.namespace)
@@ -57,39 +79,54 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 ),
             ),
         };
-        let up = b.up.seconds_to_reach(after, peak);
-        let (back, back_how) = match up {
-            Some(u) => (
-                u.saturating_add(start),
-                format!("scale-up {after} → {peak} {u} s + {start_how}"),
-            ),
-            None => (
-                u32::MAX,
-                "never: scaleUp is disabled or limited to 0".to_string(),
-            ),
-        };
-        if dip >= back {
-            continue;
+        // The shortest dip that removes pods: the recommendation must stay
+        // low for the whole window, then the next sync acts.
+        let dip = b.down.window + SYNC_SECONDS;
+        for p in peaks(a, target, floor) {
+            let peak = p.replicas;
+            let after = b.down.one_step_down(peak, floor);
+            let removed = peak - after;
+            // "Most pods": at least half of the peak gone in one sync.
+            if removed * 2 < peak {
+                continue;
+            }
+            let up = b.up.seconds_to_reach(after, peak);
+            let (back, back_how) = match up {
+                Some(u) => (
+                    u.saturating_add(start),
+                    format!("scale-up {after} → {peak} {u} s + {start_how}"),
+                ),
+                None => (
+                    u32::MAX,
+                    "never: scaleUp is disabled or limited to 0".to_string(),
+                ),
+            };
+            if dip >= back {
+                continue;
+            }
+            let back_s = if back == u32::MAX {
+                "never".to_string()
+            } else {
+                format!("{back} s")
+            };
+            out.push(Finding {
+                rule: RULE.id,
+                severity: Severity::Warning,
+                pos: a.src.line_of("scaleDown"),
+                object: crate::model::key(a.kind, &a.namespace, &a.name),
+                message: format!(
+                    "{} {}/{}: scaleDown ({}) lets a dip of {dip} s (window {} s + one {SYNC_SECONDS} s sync) take the replicas from {} to {after} in one sync ({removed} pods); getting them back takes {back_s} ({back_how}): load that returns sooner meets {after} of {peak} pods, and the replica count flaps. Needs stabilizationWindowSeconds ≥ {} s, or a scaleDown policy that removes fewer pods per period",
+                    a.kind,
+                    a.namespace,
+                    a.name,
+                    b.down.describe(),
+                    b.down.window,
+                    p.what,
+                    if back == u32::MAX { "∞".to_string() } else { back.saturating_sub(SYNC_SECONDS).to_string() }
+                ),
+            });
+            // One finding per autoscaler: the first count that flaps.
+            break;
         }
-        let back_s = if back == u32::MAX {
-            "never".to_string()
-        } else {
-            format!("{back} s")
-        };
-        out.push(Finding {
-            rule: RULE.id,
-            severity: Severity::Warning,
-            pos: a.src.line_of("scaleDown"),
-            object: crate::model::key(a.kind, &a.namespace, &a.name),
-            message: format!(
-                "{} {}/{}: scaleDown ({}) lets a dip of {dip} s (window {} s + one {SYNC_SECONDS} s sync) take the replicas from maxReplicas {peak} to {after} in one sync ({removed} pods); getting them back takes {back_s} ({back_how}): load that returns sooner meets {after} of {peak} pods, and the replica count flaps. Needs stabilizationWindowSeconds ≥ {} s, or a scaleDown policy that removes fewer pods per period",
-                a.kind,
-                a.namespace,
-                a.name,
-                b.down.describe(),
-                b.down.window,
-                if back == u32::MAX { "∞".to_string() } else { back.saturating_sub(SYNC_SECONDS).to_string() }
-            ),
-        });
     }
 }
