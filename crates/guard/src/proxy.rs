@@ -91,6 +91,36 @@ pub(crate) struct RestoreView {
 }
 
 impl Restore {
+    /// A restore over `sites` (in restore order), running from `now` when
+    /// `config` is given; `implicit` when the sites are the listeners. Its
+    /// admission draws come from `rng`.
+    pub(crate) fn new(
+        config: Option<&StagedRestoreConfig>,
+        sites: Vec<String>,
+        implicit: bool,
+        now: stormbreak_policy::Nanos,
+        rng: Pcg64Mcg,
+    ) -> Result<Restore, FieldError> {
+        let running = match config {
+            Some(c) => {
+                let mut restore = StagedRestore::new(c, sites.len())?;
+                restore.start(now);
+                Some(restore)
+            }
+            None => None,
+        };
+        Ok(Restore {
+            state: Mutex::new(RestoreState {
+                running,
+                sites,
+                next_sites: None,
+                config: config.cloned(),
+                rng,
+            }),
+            implicit,
+        })
+    }
+
     /// `(running, fractions)`: with no restore running every site admits all.
     pub(crate) fn view(&self, now: stormbreak_policy::Nanos) -> RestoreView {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -166,7 +196,7 @@ impl Restore {
     }
 
     /// Admits a request at listener `listener` (all when no restore runs).
-    fn admit(&self, now: stormbreak_policy::Nanos, listener: &str) -> bool {
+    pub(crate) fn admit(&self, now: stormbreak_policy::Nanos, listener: &str) -> bool {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let RestoreState {
             running,
@@ -175,17 +205,31 @@ impl Restore {
             ..
         } = &mut *s;
         let Some(r) = running else { return true };
+        r.advance(now);
+        if r.is_complete() {
+            // Over: every listener admits all again, as with no restore.
+            *running = None;
+            return true;
+        }
         site_of(sites, listener).is_some_and(|site| r.admit(now, site, rng))
     }
 
     /// Feeds the site's error guard, when a restore runs.
-    fn observe(&self, now: stormbreak_policy::Nanos, listener: &str, ok: bool) {
+    pub(crate) fn observe(&self, now: stormbreak_policy::Nanos, listener: &str, ok: bool) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let RestoreState { running, sites, .. } = &mut *s;
         if let (Some(r), Some(site)) = (running.as_mut(), site_of(sites, listener)) {
             r.observe(now, site, ok);
         }
     }
+}
+
+/// Whether an answer with `status` counts as a success for a staged
+/// restore's error guard: anything but a server error (a 403 or 429 shed
+/// downstream is not the site failing). The simulator's rule is the same
+/// (`Res::is_server_error`).
+pub(crate) fn restore_ok(status: u16) -> bool {
+    !(500..600).contains(&status)
 }
 
 /// Position of listener `name` among `sites` (at most the listener count,
@@ -287,24 +331,13 @@ fn restore_of(
     } else {
         config.restore_sites.clone()
     };
-    let running = match &config.restore {
-        Some(c) => {
-            let mut restore = StagedRestore::new(c, sites.len())?;
-            restore.start(clock.now());
-            Some(restore)
-        }
-        None => None,
-    };
-    Ok(Restore {
-        state: Mutex::new(RestoreState {
-            running,
-            sites,
-            next_sites: None,
-            config: config.restore.clone(),
-            rng: Pcg64Mcg::from_os_rng(),
-        }),
-        implicit: config.restore_sites.is_empty(),
-    })
+    Restore::new(
+        config.restore.as_ref(),
+        sites,
+        config.restore_sites.is_empty(),
+        clock.now(),
+        Pcg64Mcg::from_os_rng(),
+    )
 }
 
 fn route_of(
@@ -639,7 +672,7 @@ impl Proxy {
                 .await
         };
         // The restore's error guard holds or steps back the site's ramp.
-        let failed = response.status().is_server_error();
+        let failed = !restore_ok(response.status().as_u16());
         route
             .restore
             .observe(self.clock.now(), &listener.name, !failed);

@@ -284,3 +284,71 @@ fn from_attempt(result: &AttemptOf<()>) -> Answer {
         Err(_) => Answer::ConnectFailed,
     }
 }
+
+/// A route's staged restore, driven as the proxy drives it: each request
+/// arriving on a site (a listener name) is admitted or not by the running
+/// restore, and an admitted request's answer feeds that site's error guard
+/// (anything but a server error is a success, the proxy's rule). The
+/// restore starts at [`RestorePath::new`], on tokio's clock.
+///
+/// ```
+/// use stormbreak_guard::trace::RestorePath;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let restore = toml::from_str(r#"ramp = { steps = [0.5, 1.0], hold = "1s", step_back_after = "0s" }"#).unwrap();
+/// let path = RestorePath::new(&restore, &["a", "b"], 7).unwrap();
+/// assert!(!path.admit("b"), "site b waits for site a");
+/// assert!(!path.admit("elsewhere"), "a listener outside the restore admits nothing");
+/// # }
+/// ```
+pub struct RestorePath {
+    restore: crate::proxy::Restore,
+    clock: Clock,
+}
+
+impl RestorePath {
+    /// A restore with `config` over `sites` (in restore order), started
+    /// now; its admission draws from `Pcg64Mcg::seed_from_u64(seed)`.
+    pub fn new(
+        config: &stormbreak_policy::ramp::StagedRestoreConfig,
+        sites: &[&str],
+        seed: u64,
+    ) -> Result<Self, FieldError> {
+        let clock = Clock::new();
+        let restore = crate::proxy::Restore::new(
+            Some(config),
+            sites.iter().map(|s| (*s).to_owned()).collect(),
+            false,
+            clock.now(),
+            Pcg64Mcg::seed_from_u64(seed),
+        )?;
+        Ok(RestorePath { restore, clock })
+    }
+
+    /// Is a request arriving now on `site` admitted?
+    pub fn admit(&self, site: &str) -> bool {
+        self.restore.admit(self.clock.now(), site)
+    }
+
+    /// A request admitted on `site` was answered `status` now.
+    pub fn finish(&self, site: &str, status: u16) {
+        self.restore
+            .observe(self.clock.now(), site, crate::proxy::restore_ok(status));
+    }
+
+    /// Time since [`RestorePath::new`], on tokio's clock.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// Each site's admitted fraction now, in restore order (1.0 each once
+    /// no restore runs).
+    pub fn fractions(&self) -> Vec<f64> {
+        self.restore
+            .view(self.clock.now())
+            .fractions
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+}

@@ -72,6 +72,11 @@ const FAMILY: &str = "ramp";
 /// Largest accepted number of steps.
 pub const MAX_STEPS: usize = 1000;
 
+/// Most due instants [`Ramp::advance`] takes one by one in one call: more
+/// than a window's slides plus every step and step back that can fall due
+/// between two calls.
+pub(crate) const MAX_CATCH_UP: usize = 1 << 20;
+
 /// One site's ramp parameters.
 ///
 /// Missing fields in a config file take the [`Default`].
@@ -298,11 +303,31 @@ impl Ramp {
         self.advance(now);
     }
 
-    /// Brings the ramp up to `now`: applies the hold, step-back and advance rules.
+    /// Brings the ramp up to `now`: applies the hold, step-back and advance
+    /// rules. Every change due before `now` (each instant
+    /// [`poll_timeout`](Self::poll_timeout) names) is taken at its own
+    /// instant first, so a caller that only brings the ramp up to date when
+    /// a request comes (`stormbreak guard`) gets the same schedule as one
+    /// woken at every `poll_timeout` (the simulator): a breach that clears
+    /// or a step back that falls due between two requests starts the next
+    /// hold when it happened, not at the next request.
     pub fn advance(&mut self, now: Nanos) {
         if !self.started {
             return;
         }
+        // Each due instant is strictly later than the last (a slide is past
+        // the current slice, a hold or step back starts a new one), so this
+        // ends; the bound only guards against a broken invariant.
+        for _ in 0..MAX_CATCH_UP {
+            match self.poll_timeout() {
+                Some(due) if due < now => self.advance_once(due),
+                _ => break,
+            }
+        }
+        self.advance_once(now);
+    }
+
+    fn advance_once(&mut self, now: Nanos) {
         let now = now.max(self.last_now);
         self.last_now = now;
         if self.guard.breached(now) {

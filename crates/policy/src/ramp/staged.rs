@@ -81,6 +81,9 @@ pub struct StagedRestore {
     frontier: usize,
     /// Step index whose entry starts the next site.
     trigger_step: usize,
+    /// Every site was complete at once at some instant: the restore is
+    /// over, every site admits all and outcomes are ignored from then on.
+    done: bool,
 }
 
 impl StagedRestore {
@@ -106,6 +109,7 @@ impl StagedRestore {
             sites: vec![ramp; sites].into_boxed_slice(),
             frontier: 0,
             trigger_step,
+            done: false,
         })
     }
 
@@ -119,6 +123,7 @@ impl StagedRestore {
             }
         }
         self.frontier = 0;
+        self.done = false;
     }
 
     /// An operator's manual step ([`Ramp::step_up`]) of the latest started
@@ -126,6 +131,9 @@ impl StagedRestore {
     /// now. Nothing happens before [`start`](Self::start).
     pub fn step(&mut self, now: Nanos) {
         self.advance(now);
+        if self.done {
+            return;
+        }
         self.sites[self.frontier].step_up(now);
         self.advance(now);
     }
@@ -141,6 +149,7 @@ impl StagedRestore {
     pub fn fraction(&mut self, now: Nanos, site: usize) -> f64 {
         self.advance(now);
         match self.sites.get_mut(site) {
+            Some(_) if self.done => 1.0,
             Some(ramp) => ramp.fraction(now),
             None => 0.0,
         }
@@ -153,6 +162,10 @@ impl StagedRestore {
 
     /// Reports a batch of outcomes at `site` to its guard.
     pub fn observe_counts(&mut self, now: Nanos, site: usize, ok: u64, errors: u64) {
+        self.advance(now);
+        if self.done {
+            return;
+        }
         if let Some(ramp) = self.sites.get_mut(site) {
             ramp.observe_counts(now, ok, errors);
         }
@@ -160,8 +173,37 @@ impl StagedRestore {
     }
 
     /// Brings every started site up to `now`, and starts every site whose
-    /// predecessor has reached the trigger step by then.
+    /// predecessor has reached the trigger step by then. The instants at
+    /// which the restore could change on its own ([`poll_timeout`]) are
+    /// taken one by one first, and the restore ends (see
+    /// [`is_complete`](Self::is_complete)) at the first of them, or `now`,
+    /// at which every site is complete: a caller that brings it up to date
+    /// only when requests come sees what one woken at every `poll_timeout`
+    /// sees.
+    ///
+    /// [`poll_timeout`]: Self::poll_timeout
     pub fn advance(&mut self, now: Nanos) {
+        if self.done {
+            return;
+        }
+        // Due instants strictly increase (see `Ramp::advance`).
+        for _ in 0..super::MAX_CATCH_UP {
+            match self.poll_timeout() {
+                Some(due) if due < now => {
+                    self.advance_sites(due);
+                    if self.all_complete() {
+                        self.done = true;
+                        return;
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.advance_sites(now);
+        self.done = self.all_complete();
+    }
+
+    fn advance_sites(&mut self, now: Nanos) {
         for site in &mut self.sites[..self.frontier] {
             site.advance(now);
         }
@@ -196,6 +238,9 @@ impl StagedRestore {
     /// ```
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.done {
+            return None;
+        }
         self.sites
             .iter()
             .take(self.frontier + 1)
@@ -218,8 +263,16 @@ impl StagedRestore {
         self.sites.iter().take_while(|s| s.is_started()).count()
     }
 
-    /// Whether every site is at its last step with its guard clear (as of the last call).
+    /// Whether the restore is over: at some instant it was brought up to,
+    /// every site was at its last step with its guard clear. It stays over
+    /// until the next [`start`](Self::start): every site then admits all,
+    /// and later errors no longer step a site back (the restore ended;
+    /// new trouble is for the operator, or a new restore).
     pub fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    fn all_complete(&self) -> bool {
         self.sites
             .iter()
             .all(|s| s.phase() == super::RampPhase::Complete)
@@ -230,6 +283,72 @@ impl StagedRestore {
 mod tests {
     use super::*;
     use crate::Nanos;
+
+    /// Two sites, 1 s holds, a 1 s guard window that steps back after 2 s.
+    fn quick() -> StagedRestore {
+        let config: StagedRestoreConfig = serde_json::from_str(
+            r#"{"ramp": {"steps": [0.5, 1.0], "hold": "1s", "step_back_after": "2s",
+                "guard": {"window": "1s", "buckets": 4, "error_rate_threshold": 0.2, "min_requests": 2}}}"#,
+        )
+        .unwrap();
+        StagedRestore::new(&config, 2).unwrap()
+    }
+
+    #[test]
+    fn a_lazy_caller_gets_the_schedule_of_one_woken_at_every_poll_timeout() {
+        // Site 0 errs at 0.3 s and 0.4 s, then nothing is heard until 9 s.
+        // Eager: advanced at every poll_timeout; lazy: only at the outcomes
+        // and at the end. The breach clears when the errors leave the
+        // window, the holds run from then, and both end at the same state.
+        let outcomes = [(300, false), (400, false), (9_000, true)];
+        let mut eager = quick();
+        let mut lazy = quick();
+        eager.start(Nanos::ZERO);
+        lazy.start(Nanos::ZERO);
+        for (ms, ok) in outcomes {
+            let at = Nanos::from_millis(ms);
+            while let Some(due) = eager.poll_timeout().filter(|&d| d < at) {
+                eager.advance(due);
+            }
+            eager.observe(at, 0, ok);
+            lazy.observe(at, 0, ok);
+        }
+        let end = Nanos::from_secs(10);
+        assert_eq!(eager.fraction(end, 1), lazy.fraction(end, 1));
+        for site in 0..2 {
+            let (e, l) = (eager.site(site).unwrap(), lazy.site(site).unwrap());
+            assert_eq!(
+                (e.entered_step_at(1), e.steps_back()),
+                (l.entered_step_at(1), l.steps_back()),
+                "site {site}"
+            );
+        }
+        // The breach cleared at 1.25 s (the 0.3–0.4 s slice left the
+        // window): site 0 full at 2.25 s, not at the next outcome (9 s).
+        assert_eq!(
+            lazy.site(0).unwrap().entered_step_at(1),
+            Some(Nanos::from_millis(2_250))
+        );
+        assert!(lazy.is_complete());
+    }
+
+    #[test]
+    fn a_completed_restore_stays_over_until_restarted() {
+        let mut r = quick();
+        r.start(Nanos::ZERO);
+        assert!(!r.is_complete());
+        assert_eq!(r.fraction(Nanos::from_secs(4), 1), 1.0);
+        assert!(r.is_complete());
+        assert_eq!(r.poll_timeout(), None);
+        // Errors after the end no longer step a site back.
+        for ms in 4_000..4_100 {
+            r.observe(Nanos::from_millis(ms), 0, false);
+        }
+        assert_eq!(r.fraction(Nanos::from_secs(10), 0), 1.0);
+        r.start(Nanos::from_secs(11));
+        assert!(!r.is_complete());
+        assert_eq!(r.fraction(Nanos::from_secs(11), 0), 0.5);
+    }
 
     #[test]
     fn sites_restore_one_after_another_on_the_hand_computed_schedule() {

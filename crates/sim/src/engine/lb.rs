@@ -8,6 +8,8 @@
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::Nanos;
 use stormbreak_policy::ramp::{StagedRestore, admit_with};
+
+use super::ramp::{RampGate, Wake};
 use stormbreak_policy::shed::{Criticality, Decision, ShedRules};
 
 use super::Engine;
@@ -46,16 +48,7 @@ pub(crate) struct Gate {
 #[derive(Debug)]
 pub(crate) struct LbRamp {
     pub(crate) route: RouteId,
-    pub(crate) restore: StagedRestore,
-    /// Scenario site → the ramp's site number (`None`: not ramped).
-    pub(crate) site_map: Vec<Option<usize>>,
-    pub(crate) status: u16,
-    /// Tells this ramp's wake-ups from a replaced ramp's.
-    pub(crate) epoch: u32,
-    /// The wake-up scheduled now, if any; an outcome that makes the ramp
-    /// want an earlier one schedules it, and wake-ups at other instants
-    /// are stale.
-    pub(crate) armed: Option<Nanos>,
+    pub(crate) gate: RampGate,
 }
 
 #[derive(Debug)]
@@ -254,15 +247,9 @@ impl Engine {
         {
             Some(Res::fail(Cause::shed(g.status)))
         } else {
-            match lb.ramps.iter_mut().find(|r| r.route == a.route) {
-                Some(ramp) => match ramp.site_map[a.site.ix()] {
-                    Some(site) if !ramp.restore.admit(now, site, &mut lbs.rng) => {
-                        Some(Res::fail(Cause::shed(ramp.status)))
-                    }
-                    _ => None,
-                },
-                None => None,
-            }
+            let ramp = lb.ramps.iter_mut().find(|r| r.route == a.route)?;
+            (!ramp.gate.admit(now, a.site.ix(), &mut lbs.rng))
+                .then(|| Res::fail(Cause::shed(ramp.gate.status)))
         }
     }
 
@@ -271,45 +258,24 @@ impl Engine {
     pub(crate) fn lb_release(&mut self, l: LbId, node: NodeId, a: &Attempt, ok: bool) {
         let lb = &mut self.lbs[l];
         lb.nodes[node.ix()].flows -= 1;
-        let observed = match lb.ramp_mut(a.route) {
-            Some(ramp) => match ramp.site_map[a.site.ix()] {
-                Some(site) => {
-                    ramp.restore.observe(self.now, site, ok);
-                    true
-                }
-                None => false,
-            },
-            None => false,
-        };
-        if observed {
-            // An outcome can start a breach: its clearing or step back may
-            // be due before the wake-up already armed.
-            self.rearm_ramp(l, a.route);
+        let now = self.now;
+        let wake = lb
+            .ramp_mut(a.route)
+            .and_then(|ramp| Some((ramp.gate.observe(now, a.site.ix(), ok)?, ramp.gate.epoch())));
+        if let Some((at, epoch)) = wake {
+            self.schedule_ramp_wake(l, a.route, at, epoch);
         }
     }
 
-    /// Schedules an earlier wake-up if the ramp now wants one.
-    fn rearm_ramp(&mut self, l: LbId, route: RouteId) {
-        let now = self.now;
-        let Some(ramp) = self.lbs[l].ramp_mut(route) else {
-            return;
-        };
-        let Some(want) = ramp.restore.poll_timeout() else {
-            return;
-        };
-        let want = want.max(now + Nanos::NANOSECOND);
-        if ramp.armed.is_none_or(|t| want < t) {
-            ramp.armed = Some(want);
-            let epoch = ramp.epoch;
-            self.queue.schedule(
-                want,
-                super::Ev::RampWake {
-                    lb: l,
-                    route,
-                    epoch,
-                },
-            );
-        }
+    fn schedule_ramp_wake(&mut self, l: LbId, route: RouteId, at: Nanos, epoch: u32) {
+        self.queue.schedule(
+            at,
+            super::Ev::RampWake {
+                lb: l,
+                route,
+                epoch,
+            },
+        );
     }
 
     /// Paused nodes drop their flows: each attempt holding one is answered
@@ -347,45 +313,45 @@ impl Engine {
     }
 
     /// Starts (or replaces) a staged restore of `route` at `l`.
-    pub(crate) fn start_ramp(&mut self, l: LbId, route: RouteId, mut ramp: LbRamp) {
-        ramp.restore.start(self.now);
-        ramp.epoch = self.lbs.epoch();
+    pub(crate) fn start_ramp(
+        &mut self,
+        l: LbId,
+        route: RouteId,
+        restore: StagedRestore,
+        site_map: Vec<Option<usize>>,
+        status: u16,
+    ) {
+        let epoch = self.lbs.epoch();
+        let mut gate = RampGate::new(restore, site_map, status, epoch);
+        let wake = gate.start(self.now);
         let lb = &mut self.lbs[l];
         lb.rules.remove_rule(route.0 as u32, None);
         lb.ramps.retain(|x| x.route != route);
-        lb.ramps.push(ramp);
-        self.schedule_ramp_wake(l, route);
-    }
-
-    /// Wakes the ramp when it next says it may change on its own.
-    fn schedule_ramp_wake(&mut self, l: LbId, route: RouteId) {
-        if let Some(ramp) = self.lbs[l].ramp_mut(route) {
-            ramp.armed = None;
+        lb.ramps.push(LbRamp { route, gate });
+        if let Some(at) = wake {
+            self.schedule_ramp_wake(l, route, at, epoch);
         }
-        self.rearm_ramp(l, route);
     }
 
     /// The ramp's own clock: advance it; retire it once complete.
     pub(crate) fn on_ramp_wake(&mut self, l: LbId, route: RouteId, epoch: u32) {
         let now = self.now;
         let lb = &mut self.lbs[l];
-        let Some(ramp) = lb
-            .ramp_mut(route)
-            .filter(|r| r.epoch == epoch && r.armed == Some(now))
-        else {
-            return; // replaced since, or superseded by an earlier wake-up
+        let Some(ramp) = lb.ramp_mut(route) else {
+            return; // retired
         };
-        ramp.restore.advance(now);
-        if ramp.restore.is_complete() {
-            lb.ramps.retain(|r| r.route != route);
-            let what = format!(
-                "staged restore of {} at {} complete",
-                self.rec.routes[route.ix()].series.name,
-                self.rec.comps[lb.series.ix()].name
-            );
-            self.rec.applied.push(AppliedAction { at: now, what });
-        } else {
-            self.schedule_ramp_wake(l, route);
+        match ramp.gate.wake(now, epoch) {
+            Wake::Stale | Wake::Idle => {}
+            Wake::Again(at) => self.schedule_ramp_wake(l, route, at, epoch),
+            Wake::Complete => {
+                lb.ramps.retain(|r| r.route != route);
+                let what = format!(
+                    "staged restore of {} at {} complete",
+                    self.rec.routes[route.ix()].series.name,
+                    self.rec.comps[lb.series.ix()].name
+                );
+                self.rec.applied.push(AppliedAction { at: now, what });
+            }
         }
     }
 }

@@ -61,6 +61,7 @@ mod ids;
 mod lb;
 mod limits;
 mod population;
+pub mod ramp;
 mod rate;
 mod recorder;
 mod scale;

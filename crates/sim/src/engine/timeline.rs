@@ -9,7 +9,7 @@ use stormbreak_policy::shed::{Criticality, ShedRule};
 use super::Engine;
 use super::Names;
 use super::ids::{Comp, GatewayId, LbId, PopId, RouteId, ServiceId, SiteId};
-use super::lb::{Gate, LbRamp};
+use super::lb::Gate;
 use crate::record::AppliedAction;
 use crate::scenario::{ActionKind, StallMode};
 
@@ -398,15 +398,8 @@ impl Engine {
                 restore,
                 status,
             } => {
-                let ramp = LbRamp {
-                    route,
-                    restore: StagedRestore::new(&restore, ramp_sites).expect("validated restore"),
-                    site_map: sites,
-                    status,
-                    epoch: 0,
-                    armed: None,
-                };
-                self.start_ramp(lb, route, ramp);
+                let restore = StagedRestore::new(&restore, ramp_sites).expect("validated restore");
+                self.start_ramp(lb, route, restore, sites, status);
             }
             Action::Admit {
                 lb,
