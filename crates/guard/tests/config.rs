@@ -142,6 +142,42 @@ fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
     );
 }
 
+/// A simulated gateway's `limit`, `queue` and `saturation` lines: the
+/// first two pasted into a route, the last as the guard's `[saturation]`.
+#[test]
+fn gateway_admission_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+    let mut blocks = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines().map(str::trim) {
+            let config = if line.starts_with("limit = {") {
+                format!("{BASE}{line}\n")
+            } else if line.starts_with("queue = {") {
+                // As in the scenario, a queue waits for a limit.
+                format!("{BASE}limit = {{ kind = \"fixed\", limit = 4 }}\n{line}\n")
+            } else if line.starts_with("saturation = {") {
+                // A top-level key must come before the first table.
+                format!("{line}\n{BASE}")
+            } else {
+                continue;
+            };
+            if let Err(e) = GuardConfig::parse("g.toml", &config) {
+                panic!("{}: {line}\n{e}", path.display());
+            }
+            blocks += 1;
+        }
+    }
+    assert!(
+        blocks >= 3,
+        "only {blocks} admission blocks found in scenarios/"
+    );
+}
+
 #[test]
 fn a_block_means_the_same_to_the_guard_as_to_the_policy_crate() {
     let line = r#"retry = { max_attempts = 3, overall_timeout = "10s", backoff = { kind = "constant", base = "0" } }"#;

@@ -467,3 +467,30 @@ fn bad_queue_tables_are_refused_with_their_place() {
     let e = bad("limit = { kind = \"fixed\", limit = 4 }\nqueue = { size = 3, timeout = \"0s\" }");
     assert!(e.contains("timeout"), "{e}");
 }
+
+#[test]
+fn the_shipped_class_scenario_sheds_batch_work_and_keeps_people_served() {
+    // scenarios/gateway-classes.toml: batch demand triples for a minute in
+    // front of a limited gateway; the sheddable class takes the refusals.
+    let text = include_str!("../../../scenarios/gateway-classes.toml");
+    let rec = common::run_audited(text, None, Nanos::from_secs(20));
+    let all = Cause::ALL;
+    let batch = refused(&rec, "batch", &all);
+    let people = refused(&rec, "people", &all);
+    assert!(batch > 0.1, "batch lost {batch:.3}");
+    assert!(people < 0.005, "people lost {people:.4}");
+    let gw = rec.components.iter().find(|c| c.name == "edge").unwrap();
+    assert!(
+        gw.in_flight.iter().all(|&n| n <= 88.0),
+        "{:?}",
+        gw.in_flight
+    );
+    // Without the classes (everyone critical) people lose their share.
+    let flat = text.replace("criticality = \"sheddable\"\n", "");
+    let rec = common::run_audited(&flat, None, Nanos::from_secs(20));
+    let people_flat = refused(&rec, "people", &all);
+    assert!(
+        people_flat > 0.05,
+        "people lost {people_flat:.3} without classes"
+    );
+}
