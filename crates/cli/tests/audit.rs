@@ -328,3 +328,71 @@ fn haproxy_flag_reads_any_file_name_and_max_file_size_is_a_flag() {
         stdout(&o)
     );
 }
+
+/// The guard's own manifests in a mesh whose sidecar admits 10 requests a
+/// pod, with the guard's concurrency stated (`stormbreak.io/workers`: the
+/// audit cannot read it from an async proxy's config), so the
+/// blind-autoscaler rules can judge the guard's pods.
+fn guard_in_a_mesh(dir: &Path, hpa: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let guard = std::fs::read_to_string(root.join("deploy/guard.yaml")).unwrap();
+    let stated = guard.replacen(
+        "      annotations:\n",
+        "      annotations:\n        stormbreak.io/workers: \"256\"\n",
+        1,
+    );
+    assert_ne!(stated, guard, "the pod template has annotations");
+    std::fs::write(dir.join("guard.yaml"), stated).unwrap();
+    std::fs::write(dir.join("hpa.yaml"), hpa).unwrap();
+    std::fs::write(
+        dir.join("mesh.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: edge\n  labels: {istio-injection: enabled}\n---\n\
+         apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: guard\n  namespace: edge\n\
+         spec:\n  workloadSelector:\n    labels: {app: stormbreak-guard}\n  inboundConnectionPool:\n    http:\n      http2MaxRequests: 10\n",
+    )
+    .unwrap();
+}
+
+fn rule_ids(o: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_shipped_deploy_has_no_blind_autoscaler_even_behind_a_limiting_sidecar() {
+    // As shipped: nothing to report.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let o = audit(&[root.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(rule_ids(&o).is_empty(), "{}", stdout(&o));
+
+    // Behind a sidecar that admits 10 requests a pod, the shipped HPA (on
+    // the guard's saturation) is still not blind ...
+    let dir = common::temp_dir("audit-deploy", "mesh");
+    let shipped = std::fs::read_to_string(root.join("hpa/hpa.yaml")).unwrap();
+    guard_in_a_mesh(&dir, &shipped);
+    let o = audit(&[dir.to_str().unwrap(), "--format", "json"]);
+    let ids = rule_ids(&o);
+    assert!(
+        !ids.iter()
+            .any(|r| r.starts_with("SB10") && r.as_str() < "SB104"),
+        "{ids:?}\n{}",
+        stdout(&o)
+    );
+    // ... while the same HPA on the guard container's CPU is, so the rule
+    // does see the guard's pods.
+    let blind = shipped.replace(
+        "    - type: Pods\n      pods:\n        metric:\n          name: stormbreak_guard_saturation\n        target:\n          type: AverageValue\n          averageValue: 700m\n",
+        "    - type: ContainerResource\n      containerResource:\n        name: cpu\n        container: guard\n        target: {type: Utilization, averageUtilization: 60}\n",
+    );
+    assert_ne!(blind, shipped, "the HPA's metric block was found");
+    guard_in_a_mesh(&dir, &blind);
+    let o = audit(&[dir.to_str().unwrap(), "--format", "json"]);
+    let ids = rule_ids(&o);
+    assert!(ids.iter().any(|r| r == "SB101"), "{ids:?}\n{}", stdout(&o));
+}
