@@ -115,25 +115,32 @@ fn a_spill_law_needs_a_failover_cluster_and_capacities() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Every `retry = { ... }` line of every scenario, pasted into a route.
-#[test]
-fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
+/// Every trimmed line of every shipped scenario, with its file.
+fn scenario_lines() -> Vec<(std::path::PathBuf, String)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
-    let mut blocks = 0;
+    let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "toml") {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        for line in text.lines().map(str::trim) {
-            if line.starts_with("retry = {") || line.starts_with("budget = {") {
-                let config = format!("{BASE}{line}\n");
-                if let Err(e) = GuardConfig::parse("g.toml", &config) {
-                    panic!("{}: {line}\n{e}", path.display());
-                }
-                blocks += 1;
+        out.extend(text.lines().map(|l| (path.clone(), l.trim().to_owned())));
+    }
+    out
+}
+
+/// Every `retry = { ... }` line of every scenario, pasted into a route.
+#[test]
+fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
+    let mut blocks = 0;
+    for (path, line) in scenario_lines() {
+        if line.starts_with("retry = {") || line.starts_with("budget = {") {
+            let config = format!("{BASE}{line}\n");
+            if let Err(e) = GuardConfig::parse("g.toml", &config) {
+                panic!("{}: {line}\n{e}", path.display());
             }
+            blocks += 1;
         }
     }
     assert!(
@@ -146,31 +153,23 @@ fn retry_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
 /// first two pasted into a route, the last as the guard's `[saturation]`.
 #[test]
 fn gateway_admission_blocks_copied_from_the_scenarios_configure_the_guard_unchanged() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
     let mut blocks = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "toml") {
+    for (path, line) in scenario_lines() {
+        let config = if line.starts_with("limit = {") {
+            format!("{BASE}{line}\n")
+        } else if line.starts_with("queue = {") {
+            // As in the scenario, a queue waits for a limit.
+            format!("{BASE}limit = {{ kind = \"fixed\", limit = 4 }}\n{line}\n")
+        } else if line.starts_with("saturation = {") {
+            // A top-level key must come before the first table.
+            format!("{line}\n{BASE}")
+        } else {
             continue;
+        };
+        if let Err(e) = GuardConfig::parse("g.toml", &config) {
+            panic!("{}: {line}\n{e}", path.display());
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        for line in text.lines().map(str::trim) {
-            let config = if line.starts_with("limit = {") {
-                format!("{BASE}{line}\n")
-            } else if line.starts_with("queue = {") {
-                // As in the scenario, a queue waits for a limit.
-                format!("{BASE}limit = {{ kind = \"fixed\", limit = 4 }}\n{line}\n")
-            } else if line.starts_with("saturation = {") {
-                // A top-level key must come before the first table.
-                format!("{line}\n{BASE}")
-            } else {
-                continue;
-            };
-            if let Err(e) = GuardConfig::parse("g.toml", &config) {
-                panic!("{}: {line}\n{e}", path.display());
-            }
-            blocks += 1;
-        }
+        blocks += 1;
     }
     assert!(
         blocks >= 3,
