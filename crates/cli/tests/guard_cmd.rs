@@ -628,14 +628,25 @@ fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
             assert_eq!(token_restore(&admin).1[1], ("nva".into(), want));
         }
         assert_eq!(tally(&nva_site, token_path, 20), [(200, 20)].into());
+        // Whole everywhere: the restore is over by itself, as the
+        // simulator retires a completed ramp.
+        assert_eq!(
+            token_restore(&admin),
+            (false, vec![("cus".into(), 1.0), ("nva".into(), 1.0)])
+        );
+        let (code, _) = admin_post(&admin, "/restore/stop", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 409, "nothing to stop once it completed");
+        let (code, _) = admin_post(&admin, "/restore/step", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 409, "nothing to step once it completed");
+        // Started again and stopped by hand: every site admits all.
+        let (code, _) = admin_post(&admin, "/restore/start", r#"{"route":"copilot-token"}"#);
+        assert_eq!(code, 200);
         let (code, _) = admin_post(&admin, "/restore/stop", r#"{"route":"copilot-token"}"#);
         assert_eq!(code, 200);
         assert_eq!(
             token_restore(&admin),
             (false, vec![("cus".into(), 1.0), ("nva".into(), 1.0)])
         );
-        let (code, _) = admin_post(&admin, "/restore/step", r#"{"route":"copilot-token"}"#);
-        assert_eq!(code, 409, "nothing to step once stopped");
 
         // Failover: healthy, the API is served by Central US.
         assert_eq!(get(&cus, "/api/repos"), (200, "cus".to_owned()));
@@ -723,6 +734,7 @@ fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
             "restore.step",
             "restore.step",
             "restore.step",
+            "restore.start",
             "restore.stop"
         ],
         "{stderr}"

@@ -125,6 +125,7 @@ impl Restore {
     pub(crate) fn view(&self, now: stormbreak_policy::Nanos) -> RestoreView {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let RestoreState { running, sites, .. } = &mut *s;
+        retire_if_complete(running, now);
         let fractions = sites
             .iter()
             .enumerate()
@@ -164,7 +165,11 @@ impl Restore {
     /// Steps the latest started site now (`StagedRestore::step`).
     pub(crate) fn step(&self, now: stormbreak_policy::Nanos) -> Result<(), String> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let r = s.running.as_mut().ok_or("no restore is running")?;
+        retire_if_complete(&mut s.running, now);
+        let r = s
+            .running
+            .as_mut()
+            .ok_or("no restore is running (it may have completed)")?;
         r.step(now);
         Ok(())
     }
@@ -204,13 +209,8 @@ impl Restore {
             sites,
             ..
         } = &mut *s;
+        retire_if_complete(running, now);
         let Some(r) = running else { return true };
-        r.advance(now);
-        if r.is_complete() {
-            // Over: every listener admits all again, as with no restore.
-            *running = None;
-            return true;
-        }
         site_of(sites, listener).is_some_and(|site| r.admit(now, site, rng))
     }
 
@@ -220,6 +220,18 @@ impl Restore {
         let RestoreState { running, sites, .. } = &mut *s;
         if let (Some(r), Some(site)) = (running.as_mut(), site_of(sites, listener)) {
             r.observe(now, site, ok);
+        }
+    }
+}
+
+/// A restore that has completed (every site whole at some instant up to
+/// `now`) is over: it stops running, and every listener admits all again,
+/// as with no restore; `POST /restore/stop` then finds none to stop.
+fn retire_if_complete(running: &mut Option<StagedRestore>, now: stormbreak_policy::Nanos) {
+    if let Some(r) = running {
+        r.advance(now);
+        if r.is_complete() {
+            *running = None;
         }
     }
 }
