@@ -14,6 +14,8 @@
 //!   exponential delays (mean 1 ms, like service completions) that stay in
 //!   the heap; about 1 pop in 6 is such an event.
 //! * `fill_drain_1e6/*`: push 10⁶ timers, then pop them all (per element).
+//! * `hold_random_{3e3,3e4}/*`: only random-delay events, at the heap sizes
+//!   of the replay at `--scale 0.1` and `--scale 1`.
 //!
 //! Run: `cargo bench -p stormbreak-sim --bench queue`.
 
@@ -242,5 +244,53 @@ fn fill_drain_all(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, hold_timers, hold_mixed, fill_drain_all);
+/// Holds with only random-delay events in the heap, at the sizes the
+/// replay's heap reaches (about 3 000 pending at `--scale 0.1`, 30 000 at
+/// `--scale 1`: service ends, arrivals, retry pauses).
+fn hold_random(c: &mut Criterion) {
+    for (name, pending) in [
+        ("queue/hold_random_3e3", 3_000),
+        ("queue/hold_random_3e4", 30_000),
+    ] {
+        let mut g = c.benchmark_group(name);
+        g.throughput(Throughput::Elements(1));
+        bench_hold_random(
+            &mut g,
+            "eventqueue_heap",
+            HeapOnly(EventQueue::new()),
+            pending,
+        );
+        bench_hold_random(&mut g, "std_binaryheap", StdHeap::default(), pending);
+        g.finish();
+    }
+}
+
+fn bench_hold_random<Q: Fel>(
+    c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut q: Q,
+    pending: u64,
+) {
+    let mut rng = Pcg64Mcg::seed_from_u64(7);
+    for i in 0..pending {
+        let p = Payload {
+            kind: RANDOM,
+            index: i as u32,
+            generation: 0,
+        };
+        q.push_at(exp_ns(&mut rng), p);
+    }
+    let mut now = 0;
+    c.bench_function(name, |b| {
+        b.iter(|| black_box(hold(&mut q, &mut now, &mut rng)))
+    });
+}
+
+criterion_group!(
+    benches,
+    hold_timers,
+    hold_mixed,
+    fill_drain_all,
+    hold_random
+);
 criterion_main!(benches);

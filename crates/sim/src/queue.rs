@@ -43,74 +43,114 @@ struct Entry<E> {
 }
 
 /// Children per heap node. Four halves the depth of a binary heap, and the
-/// four children of a node sit next to each other in memory (two cache
-/// lines), so a pop touches about half as many lines as a binary heap's.
+/// four children's keys sit next to each other in memory (64 bytes), so a
+/// level of a pop compares within one or two cache lines.
 const ARITY: usize = 4;
 
-/// A 4-ary min-heap on [`OrderKey`]. Keys are unique, so the pop order is
-/// fully determined by the keys: the same as any other correct priority
-/// queue's, `std::collections::BinaryHeap` included.
+/// A 4-ary min-heap on [`OrderKey`], keys and payloads in two parallel
+/// arrays so that the walk down a pop reads keys only. Keys are unique, so
+/// the pop order is fully determined by the keys: the same as any other
+/// correct priority queue's, `std::collections::BinaryHeap` included.
+///
+/// Invariant: `keys.len() == events.len()`, and `keys[i] >= keys[(i - 1) / ARITY]`.
 #[derive(Debug)]
 struct Heap<E> {
-    v: Vec<Entry<E>>,
+    keys: Vec<OrderKey>,
+    events: Vec<E>,
+}
+
+/// The index of the smallest of the four keys `k[0..4]`, chosen without
+/// data-dependent branches (the keys of a pop's walk are random, so a
+/// branch on them is mispredicted half the time).
+#[inline(always)]
+fn min_of_four(k: &[OrderKey; ARITY]) -> usize {
+    let a = usize::from(k[1] < k[0]);
+    let b = 2 + usize::from(k[3] < k[2]);
+    if k[b] < k[a] { b } else { a }
 }
 
 impl<E: Copy> Heap<E> {
+    fn new() -> Self {
+        Heap {
+            keys: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
     #[inline]
     fn min_key(&self) -> OrderKey {
-        self.v.first().map_or(NO_KEY, |e| e.key)
+        self.keys.first().copied().unwrap_or(NO_KEY)
     }
 
     fn push(&mut self, entry: Entry<E>) {
-        let mut i = self.v.len();
-        self.v.push(entry);
+        let mut i = self.keys.len();
+        self.keys.push(entry.key);
+        self.events.push(entry.event);
+        let (keys, events) = (&mut self.keys[..], &mut self.events[..]);
         // Sift up with a hole: move parents down, write the entry once.
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if self.v[parent].key <= entry.key {
+            if keys[parent] <= entry.key {
                 break;
             }
-            self.v[i] = self.v[parent];
+            keys[i] = keys[parent];
+            events[i] = events[parent];
             i = parent;
         }
-        self.v[i] = entry;
+        keys[i] = entry.key;
+        events[i] = entry.event;
     }
 
     fn pop(&mut self) -> Option<Entry<E>> {
-        let last = self.v.pop()?;
-        let Some(&top) = self.v.first() else {
-            return Some(last);
+        let last_key = self.keys.pop()?;
+        let last_event = self.events.pop()?;
+        let (keys, events) = (&mut self.keys[..], &mut self.events[..]);
+        let (Some(&top_key), Some(&top_event)) = (keys.first(), events.first()) else {
+            return Some(Entry {
+                key: last_key,
+                event: last_event,
+            });
         };
         // Floyd's bottom-up deletion: walk the hole at the root down to a
         // leaf along the smallest children, then sift the former last entry
         // up from there. The last entry is usually among the largest, so the
         // climb back is short, and the walk down needs no comparison with it.
-        let n = self.v.len();
+        let n = keys.len();
         let mut hole = 0;
         loop {
             let first = ARITY * hole + 1;
-            if first >= n {
-                break;
-            }
-            let mut best = first;
-            for c in first + 1..(first + ARITY).min(n) {
-                if self.v[c].key < self.v[best].key {
-                    best = c;
+            let best = if let Some(four) = keys.get(first..first + ARITY) {
+                first + min_of_four(four.try_into().expect("four keys"))
+            } else if first < n {
+                let mut best = first;
+                for c in first + 1..n {
+                    if keys[c] < keys[best] {
+                        best = c;
+                    }
                 }
-            }
-            self.v[hole] = self.v[best];
+                best
+            } else {
+                break;
+            };
+            keys[hole] = keys[best];
+            events[hole] = events[best];
             hole = best;
         }
         while hole > 0 {
             let parent = (hole - 1) / ARITY;
-            if self.v[parent].key <= last.key {
+            if keys[parent] <= last_key {
                 break;
             }
-            self.v[hole] = self.v[parent];
+            keys[hole] = keys[parent];
+            events[hole] = events[parent];
             hole = parent;
         }
-        self.v[hole] = last;
-        Some(top)
+        keys[hole] = last_key;
+        events[hole] = last_event;
+        Some(Entry {
+            key: top_key,
+            event: top_event,
+        })
     }
 }
 
@@ -143,6 +183,13 @@ pub struct Lane(usize);
 pub struct EventQueue<E> {
     heap: Heap<E>,
     lanes: Vec<FifoLane<E>>,
+    /// Each lane's front key ([`NO_KEY`] when the lane is empty), side by
+    /// side, so finding the next front after a lane pop scans one small
+    /// array instead of every lane's deque.
+    ///
+    /// Invariant: `fronts[i]` is the key of `lanes[i]`'s front, or
+    /// [`NO_KEY`] when that lane is empty.
+    fronts: Vec<OrderKey>,
     /// The smallest key among the lanes' fronts ([`NO_KEY`] when every lane
     /// is empty) and its lane. A lane's front changes only when the lane is
     /// popped or pushed while empty, so this is kept up to date there and a
@@ -163,8 +210,9 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            heap: Heap { v: Vec::new() },
+            heap: Heap::new(),
             lanes: Vec::new(),
+            fronts: Vec::new(),
             lane_min: NO_KEY,
             lane_min_at: 0,
             seq: 0,
@@ -182,6 +230,7 @@ impl<E: Copy> EventQueue<E> {
             duration,
             fifo: VecDeque::new(),
         });
+        self.fronts.push(NO_KEY);
         Lane(self.lanes.len() - 1)
     }
 
@@ -205,9 +254,12 @@ impl<E: Copy> EventQueue<E> {
             l.fifo.back().is_none_or(|b| b.key <= key),
             "lane armed out of order"
         );
-        if l.fifo.is_empty() && key < self.lane_min {
-            self.lane_min = key;
-            self.lane_min_at = lane.0;
+        if l.fifo.is_empty() {
+            self.fronts[lane.0] = key;
+            if key < self.lane_min {
+                self.lane_min = key;
+                self.lane_min_at = lane.0;
+            }
         }
         l.fifo.push_back(Entry { key, event });
     }
@@ -260,13 +312,13 @@ impl<E: Copy> EventQueue<E> {
     /// Pops the front of the lane holding the smallest front, and finds the
     /// new smallest front.
     fn pop_lane(&mut self) -> Option<Entry<E>> {
-        let entry = self.lanes[self.lane_min_at].fifo.pop_front();
+        let fifo = &mut self.lanes[self.lane_min_at].fifo;
+        let entry = fifo.pop_front();
+        self.fronts[self.lane_min_at] = fifo.front().map_or(NO_KEY, |f| f.key);
         self.lane_min = NO_KEY;
-        for (i, l) in self.lanes.iter().enumerate() {
-            if let Some(f) = l.fifo.front()
-                && f.key < self.lane_min
-            {
-                self.lane_min = f.key;
+        for (i, &f) in self.fronts.iter().enumerate() {
+            if f < self.lane_min {
+                self.lane_min = f;
                 self.lane_min_at = i;
             }
         }
