@@ -13,6 +13,8 @@
 //! flow, a sidecar slot, a worker, a queue place) is given back when it
 //! leaves.
 
+use std::collections::VecDeque;
+
 use stormbreak_policy::Nanos;
 use stormbreak_policy::shed::Criticality;
 
@@ -154,6 +156,20 @@ impl Flight {
     #[inline]
     pub(crate) fn get_mut(&mut self, k: Key) -> &mut Attempt {
         self.attempts.get_mut(k).expect("a live attempt's key")
+    }
+
+    /// Puts `att` at the back of a waiting line (a sidecar's queue, a
+    /// gateway instance's admission queue) where `live` attempts wait in
+    /// `phase`. An attempt that times out leaves its key behind until the
+    /// key reaches the front; a line whose slots never come back would pile
+    /// such keys up, so they are dropped once the line holds twice the live
+    /// ones (at least 16): amortised O(1) a push, and the line never holds
+    /// more than twice its live waiters plus 16.
+    pub(crate) fn enqueue(&self, line: &mut VecDeque<Key>, live: usize, phase: Phase, att: Key) {
+        if line.len() >= 2 * live.max(8) {
+            line.retain(|&k| self.attempts.get(k).is_some_and(|a| a.phase == phase));
+        }
+        line.push_back(att);
     }
 
     /// Detaches an attempt whose caller stops waiting without an answer
@@ -330,5 +346,80 @@ impl Engine {
         if snapshot.phase == Phase::Stalled {
             self.drop_hung(att);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ids::{Comp, RouteId, ServiceId};
+
+    fn waiting(flight: &mut Flight) -> Key {
+        flight.attempts.insert(Attempt {
+            route: RouteId::new(0),
+            hop: 0,
+            phase: Phase::SidecarQueued,
+            comp: Comp::Service(ServiceId::new(0)),
+            parent: Parent::Detached,
+            started: Nanos::ZERO,
+            held: Held::Nothing,
+            child: None,
+            call: CallState::default(),
+            abandoned: false,
+            site: SiteId::new(0),
+            class: Criticality::default(),
+            conn: Conn::None,
+        })
+    }
+
+    #[test]
+    fn a_waiting_line_drops_the_keys_of_waiters_gone_and_keeps_its_order() {
+        let mut flight = Flight::new();
+        let mut line = VecDeque::new();
+        // One live waiter stays at the front while 100 others arrive and
+        // time out (leave the slab), as at a pod whose slots never free.
+        let first = waiting(&mut flight);
+        flight.enqueue(&mut line, 0, Phase::SidecarQueued, first);
+        let mut live = vec![first];
+        for i in 0..100 {
+            let k = waiting(&mut flight);
+            flight.enqueue(&mut line, live.len(), Phase::SidecarQueued, k);
+            if i % 10 == 0 {
+                live.push(k);
+            } else {
+                flight.attempts.remove(k);
+            }
+            assert!(
+                line.len() <= 2 * live.len() + 16,
+                "{} keys for {} live waiters",
+                line.len(),
+                live.len()
+            );
+        }
+        let kept: Vec<Key> = line
+            .iter()
+            .copied()
+            .filter(|k| flight.attempts.get(*k).is_some())
+            .collect();
+        assert_eq!(kept, live, "live waiters kept, in arrival order");
+        assert!(line.len() < 101, "stale keys were dropped: {}", line.len());
+    }
+
+    #[test]
+    fn a_waiting_line_keeps_only_attempts_still_in_its_phase() {
+        let mut flight = Flight::new();
+        let mut line = VecDeque::new();
+        let keys: Vec<Key> = (0..16).map(|_| waiting(&mut flight)).collect();
+        for &k in &keys {
+            flight.enqueue(&mut line, 16, Phase::SidecarQueued, k);
+        }
+        // Half of them were admitted meanwhile: their phase moved on.
+        for &k in &keys[..8] {
+            flight.get_mut(k).phase = Phase::InService;
+        }
+        let next = waiting(&mut flight);
+        flight.enqueue(&mut line, 8, Phase::SidecarQueued, next);
+        let want: Vec<Key> = keys[8..].iter().copied().chain([next]).collect();
+        assert_eq!(line.iter().copied().collect::<Vec<_>>(), want);
     }
 }

@@ -74,20 +74,12 @@ impl Engine {
             match adm.admit(now, class) {
                 Ok(Admitted::Now(slot)) => self.flight.get_mut(att).held = Held::Slot(slot),
                 Ok(Admitted::Queued { instance }) => {
-                    let waiters = &mut gw.waiters[instance as usize];
-                    // Timed-out keys stay behind until they reach the
-                    // front; an instance whose slots never come back would
-                    // pile them up, so drop them once they outnumber the
-                    // live ones (amortised O(1) a push).
-                    if waiters.len() >= 2 * (adm.waiting_of(instance) as usize).max(8) {
-                        let attempts = &self.flight.attempts;
-                        waiters.retain(|&k| {
-                            attempts
-                                .get(k)
-                                .is_some_and(|a| a.phase == Phase::GatewayQueued)
-                        });
-                    }
-                    waiters.push_back(att);
+                    self.flight.enqueue(
+                        &mut gw.waiters[instance as usize],
+                        adm.waiting_of(instance) as usize,
+                        Phase::GatewayQueued,
+                        att,
+                    );
                     let lane = gw.queue_lane.expect("a gateway with a queue has its lane");
                     let a = self.flight.get_mut(att);
                     a.phase = Phase::GatewayQueued;

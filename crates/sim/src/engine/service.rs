@@ -194,18 +194,12 @@ impl Engine {
                 pod.sidecar_avg.touch(now, pod.sidecar_in);
                 pod.sidecar_in += 1;
             } else if pod.sidecar_queued < sc.queue_cap {
-                // Timed-out keys stay behind until a slot frees; a pod whose
-                // slots never free would pile them up, so drop them once
-                // they outnumber the live ones (amortised O(1) a push).
-                if pod.sidecar_queue.len() >= 2 * (pod.sidecar_queued as usize).max(8) {
-                    let attempts = &self.flight.attempts;
-                    pod.sidecar_queue.retain(|&k| {
-                        attempts
-                            .get(k)
-                            .is_some_and(|a| a.phase == Phase::SidecarQueued)
-                    });
-                }
-                pod.sidecar_queue.push_back(att);
+                self.flight.enqueue(
+                    &mut pod.sidecar_queue,
+                    pod.sidecar_queued as usize,
+                    Phase::SidecarQueued,
+                    att,
+                );
                 pod.sidecar_queued += 1;
                 let a = self.flight.get_mut(att);
                 a.phase = Phase::SidecarQueued;
