@@ -17,30 +17,21 @@
 //! for this trace (a completion was scheduled first).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use stormbreak_equivalence::{Answer, Events, Request, arrivals, draw_class, paused_runtime};
 use stormbreak_guard::trace::{self, LimitPath};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::limit::LimitConfig;
 use stormbreak_policy::shed::{Criticality, SaturationConfig};
 use stormbreak_sim::engine::Res;
-use stormbreak_sim::engine::admission::{Admission, Admitted, Refusal, Slot};
+use stormbreak_sim::engine::admission::{Admission, Admitted, Slot};
 use stormbreak_sim::record::Cause;
 
 const REQUESTS: usize = 4000;
 const LIMITER_SEED: u64 = 0x11_517;
-
-/// One request of the trace.
-#[derive(Clone, Copy, Debug)]
-struct Request {
-    at: Nanos,
-    class: Criticality,
-    latency: Nanos,
-    status: u16,
-}
 
 /// Arrivals at ~1 per ms; latency grows with the load a healthy backend
 /// of 40 workers would see, then a phase where the backend answers 503 to
@@ -62,14 +53,7 @@ fn trace(seed: u64) -> Vec<Request> {
             };
             let base = rng.random_range(5_000..15_000);
             let slow = if (500..1_500).contains(&i) { 4 } else { 1 };
-            // Mostly critical, as production traffic is; every class often
-            // enough to meet its threshold.
-            let class = match rng.random_range(0..10) {
-                0 | 1 => Criticality::Sheddable,
-                2 => Criticality::SheddablePlus,
-                3 => Criticality::CriticalPlus,
-                _ => Criticality::Critical,
-            };
+            let class = draw_class(&mut rng);
             Request {
                 at: t,
                 class,
@@ -79,9 +63,6 @@ fn trace(seed: u64) -> Vec<Request> {
         })
         .collect()
 }
-
-/// A refusal's answer: status and `Retry-After`.
-type Answer = (u16, Option<Nanos>);
 
 /// What each side did: per request admitted (`None`) or the refusal's
 /// answer, and the (in flight, limit) after every event.
@@ -101,11 +82,8 @@ impl Decisions {
 }
 
 /// Events in (time, kind, request) order; kind 0 = completion, 1 = arrival.
-fn events(reqs: &[Request]) -> BinaryHeap<Reverse<(Nanos, u8, usize)>> {
-    reqs.iter()
-        .enumerate()
-        .map(|(i, r)| Reverse((r.at, 1, i)))
-        .collect()
+fn events(reqs: &[Request]) -> Events {
+    arrivals(reqs.iter().map(|r| r.at), 1)
 }
 
 fn sim_side(
@@ -127,16 +105,7 @@ fn sim_side(
                     slots[i] = Some(slot);
                     q.push(Reverse((now + reqs[i].latency, 0, i)));
                 }
-                Err(
-                    Refusal::Shed {
-                        status,
-                        retry_after,
-                    }
-                    | Refusal::Limit {
-                        status,
-                        retry_after,
-                    },
-                ) => out.refused[i] = Some((status, retry_after)),
+                Err(refusal) => out.refused[i] = Some(refusal.answer()),
             }
         } else {
             let res = match reqs[i].status {
@@ -159,11 +128,7 @@ fn guard_side(
     reqs: &[Request],
     seed: u64,
 ) -> Decisions {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_runtime();
     rt.block_on(async {
         let path = LimitPath::new(config, saturation, None, seed).unwrap();
         let origin = tokio::time::Instant::now();

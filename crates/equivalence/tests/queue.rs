@@ -23,31 +23,23 @@
 //! within the release.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use stormbreak_equivalence::{Answer, Request, arrivals, draw_class, paused_runtime};
 use stormbreak_guard::trace::{self, LimitPath};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::limit::{LimitConfig, QueueConfig};
-use stormbreak_policy::shed::Criticality;
 use stormbreak_sim::engine::Res;
-use stormbreak_sim::engine::admission::{Admission, Admitted, Refusal, Slot};
+use stormbreak_sim::engine::admission::{Admission, Admitted, Slot};
 use stormbreak_sim::record::Cause;
 
 const REQUESTS: usize = 3000;
 const LIMITER_SEED: u64 = 0x9_0e0e;
 const HALF_MS: Nanos = Nanos::from_micros(500);
-
-#[derive(Clone, Copy, Debug)]
-struct Request {
-    at: Nanos,
-    class: Criticality,
-    latency: Nanos,
-    status: u16,
-}
 
 /// Arrivals 1–3 ms apart on half milliseconds; whole-millisecond
 /// latencies that quadruple for a while (the queue fills and waits time
@@ -65,12 +57,7 @@ fn trace(seed: u64) -> Vec<Request> {
                 200
             };
             let slow = if (400..1_200).contains(&i) { 4 } else { 1 };
-            let class = match rng.random_range(0..10) {
-                0 | 1 => Criticality::Sheddable,
-                2 => Criticality::SheddablePlus,
-                3 => Criticality::CriticalPlus,
-                _ => Criticality::Critical,
-            };
+            let class = draw_class(&mut rng);
             Request {
                 at: t,
                 class,
@@ -87,9 +74,6 @@ fn queue() -> QueueConfig {
         timeout: Nanos::from_millis(20),
     }
 }
-
-/// A refusal's answer: status and `Retry-After`.
-type Answer = (u16, Option<Nanos>);
 
 #[derive(Debug)]
 struct Decisions {
@@ -122,21 +106,7 @@ fn sim_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
     let mut waiting: Vec<bool> = vec![false; reqs.len()];
     let mut waiters: VecDeque<usize> = VecDeque::new();
     let mut out = Decisions::new(reqs.len());
-    let mut events: BinaryHeap<Reverse<(Nanos, u8, usize)>> = reqs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Reverse((r.at, ARRIVAL, i)))
-        .collect();
-    let answer = |r: Refusal| match r {
-        Refusal::Shed {
-            status,
-            retry_after,
-        }
-        | Refusal::Limit {
-            status,
-            retry_after,
-        } => (status, retry_after),
-    };
+    let mut events = arrivals(reqs.iter().map(|r| r.at), ARRIVAL);
     while let Some(Reverse((now, kind, i))) = events.pop() {
         match kind {
             ARRIVAL => match adm.admit(now, reqs[i].class) {
@@ -153,7 +123,7 @@ fn sim_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
                     let ms = Nanos::from_millis(1);
                     events.push(Reverse((deadline.div_ceil(ms) * ms, DEADLINE, i)));
                 }
-                Err(r) => out.refused[i] = Some(answer(r)),
+                Err(r) => out.refused[i] = Some(r.answer()),
             },
             COMPLETION => {
                 let res = if reqs[i].status == 200 {
@@ -208,11 +178,7 @@ enum Report {
 }
 
 fn guard_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_runtime();
     rt.block_on(async {
         let path = Arc::new(LimitPath::new(config, None, Some(&queue()), seed).unwrap());
         let origin = tokio::time::Instant::now();
@@ -220,11 +186,7 @@ fn guard_side(config: &LimitConfig, reqs: &[Request], seed: u64) -> Decisions {
         let reports: Arc<Mutex<Vec<Report>>> = Arc::default();
         let mut held: Vec<Option<trace::Admitted>> = (0..reqs.len()).map(|_| None).collect();
         let mut out = Decisions::new(reqs.len());
-        let mut events: BinaryHeap<Reverse<(Nanos, u8, usize)>> = reqs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Reverse((r.at, ARRIVAL, i)))
-            .collect();
+        let mut events = arrivals(reqs.iter().map(|r| r.at), ARRIVAL);
         // Lets every woken task (a waiter the release notified, one whose
         // wait timed out, a new arrival) run before the loop goes on.
         async fn settle() {

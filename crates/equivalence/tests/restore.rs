@@ -20,8 +20,8 @@
 //! guard.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
+use stormbreak_equivalence::{arrivals, paused_runtime};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -101,11 +101,7 @@ fn sim_side(reqs: &[Request]) -> Outcome {
     let mut rng = Pcg64Mcg::seed_from_u64(SEED);
     let mut retired = false;
     let mut admitted = vec![false; reqs.len()];
-    let mut q: BinaryHeap<Reverse<(Nanos, u8, usize)>> = reqs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Reverse((r.at, ARRIVAL, i)))
-        .collect();
+    let mut q = arrivals(reqs.iter().map(|r| r.at), ARRIVAL);
     if let Some(at) = gate.start(Nanos::ZERO) {
         q.push(Reverse((at, WAKE, 0)));
     }
@@ -149,19 +145,11 @@ fn sim_side(reqs: &[Request]) -> Outcome {
 }
 
 fn guard_side(reqs: &[Request]) -> Outcome {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = paused_runtime();
     rt.block_on(async {
         let path = RestorePath::new(&config(), &SITES, SEED).unwrap();
         let mut admitted = vec![false; reqs.len()];
-        let mut q: BinaryHeap<Reverse<(Nanos, u8, usize)>> = reqs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Reverse((r.at, ARRIVAL, i)))
-            .collect();
+        let mut q = arrivals(reqs.iter().map(|r| r.at), ARRIVAL);
         while let Some(Reverse((at, kind, i))) = q.pop() {
             tokio::time::advance(Duration::from(at - path.now())).await;
             let site = SITES[reqs[i].site];

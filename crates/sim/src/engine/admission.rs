@@ -78,6 +78,23 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// The answer a client gets: the HTTP status and `Retry-After`, as the
+    /// guard sends them for the same refusal.
+    pub fn answer(self) -> (u16, Option<Nanos>) {
+        match self {
+            Refusal::Shed {
+                status,
+                retry_after,
+            }
+            | Refusal::Limit {
+                status,
+                retry_after,
+            } => (status, retry_after),
+        }
+    }
+}
+
 /// What [`Admission::admit`] did with a request it did not refuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "an admitted request holds a slot, a queued one a place in the queue"]
