@@ -1,4 +1,4 @@
-//! The event queue: a 4-ary heap for arbitrary times plus FIFO lanes for
+//! The event queue: a radix heap for arbitrary times plus FIFO lanes for
 //! fixed-duration timers.
 //!
 //! Most pending events in a storm are timeouts, and a timeout of fixed
@@ -42,115 +42,88 @@ struct Entry<E> {
     event: E,
 }
 
-/// Children per heap node. Four halves the depth of a binary heap, and the
-/// four children's keys sit next to each other in memory (64 bytes), so a
-/// level of a pop compares within one or two cache lines.
-const ARITY: usize = 4;
+/// Buckets of a [`RadixHeap`]: bucket `b` ≥ 1 holds keys whose highest bit
+/// differing from the last key popped is bit `b - 1`. (Bucket 0, keys equal
+/// to it, stays empty: keys are unique.)
+const BUCKETS: usize = 129;
 
-/// A 4-ary min-heap on [`OrderKey`], keys and payloads in two parallel
-/// arrays so that the walk down a pop reads keys only. Keys are unique, so
-/// the pop order is fully determined by the keys: the same as any other
-/// correct priority queue's, `std::collections::BinaryHeap` included.
+/// A monotone radix heap on [`OrderKey`] (Ahuja, Mehlhorn, Orlin and
+/// Tarjan, "Faster algorithms for the shortest path problem", J. ACM 37(2),
+/// 1990): a push is one `leading_zeros`, and a pop empties the lowest
+/// occupied bucket into lower ones, so an entry moves at most once per bit
+/// of its distance from the clock instead of being compared at every level
+/// of a tree. It needs every key pushed to be larger than the last key
+/// popped, which the simulation clock guarantees: an event is scheduled at
+/// or after now, with a sequence number larger than any before it. Keys are
+/// unique, so the pop order is fully determined by the keys, as in any
+/// other correct priority queue.
 ///
-/// Invariant: `keys.len() == events.len()`, and `keys[i] >= keys[(i - 1) / ARITY]`.
+/// Invariant: every entry of `buckets[b]` has `bucket(key, last) == b`;
+/// `mins[b]` is the smallest key in `buckets[b]` ([`NO_KEY`] when empty);
+/// bit `b - 1` of `occupied` is set exactly when `buckets[b]` is not empty.
 #[derive(Debug)]
-struct Heap<E> {
-    keys: Vec<OrderKey>,
-    events: Vec<E>,
+struct RadixHeap<E> {
+    buckets: Vec<Vec<Entry<E>>>,
+    mins: [OrderKey; BUCKETS],
+    occupied: u128,
+    last: OrderKey,
 }
 
-/// The index of the smallest of the four keys `k[0..4]`, chosen without
-/// data-dependent branches (the keys of a pop's walk are random, so a
-/// branch on them is mispredicted half the time).
-#[inline(always)]
-fn min_of_four(k: &[OrderKey; ARITY]) -> usize {
-    let a = usize::from(k[1] < k[0]);
-    let b = 2 + usize::from(k[3] < k[2]);
-    if k[b] < k[a] { b } else { a }
+/// The bucket of `key` relative to the last key popped.
+#[inline]
+fn bucket(key: OrderKey, last: OrderKey) -> usize {
+    (OrderKey::BITS - (key ^ last).leading_zeros()) as usize
 }
 
-impl<E: Copy> Heap<E> {
+impl<E: Copy> RadixHeap<E> {
     fn new() -> Self {
-        Heap {
-            keys: Vec::new(),
-            events: Vec::new(),
+        RadixHeap {
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            mins: [NO_KEY; BUCKETS],
+            occupied: 0,
+            last: 0,
         }
+    }
+
+    /// The lowest occupied bucket; its smallest key is the heap's.
+    #[inline]
+    fn lowest(&self) -> Option<usize> {
+        (self.occupied != 0).then(|| self.occupied.trailing_zeros() as usize + 1)
     }
 
     #[inline]
     fn min_key(&self) -> OrderKey {
-        self.keys.first().copied().unwrap_or(NO_KEY)
+        self.lowest().map_or(NO_KEY, |b| self.mins[b])
     }
 
+    #[inline]
     fn push(&mut self, entry: Entry<E>) {
-        let mut i = self.keys.len();
-        self.keys.push(entry.key);
-        self.events.push(entry.event);
-        let (keys, events) = (&mut self.keys[..], &mut self.events[..]);
-        // Sift up with a hole: move parents down, write the entry once.
-        while i > 0 {
-            let parent = (i - 1) / ARITY;
-            if keys[parent] <= entry.key {
-                break;
-            }
-            keys[i] = keys[parent];
-            events[i] = events[parent];
-            i = parent;
-        }
-        keys[i] = entry.key;
-        events[i] = entry.event;
+        debug_assert!(entry.key > self.last, "a key at or below the last popped");
+        let b = bucket(entry.key, self.last);
+        self.occupied |= 1 << (b - 1);
+        self.mins[b] = self.mins[b].min(entry.key);
+        self.buckets[b].push(entry);
     }
 
     fn pop(&mut self) -> Option<Entry<E>> {
-        let last_key = self.keys.pop()?;
-        let last_event = self.events.pop()?;
-        let (keys, events) = (&mut self.keys[..], &mut self.events[..]);
-        let (Some(&top_key), Some(&top_event)) = (keys.first(), events.first()) else {
-            return Some(Entry {
-                key: last_key,
-                event: last_event,
-            });
-        };
-        // Floyd's bottom-up deletion: walk the hole at the root down to a
-        // leaf along the smallest children, then sift the former last entry
-        // up from there. The last entry is usually among the largest, so the
-        // climb back is short, and the walk down needs no comparison with it.
-        let n = keys.len();
-        let mut hole = 0;
-        loop {
-            let first = ARITY * hole + 1;
-            let best = if let Some(four) = keys.get(first..first + ARITY) {
-                first + min_of_four(four.try_into().expect("four keys"))
-            } else if first < n {
-                let mut best = first;
-                for c in first + 1..n {
-                    if keys[c] < keys[best] {
-                        best = c;
-                    }
-                }
-                best
+        let b = self.lowest()?;
+        self.last = self.mins[b];
+        self.occupied &= !(1 << (b - 1));
+        self.mins[b] = NO_KEY;
+        let mut moving = std::mem::take(&mut self.buckets[b]);
+        let mut top = None;
+        // Relative to the new `last`, every other entry of bucket `b` falls
+        // into a lower bucket; the buckets above `b` keep their entries.
+        for e in moving.drain(..) {
+            if e.key == self.last {
+                top = Some(e);
             } else {
-                break;
-            };
-            keys[hole] = keys[best];
-            events[hole] = events[best];
-            hole = best;
-        }
-        while hole > 0 {
-            let parent = (hole - 1) / ARITY;
-            if keys[parent] <= last_key {
-                break;
+                self.push(e);
             }
-            keys[hole] = keys[parent];
-            events[hole] = events[parent];
-            hole = parent;
         }
-        keys[hole] = last_key;
-        events[hole] = last_event;
-        Some(Entry {
-            key: top_key,
-            event: top_event,
-        })
+        // The emptied bucket keeps its allocation for its next fill.
+        self.buckets[b] = moving;
+        top
     }
 }
 
@@ -181,7 +154,7 @@ pub struct Lane(usize);
 /// ```
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    heap: Heap<E>,
+    heap: RadixHeap<E>,
     lanes: Vec<FifoLane<E>>,
     /// Each lane's front key ([`NO_KEY`] when the lane is empty), side by
     /// side, so finding the next front after a lane pop scans one small
@@ -210,7 +183,7 @@ impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
-            heap: Heap::new(),
+            heap: RadixHeap::new(),
             lanes: Vec::new(),
             fronts: Vec::new(),
             lane_min: NO_KEY,
@@ -234,9 +207,13 @@ impl<E: Copy> EventQueue<E> {
         Lane(self.lanes.len() - 1)
     }
 
-    /// Schedules `event` at absolute time `at`.
+    /// Schedules `event` at absolute time `at`. A time before the last
+    /// event popped from the heap is taken as that time: the clock never
+    /// goes back, so such an event is simply due now (the engine never asks
+    /// for one; the radix heap could not order it).
     pub fn schedule(&mut self, at: Nanos, event: E) {
         let seq = self.next_seq();
+        let at = at.max(time_of(self.heap.last));
         self.heap.push(Entry {
             key: order_key(at, seq),
             event,
@@ -341,6 +318,17 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         let ten = Nanos::from_nanos(10);
         assert_eq!(order, vec![(ten, 1), (ten, 2), (ten, 3)]);
+    }
+
+    #[test]
+    fn an_event_scheduled_in_the_past_is_due_at_once() {
+        let mut q = EventQueue::new();
+        q.schedule(Nanos::from_nanos(100), "first");
+        assert_eq!(q.pop(), Some((Nanos::from_nanos(100), "first")));
+        q.schedule(Nanos::from_nanos(200), "later");
+        q.schedule(Nanos::from_nanos(50), "late");
+        assert_eq!(q.pop(), Some((Nanos::from_nanos(100), "late")));
+        assert_eq!(q.pop(), Some((Nanos::from_nanos(200), "later")));
     }
 
     proptest! {
