@@ -107,9 +107,10 @@ impl fmt::Debug for DefaultKey {
 pub struct RequestKey {
     method: Method,
     uri: Uri,
-    /// A 128-bit keyed hash of the method, the URI and the credentials:
-    /// the credentials are compared only through it, and its first half
-    /// is the key's `Hash`, so the table never rehashes the URI.
+    /// A 128-bit keyed hash: its first half of the method, the URI and
+    /// the credentials, its second of the credentials. The credentials are
+    /// compared only through it, and its first half is the key's `Hash`,
+    /// so the table never rehashes the URI.
     hash: (u64, u64),
 }
 
@@ -126,7 +127,16 @@ impl RequestKey {
 
 impl PartialEq for RequestKey {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.parts() == other.parts()
+        // A key found again in the table is usually a clone of the same
+        // request's, whose parts share their bytes: equal without a compare.
+        fn same(a: Option<&str>, b: Option<&str>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+                (a, b) => a == b,
+            }
+        }
+        let (a, b) = (self.parts(), other.parts());
+        self.hash == other.hash && a.0 == b.0 && same(a.1, b.1) && same(a.2, b.2) && same(a.3, b.3)
     }
 }
 
@@ -162,25 +172,53 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
         use std::hash::Hasher;
         let method = request.method();
         let uri = request.uri();
-        // Both halves of the hash are fed in one pass, so each header is
-        // looked up once. The URI's parts are hashed as `str`s (each ended
-        // by a byte UTF-8 never holds); a credential value, which may hold
-        // any byte, is prefixed by its length and tagged with its header's
-        // position in the list: no two keys feed the same bytes.
+        // The first half of the hash covers the method, the URI and the
+        // credentials; the second only the credentials (the key compares
+        // the method and URI byte for byte, and the credentials only
+        // through the two halves). Each URI part is its bytes and a byte
+        // UTF-8 never holds (0xff), or 0xfe if absent; a credential value,
+        // which may hold any byte, is tagged with its header's position in
+        // the list and prefixed by its length: no two keys feed the same
+        // bytes.
         let mut h = Tee::new(&self.hashers);
-        (
-            method.as_str(),
+        h.first_only(true);
+        for part in [
+            Some(method.as_str()),
             uri.scheme_str(),
             uri.authority().map(|a| a.as_str()),
             uri.path_and_query().map(|p| p.as_str()),
-        )
-            .hash(&mut h);
-        for (i, name) in self.headers.iter().enumerate() {
-            for value in request.headers().get_all(name) {
-                let value = value.as_bytes();
-                h.write_usize(i);
-                h.write_usize(value.len());
-                h.write(value);
+        ] {
+            match part {
+                Some(part) => {
+                    h.write(part.as_bytes());
+                    h.write_u8(0xff);
+                }
+                None => h.write_u8(0xfe),
+            }
+        }
+        h.first_only(false);
+        let mut credential = |i: usize, value: &http::HeaderValue| {
+            let value = value.as_bytes();
+            h.write_u32(i as u32);
+            h.write_u64(value.len() as u64);
+            h.write(value);
+        };
+        let headers = request.headers();
+        // A few headers are cheaper to walk than to look up one name at a
+        // time; both visit a name's values in the same order.
+        if headers.len() <= 8 {
+            for (i, name) in self.headers.iter().enumerate() {
+                for (n, value) in headers {
+                    if n == name {
+                        credential(i, value);
+                    }
+                }
+            }
+        } else {
+            for (i, name) in self.headers.iter().enumerate() {
+                for value in headers.get_all(name) {
+                    credential(i, value);
+                }
             }
         }
         Some(RequestKey {
@@ -199,6 +237,8 @@ struct Tee {
     hashers: (std::hash::DefaultHasher, std::hash::DefaultHasher),
     buf: [u8; 128],
     len: usize,
+    /// Writes go to the first hasher only.
+    first_only: bool,
 }
 
 impl Tee {
@@ -207,14 +247,23 @@ impl Tee {
             hashers: (states.0.build_hasher(), states.1.build_hasher()),
             buf: [0; 128],
             len: 0,
+            first_only: false,
         }
+    }
+
+    /// From now on, writes go to the first hasher only, or to both again.
+    fn first_only(&mut self, on: bool) {
+        self.flush();
+        self.first_only = on;
     }
 
     fn flush(&mut self) {
         use std::hash::Hasher;
         let pending = &self.buf[..self.len];
         self.hashers.0.write(pending);
-        self.hashers.1.write(pending);
+        if !self.first_only {
+            self.hashers.1.write(pending);
+        }
         self.len = 0;
     }
 
@@ -231,7 +280,9 @@ impl std::hash::Hasher for Tee {
             self.flush();
             if bytes.len() > self.buf.len() {
                 self.hashers.0.write(bytes);
-                self.hashers.1.write(bytes);
+                if !self.first_only {
+                    self.hashers.1.write(bytes);
+                }
                 return;
             }
         }
