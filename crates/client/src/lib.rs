@@ -144,7 +144,8 @@ pub use reject::{Rejected, RejectedBy};
 pub use reqwest_middleware::RetryMiddleware;
 pub use retry::{AttemptTimedOut, Retry, RetryFuture, RetryLayer, RetryLayerBuilder};
 pub use single_flight::{
-    DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,
+    DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightFuture,
+    SingleFlightLayer,
 };
 pub use throttle::{Throttle, ThrottleFuture, ThrottleLayer};
 
