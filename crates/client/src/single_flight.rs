@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, Method, StatusCode, Uri, Version};
+use http::{HeaderMap, HeaderName, Method, Uri};
 use http_body::Body;
 use http_body_util::BodyExt;
 use pin_project_lite::pin_project;
@@ -136,7 +136,11 @@ impl PartialEq for RequestKey {
             }
         }
         let (a, b) = (self.parts(), other.parts());
-        self.hash == other.hash && a.0 == b.0 && same(a.1, b.1) && same(a.2, b.2) && same(a.3, b.3)
+        self.hash == other.hash
+            && self.method == other.method
+            && same(a.1, b.1)
+            && same(a.2, b.2)
+            && same(a.3, b.3)
     }
 }
 
@@ -581,31 +585,25 @@ impl std::error::Error for SharedError {
 
 /// A response read into memory, copied out to each waiter.
 struct Buffered {
-    status: StatusCode,
-    version: Version,
-    headers: HeaderMap,
-    extensions: http::Extensions,
+    /// As it came: the caller with the only copy gets it back whole.
+    head: http::response::Parts,
     body: Bytes,
     trailers: Option<Box<HeaderMap>>,
 }
 
 impl Buffered {
     fn into_response<B>(self) -> http::Response<PrefixedBody<B>> {
-        let mut r = http::Response::new(PrefixedBody::full_boxed(self.body, self.trailers));
-        *r.status_mut() = self.status;
-        *r.version_mut() = self.version;
-        *r.headers_mut() = self.headers;
-        *r.extensions_mut() = self.extensions;
-        r
+        let body = PrefixedBody::full_boxed(self.body, self.trailers);
+        http::Response::from_parts(self.head, body)
     }
 
     fn response<B>(&self) -> http::Response<PrefixedBody<B>> {
         let body = PrefixedBody::full_boxed(self.body.clone(), self.trailers.clone());
         let mut r = http::Response::new(body);
-        *r.status_mut() = self.status;
-        *r.version_mut() = self.version;
-        *r.headers_mut() = self.headers.clone();
-        *r.extensions_mut() = self.extensions.clone();
+        *r.status_mut() = self.head.status;
+        *r.version_mut() = self.head.version;
+        *r.headers_mut() = self.head.headers.clone();
+        *r.extensions_mut() = self.head.extensions.clone();
         r
     }
 }
@@ -962,18 +960,8 @@ where
             }
         }
     }
-    let http::response::Parts {
-        status,
-        version,
-        headers,
-        extensions,
-        ..
-    } = parts;
     Ok(Landed::Buffered(Buffered {
-        status,
-        version,
-        headers,
-        extensions,
+        head: parts,
         body: buf.finish(),
         trailers,
     }))
@@ -1143,7 +1131,7 @@ impl<Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static> Member<Key, B> {
         self.answered = true;
         let Flight { config, key, .. } = &*self.flight;
         let cache_until = match (&output, config.ttl) {
-            (Ok(Landed::Buffered(b)), Some(ttl)) if b.status.is_success() => {
+            (Ok(Landed::Buffered(b)), Some(ttl)) if b.head.status.is_success() => {
                 Some(Instant::now() + ttl)
             }
             _ => None,
