@@ -20,7 +20,9 @@ pin_project! {
     #[derive(Debug)]
     pub struct PrefixedBody<B> {
         prefix: Option<Bytes>,
-        trailers: Option<HeaderMap>,
+        // Boxed: trailers are rare, and a response carrying this body is
+        // moved between futures on every request.
+        trailers: Option<Box<HeaderMap>>,
         #[pin]
         rest: Option<B>,
     }
@@ -40,6 +42,15 @@ impl<B> PrefixedBody<B> {
     pub fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         PrefixedBody {
             prefix: Some(data),
+            trailers: trailers.map(Box::new),
+            rest: None,
+        }
+    }
+
+    /// A body held entirely in memory, its trailers already boxed.
+    pub(crate) fn full_boxed(data: Bytes, trailers: Option<Box<HeaderMap>>) -> Self {
+        PrefixedBody {
+            prefix: Some(data),
             trailers,
             rest: None,
         }
@@ -47,7 +58,7 @@ impl<B> PrefixedBody<B> {
 
     /// Trailers to send after the prefix, before the rest.
     pub(crate) fn with_trailers(mut self, trailers: HeaderMap) -> Self {
-        self.trailers = Some(trailers);
+        self.trailers = Some(Box::new(trailers));
         self
     }
 
@@ -79,7 +90,7 @@ where
             return Poll::Ready(Some(Ok(Frame::data(prefix))));
         }
         if let Some(trailers) = this.trailers.take() {
-            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            return Poll::Ready(Some(Ok(Frame::trailers(*trailers))));
         }
         let Some(rest) = this.rest.as_mut().as_pin_mut() else {
             return Poll::Ready(None);

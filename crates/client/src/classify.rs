@@ -123,6 +123,15 @@ impl Classify<reqwest::Response> for HttpClassifier {
 
 impl HttpClassifier {
     fn parts(&self, status: http::StatusCode, headers: &http::HeaderMap) -> AttemptOutcome {
+        // The usual answer, read on every attempt by the retry layer and
+        // again by the throttle: no header to look up.
+        if headers.is_empty() {
+            return AttemptOutcome::Response {
+                status: status.as_u16(),
+                retry_after: None,
+                pushback: Pushback::None,
+            };
+        }
         let retry_after = if self.honour_retry_after {
             headers
                 .get(http::header::RETRY_AFTER)

@@ -125,7 +125,6 @@ mod body;
 mod breaker;
 mod classify;
 mod clone;
-mod deadline;
 mod overload;
 mod reject;
 #[cfg(feature = "reqwest")]
@@ -143,9 +142,10 @@ pub use clone::{
 pub use reject::{Rejected, RejectedBy};
 #[cfg(feature = "reqwest")]
 pub use reqwest_middleware::RetryMiddleware;
-pub use retry::{AttemptTimedOut, Retry, RetryLayer, RetryLayerBuilder};
+pub use retry::{AttemptTimedOut, Retry, RetryFuture, RetryLayer, RetryLayerBuilder};
 pub use single_flight::{
-    DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightLayer,
+    DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightFuture,
+    SingleFlightLayer,
 };
 pub use throttle::{Throttle, ThrottleFuture, ThrottleLayer};
 

@@ -1,10 +1,14 @@
 //! The retry layer's loop as a `reqwest-middleware` middleware.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 use reqwest_middleware::{Middleware, Next};
 
-use crate::retry::{Attempt, drive};
+use crate::retry::Drive;
 use crate::{BoxError, Classify, HttpClassifier, RetryLayer};
 
 /// A [`reqwest_middleware::Middleware`] that retries with a
@@ -51,22 +55,54 @@ impl<C: fmt::Debug, R> fmt::Debug for RetryMiddleware<C, R> {
     }
 }
 
-/// The rest of the middleware chain, as one attempt.
-struct NextAttempt<'a> {
-    next: Next<'a>,
-    extensions: &'a mut http::Extensions,
+/// The rest of the middleware chain as the service each attempt calls.
+///
+/// Each attempt runs the chain with the caller's extensions: they are
+/// lent to the attempt's future and come back when it ends, answered or
+/// abandoned at its deadline, so the next attempt and the caller see what
+/// the chain left in them.
+struct NextService<'e> {
+    next: Next<'e>,
+    extensions: &'e Mutex<http::Extensions>,
 }
 
-impl Attempt<reqwest::Request> for NextAttempt<'_> {
+impl<'e> tower::Service<reqwest::Request> for NextService<'e> {
     type Response = reqwest::Response;
+    type Error = reqwest_middleware::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = reqwest_middleware::Result<reqwest::Response>> + Send + 'e>>;
 
-    fn send(
-        &mut self,
-        request: reqwest::Request,
-    ) -> impl Future<Output = Result<reqwest::Response, BoxError>> + Send + '_ {
-        let call = self.next.clone().run(request, self.extensions);
-        async move { call.await.map_err(|e| Box::new(e) as BoxError) }
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
+
+    fn call(&mut self, request: reqwest::Request) -> Self::Future {
+        let next = self.next.clone();
+        let home = self.extensions;
+        Box::pin(async move {
+            let mut lent = Lent {
+                home,
+                extensions: std::mem::take(&mut *lock(home)),
+            };
+            next.run(request, &mut lent.extensions).await
+        })
+    }
+}
+
+/// The extensions while an attempt has them; put back when it ends.
+struct Lent<'e> {
+    home: &'e Mutex<http::Extensions>,
+    extensions: http::Extensions,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        *lock(self.home) = std::mem::take(&mut self.extensions);
+    }
+}
+
+fn lock(m: &Mutex<http::Extensions>) -> std::sync::MutexGuard<'_, http::Extensions> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[async_trait::async_trait]
@@ -81,16 +117,21 @@ where
         extensions: &mut http::Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let attempt = NextAttempt { next, extensions };
-        drive(
+        let home = Mutex::new(std::mem::take(extensions));
+        let service = NextService {
+            next,
+            extensions: &home,
+        };
+        let result = Drive::new(
             &**self.layer.shared(),
             ByRef(self.layer.classifier()),
-            request,
             reqwest::Request::try_clone,
-            attempt,
+            service,
+            request,
         )
-        .await
-        .map_err(|e| match e.downcast::<reqwest_middleware::Error>() {
+        .await;
+        *extensions = home.into_inner().unwrap_or_else(PoisonError::into_inner);
+        result.map_err(|e| match e.downcast::<reqwest_middleware::Error>() {
             Ok(e) => *e,
             Err(e) => reqwest_middleware::Error::middleware(Boxed(e)),
         })
@@ -118,7 +159,7 @@ impl std::error::Error for Boxed {
     }
 }
 
-/// The layer's classifier, lent to [`drive`] (which owns its classifier).
+/// The layer's classifier, lent to [`Drive`] (which owns its classifier).
 struct ByRef<'a, C>(&'a C);
 
 impl<Res, C: Classify<Res>> Classify<Res> for ByRef<'_, C> {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use pin_project_lite::pin_project;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::budget::{BudgetConfig, RatioBudget, RatioBudgetConfig, RetryBudget};
@@ -15,10 +16,9 @@ use stormbreak_policy::retry::{
     AttemptOutcome, GiveUpReason, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
 use stormbreak_policy::{FieldError, Nanos};
-use tokio::time::Instant;
-use tower::{Layer, Service, ServiceExt};
+use tokio::time::{Instant, Sleep};
+use tower::{Layer, Service};
 
-use crate::deadline::deadline;
 use crate::{BoxError, Classify, CloneBuffered, CloneRequest, HttpClassifier};
 
 /// A tower [`Layer`] whose services retry by a [`RetryPolicy`] under a
@@ -83,8 +83,7 @@ impl Shared {
         RetryState::begin(&self.policy, now, d.budget.as_mut())
     }
 
-    fn decide(&self, state: &mut RetryState, outcome: AttemptOutcome) -> RetryDecision {
-        let now = self.now();
+    fn decide(&self, state: &mut RetryState, now: Nanos, outcome: AttemptOutcome) -> RetryDecision {
         let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
         let Decide { budget, rng } = &mut *d;
         state.on_outcome_budgeted(&self.policy, now, outcome, budget.as_mut(), rng)
@@ -327,17 +326,14 @@ impl std::error::Error for AttemptTimedOut {}
 
 impl<S, C, R, Req> Service<Req> for Retry<S, C, R>
 where
-    S: Service<Req> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Response: Send + 'static,
+    S: Service<Req> + Clone,
     S::Error: Into<BoxError>,
-    Req: Send + 'static,
-    C: Classify<S::Response> + Clone + Send + Sync + 'static,
-    R: CloneRequest<Req> + Clone + Send + Sync + 'static,
+    C: Classify<S::Response> + Clone,
+    R: CloneRequest<Req> + Clone,
 {
     type Response = S::Response;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+    type Future = RetryFuture<S, Req, C, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -348,131 +344,286 @@ where
         // left behind for the next caller (tower's convention).
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let cloner = self.cloner.clone();
-        // `drive` owns what it uses: a wrapping `async move` block would
-        // hold a second copy of the request and of the service in the
-        // boxed future, which is copied whole into its box.
-        Box::pin(drive(
-            self.shared.clone(),
-            self.classifier.clone(),
-            request,
-            move |r: &Req| cloner.clone_request(r),
-            inner,
-        ))
+        RetryFuture {
+            drive: Drive::new(
+                self.shared.clone(),
+                self.classifier.clone(),
+                self.cloner.clone(),
+                inner,
+                request,
+            ),
+        }
     }
 }
 
-/// The one retry loop: every integration (the tower service, the
-/// reqwest middleware) runs its attempts through it, so they all follow the
-/// policy crate's state machine the same way.
-///
-/// `clone` copies the request for each attempt but the last; a request it
-/// declines is sent once, bounded by the policy's timeouts: it counts as a
-/// request for the budget and is never retried.
-pub(crate) async fn drive<Req, Res, C>(
-    shared: impl std::ops::Deref<Target = Shared>,
-    classifier: C,
-    request: Req,
-    clone: impl Fn(&Req) -> Option<Req>,
-    mut send: impl Attempt<Req, Response = Res>,
-) -> Result<Res, BoxError>
-where
-    C: Classify<Res>,
-{
-    let mut state = shared.begin();
-    let mut copy = clone(&request);
-    if copy.is_none() {
-        shared.passed_through.fetch_add(1, Ordering::Relaxed);
-        let attempt = send.send(request);
-        return match state.attempt_deadline(&shared.policy) {
-            Some(at) => match deadline(shared.instant(at), attempt).await {
-                Some(result) => result,
-                None => Err(Box::new(AttemptTimedOut {
-                    reason: GiveUpReason::Deadline,
-                })),
-            },
-            None => attempt.await,
-        };
+pin_project! {
+    /// The future [`Retry`] answers with: the retry loop for one request.
+    ///
+    /// A named state machine rather than a boxed `async` block, so a
+    /// request through the layer costs no allocation of its own and the
+    /// loop's state is not copied into a box.
+    pub struct RetryFuture<S, Req, C, R>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        drive: Drive<S, Req, C, R, Arc<Shared>>,
     }
-    let mut request = Some(request);
-    loop {
-        // The original goes out last, so a request with `max_attempts`
-        // attempts is copied `max_attempts - 1` times at most; until then
-        // each attempt sends a copy and keeps the original for the next.
-        let this_try = match copy.take() {
-            Some(c) => c,
-            None => request.take().expect("the original is sent once, last"),
-        };
-        let attempt = send.send(this_try);
-        let result: Option<Result<Res, BoxError>> = match state.attempt_deadline(&shared.policy) {
-            // No timer is made for an attempt answered on its first poll.
-            Some(at) => deadline(shared.instant(at), attempt).await,
-            None => Some(attempt.await),
-        };
-        let outcome = match &result {
-            None => AttemptOutcome::Timeout,
-            Some(Ok(response)) => classifier.response(response),
-            Some(Err(error)) => classifier.error(error),
-        };
-        match shared.decide(&mut state, outcome) {
-            RetryDecision::Success => {
-                return result.expect("only an answered attempt succeeds");
+}
+
+impl<S: Service<Req>, Req, C, R> fmt::Debug for RetryFuture<S, Req, C, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryFuture")
+            .field("attempts", &self.drive.retry.attempts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, C, R> Future for RetryFuture<S, Req, C, R>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    C: Classify<S::Response>,
+    R: CloneRequest<Req>,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().drive.poll(cx)
+    }
+}
+
+pin_project! {
+    /// The one retry loop: every integration (the tower service, the
+    /// reqwest middleware) runs its attempts through it, so they all follow
+    /// the policy crate's state machine the same way.
+    ///
+    /// Each attempt waits for `service` to be ready and calls it, bounded
+    /// by the attempt's deadline. `cloner` copies the request for each
+    /// attempt but the last; a request it declines is sent once, bounded by
+    /// the policy's timeouts: it counts as a request for the budget and is
+    /// never retried.
+    #[project = DriveProj]
+    pub(crate) struct Drive<S, Req, C, R, D>
+    where
+        S: Service<Req>,
+    {
+        shared: D,
+        classifier: C,
+        cloner: R,
+        service: S,
+        retry: RetryState,
+        // The request as the caller gave it, until the attempt that sends
+        // it: the original goes out last, so a request with `max_attempts`
+        // attempts is copied `max_attempts - 1` times at most.
+        request: Option<Req>,
+        // The cloner declined: one attempt, no policy decision.
+        alone: bool,
+        // The current attempt's deadline, from the policy.
+        deadline: Option<Instant>,
+        // The attempt's deadline timer, made only once the attempt has had
+        // to wait (tokio's `Timeout` registers its timer then too), or the
+        // pause before the next attempt. Boxed: it is rare, and the loop's
+        // state stays small to move.
+        timer: Option<Pin<Box<Sleep>>>,
+        #[pin]
+        step: Step<S::Future, Req>,
+    }
+}
+
+pin_project! {
+    #[project = StepProj]
+    enum Step<F, Req> {
+        // Not yet polled: the request begins at the first poll.
+        Start,
+        // Waiting for the service to be ready for this attempt's request.
+        Ready { request: Option<Req> },
+        Calling { #[pin] call: F },
+        // Pausing before the next attempt (the timer is set).
+        Paused,
+        Done,
+    }
+}
+
+impl<S, Req, C, R, D> Drive<S, Req, C, R, D>
+where
+    S: Service<Req>,
+    D: std::ops::Deref<Target = Shared>,
+{
+    pub(crate) fn new(shared: D, classifier: C, cloner: R, service: S, request: Req) -> Self {
+        Drive {
+            // Replaced at the first poll, when the request begins.
+            retry: RetryState::new(&shared.policy, Nanos::ZERO),
+            shared,
+            classifier,
+            cloner,
+            service,
+            request: Some(request),
+            alone: false,
+            deadline: None,
+            timer: None,
+            step: Step::Start,
+        }
+    }
+}
+
+/// What one attempt came to: `None` if it was abandoned at its deadline.
+type Answer<T> = Option<Result<T, BoxError>>;
+
+impl<S, Req, C, R, D> Future for Drive<S, Req, C, R, D>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    C: Classify<S::Response>,
+    R: CloneRequest<Req>,
+    D: std::ops::Deref<Target = Shared>,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let answer: Answer<S::Response> = match this.step.as_mut().project() {
+                StepProj::Start => {
+                    *this.retry = this.shared.begin();
+                    let request = this.request.as_ref().expect("the request until it is sent");
+                    let first = match this.cloner.clone_request(request) {
+                        Some(copy) => copy,
+                        None => {
+                            this.shared.passed_through.fetch_add(1, Ordering::Relaxed);
+                            *this.alone = true;
+                            this.request.take().expect("the request until it is sent")
+                        }
+                    };
+                    *this.deadline = this.next_deadline();
+                    this.step.set(Step::Ready {
+                        request: Some(first),
+                    });
+                    continue;
+                }
+                StepProj::Ready { request } => match this.service.poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {
+                        let request = request.take().expect("sent once");
+                        let call = this.service.call(request);
+                        this.step.set(Step::Calling { call });
+                        continue;
+                    }
+                    // Waiting for the inner service to be ready is part of
+                    // the attempt: a pool that stays exhausted cannot
+                    // outlast the deadline, and its error is judged like
+                    // any other.
+                    Poll::Ready(Err(e)) => Some(Err(e.into())),
+                    Poll::Pending => match this.attempt_timer(cx) {
+                        Poll::Ready(()) => None,
+                        Poll::Pending => return Poll::Pending,
+                    },
+                },
+                StepProj::Calling { call } => match call.poll(cx) {
+                    Poll::Ready(result) => Some(result.map_err(Into::into)),
+                    Poll::Pending => match this.attempt_timer(cx) {
+                        Poll::Ready(()) => None,
+                        Poll::Pending => return Poll::Pending,
+                    },
+                },
+                StepProj::Paused => {
+                    let timer = this.timer.as_mut().expect("a pause has its timer");
+                    std::task::ready!(timer.as_mut().poll(cx));
+                    *this.timer = None;
+                    this.next_attempt();
+                    continue;
+                }
+                StepProj::Done => panic!("retry future polled after it completed"),
+            };
+            // The attempt is over: its timer (if any) goes with it, and
+            // with `Done` the attempt's future is dropped before the pause.
+            *this.timer = None;
+            this.step.set(Step::Done);
+            if *this.alone {
+                return Poll::Ready(answer.unwrap_or_else(|| {
+                    Err(Box::new(AttemptTimedOut {
+                        reason: GiveUpReason::Deadline,
+                    }))
+                }));
             }
-            RetryDecision::RetryAt(at) => {
-                // Let go of the failed answer now: an unread body
-                // would hold its connection through the pause.
-                drop(result);
-                if request.is_none() {
-                    // Unreachable with a policy that counts attempts, kept
-                    // so a miscount gives up instead of panicking.
-                    return Err(Box::new(AttemptTimedOut {
-                        reason: GiveUpReason::AttemptsExhausted,
-                    }));
+            let outcome = match &answer {
+                None => AttemptOutcome::Timeout,
+                Some(Ok(response)) => this.classifier.response(response),
+                Some(Err(error)) => this.classifier.error(error),
+            };
+            let now = this.shared.now();
+            match this.shared.decide(this.retry, now, outcome) {
+                RetryDecision::Success => {
+                    return Poll::Ready(answer.expect("only an answered attempt succeeds"));
                 }
-                // tokio's timer ticks in milliseconds: a zero pause
-                // through it would still cost up to a millisecond.
-                if at > shared.now() {
-                    tokio::time::sleep_until(shared.instant(at)).await;
+                RetryDecision::RetryAt(at) => {
+                    // Let go of the failed answer now: an unread body
+                    // would hold its connection through the pause.
+                    drop(answer);
+                    if this.request.is_none() {
+                        // Unreachable with a policy that counts attempts,
+                        // kept so a miscount gives up instead of panicking.
+                        return Poll::Ready(Err(Box::new(AttemptTimedOut {
+                            reason: GiveUpReason::AttemptsExhausted,
+                        })));
+                    }
+                    // tokio's timer ticks in milliseconds: a zero pause
+                    // through it would still cost up to a millisecond.
+                    if at > now && at > this.shared.now() {
+                        *this.timer =
+                            Some(Box::pin(tokio::time::sleep_until(this.shared.instant(at))));
+                        this.step.set(Step::Paused);
+                    } else {
+                        this.next_attempt();
+                    }
                 }
-                // `attempts` now counts the attempt about to go out: copy
-                // unless it is the last the policy allows.
-                if state.attempts() < shared.policy.max_attempts() {
-                    copy = request.as_ref().and_then(&clone);
+                RetryDecision::GiveUp(reason) => {
+                    return Poll::Ready(
+                        answer.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason }))),
+                    );
                 }
-            }
-            RetryDecision::GiveUp(reason) => {
-                return result.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason })));
             }
         }
     }
 }
 
-/// Sends one attempt: what [`drive`] needs from a client.
-pub(crate) trait Attempt<Req> {
-    /// What an attempt answers.
-    type Response;
-
-    /// Sends `request` as one attempt.
-    fn send(
-        &mut self,
-        request: Req,
-    ) -> impl Future<Output = Result<Self::Response, BoxError>> + Send + '_;
-}
-
-impl<S, Req> Attempt<Req> for S
+impl<S, Req, C, R, D> DriveProj<'_, S, Req, C, R, D>
 where
-    S: Service<Req> + Send,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    Req: Send + 'static,
+    S: Service<Req>,
+    R: CloneRequest<Req>,
+    D: std::ops::Deref<Target = Shared>,
 {
-    type Response = S::Response;
+    fn next_deadline(&self) -> Option<Instant> {
+        self.retry
+            .attempt_deadline(&self.shared.policy)
+            .map(|at| self.shared.instant(at))
+    }
 
-    async fn send(&mut self, request: Req) -> Result<S::Response, BoxError> {
-        // Waiting for the inner service to be ready is part of the
-        // attempt: a pool that stays exhausted cannot outlast the
-        // deadline, and its error is judged like any other.
-        let service = self.ready().await.map_err(Into::into)?;
-        service.call(request).await.map_err(Into::into)
+    /// After a retry decision and its pause: the next attempt's request
+    /// and deadline.
+    fn next_attempt(&mut self) {
+        // `attempts` now counts the attempt about to go out: copy unless
+        // it is the last the policy allows.
+        let copy = if self.retry.attempts() < self.shared.policy.max_attempts() {
+            self.request
+                .as_ref()
+                .and_then(|r| self.cloner.clone_request(r))
+        } else {
+            None
+        };
+        let request = copy.or_else(|| self.request.take());
+        *self.deadline = self.next_deadline();
+        self.step.as_mut().set(Step::Ready { request });
+    }
+
+    /// Polls the current attempt's deadline, making its timer on the first
+    /// poll that finds the attempt waiting. `Pending` without a deadline.
+    fn attempt_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = *self.deadline else {
+            return Poll::Pending;
+        };
+        self.timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)))
+            .as_mut()
+            .poll(cx)
     }
 }

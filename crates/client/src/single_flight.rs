@@ -13,16 +13,16 @@ use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures_util::FutureExt;
-use futures_util::future::{Shared, WeakShared};
-use http::{HeaderMap, HeaderName, Method, StatusCode, Uri, Version};
+use http::{HeaderMap, HeaderName, Method, Uri};
 use http_body::Body;
 use http_body_util::BodyExt;
+use pin_project_lite::pin_project;
 use tokio::time::Instant;
+use tower::util::Oneshot;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::{BoxError, PrefixedBody};
@@ -107,9 +107,10 @@ impl fmt::Debug for DefaultKey {
 pub struct RequestKey {
     method: Method,
     uri: Uri,
-    /// A 128-bit keyed hash of the method, the URI and the credentials:
-    /// the credentials are compared only through it, and its first half
-    /// is the key's `Hash`, so the table never rehashes the URI.
+    /// A 128-bit keyed hash: its first half of the method, the URI and
+    /// the credentials, its second of the credentials. The credentials are
+    /// compared only through it, and its first half is the key's `Hash`,
+    /// so the table never rehashes the URI.
     hash: (u64, u64),
 }
 
@@ -126,7 +127,20 @@ impl RequestKey {
 
 impl PartialEq for RequestKey {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.parts() == other.parts()
+        // A key found again in the table is usually a clone of the same
+        // request's, whose parts share their bytes: equal without a compare.
+        fn same(a: Option<&str>, b: Option<&str>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+                (a, b) => a == b,
+            }
+        }
+        let (a, b) = (self.parts(), other.parts());
+        self.hash == other.hash
+            && self.method == other.method
+            && same(a.1, b.1)
+            && same(a.2, b.2)
+            && same(a.3, b.3)
     }
 }
 
@@ -162,25 +176,53 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
         use std::hash::Hasher;
         let method = request.method();
         let uri = request.uri();
-        // Both halves of the hash are fed in one pass, so each header is
-        // looked up once. The URI's parts are hashed as `str`s (each ended
-        // by a byte UTF-8 never holds); a credential value, which may hold
-        // any byte, is prefixed by its length and tagged with its header's
-        // position in the list: no two keys feed the same bytes.
+        // The first half of the hash covers the method, the URI and the
+        // credentials; the second only the credentials (the key compares
+        // the method and URI byte for byte, and the credentials only
+        // through the two halves). Each URI part is its bytes and a byte
+        // UTF-8 never holds (0xff), or 0xfe if absent; a credential value,
+        // which may hold any byte, is tagged with its header's position in
+        // the list and prefixed by its length: no two keys feed the same
+        // bytes.
         let mut h = Tee::new(&self.hashers);
-        (
-            method.as_str(),
+        h.first_only(true);
+        for part in [
+            Some(method.as_str()),
             uri.scheme_str(),
             uri.authority().map(|a| a.as_str()),
             uri.path_and_query().map(|p| p.as_str()),
-        )
-            .hash(&mut h);
-        for (i, name) in self.headers.iter().enumerate() {
-            for value in request.headers().get_all(name) {
-                let value = value.as_bytes();
-                h.write_usize(i);
-                h.write_usize(value.len());
-                h.write(value);
+        ] {
+            match part {
+                Some(part) => {
+                    h.write(part.as_bytes());
+                    h.write_u8(0xff);
+                }
+                None => h.write_u8(0xfe),
+            }
+        }
+        h.first_only(false);
+        let mut credential = |i: usize, value: &http::HeaderValue| {
+            let value = value.as_bytes();
+            h.write_u32(i as u32);
+            h.write_u64(value.len() as u64);
+            h.write(value);
+        };
+        let headers = request.headers();
+        // A few headers are cheaper to walk than to look up one name at a
+        // time; both visit a name's values in the same order.
+        if headers.len() <= 8 {
+            for (i, name) in self.headers.iter().enumerate() {
+                for (n, value) in headers {
+                    if n == name {
+                        credential(i, value);
+                    }
+                }
+            }
+        } else {
+            for (i, name) in self.headers.iter().enumerate() {
+                for value in headers.get_all(name) {
+                    credential(i, value);
+                }
             }
         }
         Some(RequestKey {
@@ -199,6 +241,8 @@ struct Tee {
     hashers: (std::hash::DefaultHasher, std::hash::DefaultHasher),
     buf: [u8; 128],
     len: usize,
+    /// Writes go to the first hasher only.
+    first_only: bool,
 }
 
 impl Tee {
@@ -207,14 +251,23 @@ impl Tee {
             hashers: (states.0.build_hasher(), states.1.build_hasher()),
             buf: [0; 128],
             len: 0,
+            first_only: false,
         }
+    }
+
+    /// From now on, writes go to the first hasher only, or to both again.
+    fn first_only(&mut self, on: bool) {
+        self.flush();
+        self.first_only = on;
     }
 
     fn flush(&mut self) {
         use std::hash::Hasher;
         let pending = &self.buf[..self.len];
         self.hashers.0.write(pending);
-        self.hashers.1.write(pending);
+        if !self.first_only {
+            self.hashers.1.write(pending);
+        }
         self.len = 0;
     }
 
@@ -231,7 +284,9 @@ impl std::hash::Hasher for Tee {
             self.flush();
             if bytes.len() > self.buf.len() {
                 self.hashers.0.write(bytes);
-                self.hashers.1.write(bytes);
+                if !self.first_only {
+                    self.hashers.1.write(bytes);
+                }
                 return;
             }
         }
@@ -304,13 +359,15 @@ fn bump(counter: &AtomicU64) {
 ///   waiter gets its own copy, with status, headers, extensions and
 ///   trailers. An error is shared as an `Arc` inside a [`SharedError`]. A
 ///   body over the cap is not shared: the first caller gets it, still
-///   streaming, and the other waiters each send their own request.
+///   streaming, and the other waiters each send their own request (all of
+///   them, if the first has gone).
 /// * **Bound**: at most [`max_keys`](Self::max_keys) keys (1 024 by
 ///   default) are in flight or cached at once; past that a request goes
 ///   upstream on its own and [`FlightStats::bypassed_table_full`] counts it.
-/// * **Cancellation**: a waiter that is dropped leaves the others waiting;
-///   the upstream call is dropped (cancelled) only when every waiter has
-///   gone.
+/// * **Cancellation**: a waiter that is dropped leaves the others waiting
+///   (any of them drives the upstream call, so the first caller may go
+///   too); the upstream call is dropped (cancelled) only when every waiter
+///   has gone.
 /// * **Cache**: [`cache_successes_for`](Self::cache_successes_for) keeps
 ///   a 2xx answer for a while (a token's lifetime, say); errors and other
 ///   statuses are never cached.
@@ -528,74 +585,169 @@ impl std::error::Error for SharedError {
 
 /// A response read into memory, copied out to each waiter.
 struct Buffered {
-    status: StatusCode,
-    version: Version,
-    headers: HeaderMap,
-    extensions: http::Extensions,
+    /// As it came: the caller with the only copy gets it back whole.
+    head: http::response::Parts,
     body: Bytes,
-    trailers: Option<HeaderMap>,
+    trailers: Option<Box<HeaderMap>>,
 }
 
 impl Buffered {
     fn into_response<B>(self) -> http::Response<PrefixedBody<B>> {
-        let mut r = http::Response::new(PrefixedBody::full(self.body, self.trailers));
-        *r.status_mut() = self.status;
-        *r.version_mut() = self.version;
-        *r.headers_mut() = self.headers;
-        *r.extensions_mut() = self.extensions;
-        r
+        let body = PrefixedBody::full_boxed(self.body, self.trailers);
+        http::Response::from_parts(self.head, body)
     }
 
     fn response<B>(&self) -> http::Response<PrefixedBody<B>> {
-        let mut r =
-            http::Response::new(PrefixedBody::full(self.body.clone(), self.trailers.clone()));
-        *r.status_mut() = self.status;
-        *r.version_mut() = self.version;
-        *r.headers_mut() = self.headers.clone();
-        *r.extensions_mut() = self.extensions.clone();
+        let body = PrefixedBody::full_boxed(self.body.clone(), self.trailers.clone());
+        let mut r = http::Response::new(body);
+        *r.status_mut() = self.head.status;
+        *r.version_mut() = self.head.version;
+        *r.headers_mut() = self.head.headers.clone();
+        *r.extensions_mut() = self.head.extensions.clone();
         r
     }
 }
 
-/// What a flight produced. It lives behind the flight's `Arc`, so the
-/// size of the large variant costs nothing; boxing it would cost the
-/// allocation per flight that keeping it inline saves.
-#[allow(clippy::large_enum_variant)]
+/// What a flight's upstream call produced.
 enum Landed<B> {
-    /// Shared by the waiters (and the cache) through the flight's `Arc`.
+    /// Read into memory.
     Buffered(Buffered),
-    /// Over the cap: the streaming response, for whichever waiter takes it
-    /// first; the others send their own requests.
-    TooLarge(Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>),
+    /// Over the cap: the streaming response, for the caller that started
+    /// the flight; the callers that joined send their own requests. Boxed:
+    /// it is rare, and the usual answer is moved a few times.
+    TooLarge(Box<http::Response<PrefixedBody<B>>>),
 }
 
-type FlightOutput<B> = Result<Arc<Landed<B>>, SharedError>;
-type FlightFuture<B> = Shared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>;
+type FlightOutput<B> = Result<Landed<B>, SharedError>;
 
-enum Slot<B> {
-    InFlight {
-        id: u64,
-        flight: WeakShared<Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>>,
-    },
-    /// Only ever a [`Landed::Buffered`] answer.
-    Cached {
-        until: Instant,
-        response: Arc<Landed<B>>,
-    },
+/// The upstream call of one flight, boxed inside the flight so that any of
+/// its callers can poll it.
+type Call<B> = Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>>;
+
+/// One upstream call and the callers sharing it: the caller that started
+/// it and those that joined. Any of them polls the call (as with
+/// `futures_util`'s `Shared`), so the flight goes on while any caller is
+/// left, whichever it is, and lands as soon as any caller is polled after
+/// the answer came in.
+///
+/// While the caller that started the flight is alone, the call is polled
+/// with that caller's own waker and the flight holds no waker list; once
+/// someone has joined, the call is polled with the flight itself as the
+/// waker, which wakes every caller.
+struct Flight<Key, B> {
+    config: Arc<FlightConfig>,
+    /// The flight's key, to find its slot when it lands or is cancelled.
+    key: Prehashed<Key>,
+    state: Mutex<FlightState<B>>,
 }
 
-impl<B> Slot<B> {
-    fn is_live(&self, now: Instant) -> bool {
-        match self {
-            Slot::InFlight { flight, .. } => flight.upgrade().is_some(),
-            Slot::Cached { until, .. } => now < *until,
+struct FlightState<B> {
+    /// The call; `None` while a caller is polling it, and once it has
+    /// landed or been cancelled.
+    call: Option<Call<B>>,
+    answer: Option<Answer<B>>,
+    /// The waker of the caller that started the flight (seat 0), once it
+    /// has had to wait.
+    lead: Option<Waker>,
+    /// Seats 1 and up: one per caller that joined, in joining order. It
+    /// grows by one waker per caller that joins and goes with the flight
+    /// (a caller's own future holds everything else).
+    seats: Vec<Seat>,
+    /// Callers that have not had their answer and have not been dropped.
+    members: usize,
+}
+
+/// What a landed flight left for its other callers.
+enum Answer<B> {
+    Buffered(Arc<Buffered>),
+    Failed(SharedError),
+    /// Too large to share: the streaming response waits here for the
+    /// caller that started the flight (if it is still there).
+    TooLarge(Option<Box<http::Response<PrefixedBody<B>>>>),
+}
+
+enum Seat {
+    Waiting(Option<Waker>),
+    Left,
+}
+
+impl<B> FlightState<B> {
+    fn leave(&mut self, seat: usize) {
+        self.members -= 1;
+        match seat.checked_sub(1) {
+            None => self.lead = None,
+            Some(i) => self.seats[i] = Seat::Left,
+        }
+    }
+
+    /// Keeps `seat`'s waker one that wakes `cx`'s task.
+    fn register(&mut self, seat: usize, cx: &Context<'_>) {
+        let waker = match seat.checked_sub(1) {
+            None => &mut self.lead,
+            Some(i) => match &mut self.seats[i] {
+                Seat::Waiting(waker) => waker,
+                Seat::Left => return,
+            },
+        };
+        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *waker = Some(cx.waker().clone());
+        }
+    }
+
+    fn wake_all(&mut self) {
+        if let Some(waker) = self.lead.take() {
+            waker.wake();
+        }
+        for seat in &mut self.seats {
+            if let Seat::Waiting(waker) = seat
+                && let Some(waker) = waker.take()
+            {
+                waker.wake();
+            }
         }
     }
 }
 
+impl<Key: Send + Sync + 'static, B: Send + 'static> std::task::Wake for Flight<Key, B> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        lock(&self.state).wake_all();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum Slot<Key, B> {
+    /// A flight in the air: some caller of it is alive; the last to go
+    /// (or the one that lands it) removes the slot.
+    InFlight(Arc<Flight<Key, B>>),
+    /// Only ever a 2xx answer.
+    Cached {
+        until: Instant,
+        response: Arc<Buffered>,
+    },
+}
+
+impl<Key, B> Slot<Key, B> {
+    fn is_live(&self, now: Instant) -> bool {
+        match self {
+            Slot::InFlight(_) => true,
+            Slot::Cached { until, .. } => now < *until,
+        }
+    }
+
+    fn is_flight(&self, flight: &Arc<Flight<Key, B>>) -> bool {
+        matches!(self, Slot::InFlight(f) if Arc::ptr_eq(f, flight))
+    }
+}
+
 struct Table<Key, B> {
-    slots: HashMap<Prehashed<Key>, Slot<B>, BuildPrehashed>,
-    next_id: u64,
+    slots: HashMap<Prehashed<Key>, Slot<Key, B>, BuildPrehashed>,
 }
 
 /// A key with its hash, computed once per request: the table's hasher only
@@ -649,7 +801,7 @@ impl std::hash::Hasher for PassThrough {
 }
 
 /// The typed table behind [`FlightConfig::table`].
-type TableOf<Key, B> = Arc<Mutex<Table<Key, B>>>;
+type TableOf<Key, B> = Mutex<Table<Key, B>>;
 
 /// The table for this key and body type, made on first use. `None` only
 /// if one service is used with two request or response types (a service
@@ -657,17 +809,25 @@ type TableOf<Key, B> = Arc<Mutex<Table<Key, B>>>;
 fn table_of<Key, B>(config: &FlightConfig) -> Option<&TableOf<Key, B>>
 where
     Key: Send + Sync + 'static,
-    TableOf<Key, B>: Send + Sync + 'static,
+    B: Send + 'static,
 {
     config
         .table
         .get_or_init(|| {
-            Box::new(Arc::new(Mutex::new(Table::<Key, B> {
+            Box::new(Mutex::new(Table::<Key, B> {
                 slots: HashMap::with_hasher(BuildPrehashed),
-                next_id: 0,
-            })))
+            }))
         })
         .downcast_ref::<TableOf<Key, B>>()
+}
+
+/// The table's hash of a key. A [`RequestKey`] carries one already (a
+/// keyed hash of everything it compares), so only other keys are hashed.
+fn table_hash<Key: Hash + 'static>(hasher: &RandomState, key: &Key) -> u64 {
+    match (key as &dyn std::any::Any).downcast_ref::<RequestKey>() {
+        Some(key) => key.hash.0,
+        None => hasher.hash_one(key),
+    }
 }
 
 impl<S, K, ReqB, B> Service<http::Request<ReqB>> for SingleFlight<S, K>
@@ -683,7 +843,7 @@ where
 {
     type Response = http::Response<PrefixedBody<B>>;
     type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+    type Future = SingleFlightFuture<S, ReqB, B, K::Key>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         Poll::Ready(Ok(()))
@@ -691,111 +851,76 @@ where
 
     fn call(&mut self, request: http::Request<ReqB>) -> Self::Future {
         let config = &self.config;
-        let counters = config.counters.clone();
+        let counters = &config.counters;
         let key = if config.max_keys == 0 {
             None
         } else {
             self.key.key(&request)
         };
-        let Some(key) = key else {
+        let table = key.as_ref().and_then(|_| table_of::<K::Key, B>(config));
+        let (Some(key), Some(table)) = (key, table) else {
             bump(&counters.unkeyed);
-            return Box::pin(alone(self.inner.clone(), request));
+            return SingleFlightFuture::alone(self.inner.clone(), request);
         };
-        let Some(table) = table_of::<K::Key, B>(config) else {
-            bump(&counters.unkeyed);
-            return Box::pin(alone(self.inner.clone(), request));
-        };
-        let table = table.clone();
         // Hashed once here; every later look-up of this key reuses it.
         let key = Prehashed {
-            hash: config.hasher.hash_one(&key),
+            hash: table_hash(&config.hasher, &key),
             key,
         };
-        let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut t = lock(table);
         if let Some(slot) = t.slots.get(&key) {
             match slot {
                 Slot::Cached { until, response } if Instant::now() < *until => {
-                    if let Landed::Buffered(b) = &**response {
-                        bump(&counters.cache_hits);
-                        let response = b.response();
-                        return Box::pin(async move { Ok(response) });
-                    }
+                    bump(&counters.cache_hits);
+                    return SingleFlightFuture::cached(response.clone());
                 }
-                Slot::InFlight { id, flight } => {
-                    if let Some(flight) = flight.upgrade() {
-                        bump(&counters.coalesced);
-                        let id = *id;
-                        drop(t);
-                        let waiter = Waiter {
-                            table,
-                            key,
-                            id,
-                            ttl: config.ttl,
-                            flight: Some(flight),
-                            landed: false,
-                        };
-                        let inner = self.inner.clone();
-                        return Box::pin(waiter.wait(Some((inner, request))));
-                    }
+                Slot::InFlight(flight) => {
+                    bump(&counters.coalesced);
+                    let flight = flight.clone();
+                    let seat = {
+                        let mut f = lock(&flight.state);
+                        f.seats.push(Seat::Waiting(None));
+                        f.members += 1;
+                        f.seats.len()
+                    };
+                    drop(t);
+                    let own = Box::new((self.inner.clone(), request));
+                    return SingleFlightFuture::member(Member::new(flight, seat), Some(own));
                 }
+                // Expired: a new flight takes the slot.
                 Slot::Cached { .. } => {}
             }
         } else if t.slots.len() >= config.max_keys {
-            // Full: drop what has finished or expired before refusing.
+            // Full: drop what has expired before refusing.
             let now = Instant::now();
             t.slots.retain(|_, slot| slot.is_live(now));
             if t.slots.len() >= config.max_keys {
                 bump(&counters.bypassed_table_full);
                 drop(t);
-                return Box::pin(alone(self.inner.clone(), request));
+                return SingleFlightFuture::alone(self.inner.clone(), request);
             }
         }
         bump(&counters.flights);
-        let id = t.next_id;
-        t.next_id += 1;
-        let call: Pin<Box<dyn Future<Output = FlightOutput<B>> + Send>> = Box::pin(fly(
-            self.inner.clone(),
-            request,
-            config.max_body_bytes,
-            counters,
-        ));
-        let flight = call.shared();
-        let weak = flight.downgrade().expect("a flight not yet polled");
-        t.slots
-            .insert(key.clone(), Slot::InFlight { id, flight: weak });
+        let call: Call<B> = Box::pin(fly(self.inner.clone(), request, config.max_body_bytes));
+        let flight = Arc::new(Flight {
+            config: config.clone(),
+            key: key.clone(),
+            state: Mutex::new(FlightState {
+                call: Some(call),
+                answer: None,
+                lead: None,
+                seats: Vec::new(),
+                members: 1,
+            }),
+        });
+        t.slots.insert(key, Slot::InFlight(flight.clone()));
         drop(t);
-        let waiter = Waiter {
-            table,
-            key,
-            id,
-            ttl: config.ttl,
-            flight: Some(flight),
-            landed: false,
-        };
-        Box::pin(waiter.wait::<S, ReqB>(None))
+        SingleFlightFuture::member(Member::new(flight, 0), None)
     }
 }
 
-/// A request sent on its own, not coalesced.
-async fn alone<S, ReqB, B>(
-    service: S,
-    request: http::Request<ReqB>,
-) -> Result<http::Response<PrefixedBody<B>>, BoxError>
-where
-    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
-    S::Error: Into<BoxError>,
-{
-    let response = service.oneshot(request).await.map_err(Into::into)?;
-    Ok(response.map(PrefixedBody::streaming))
-}
-
 /// The upstream call of one flight, body read up to `cap`.
-async fn fly<S, ReqB, B>(
-    service: S,
-    request: http::Request<ReqB>,
-    cap: usize,
-    counters: Arc<Counters>,
-) -> FlightOutput<B>
+async fn fly<S, ReqB, B>(service: S, request: http::Request<ReqB>, cap: usize) -> FlightOutput<B>
 where
     S: Service<http::Request<ReqB>, Response = http::Response<B>>,
     S::Error: Into<BoxError>,
@@ -808,14 +933,11 @@ where
         .await
         .map_err(|e| shared(e.into()))?;
     let (parts, mut body) = response.into_parts();
-    let too_large = |parts, body| {
-        bump(&counters.too_large);
-        Ok(Arc::new(Landed::TooLarge(Mutex::new(Some(Box::new(
-            http::Response::from_parts(parts, body),
-        ))))))
-    };
     if body.size_hint().lower() > cap as u64 {
-        return too_large(parts, PrefixedBody::streaming(body));
+        let streaming = PrefixedBody::streaming(body);
+        return Ok(Landed::TooLarge(Box::new(http::Response::from_parts(
+            parts, streaming,
+        ))));
     }
     let mut buf = Collect::default();
     let mut trailers = None;
@@ -826,31 +948,23 @@ where
                 let over = buf.len() + data.remaining() > cap;
                 buf.push(data);
                 if over {
-                    return too_large(parts, PrefixedBody::new(buf.finish(), body));
+                    let rest = PrefixedBody::new(buf.finish(), body);
+                    let response = http::Response::from_parts(parts, rest);
+                    return Ok(Landed::TooLarge(Box::new(response)));
                 }
             }
             Err(frame) => {
                 if let Ok(t) = frame.into_trailers() {
-                    trailers = Some(t);
+                    trailers = Some(Box::new(t));
                 }
             }
         }
     }
-    let http::response::Parts {
-        status,
-        version,
-        headers,
-        extensions,
-        ..
-    } = parts;
-    Ok(Arc::new(Landed::Buffered(Buffered {
-        status,
-        version,
-        headers,
-        extensions,
+    Ok(Landed::Buffered(Buffered {
+        head: parts,
         body: buf.finish(),
         trailers,
-    })))
+    }))
 }
 
 /// A body's data frames in memory. The usual single frame (`Full`, a
@@ -897,128 +1011,359 @@ impl Collect {
     }
 }
 
-/// One caller waiting on a flight. Dropping it before the flight lands
-/// removes the flight from the table if no other caller waits, which drops
-/// (cancels) the upstream call.
-struct Waiter<Key: Hash + Eq, B> {
-    table: TableOf<Key, B>,
-    key: Prehashed<Key>,
-    id: u64,
-    ttl: Option<Duration>,
-    flight: Option<FlightFuture<B>>,
-    landed: bool,
+/// One caller's share of a flight. Dropped before its answer, it leaves
+/// the others waiting; the last caller to go drops (cancels) the
+/// upstream call and frees the key.
+struct Member<Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static> {
+    flight: Arc<Flight<Key, B>>,
+    /// 0 for the caller that started the flight.
+    seat: usize,
+    /// The caller has its answer: nothing is left to do on drop.
+    answered: bool,
+    /// The flight as a waker, made the first time this caller polls the
+    /// call with others waiting.
+    notifier: Option<Waker>,
 }
 
-impl<Key: Hash + Eq, B> Waiter<Key, B> {
-    /// `own` is the caller's request when it joined someone else's
-    /// flight: it is sent alone if the shared response was too large.
-    async fn wait<S, ReqB>(
-        mut self,
-        own: Option<(S, http::Request<ReqB>)>,
-    ) -> Result<http::Response<PrefixedBody<B>>, BoxError>
-    where
-        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
-        S::Error: Into<BoxError>,
-    {
-        let flight = self.flight.as_mut().expect("taken only on drop");
-        let output = flight.await;
-        self.land(&output);
-        // Let go of the flight: if no other caller holds it (or the cache),
-        // the answer is this waiter's alone and moves out without a copy.
-        drop(self.flight.take());
-        match output {
-            Err(e) => Err(Box::new(e)),
-            Ok(landed) => match Arc::try_unwrap(landed) {
-                Ok(Landed::Buffered(b)) => Ok(b.into_response()),
-                // Boxed: the rare path's future (a whole request of its
-                // own) would otherwise make every waiter's future larger.
-                Ok(Landed::TooLarge(stream)) => Box::pin(self.take_stream(&stream, own)).await,
-                Err(landed) => match &*landed {
-                    Landed::Buffered(b) => Ok(b.response()),
-                    Landed::TooLarge(stream) => Box::pin(self.take_stream(stream, own)).await,
-                },
-            },
+/// Set while a caller polls the flight's call, which it has taken out of
+/// the flight: if the poll panics, the flight ends with an error, so the
+/// other callers do not wait for a call that is gone.
+struct Unwinding<'a, Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static>(
+    Option<&'a Flight<Key, B>>,
+);
+
+impl<Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static> Drop for Unwinding<'_, Key, B> {
+    fn drop(&mut self) {
+        let Some(flight) = self.0 else {
+            return;
+        };
+        let table = table_of::<Key, B>(&flight.config).expect("typed when the flight began");
+        let mut t = lock(table);
+        if t.slots
+            .get(&flight.key)
+            .is_some_and(|s| matches!(s, Slot::InFlight(f) if std::ptr::eq(&**f, flight)))
+        {
+            t.slots.remove(&flight.key);
+        }
+        let mut f = lock(&flight.state);
+        let error: BoxError = "single-flight: the upstream call panicked".into();
+        f.answer = Some(Answer::Failed(SharedError(Arc::new(error))));
+        f.wake_all();
+    }
+}
+
+/// What a caller got from its flight.
+enum Turn<B> {
+    Answer(Result<http::Response<PrefixedBody<B>>, BoxError>),
+    /// The answer was too large to share: send one's own request.
+    SendOwn,
+}
+
+impl<Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static> Member<Key, B> {
+    fn new(flight: Arc<Flight<Key, B>>, seat: usize) -> Self {
+        Member {
+            flight,
+            seat,
+            answered: false,
+            notifier: None,
         }
     }
 
-    /// The caller that started the flight gets its streaming response;
-    /// one that joined sends its own request.
-    async fn take_stream<S, ReqB>(
-        &self,
-        stream: &Mutex<Option<Box<http::Response<PrefixedBody<B>>>>>,
-        own: Option<(S, http::Request<ReqB>)>,
-    ) -> Result<http::Response<PrefixedBody<B>>, BoxError>
-    where
-        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
-        S::Error: Into<BoxError>,
-    {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Turn<B>> {
+        loop {
+            let mut f = lock(&self.flight.state);
+            if f.answer.is_some() {
+                self.answered = true;
+                return Poll::Ready(Self::take_answer(self.seat, &mut f));
+            }
+            let Some(mut call) = f.call.take() else {
+                // Another caller is polling the call, on another thread:
+                // the flight's waker reaches this one when it has to.
+                f.register(self.seat, cx);
+                return Poll::Pending;
+            };
+            let shared = f.members > 1;
+            if shared {
+                f.register(self.seat, cx);
+            }
+            drop(f);
+            let mut guard = Unwinding(Some(&self.flight));
+            let polled = if shared {
+                let flight = &self.flight;
+                let waker = self
+                    .notifier
+                    .get_or_insert_with(|| Waker::from(flight.clone()));
+                call.as_mut().poll(&mut Context::from_waker(waker))
+            } else {
+                call.as_mut().poll(cx)
+            };
+            guard.0 = None;
+            drop(guard);
+            match polled {
+                Poll::Ready(output) => {
+                    drop(call);
+                    return Poll::Ready(self.land(output));
+                }
+                Poll::Pending => {
+                    let mut f = lock(&self.flight.state);
+                    f.call = Some(call);
+                    if shared {
+                        return Poll::Pending;
+                    }
+                    if f.members == 1 {
+                        // For a caller that joins later: the flight's
+                        // waker wakes this one too once the call is
+                        // polled with it.
+                        f.register(self.seat, cx);
+                        return Poll::Pending;
+                    }
+                    // Someone joined while the call was polled with this
+                    // caller's waker alone: poll it again with the
+                    // flight's, which wakes them too.
+                }
+            }
+        }
+    }
+
+    /// Takes the flight out of the table (or turns it into a cache entry)
+    /// and leaves the answer for the other callers.
+    fn land(&mut self, output: FlightOutput<B>) -> Turn<B> {
+        self.answered = true;
+        let Flight { config, key, .. } = &*self.flight;
+        let cache_until = match (&output, config.ttl) {
+            (Ok(Landed::Buffered(b)), Some(ttl)) if b.head.status.is_success() => {
+                Some(Instant::now() + ttl)
+            }
+            _ => None,
+        };
+        let table = table_of::<Key, B>(config).expect("the table was typed when the flight began");
+        let mut t = lock(table);
+        // One look-up on the usual path: this flight's slot, taken out.
+        let ours = match t.slots.remove_entry(key) {
+            Some((key, slot)) if slot.is_flight(&self.flight) => Some(key),
+            Some((key, other)) => {
+                t.slots.insert(key, other);
+                None
+            }
+            None => None,
+        };
+        if let Ok(Landed::TooLarge(_)) = &output {
+            bump(&config.counters.too_large);
+        }
+        let mut f = lock(&self.flight.state);
+        if f.members == 1 && cache_until.is_none() {
+            // No one else waits and nothing is cached: the answer is this
+            // caller's alone and moves out without a copy.
+            f.leave(self.seat);
+            drop(f);
+            drop(t);
+            return Turn::Answer(match output {
+                Ok(Landed::Buffered(b)) => Ok(b.into_response()),
+                Ok(Landed::TooLarge(response)) => Ok(*response),
+                Err(e) => Err(Box::new(e)),
+            });
+        }
+        let answer = match output {
+            Ok(Landed::Buffered(b)) => {
+                let b = Arc::new(b);
+                if let (Some(key), Some(until)) = (ours, cache_until) {
+                    let response = b.clone();
+                    t.slots.insert(key, Slot::Cached { until, response });
+                }
+                Answer::Buffered(b)
+            }
+            Ok(Landed::TooLarge(response)) => Answer::TooLarge(Some(response)),
+            Err(e) => Answer::Failed(e),
+        };
+        drop(t);
+        f.answer = Some(answer);
+        f.wake_all();
+        Self::take_answer(self.seat, &mut f)
+    }
+
+    /// The copy of the flight's answer for the caller in `seat`.
+    fn take_answer(seat: usize, f: &mut FlightState<B>) -> Turn<B> {
+        let last = f.members == 1;
+        f.leave(seat);
+        // The last caller moves a buffered answer out, unless the cache
+        // keeps it too.
+        if last
+            && matches!(f.answer, Some(Answer::Buffered(_)))
+            && let Some(Answer::Buffered(b)) = f.answer.take()
         {
-            match own {
-                Some((service, request)) => alone(service, request).await,
-                None => stream
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
+            return Turn::Answer(Ok(match Arc::try_unwrap(b) {
+                Ok(b) => b.into_response(),
+                Err(b) => b.response(),
+            }));
+        }
+        match f.answer.as_mut().expect("the flight has landed") {
+            Answer::Failed(e) => Turn::Answer(Err(Box::new(e.clone()))),
+            Answer::TooLarge(stream) if seat == 0 => Turn::Answer(
+                stream
                     .take()
                     .map(|r| *r)
                     .ok_or_else(|| "single-flight: the streaming response was taken twice".into()),
-            }
-        }
-    }
-
-    /// The first waiter to see the flight land takes it out of the table,
-    /// or turns it into a cache entry.
-    fn land(&mut self, output: &FlightOutput<B>) {
-        self.landed = true;
-        let cached = match (self.ttl, output) {
-            (Some(ttl), Ok(landed)) => match &**landed {
-                Landed::Buffered(b) if b.status.is_success() => Some(Slot::Cached {
-                    until: Instant::now() + ttl,
-                    response: landed.clone(),
-                }),
-                _ => None,
-            },
-            _ => None,
-        };
-        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        // One look-up on the usual path (this flight's slot, nothing to
-        // cache); a slot that is not this flight's (another waiter landed
-        // it and the key was taken again since) goes back as it was.
-        let Some((key, slot)) = t.slots.remove_entry(&self.key) else {
-            return;
-        };
-        match slot {
-            Slot::InFlight { id, .. } if id == self.id => {
-                if let Some(cached) = cached {
-                    t.slots.insert(key, cached);
-                }
-            }
-            other => {
-                t.slots.insert(key, other);
-            }
+            ),
+            Answer::TooLarge(_) => Turn::SendOwn,
+            Answer::Buffered(b) => Turn::Answer(Ok(b.response())),
         }
     }
 }
 
-impl<Key: Hash + Eq, B> Drop for Waiter<Key, B> {
+impl<Key: Hash + Eq + Send + Sync + 'static, B: Send + 'static> Drop for Member<Key, B> {
     fn drop(&mut self) {
-        let Some(flight) = self.flight.take() else {
+        if self.answered {
             return;
-        };
-        if !self.landed {
-            // Under the table lock no one can join this flight, so a count
-            // of one means this waiter is the last.
-            let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-            let ours = matches!(
-                t.slots.get(&self.key),
-                Some(Slot::InFlight { id, .. }) if *id == self.id
-            );
-            if ours && flight.strong_count() == Some(1) {
-                t.slots.remove(&self.key);
+        }
+        {
+            let mut f = lock(&self.flight.state);
+            if f.members > 1 {
+                // Others still wait, and go on polling the call.
+                f.leave(self.seat);
+                return;
             }
         }
-        // The upstream call, if this was its last waiter, is dropped here,
-        // outside the lock.
-        drop(flight);
+        // Perhaps the last caller: recheck under the table's lock, which a
+        // caller joining holds.
+        let Flight { config, key, .. } = &*self.flight;
+        let table = table_of::<Key, B>(config).expect("the table was typed when the flight began");
+        let mut t = lock(table);
+        let mut f = lock(&self.flight.state);
+        f.leave(self.seat);
+        let last = f.members == 0 && f.answer.is_none();
+        let call = if last { f.call.take() } else { None };
+        drop(f);
+        if last && t.slots.get(key).is_some_and(|s| s.is_flight(&self.flight)) {
+            t.slots.remove(key);
+        }
+        drop(t);
+        // The upstream call, if this was its last caller, is dropped
+        // (cancelled) here, outside the locks.
+        drop(call);
+    }
+}
+
+pin_project! {
+    /// The future [`SingleFlight`] answers with: the caller's share of a
+    /// flight, a cached answer, or a request sent alone.
+    ///
+    /// A named type rather than a boxed one: a request that starts a
+    /// flight costs two allocations (the flight and its upstream call),
+    /// and one that joins a flight none.
+    pub struct SingleFlightFuture<S, ReqB, B, Key>
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+        Key: Hash,
+        Key: Eq,
+        Key: Send,
+        Key: Sync,
+        Key: 'static,
+        B: Send,
+        B: 'static,
+    {
+        #[pin]
+        state: State<S, ReqB, B, Key>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqB, B, Key>
+    where
+        S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+        Key: Hash,
+        Key: Eq,
+        Key: Send,
+        Key: Sync,
+        Key: 'static,
+        B: Send,
+        B: 'static,
+    {
+        // A cache hit, copied out when polled.
+        Cached { response: Arc<Buffered> },
+        // Boxed, as `own` is: rare paths, which would otherwise make every
+        // caller's future as large as a whole request and its call.
+        Alone { call: Pin<Box<Oneshot<S, http::Request<ReqB>>>> },
+        // `own`, for a caller that joined, is its own service and request,
+        // sent alone if the shared answer is too large.
+        Member { member: Member<Key, B>, own: Option<Box<(S, http::Request<ReqB>)>> },
+        Done,
+    }
+}
+
+impl<S, ReqB, B, Key> SingleFlightFuture<S, ReqB, B, Key>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+    Key: Hash + Eq + Send + Sync + 'static,
+    B: Send + 'static,
+{
+    fn cached(response: Arc<Buffered>) -> Self {
+        SingleFlightFuture {
+            state: State::Cached { response },
+        }
+    }
+
+    fn alone(service: S, request: http::Request<ReqB>) -> Self {
+        SingleFlightFuture {
+            state: State::Alone {
+                call: Box::pin(Oneshot::new(service, request)),
+            },
+        }
+    }
+
+    fn member(member: Member<Key, B>, own: Option<Box<(S, http::Request<ReqB>)>>) -> Self {
+        SingleFlightFuture {
+            state: State::Member { member, own },
+        }
+    }
+}
+
+impl<S, ReqB, B, Key> fmt::Debug for SingleFlightFuture<S, ReqB, B, Key>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+    Key: Hash + Eq + Send + Sync + 'static,
+    B: Send + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SingleFlightFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqB, B, Key> Future for SingleFlightFuture<S, ReqB, B, Key>
+where
+    S: Service<http::Request<ReqB>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    Key: Hash + Eq + Send + Sync + 'static,
+    B: Send + 'static,
+{
+    type Output = Result<http::Response<PrefixedBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            let output = match state.as_mut().project() {
+                StateProj::Cached { response } => Ok(response.response()),
+                StateProj::Alone { call } => std::task::ready!(call.as_mut().poll(cx))
+                    .map(|r| r.map(PrefixedBody::streaming))
+                    .map_err(Into::into),
+                StateProj::Member { member, own } => match std::task::ready!(member.poll(cx)) {
+                    Turn::Answer(output) => output,
+                    Turn::SendOwn => match own.take() {
+                        Some(own) => {
+                            let (service, request) = *own;
+                            state.set(State::Alone {
+                                call: Box::pin(Oneshot::new(service, request)),
+                            });
+                            continue;
+                        }
+                        None => Err("single-flight: no request of its own to send".into()),
+                    },
+                },
+                StateProj::Done => panic!("single-flight future polled after it completed"),
+            };
+            state.set(State::Done);
+            return Poll::Ready(output);
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! call is dropped only when every caller has gone.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -286,4 +287,205 @@ async fn an_infallible_service_works_too() {
     let client = SingleFlightLayer::new().layer(svc);
     let r = client.oneshot(get("ada")).await.unwrap();
     assert_eq!(body_of(r).await, "hi");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_caller_that_started_a_flight_can_go_and_the_others_still_share_its_one_call() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("token"));
+    let layer = SingleFlightLayer::new();
+    let client = layer.layer(svc);
+    let leader = tokio::spawn(client.clone().oneshot(get("ada")));
+    let joiners: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("ada"))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The caller that started the flight and one that joined go away.
+    leader.abort();
+    joiners[0].abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    let mut joiners = joiners.into_iter();
+    assert!(joiners.next().unwrap().await.unwrap_err().is_cancelled());
+    for j in joiners {
+        let r = j.await.unwrap().unwrap();
+        assert_eq!(body_of(r).await, "token");
+    }
+    assert_eq!(counts.started.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.cancelled.load(Ordering::SeqCst), 0);
+    assert_eq!(counts.finished.load(Ordering::SeqCst), 1);
+    let stats = layer.stats();
+    assert_eq!((stats.flights, stats.coalesced), (1, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_joins_after_the_starter_has_gone_shares_the_same_call() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("token"));
+    let layer = SingleFlightLayer::new();
+    let client = layer.layer(svc);
+    let leader = tokio::spawn(client.clone().oneshot(get("ada")));
+    let early = tokio::spawn(client.clone().oneshot(get("ada")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let late = tokio::spawn(client.clone().oneshot(get("ada")));
+    for t in [early, late] {
+        assert_eq!(body_of(t.await.unwrap().unwrap()).await, "token");
+    }
+    assert_eq!(counts.started.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.cancelled.load(Ordering::SeqCst), 0);
+    let stats = layer.stats();
+    assert_eq!((stats.flights, stats.coalesced), (1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_call_is_cancelled_when_the_last_caller_goes_even_if_it_only_joined() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("token"));
+    let client = SingleFlightLayer::new().layer(svc);
+    let leader = tokio::spawn(client.clone().oneshot(get("ada")));
+    let joiner = tokio::spawn(client.clone().oneshot(get("ada")));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    // The call goes on for the one that joined...
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(counts.cancelled.load(Ordering::SeqCst), 0);
+    // ...until it goes too.
+    joiner.abort();
+    assert!(joiner.await.unwrap_err().is_cancelled());
+    assert_eq!(counts.cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.finished.load(Ordering::SeqCst), 0);
+    let r = client.clone().oneshot(get("ada")).await.unwrap();
+    assert_eq!(body_of(r).await, "token");
+    assert_eq!(counts.started.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropped_before_it_was_polled_sends_nothing_and_frees_the_key() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("token"));
+    let layer = SingleFlightLayer::new();
+    let mut client = layer.layer(svc);
+    // The layer is always ready; `call` starts the flight without sending.
+    drop(client.call(get("ada")));
+    assert_eq!(counts.started.load(Ordering::SeqCst), 0);
+    let r = client.clone().oneshot(get("ada")).await.unwrap();
+    assert_eq!(body_of(r).await, "token");
+    assert_eq!(counts.started.load(Ordering::SeqCst), 1);
+    assert_eq!(layer.stats().flights, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn any_caller_drives_the_call_while_the_one_that_started_it_is_not_polled() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("token"));
+    let layer = SingleFlightLayer::new();
+    let client = layer.layer(svc);
+    let mut leader = std::pin::pin!(client.clone().oneshot(get("ada")));
+    // Polled once: the flight starts, then its starter is left alone.
+    let once = std::future::poll_fn(|cx| std::task::Poll::Ready(leader.as_mut().poll(cx)));
+    assert!(once.await.is_pending());
+    assert_eq!(counts.started.load(Ordering::SeqCst), 1);
+    let r = client.clone().oneshot(get("ada")).await.unwrap();
+    assert_eq!(body_of(r).await, "token");
+    // The starter's answer was waiting for it.
+    assert_eq!(body_of(leader.await.unwrap()).await, "token");
+    assert_eq!(counts.started.load(Ordering::SeqCst), 1);
+    let stats = layer.stats();
+    assert_eq!((stats.flights, stats.coalesced), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_cap_without_its_starter_is_sent_by_each_caller_that_joined() {
+    let (svc, counts) = backend(Duration::from_millis(100), |_| ok("0123456789"));
+    let layer = SingleFlightLayer::new().max_body_bytes(4);
+    let client = layer.layer(svc);
+    let leader = tokio::spawn(client.clone().oneshot(get("ada")));
+    let joiners: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("ada"))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    leader.abort();
+    assert!(leader.await.unwrap_err().is_cancelled());
+    for j in joiners {
+        assert_eq!(body_of(j.await.unwrap().unwrap()).await, "0123456789");
+    }
+    // The shared call, then one of its own for each caller that joined.
+    assert_eq!(counts.started.load(Ordering::SeqCst), 3);
+    assert_eq!(layer.stats().too_large, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_call_that_panics_fails_the_other_callers_instead_of_hanging_them() {
+    let started = Arc::new(AtomicU32::new(0));
+    let s = started.clone();
+    let svc = service_fn(move |_req: Req| {
+        let n = s.fetch_add(1, Ordering::SeqCst);
+        async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if n == 0 {
+                panic!("the upstream call panicked (on purpose, in a test)");
+            }
+            ok("token")
+        }
+    });
+    let client = SingleFlightLayer::new().layer(svc);
+    let callers: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("ada"))))
+        .collect();
+    let mut panicked = 0;
+    for c in callers {
+        // Virtual time: with every task stuck, the clock jumps to the
+        // timeout at once.
+        let joined = tokio::time::timeout(Duration::from_secs(60), c).await;
+        match joined.expect("a caller waits for a call that is gone") {
+            Err(e) => {
+                assert!(e.is_panic());
+                panicked += 1;
+            }
+            Ok(r) => {
+                let e = r.unwrap_err();
+                assert!(e.to_string().contains("panicked"), "{e}");
+            }
+        }
+    }
+    // The caller whose poll ran the call panicked with it; the others failed.
+    assert_eq!(panicked, 1);
+    // The key is free again.
+    let r = client.clone().oneshot(get("ada")).await.unwrap();
+    assert_eq!(body_of(r).await, "token");
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+}
+
+/// Not timing: callers on two worker threads join one flight held open by
+/// a gate, then all get its answer. The timeout only stops a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_on_several_threads_share_one_call() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(AtomicU32::new(0));
+    let (g, s) = (gate.clone(), started.clone());
+    let svc = service_fn(move |_req: Req| {
+        s.fetch_add(1, Ordering::SeqCst);
+        let g = g.clone();
+        async move {
+            let _permit = g.acquire().await.unwrap();
+            ok("token")
+        }
+    });
+    let layer = SingleFlightLayer::new();
+    let client = layer.layer(svc);
+    let run = async {
+        let callers: Vec<_> = (0..32)
+            .map(|_| tokio::spawn(client.clone().oneshot(get("ada"))))
+            .collect();
+        while layer.stats().coalesced < 31 {
+            tokio::task::yield_now().await;
+        }
+        gate.add_permits(1);
+        for c in callers {
+            assert_eq!(body_of(c.await.unwrap().unwrap()).await, "token");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("no hang");
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+    assert_eq!(layer.stats().flights, 1);
 }
