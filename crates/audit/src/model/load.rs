@@ -326,11 +326,29 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                 count(inv, "Service");
                 record_ignores(inv, "Service", &s.metadata, None);
                 let (namespace, name) = names(&s.metadata);
+                let source = src(raw);
+                let written = s
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(EXPORT_TO_ANNOTATION));
+                let (export_to, problems) = read_export_to(written.map_or("", String::as_str));
+                if !problems.is_empty() {
+                    inv.findings.push(parse_finding(
+                        source.line_of(EXPORT_TO_ANNOTATION),
+                        &key("Service", &namespace, &name),
+                        format!(
+                            "annotation {EXPORT_TO_ANNOTATION}: {} (expected namespaces separated by commas, \".\" for the Service's own or \"*\" for all; an entry that names no namespace matches none)",
+                            problems.join("; ")
+                        ),
+                    ));
+                }
                 inv.services.push(Service {
-                    src: src(raw),
+                    src: source,
                     namespace,
                     name,
                     selector: s.spec.and_then(|s| s.selector).unwrap_or_default(),
+                    export_to,
                 });
             }
         }
@@ -768,12 +786,20 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
             pos,
         });
     }
+    // Read as the destinations are: Istio resolves every host of its own
+    // config by the same rule (Istio 1.27 "Virtual Service", `hosts`).
+    let hosts = o
+        .spec
+        .hosts
+        .iter()
+        .map(|h| super::config_host(h, &namespace))
+        .collect();
     inv.routes.push(RouteObject {
         src: s,
         kind: "VirtualService",
         namespace,
         name,
-        hosts: o.spec.hosts.clone(),
+        hosts,
         at_gateway,
         export_to: o
             .spec
