@@ -1676,3 +1676,114 @@ fn a_bad_export_to_annotation_is_an_sb001_at_its_line_and_the_rest_runs() {
     assert_eq!(of(&r, "SB001").len(), 1, "{:?}", r.findings);
     assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
 }
+
+#[test]
+fn sb105_status_current_replicas_comes_before_the_targets_spec_replicas() {
+    // The sb105_starts_from_the_running_replicas… setup (minReplicas 2,
+    // maxReplicas 40, 4 pods per 15 s, no window): from 8 a dip flaps,
+    // from 30 (or 40) it removes too few to flap.
+    let b = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      policies:\n      - {type: Pods, value: 4, periodSeconds: 15}\n";
+    let text = |api: &str, replicas: &str, status: &str| {
+        hpa(api, b)
+            .replace("  replicas: 10\n", replicas)
+            .replace("minReplicas: 10", "minReplicas: 2")
+            + status
+    };
+    let status = |n: i64| format!("status:\n  currentReplicas: {n}\n  desiredReplicas: {n}\n");
+    // A live export: the HPA's status says 8 are running, whatever the
+    // Deployment's manifest was applied at (30, or not written).
+    for replicas in ["  replicas: 30\n", ""] {
+        let r = audit_texts(&[("cart.yaml", &text("autoscaling/v2", replicas, &status(8)))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{replicas:?}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains(
+                "from status.currentReplicas 8 of HorizontalPodAutoscaler shop/cart to 4 in one sync (4 pods)"
+            ),
+            "{}",
+            f[0].message
+        );
+    }
+    // autoscaling/v1 too (its status, k8s-openapi's type, is read the
+    // same way). v1 runs the default behavior (300 s window, 100% per
+    // 15 s), which flaps only when pods start slowly: 400 s here.
+    let v1 = |st: &str| {
+        hpa("autoscaling/v1", "")
+            .replace("  replicas: 10\n", "  replicas: 30\n")
+            .replace("minReplicas: 10", "minReplicas: 2")
+            .replace(
+                "containers: [{name: cart, image: cart:1}]",
+                "containers: [{name: cart, image: cart:1, startupProbe: {initialDelaySeconds: 400, httpGet: {path: /, port: 8080}}}]",
+            )
+            + st
+    };
+    assert!(v1("").contains("initialDelaySeconds: 400"));
+    for (st, from) in [
+        (
+            status(8),
+            "from status.currentReplicas 8 of HorizontalPodAutoscaler shop/cart to 2",
+        ),
+        (
+            String::new(),
+            "from spec.replicas 30 of Deployment shop/cart to 2",
+        ),
+    ] {
+        let r = audit_texts(&[("cart.yaml", &v1(&st))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{st:?}: {:?}", r.findings);
+        assert!(f[0].message.contains(from), "{}", f[0].message);
+    }
+    // The status wins over the spec both ways: 30 running, though the
+    // manifest says 8, is quiet.
+    let r = audit_texts(&[(
+        "cart.yaml",
+        &text("autoscaling/v2", "  replicas: 8\n", &status(30)),
+    )]);
+    assert!(of(&r, "SB105").is_empty(), "{:?}", r.findings);
+    // No evidence in the status (0: not synced yet, or scaled to zero;
+    // a status without the field): the spec's 8 is used again.
+    for st in [status(0), "status: {desiredReplicas: 3}\n".to_string()] {
+        let r = audit_texts(&[("cart.yaml", &text("autoscaling/v2", "  replicas: 8\n", &st))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{st:?}: {:?}", r.findings);
+        assert!(
+            f[0].message
+                .contains("from spec.replicas 8 of Deployment shop/cart"),
+            "{}",
+            f[0].message
+        );
+    }
+    // A status at the bounds says the count is at the floor (nothing to
+    // remove) or the ceiling: only maxReplicas is checked, and quiet.
+    for n in [2, 40, 90] {
+        let r = audit_texts(&[(
+            "cart.yaml",
+            &text("autoscaling/v2", "  replicas: 8\n", &status(n)),
+        )]);
+        assert!(of(&r, "SB105").is_empty(), "{n}: {:?}", r.findings);
+    }
+    // A negative count is an SB001 at its line; the spec is used.
+    let t = text("autoscaling/v2", "  replicas: 8\n", &status(-3));
+    let r = audit_texts(&[("cart.yaml", &t)]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "{:?}", r.findings);
+    assert!(
+        bad[0].message.contains("status.currentReplicas") && bad[0].message.contains("-3"),
+        "{}",
+        bad[0].message
+    );
+    let line = t[..t.find("currentReplicas").unwrap()]
+        .matches('\n')
+        .count() as u32
+        + 1;
+    assert_eq!(bad[0].pos.line, line);
+    assert_eq!(of(&r, "SB105").len(), 1, "{:?}", r.findings);
+    // A status of the wrong type is an SB001 for the HPA, not a panic.
+    let t = text(
+        "autoscaling/v2",
+        "  replicas: 8\n",
+        "status: {currentReplicas: many}\n",
+    );
+    let r = audit_texts(&[("cart.yaml", &t)]);
+    assert_eq!(of(&r, "SB001").len(), 1, "{:?}", r.findings);
+}
