@@ -740,6 +740,16 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         if ro.at_gateway && ingress.is_some_and(|g| !ro.visible_to(&g.namespace)) {
             continue;
         }
+        // A mesh VirtualService none of whose hosts a call can land on
+        // (`reviews.prod` beside Service reviews in prod: calls land on the
+        // Service's own host) is attached to nothing and routes nothing
+        // (Istio 1.27 "Virtual Service", `hosts`).
+        if ro.kind == "VirtualService"
+            && !ro.at_gateway
+            && !ro.hosts.iter().any(|h| inv.vs_host_applies(h))
+        {
+            continue;
+        }
         for r in &ro.routes {
             for (di, host) in r.destinations.iter().enumerate() {
                 let subset = r.subsets.get(di).cloned().flatten();
@@ -748,6 +758,11 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 let Some(svc) = inv.service_for_fqdn(host) else {
                     continue;
                 };
+                // A Service not exported to the gateway's namespace is no
+                // cluster of the gateway: the route reaches nothing there.
+                if ro.at_gateway && ingress.is_some_and(|g| !svc.visible_to(&g.namespace)) {
+                    continue;
+                }
                 routed.insert((svc.namespace.clone(), svc.name.clone()));
                 let mut hops = Vec::new();
                 let mut layers: Vec<RetryLayer> = Vec::new();

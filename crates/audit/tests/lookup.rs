@@ -151,3 +151,130 @@ fn a_gateway_applies_only_virtual_services_exported_to_it() {
     assert!(chain(&with("[\"*\"]")));
     assert!(chain(&read("lookup/mesh.yaml")));
 }
+
+/// The chains' objects, and the pool hop's `how` of the chain for `object`.
+fn chains_and_pool_how(text: &str, object: &str) -> (Vec<String>, Option<String>) {
+    let r = audit_texts(&[("mesh.yaml", text)]);
+    let objects = r.chains.iter().map(|c| c.object.clone()).collect();
+    let how = r
+        .chains
+        .iter()
+        .find(|c| c.object == object)
+        .and_then(|c| c.hops.iter().find(|h| h.kind == HopKind::Pool))
+        .map(|h| h.how.clone());
+    (objects, how)
+}
+
+/// The fixture without its gateway route, with the mesh route to reviews
+/// (its `hosts` replaced by HOSTS, in namespace NS) and storefront in shop
+/// calling `reviews.bookinfo`.
+fn mesh_route_with_hosts(hosts: &str, ns: &str) -> String {
+    let vs = MESH
+        .replace("hosts: [reviews]", &format!("hosts: [{hosts}]"))
+        .replace(
+            "name: reviews-mesh, namespace: bookinfo",
+            &format!("name: reviews-mesh, namespace: {ns}"),
+        )
+        .replace(
+            "destination: {host: reviews}",
+            "destination: {host: reviews.bookinfo.svc.cluster.local}",
+        );
+    assert!(vs.contains(&format!("hosts: [{hosts}]")));
+    without(&["reviews-edge"]) + &vs + CALLER
+}
+
+#[test]
+fn a_virtual_service_host_is_read_as_istio_reads_it() {
+    // storefront (shop) calls `reviews.bookinfo`: the call lands on the
+    // host of Service reviews in bookinfo, reviews.bookinfo.svc.cluster.local.
+    // A VirtualService in bookinfo routes it when one of its hosts, read as
+    // Istio reads it, is that host: the short name (read in the
+    // VirtualService's namespace) or the FQDN, in any case.
+    for hosts in [
+        "reviews",
+        "reviews.bookinfo.svc.cluster.local",
+        "Reviews.Bookinfo.Svc.Cluster.Local",
+    ] {
+        let (objects, how) = chains_and_pool_how(
+            &mesh_route_with_hosts(hosts, "bookinfo"),
+            "VirtualService bookinfo/reviews-mesh",
+        );
+        let how = how.unwrap_or_else(|| panic!("{hosts}: a route chain, got {objects:?}"));
+        assert!(
+            how.contains(
+                "calling pods (shop/storefront) [env or stormbreak.io/calls reviews.bookinfo, routed by a mesh VirtualService for reviews.bookinfo]"
+            ),
+            "{hosts}: {how}"
+        );
+        assert!(
+            !objects.iter().any(|o| o == "Service bookinfo/reviews"),
+            "{hosts}: routed, so no unrouted mesh chain: {objects:?}"
+        );
+    }
+    // A host with a dot is taken as written: `reviews.bookinfo` (and
+    // `reviews.bookinfo.svc`) are hosts no Service has, though Kubernetes
+    // DNS would complete them to reviews' FQDN. The VirtualService is
+    // attached to nothing and has no chain; the call lands on reviews'
+    // own host, the unrouted mesh chain.
+    for hosts in ["reviews.bookinfo", "reviews.bookinfo.svc"] {
+        let (objects, how) = chains_and_pool_how(
+            &mesh_route_with_hosts(hosts, "bookinfo"),
+            "Service bookinfo/reviews",
+        );
+        assert!(
+            !objects
+                .iter()
+                .any(|o| o == "VirtualService bookinfo/reviews-mesh"),
+            "{hosts}: {objects:?}"
+        );
+        let how = how.unwrap_or_else(|| panic!("{hosts}: the mesh chain, got {objects:?}"));
+        assert!(
+            how.contains(
+                "calling pods (shop/storefront) [env or stormbreak.io/calls reviews.bookinfo]"
+            ),
+            "{hosts}: {how}"
+        );
+        assert!(!how.contains("routed by"), "{hosts}: {how}");
+    }
+    // The short name in a VirtualService in shop is
+    // reviews.shop.svc.cluster.local, whatever namespace the caller or the
+    // destination is in: it does not route the call to reviews.bookinfo.
+    let (_, how) = chains_and_pool_how(
+        &mesh_route_with_hosts("reviews", "shop"),
+        "VirtualService shop/reviews-mesh",
+    );
+    let how = how.expect("its destination is reviews: a chain");
+    assert!(how.contains("calling pods (shop/storefront)"), "{how}");
+    assert!(!how.contains("routed by"), "{how}");
+}
+
+#[test]
+fn a_service_export_to_annotation_decides_whether_the_gateway_reaches_it() {
+    // reviews-edge (bound to the gateway in istio-ingress) routes to
+    // reviews: only when the Service is exported to istio-ingress does the
+    // gateway have a cluster for it.
+    let chain = |export: &str| {
+        let text = read("lookup/mesh.yaml").replace(
+            "kind: Service\nmetadata: {name: reviews, namespace: bookinfo}\n",
+            &format!(
+                "kind: Service\nmetadata:\n  name: reviews\n  namespace: bookinfo\n  annotations:\n    networking.istio.io/exportTo: {export:?}\n"
+            ),
+        );
+        assert!(text.contains("exportTo"));
+        let r = audit_texts(&[("mesh.yaml", &text)]);
+        assert!(
+            r.findings.iter().all(|f| f.rule != "SB001"),
+            "{:?}",
+            r.findings
+        );
+        r.chains
+            .iter()
+            .any(|c| c.object == "VirtualService bookinfo/reviews-edge")
+    };
+    for seen in ["", "*", "istio-ingress", "bookinfo, istio-ingress"] {
+        assert!(chain(seen), "{seen:?}");
+    }
+    for hidden in [".", "bookinfo", "~", "other,bookinfo"] {
+        assert!(!chain(hidden), "{hidden:?}");
+    }
+}

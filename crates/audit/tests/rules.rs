@@ -1462,3 +1462,328 @@ fn sb105_starts_from_the_running_replicas_when_the_configs_give_them() {
         assert!(of(&r, "SB105").is_empty(), "{replicas:?}: {:?}", r.findings);
     }
 }
+
+#[test]
+fn a_virtual_service_host_with_a_dot_is_taken_as_written() {
+    // frontend (shop) calls `cart-front.shop`, which lands on Service
+    // cart-front's host; the mesh VirtualService sends it to cart only
+    // when one of its hosts, read as Istio reads it, is that host.
+    let with_hosts = |hosts: &str| {
+        let text = POOL_SCALE.replace("POOL", "48")
+            + &CALLER.replace("ADDR", "http://cart-front.shop")
+            + &front_vs("cart", "").replace("hosts: [cart-front]", &format!("hosts: [{hosts}]"));
+        assert!(text.contains(&format!("hosts: [{hosts}]")));
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    for hosts in ["cart-front", "cart-front.shop.svc.cluster.local"] {
+        let r = with_hosts(hosts);
+        assert!(of(&r, "SB203").is_empty(), "{hosts}: {:?}", r.findings);
+        let pool = cart_pool(&r).expect("a pool hop");
+        assert_eq!(pool.limit, Some(144.0), "{hosts}: {}", pool.how);
+        assert!(
+            pool.how
+                .contains("routed by a mesh VirtualService for cart-front.shop"),
+            "{hosts}: {}",
+            pool.how
+        );
+    }
+    // `cart-front.shop` is the very name frontend calls, but as a
+    // VirtualService host it is a literal host no Service has: the call
+    // lands on cart-front's own host, cart has no caller, and the
+    // VirtualService (attached to nothing) has no chain.
+    let r = with_hosts("cart-front.shop");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    assert!(
+        !r.chains
+            .iter()
+            .any(|c| c.object == "VirtualService shop/cart-front"),
+        "{:?}",
+        r.chains.iter().map(|c| &c.route).collect::<Vec<_>>()
+    );
+}
+
+/// FRONT_VS moved to namespace `routing`, its host the FQDN of cart-front
+/// and its destination cart's.
+fn routing_vs() -> String {
+    front_vs("cart.shop.svc.cluster.local", "").replace(
+        "metadata: {name: cart-front, namespace: shop}\nspec:\n  hosts: [cart-front]",
+        "metadata: {name: cart-front, namespace: routing}\nspec:\n  hosts: [cart-front.shop.svc.cluster.local]",
+    )
+}
+
+#[test]
+fn a_sidecar_egress_imports_a_virtual_service_by_its_namespace_and_host() {
+    // frontend calls cart-front; the VirtualService in `routing` sends it
+    // to cart. Under a Sidecar whose egress imports only shop's hosts the
+    // VirtualService is not in frontend's proxy (Istio imports a
+    // VirtualService by the namespace it is in): the call stays with
+    // cart-front and cart has no caller.
+    let with = |hosts: &str| {
+        let text = POOL_SCALE.replace("POOL", "48")
+            + &CALLER.replace("ADDR", "http://cart-front")
+            + &routing_vs()
+            + &egress(hosts);
+        assert!(text.contains("namespace: routing}\nspec:\n  hosts"));
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    let r = with("[\"shop/*\"]");
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+    // Imported by its namespace (or any), the VirtualService routes the call.
+    for hosts in [
+        "[\"shop/*\", \"routing/*\"]",
+        "[\"shop/*\", routing/cart-front.shop.svc.cluster.local]",
+        "[\"*/*\"]",
+    ] {
+        let r = with(hosts);
+        assert!(of(&r, "SB203").is_empty(), "{hosts}: {:?}", r.findings);
+        let pool = cart_pool(&r).expect("a pool hop");
+        assert_eq!(pool.limit, Some(144.0), "{hosts}: {}", pool.how);
+        assert!(
+            pool.how.contains("routed by a mesh VirtualService"),
+            "{hosts}: {}",
+            pool.how
+        );
+    }
+    // An egress dnsName is taken as written: `routing/cart-front` imports
+    // no `cart-front.shop.svc.cluster.local`.
+    let r = with("[\"shop/*\", routing/cart-front]");
+    assert_eq!(of(&r, "SB203").len(), 1, "{:?}", r.findings);
+}
+
+#[test]
+fn a_short_sidecar_egress_host_imports_nothing() {
+    // Istio reads an egress dnsName as written: `./cart` is no import of
+    // cart.shop.svc.cluster.local, so frontend has no cluster for cart and
+    // is not one of its pool's callers (the FQDN is,
+    // a_sidecar_egress_host_names_a_caller).
+    let text = POOL_SCALE.replace("POOL", "48")
+        + &CALLER.replace("ADDR", "no")
+        + &egress("[./cart, istio-system/*]");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
+}
+
+/// POOL_SCALE with cart's Service annotated `networking.istio.io/exportTo`
+/// (the key quoted, as YAML writers often do).
+fn exported_cart(export: &str) -> String {
+    let text = POOL_SCALE.replace("POOL", "48").replace(
+        "kind: Service\nmetadata: {name: cart, namespace: shop}\n",
+        &format!(
+            "kind: Service\nmetadata:\n  name: cart\n  namespace: shop\n  annotations:\n    \"networking.istio.io/exportTo\": {export:?}\n"
+        ),
+    );
+    assert!(text.contains("exportTo"));
+    text
+}
+
+#[test]
+fn a_service_export_to_annotation_decides_who_calls_it() {
+    // frontend in web calls cart.shop: counted as cart's pool caller
+    // (3 × 48 = 144) only when cart is exported to web.
+    let direct = |export: &str| {
+        let text = exported_cart(export) + &web_caller("http://cart.shop");
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    // Through a VirtualService in shop exported everywhere: the route
+    // names cart, but web's proxies have no cluster for a hidden cart.
+    let routed = |export: &str| {
+        let text =
+            exported_cart(export) + &web_caller("http://cart-front.shop") + &front_vs("cart", "");
+        audit_texts(&[("cart.yaml", &text)])
+    };
+    for seen in ["", "*", "web", "shop, web", " web ,shop"] {
+        for r in [direct(seen), routed(seen)] {
+            assert!(of(&r, "SB203").is_empty(), "{seen:?}: {:?}", r.findings);
+            assert!(of(&r, "SB001").is_empty(), "{seen:?}: {:?}", r.findings);
+            let pool = cart_pool(&r).expect("a pool hop");
+            assert_eq!(pool.limit, Some(144.0), "{seen:?}: {}", pool.how);
+            assert!(
+                pool.how.contains("calling pods (web/frontend)"),
+                "{}",
+                pool.how
+            );
+        }
+    }
+    for hidden in [".", "shop", "~", "other"] {
+        for r in [direct(hidden), routed(hidden)] {
+            let f = of(&r, "SB203");
+            assert_eq!(f.len(), 1, "{hidden:?}: {:?}", r.findings);
+            assert!(
+                f[0].message.contains("callers not in the configs"),
+                "{hidden:?}: {}",
+                f[0].message
+            );
+            assert!(of(&r, "SB001").is_empty(), "{hidden:?}: {:?}", r.findings);
+        }
+    }
+    // In cart's own namespace `.` and `shop` keep it visible.
+    for own in [".", "shop"] {
+        let text = exported_cart(own) + &CALLER.replace("ADDR", "http://cart");
+        let r = audit_texts(&[("cart.yaml", &text)]);
+        assert!(of(&r, "SB203").is_empty(), "{own:?}: {:?}", r.findings);
+    }
+}
+
+#[test]
+fn a_bad_export_to_annotation_is_an_sb001_at_its_line_and_the_rest_runs() {
+    for (bad, says) in [
+        ("shop,,Web_1", vec!["an empty entry", "\"Web_1\" is not"]),
+        (",", vec!["an empty entry"]),
+        ("web shop", vec!["\"web shop\" is not"]),
+        (&*"n".repeat(64), vec!["is not", "at most 63"]),
+    ] {
+        let text = exported_cart(bad) + &web_caller("http://cart.shop");
+        let r = audit_texts(&[("cart.yaml", &text)]);
+        let f = of(&r, "SB001");
+        assert_eq!(f.len(), 1, "{bad:?}: {:?}", r.findings);
+        let m = &f[0].message;
+        assert!(m.contains("networking.istio.io/exportTo"), "{m}");
+        for s in says {
+            assert!(m.contains(s), "{bad:?}: {m}");
+        }
+        assert_eq!(f[0].object, "Service shop/cart");
+        let line = text[..text.find("\"networking.istio.io/exportTo\"").unwrap()]
+            .matches('\n')
+            .count() as u32
+            + 1;
+        assert_eq!(f[0].pos.line, line, "{bad:?}: points at the annotation");
+        // The rest still runs: the entries that name no namespace match
+        // none, so web does not see cart (and `,` hides it from all).
+        assert!(!r.chains.is_empty());
+        assert_eq!(of(&r, "SB203").len(), 1, "{bad:?}: {:?}", r.findings);
+    }
+    // The valid entry of a partly bad value still counts.
+    let text = exported_cart("Web_1,web") + &web_caller("http://cart.shop");
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    assert_eq!(of(&r, "SB001").len(), 1, "{:?}", r.findings);
+    assert!(of(&r, "SB203").is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb105_status_current_replicas_comes_before_the_targets_spec_replicas() {
+    // The sb105_starts_from_the_running_replicas… setup (minReplicas 2,
+    // maxReplicas 40, 4 pods per 15 s, no window): from 8 a dip flaps,
+    // from 30 (or 40) it removes too few to flap.
+    let b = "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 0\n      policies:\n      - {type: Pods, value: 4, periodSeconds: 15}\n";
+    let text = |api: &str, replicas: &str, status: &str| {
+        hpa(api, b)
+            .replace("  replicas: 10\n", replicas)
+            .replace("minReplicas: 10", "minReplicas: 2")
+            + status
+    };
+    let status = |n: i64| format!("status:\n  currentReplicas: {n}\n  desiredReplicas: {n}\n");
+    // A live export: the HPA's status says 8 are running, whatever the
+    // Deployment's manifest was applied at (30, or not written).
+    for replicas in ["  replicas: 30\n", ""] {
+        let r = audit_texts(&[("cart.yaml", &text("autoscaling/v2", replicas, &status(8)))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{replicas:?}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains(
+                "from status.currentReplicas 8 of HorizontalPodAutoscaler shop/cart to 4 in one sync (4 pods)"
+            ),
+            "{}",
+            f[0].message
+        );
+    }
+    // autoscaling/v1 too (its status, k8s-openapi's type, is read the
+    // same way). v1 runs the default behavior (300 s window, 100% per
+    // 15 s), which flaps only when pods start slowly: 400 s here.
+    let v1 = |st: &str| {
+        hpa("autoscaling/v1", "")
+            .replace("  replicas: 10\n", "  replicas: 30\n")
+            .replace("minReplicas: 10", "minReplicas: 2")
+            .replace(
+                "containers: [{name: cart, image: cart:1}]",
+                "containers: [{name: cart, image: cart:1, startupProbe: {initialDelaySeconds: 400, httpGet: {path: /, port: 8080}}}]",
+            )
+            + st
+    };
+    assert!(v1("").contains("initialDelaySeconds: 400"));
+    for (st, from) in [
+        (
+            status(8),
+            "from status.currentReplicas 8 of HorizontalPodAutoscaler shop/cart to 2",
+        ),
+        (
+            String::new(),
+            "from spec.replicas 30 of Deployment shop/cart to 2",
+        ),
+    ] {
+        let r = audit_texts(&[("cart.yaml", &v1(&st))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{st:?}: {:?}", r.findings);
+        assert!(f[0].message.contains(from), "{}", f[0].message);
+    }
+    // The status wins over the spec both ways: 30 running, though the
+    // manifest says 8, is quiet.
+    let r = audit_texts(&[(
+        "cart.yaml",
+        &text("autoscaling/v2", "  replicas: 8\n", &status(30)),
+    )]);
+    assert!(of(&r, "SB105").is_empty(), "{:?}", r.findings);
+    // No evidence in the status (0: not synced yet, or scaled to zero;
+    // a status without the field): the spec's 8 is used again.
+    for st in [status(0), "status: {desiredReplicas: 3}\n".to_string()] {
+        let r = audit_texts(&[("cart.yaml", &text("autoscaling/v2", "  replicas: 8\n", &st))]);
+        let f = of(&r, "SB105");
+        assert_eq!(f.len(), 1, "{st:?}: {:?}", r.findings);
+        assert!(
+            f[0].message
+                .contains("from spec.replicas 8 of Deployment shop/cart"),
+            "{}",
+            f[0].message
+        );
+    }
+    // A status at the bounds says the count is at the floor (nothing to
+    // remove) or the ceiling: only maxReplicas is checked, and quiet.
+    for n in [2, 40, 90] {
+        let r = audit_texts(&[(
+            "cart.yaml",
+            &text("autoscaling/v2", "  replicas: 8\n", &status(n)),
+        )]);
+        assert!(of(&r, "SB105").is_empty(), "{n}: {:?}", r.findings);
+    }
+    // A negative count is an SB001 at its line; the spec is used.
+    let t = text("autoscaling/v2", "  replicas: 8\n", &status(-3));
+    let r = audit_texts(&[("cart.yaml", &t)]);
+    let bad = of(&r, "SB001");
+    assert_eq!(bad.len(), 1, "{:?}", r.findings);
+    assert!(
+        bad[0].message.contains("status.currentReplicas") && bad[0].message.contains("-3"),
+        "{}",
+        bad[0].message
+    );
+    let line = t[..t.find("currentReplicas").unwrap()]
+        .matches('\n')
+        .count() as u32
+        + 1;
+    assert_eq!(bad[0].pos.line, line);
+    assert_eq!(of(&r, "SB105").len(), 1, "{:?}", r.findings);
+    // A status of the wrong type is an SB001 for the HPA, not a panic.
+    let t = text(
+        "autoscaling/v2",
+        "  replicas: 8\n",
+        "status: {currentReplicas: many}\n",
+    );
+    let r = audit_texts(&[("cart.yaml", &t)]);
+    assert_eq!(of(&r, "SB001").len(), 1, "{:?}", r.findings);
+}

@@ -11,16 +11,23 @@
 //!   `*/*.example.com`) says what the proxy *may* reach, never that it
 //!   calls anything, so it adds no call.
 //!
-//! A called host resolves, in this order, to:
+//! A called host lands on a registry host ([`Inventory::registry_host`]:
+//! the FQDN of the Service the caller's DNS names, else the host as
+//! written) and resolves, in this order, to:
 //! 1. the route destinations of a mesh VirtualService (no gateway, or the
-//!    `mesh` gateway) whose `hosts` include it and whose `exportTo` makes
-//!    it visible in the caller's namespace: the caller's proxy sends the
-//!    call where the VirtualService routes it (Istio 1.27 "Virtual
-//!    Service", `hosts`, `gateways`, `exportTo`). A destination host is
-//!    read as Istio reads it ([`super::config_host`]: a short name in the
+//!    `mesh` gateway) one of whose `hosts` is that registry host, that is
+//!    exported to the caller's namespace (`exportTo`) and, under a Sidecar
+//!    listing egress hosts, imported by one of them from the
+//!    VirtualService's namespace: the caller's proxy sends the call where
+//!    the VirtualService routes it (Istio 1.27 "Virtual Service", `hosts`,
+//!    `gateways`, `exportTo`). Its hosts and destinations are read as Istio
+//!    reads its config ([`super::config_host`]: a short name in the
 //!    VirtualService's namespace, a dotted host as written) and matched
-//!    exactly against Service FQDNs and ServiceEntry hosts;
-//! 2. else a Service, by the caller's DNS ([`super::fqdn`]);
+//!    exactly, so `reviews.prod` routes no call to Service reviews in prod;
+//! 2. else a Service, by the caller's DNS ([`super::fqdn`]), when it is
+//!    exported to the caller's namespace (its `networking.istio.io/exportTo`
+//!    annotation): a hidden Service has no cluster in the caller's proxy,
+//!    and neither a route destination naming it;
 //! 3. else a ServiceEntry host (Istio 1.27 "Service Entry",
 //!    <https://istio.io/v1.27/docs/reference/config/networking/service-entry/>):
 //!    the Services whose pods serve it — a `MESH_INTERNAL` entry's
@@ -35,7 +42,8 @@
 //! <https://istio.io/v1.27/docs/reference/config/networking/sidecar/>): one
 //! in the workload's namespace whose `workloadSelector` selects it, else
 //! that namespace's Sidecar without a selector, else the root namespace's
-//! Sidecar without a selector. When it lists egress hosts, the proxy is
+//! Sidecar without a selector. When it lists egress hosts (each dnsName
+//! taken as written, never completed by a namespace), the proxy is
 //! configured only for the hosts they import; a call to any other host
 //! leaves through the PassthroughCluster (or the BlackHoleCluster under
 //! `REGISTRY_ONLY`), where no DestinationRule pool applies, so it is not
@@ -87,12 +95,15 @@ impl SidecarEgress {
                 "~" => false,
                 n => n == home,
             };
+            // The dnsName is taken as written, never completed by a
+            // namespace: istio/istio reads it as `host.Name(dnsName)`
+            // (pilot/pkg/model/sidecar.go), so `./cart` imports no
+            // `cart.shop.svc.cluster.local`.
             let dns_ok = dns == "*"
                 || dns
                     .strip_prefix("*.")
                     .is_some_and(|suffix| host.ends_with(&format!(".{suffix}")))
-                || dns == host
-                || fqdn(dns, home) == host;
+                || dns == host;
             ns_ok && dns_ok
         })
     }
@@ -121,20 +132,19 @@ impl Inventory {
     /// One pass over the workloads; each resolves at most
     /// 2 × [`super::workload::MAX_CALLS`] hosts.
     pub fn callers(&self) -> CallerMap {
-        // Mesh VirtualServices by the FQDN of each host they route: each
-        // destination (already resolved, [`super::HttpRouteInfo`]) with
-        // the VirtualService's index, for its `exportTo`.
-        let mut vs: HashMap<String, Vec<(String, usize)>> = HashMap::new();
+        // Mesh VirtualServices (their indices) by each host they route, as
+        // resolved at load ([`super::RouteObject::hosts`]); a call finds
+        // them by the registry host it lands on.
+        let mut vs: HashMap<&str, Vec<usize>> = HashMap::new();
         for (ri, ro) in self.routes.iter().enumerate() {
             if ro.kind != "VirtualService" || ro.at_gateway {
                 continue;
             }
             for h in ro.hosts.iter().filter(|h| !h.contains('*')) {
-                let e = vs.entry(fqdn(h, &ro.namespace)).or_default();
-                for r in &ro.routes {
-                    for d in &r.destinations {
-                        e.push((d.clone(), ri));
-                    }
+                let e = vs.entry(h.as_str()).or_default();
+                // A host written twice in one VirtualService routes once.
+                if e.last() != Some(&ri) {
+                    e.push(ri);
                 }
             }
         }
@@ -203,9 +213,15 @@ impl Inventory {
                 .collect()
         };
         // A host an application calls: DNS rules (a short name in the
-        // caller's namespace, `name.ns`…), then a ServiceEntry host.
+        // caller's namespace, `name.ns`…), then a ServiceEntry host. A
+        // Service not exported to the caller's namespace has no cluster in
+        // its proxy: the call leaves through the PassthroughCluster, where
+        // no pool applies.
         let resolve_direct = |h: &str, ns: &str, viewer: &str| -> Vec<Target> {
             if let Some(s) = self.service_for_host(h, ns) {
+                if !s.visible_to(viewer) {
+                    return Vec::new();
+                }
                 return vec![((s.namespace.clone(), s.name.clone()), None, None)];
             }
             let key = h.to_ascii_lowercase();
@@ -216,26 +232,43 @@ impl Inventory {
                 t
             }
         };
-        // A VirtualService destination, already resolved: exact matches only.
+        // A VirtualService destination, already resolved: exact matches
+        // only; a Service hidden from the caller (`exportTo`) is no
+        // cluster of its proxy, so the route reaches no pool.
         let resolve_destination = |d: &str, viewer: &str| -> Vec<Target> {
             match self.service_for_fqdn(d) {
-                Some(s) => vec![((s.namespace.clone(), s.name.clone()), None, None)],
+                Some(s) if s.visible_to(viewer) => {
+                    vec![((s.namespace.clone(), s.name.clone()), None, None)]
+                }
+                Some(_) => Vec::new(),
                 None => entry_targets(d, viewer),
             }
         };
-        let resolve = |h: &str, ns: &str, viewer: &str| -> Vec<Target> {
-            let visible: Vec<&(String, usize)> = vs
-                .get(&fqdn(h, ns))
+        // A mesh VirtualService is in the caller's proxy when it is
+        // exported to the caller's namespace and, under a Sidecar that
+        // lists egress hosts, one of those imports one of its hosts from
+        // the VirtualService's namespace (Istio's `SelectVirtualServices`).
+        let resolve = |h: &str, ns: &str, viewer: &str, sc: Option<&SidecarEgress>| {
+            let landed = self.registry_host(h, ns);
+            let visible: Vec<usize> = vs
+                .get(landed.as_str())
                 .into_iter()
                 .flatten()
-                .filter(|(_, ri)| self.routes[*ri].visible_to(viewer))
+                .copied()
+                .filter(|ri| {
+                    let ro = &self.routes[*ri];
+                    ro.visible_to(viewer)
+                        && sc.is_none_or(|s| ro.hosts.iter().any(|vh| s.imports(vh, &ro.namespace)))
+                })
                 .collect();
             if visible.is_empty() {
                 return resolve_direct(h, ns, viewer);
             }
             visible
                 .into_iter()
-                .flat_map(|(d, _)| resolve_destination(d, viewer))
+                .flat_map(|ri| self.routes[ri].routes.iter())
+                .flat_map(|r| r.destinations.iter())
+                .flat_map(|d| resolve_destination(d, viewer))
                 .map(|(t, via, _)| {
                     (
                         t,
@@ -271,7 +304,7 @@ impl Inventory {
             }
             hosts.truncate(2 * super::workload::MAX_CALLS);
             for (h, ns, source) in hosts {
-                for (target, via, routed) in resolve(&h, &ns, &w.namespace) {
+                for (target, via, routed) in resolve(&h, &ns, &w.namespace, sc) {
                     // The host the caller's proxy names the cluster by.
                     let (cluster, home) = match &via {
                         Some(v) => (v.host.clone(), v.namespace.clone()),

@@ -326,16 +326,40 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                 count(inv, "Service");
                 record_ignores(inv, "Service", &s.metadata, None);
                 let (namespace, name) = names(&s.metadata);
+                let source = src(raw);
+                let written = s
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(EXPORT_TO_ANNOTATION));
+                let (export_to, problems) = read_export_to(written.map_or("", String::as_str));
+                if !problems.is_empty() {
+                    inv.findings.push(parse_finding(
+                        source.line_of(EXPORT_TO_ANNOTATION),
+                        &key("Service", &namespace, &name),
+                        format!(
+                            "annotation {EXPORT_TO_ANNOTATION}: {} (expected namespaces separated by commas, \".\" for the Service's own or \"*\" for all; an entry that names no namespace matches none)",
+                            problems.join("; ")
+                        ),
+                    ));
+                }
                 inv.services.push(Service {
-                    src: src(raw),
+                    src: source,
                     namespace,
                     name,
                     selector: s.spec.and_then(|s| s.selector).unwrap_or_default(),
+                    export_to,
                 });
             }
         }
         (_, "autoscaling/v1", "HorizontalPodAutoscaler") => {
             if let Some(h) = typed::<hpa1::HorizontalPodAutoscaler>(inv, raw) {
+                let current = current_replicas(
+                    inv,
+                    raw,
+                    &h.metadata,
+                    h.status.as_ref().map(|s| i64::from(s.current_replicas)),
+                );
                 let spec = h.spec.unwrap_or_default();
                 let util = spec.target_cpu_utilization_percentage.unwrap_or(80) as f64 / 100.0;
                 autoscaler(
@@ -353,13 +377,20 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     // v1 has no behavior field; the controller applies
                     // the defaults to it all the same.
                     Some(super::behavior::Behavior::default()),
+                    current,
                 );
             }
         }
         // v2beta2 has the same schema as v2 for every field read here
         // (metrics, min/max, behavior); read both through v2's spec.
         (_, "autoscaling/v2" | "autoscaling/v2beta2", "HorizontalPodAutoscaler") => {
-            if let Some(h) = typed::<Object<hpa2::HorizontalPodAutoscalerSpec>>(inv, raw) {
+            if let Some(h) = typed::<HpaV2>(inv, raw) {
+                let current = current_replicas(
+                    inv,
+                    raw,
+                    &h.metadata,
+                    h.status.and_then(|s| s.current_replicas),
+                );
                 let spec = h.spec;
                 let mut metrics: Vec<Metric> = spec.metrics.iter().flatten().map(metric).collect();
                 if metrics.is_empty() {
@@ -391,6 +422,7 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(spec.max_replicas as i64),
                     metrics,
                     behavior,
+                    current,
                 );
             }
         }
@@ -436,6 +468,9 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(s.max_replica_count.unwrap_or(100)),
                     metrics,
                     Some(behavior),
+                    // A ScaledObject's status has no replica count (the
+                    // HPA KEDA creates has, read when exported with it).
+                    None,
                 );
             }
         }
@@ -599,6 +634,7 @@ fn autoscaler(
     max: Option<i64>,
     metrics: Vec<Metric>,
     behavior: Option<super::behavior::Behavior>,
+    current: Option<u32>,
 ) {
     count(inv, kind);
     record_ignores(inv, kind, meta, None);
@@ -622,7 +658,54 @@ fn autoscaler(
         max: max.max(min),
         metrics,
         behavior,
+        current,
     });
+}
+
+/// An `autoscaling/v2` (or `v2beta2`) HPA: k8s-openapi's spec, and of its
+/// status only `currentReplicas`, so that a status field the audit does
+/// not use (conditions, current metrics, which differ between v2beta2 and
+/// v2) can never make the HPA unreadable.
+#[derive(serde::Deserialize)]
+struct HpaV2 {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: hpa2::HorizontalPodAutoscalerSpec,
+    #[serde(default)]
+    status: Option<ReplicaStatus>,
+}
+
+/// `HorizontalPodAutoscalerStatus`, the one field read.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplicaStatus {
+    #[serde(default)]
+    current_replicas: Option<i64>,
+}
+
+/// An HPA's `status.currentReplicas` as evidence of the count it runs at:
+/// 0 (a status written before the controller's first sync, or a target
+/// scaled to zero) is none; a negative count is an SB001 at its line.
+fn current_replicas(
+    inv: &mut Inventory,
+    raw: &RawObject,
+    meta: &ObjectMeta,
+    n: Option<i64>,
+) -> Option<u32> {
+    match n? {
+        n if n < 0 => {
+            let (ns, name) = names(meta);
+            inv.findings.push(parse_finding(
+                src(raw).line_of("currentReplicas"),
+                &key("HorizontalPodAutoscaler", &ns, &name),
+                format!("status.currentReplicas: expected a count of 0 or more, got {n}"),
+            ));
+            None
+        }
+        0 => None,
+        n => Some(n.min(i64::from(u32::MAX)) as u32),
+    }
 }
 
 fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::DestinationRuleSpec>) {
@@ -768,12 +851,20 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
             pos,
         });
     }
+    // Read as the destinations are: Istio resolves every host of its own
+    // config by the same rule (Istio 1.27 "Virtual Service", `hosts`).
+    let hosts = o
+        .spec
+        .hosts
+        .iter()
+        .map(|h| super::config_host(h, &namespace))
+        .collect();
     inv.routes.push(RouteObject {
         src: s,
         kind: "VirtualService",
         namespace,
         name,
-        hosts: o.spec.hosts.clone(),
+        hosts,
         at_gateway,
         export_to: o
             .spec

@@ -31,12 +31,25 @@ pub struct Src {
 }
 
 impl Src {
-    /// The line of the first `key:` in the object (its own line if absent).
+    /// The line of the first `key:` in the object, the key plain or
+    /// quoted (`"key":`, as annotation keys with a `/` often are); its own
+    /// line if absent.
     pub fn line_of(&self, key: &str) -> Pos {
+        let keyed = |t: &str| {
+            let quoted = |q: char| {
+                t.strip_prefix(q)
+                    .and_then(|r| r.strip_prefix(key))
+                    .and_then(|r| r.strip_prefix(q))
+            };
+            t.strip_prefix(key)
+                .or_else(|| quoted('"'))
+                .or_else(|| quoted('\''))
+                .is_some_and(|r| r.starts_with(':'))
+        };
         if let Some((text, first)) = &self.text {
             for (i, line) in text.lines().enumerate() {
                 let t = line.trim_start().trim_start_matches("- ").trim_start();
-                if t.strip_prefix(key).is_some_and(|r| r.starts_with(':')) {
+                if keyed(t) {
                     return Pos::new(&self.pos.file, first + i as u32);
                 }
             }
@@ -65,6 +78,28 @@ pub struct Service {
     pub name: String,
     /// Pod selector.
     pub selector: BTreeMap<String, String>,
+    /// The `networking.istio.io/exportTo` annotation's entries, trimmed
+    /// (empty: not set, every namespace; at most [`workload::MAX_CALLS`]).
+    pub export_to: Vec<String>,
+}
+
+/// The annotation by which a Kubernetes Service says which namespaces'
+/// proxies see it (Istio 1.27 "Resource Annotations",
+/// `networking.istio.io/exportTo`).
+pub const EXPORT_TO_ANNOTATION: &str = "networking.istio.io/exportTo";
+
+impl Service {
+    /// The Service's FQDN, `name.ns.svc.cluster.local`: its host in the
+    /// mesh's registry.
+    pub fn fqdn(&self) -> String {
+        format!("{}.{}.svc.{CLUSTER_DOMAIN}", self.name, self.namespace)
+    }
+
+    /// Is the Service in the registry of a proxy in `client_ns`? (Its
+    /// `networking.istio.io/exportTo` annotation, read as [`exported`].)
+    pub fn visible_to(&self, client_ns: &str) -> bool {
+        exported(&self.export_to, &self.namespace, client_ns)
+    }
 }
 
 /// What an autoscaler metric watches.
@@ -148,6 +183,10 @@ pub struct Autoscaler {
     /// passes to the HPA it creates), the defaults for `autoscaling/v1`.
     /// None: no behavior is known.
     pub behavior: Option<behavior::Behavior>,
+    /// An HPA's `status.currentReplicas`, when the object carries a status
+    /// (an export of the live object, `kubectl get -o yaml`) and it is
+    /// above 0: the count the controller last saw the target running at.
+    pub current: Option<u32>,
 }
 
 /// Outlier detection, as read.
@@ -230,7 +269,10 @@ pub struct RouteObject {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// Hosts (VirtualService) or hostnames.
+    /// A VirtualService's `hosts` resolved by [`config_host`] in its
+    /// namespace (a short name is `name.<vs-ns>.svc.cluster.local`, a
+    /// dotted host is taken as written), as its destinations are; an
+    /// HTTPRoute's `hostnames` as written.
     pub hosts: Vec<String>,
     /// Bound to a gateway (edge) rather than the mesh.
     pub at_gateway: bool,
@@ -404,6 +446,44 @@ pub fn exported(export_to: &[String], own: &str, client_ns: &str) -> bool {
             .any(|e| e == "*" || (e == "." && own == client_ns) || e == client_ns)
 }
 
+/// Reads a `networking.istio.io/exportTo` annotation value: entries
+/// separated by commas, each trimmed, as Istio's Kubernetes registry reads
+/// it. Returns the entries (at most [`workload::MAX_CALLS`]; an empty value
+/// is no annotation) and, for each entry that is neither `.`, `*`, `~` nor
+/// a namespace name (an RFC 1123 label), what is wrong with it. Such an
+/// entry is kept: Istio keeps it too, and it matches no namespace, so a
+/// value with no valid entry hides the Service from every namespace.
+pub fn read_export_to(value: &str) -> (Vec<String>, Vec<String>) {
+    let mut entries = Vec::new();
+    let mut problems = Vec::new();
+    if value.trim().is_empty() {
+        return (entries, problems);
+    }
+    for e in value.split(',').take(workload::MAX_CALLS) {
+        let e = e.trim();
+        if e.is_empty() {
+            problems.push("an empty entry (two commas, or one at an end)".to_string());
+        } else if !matches!(e, "." | "*" | "~") && !is_namespace_name(e) {
+            problems.push(format!(
+                "{e:?} is not \".\", \"*\", \"~\" or a namespace name (lower-case letters, digits and '-', at most 63)"
+            ));
+        }
+        entries.push(e.to_string());
+    }
+    (entries, problems)
+}
+
+/// Is `s` a valid namespace name (an RFC 1123 label: 1–63 lower-case
+/// letters, digits and `-`, starting and ending with a letter or digit)?
+fn is_namespace_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (1..=63).contains(&b.len())
+        && b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || *c == b'-')
+}
+
 impl DestinationRule {
     /// Is the rule visible to a client in `client_ns`? ([`exported`].)
     pub fn visible_to(&self, client_ns: &str) -> bool {
@@ -427,9 +507,7 @@ impl Inventory {
     pub fn reindex(&mut self) {
         let mut ix = Index::default();
         for (i, s) in self.services.iter().enumerate() {
-            ix.services
-                .entry(format!("{}.{}.svc.{CLUSTER_DOMAIN}", s.name, s.namespace))
-                .or_insert(i);
+            ix.services.entry(s.fqdn()).or_insert(i);
         }
         for (i, dr) in self.destination_rules.iter().enumerate() {
             let h = config_host(&dr.host, &dr.namespace);
@@ -537,6 +615,36 @@ impl Inventory {
         found.map(|i| &self.services[*i])
     }
 
+    /// The registry host a call to `called` from a pod in `from_ns` lands
+    /// on in the caller's proxy, which is what a VirtualService host must
+    /// equal to route the call: the FQDN of the Service the caller's DNS
+    /// names ([`Inventory::service_for_host`]: `cart`, `cart.shop`,
+    /// `cart.shop.svc` all land on `cart.shop.svc.cluster.local`, whose
+    /// virtual host answers to those names), else the host as written (a
+    /// ServiceEntry host, or one only a VirtualService names). Istio
+    /// attaches a VirtualService to a Service only when one of its hosts,
+    /// read by [`config_host`], is the Service's hostname, so a
+    /// VirtualService host `reviews.prod` routes no call to Service
+    /// `reviews` in `prod` (Istio 1.27 "Virtual Service", `hosts`).
+    pub fn registry_host(&self, called: &str, from_ns: &str) -> String {
+        match self.service_for_host(called, from_ns) {
+            Some(s) => s.fqdn(),
+            None => called.trim_end_matches('.').to_ascii_lowercase(),
+        }
+    }
+
+    /// Does a VirtualService host (as resolved, [`RouteObject::hosts`])
+    /// name a host calls can land on ([`Inventory::registry_host`])? A
+    /// dotted host that the Kubernetes DNS path would complete to a
+    /// Service's FQDN but that is not that FQDN (`reviews.prod`) does not:
+    /// the calls land on the Service's own host, which the VirtualService
+    /// does not name.
+    pub fn vs_host_applies(&self, host: &str) -> bool {
+        // A resolved host has a dot (or is a wildcard), so the namespace
+        // the DNS path would complete a short name in is never used.
+        self.registry_host(host, "") == host
+    }
+
     /// The DestinationRule a client in `client_ns` applies to a service,
     /// in Istio's lookup order: the client's namespace, then the service's
     /// namespace, then the root namespace ([`ROOT_NAMESPACE`]); the first
@@ -549,8 +657,7 @@ impl Inventory {
         svc: &Service,
         client_ns: Option<&str>,
     ) -> Option<&DestinationRule> {
-        let target = format!("{}.{}.svc.{CLUSTER_DOMAIN}", svc.name, svc.namespace);
-        self.destination_rule_for_host(&target, &svc.namespace, client_ns)
+        self.destination_rule_for_host(&svc.fqdn(), &svc.namespace, client_ns)
     }
 
     /// [`Inventory::destination_rule_for`] for any host: `target` is the
@@ -645,6 +752,44 @@ mod tests {
             config_host("*.prod.svc.cluster.local", "x"),
             "*.prod.svc.cluster.local"
         );
+    }
+
+    #[test]
+    fn export_to_annotation_values() {
+        let ok = |v: &str| {
+            let (e, p) = read_export_to(v);
+            assert!(p.is_empty(), "{v:?}: {p:?}");
+            e
+        };
+        assert!(ok("").is_empty());
+        assert!(ok("  ").is_empty());
+        assert_eq!(ok(" . , web,*,~,a-1"), [".", "web", "*", "~", "a-1"]);
+        assert!(exported(&ok("."), "shop", "shop"));
+        assert!(!exported(&ok("."), "shop", "web"));
+        assert!(!exported(&ok("~"), "shop", "shop"));
+        for bad in ["a,,b", "web,", "-web", "web-", "Web", "w_b", "a/b"] {
+            let (e, p) = read_export_to(bad);
+            assert_eq!(p.len(), 1, "{bad:?}: {p:?}");
+            assert!(!e.is_empty(), "kept, so it still hides: {bad:?}");
+        }
+        let (e, _) = read_export_to(&"x,".repeat(1000));
+        assert_eq!(e.len(), workload::MAX_CALLS, "bounded");
+    }
+
+    #[test]
+    fn line_of_finds_plain_and_quoted_keys() {
+        let src = Src {
+            pos: Pos::new(&"f.yaml".into(), 10),
+            text: Some((
+                "metadata:\n  annotations:\n    \"a.io/x\": \"1\"\n    'b.io/y': 2\n    c: 3\n"
+                    .into(),
+                10,
+            )),
+        };
+        assert_eq!(src.line_of("a.io/x").line, 12);
+        assert_eq!(src.line_of("b.io/y").line, 13);
+        assert_eq!(src.line_of("c").line, 14);
+        assert_eq!(src.line_of("a.io").line, 10, "a prefix is not the key");
     }
 
     #[test]

@@ -33,19 +33,38 @@ struct Peak {
 }
 
 /// The replica counts a dip is checked from, in order: the count the
-/// configs show the target running at (its written `spec.replicas`,
-/// clamped to the autoscaler's bounds, when above `minReplicas`), then
-/// `maxReplicas`, the most the autoscaler can reach. Neither alone is the
-/// worst case: a `Percent` policy removes the most pods from the largest
-/// count, a `Pods` policy the largest share from the smallest.
+/// target runs at, then `maxReplicas`, the most the autoscaler can reach.
+/// The count it runs at is, by precedence, the HPA's
+/// `status.currentReplicas` (what the controller last saw running, in a
+/// live export), else the target's written `spec.replicas` (the count it
+/// was applied at, or last scaled to); clamped to the autoscaler's bounds
+/// and used when above `minReplicas` and below `maxReplicas`. Neither it
+/// nor `maxReplicas` alone is the worst case: a `Percent` policy removes
+/// the most pods from the largest count, a `Pods` policy the largest share
+/// from the smallest.
 fn peaks(a: &Autoscaler, target: Option<&Workload>, floor: u32) -> Vec<Peak> {
     let mut out = Vec::new();
-    if let Some(w) = target.filter(|w| w.replicas_written) {
-        let n = w.replicas.clamp(floor, a.max);
+    // (count, the field it is read from, the object it is read on)
+    let running = match a.current {
+        Some(n) => Some((
+            n,
+            "status.currentReplicas",
+            format!("{} {}/{}", a.kind, a.namespace, a.name),
+        )),
+        None => target.filter(|w| w.replicas_written).map(|w| {
+            (
+                w.replicas,
+                "spec.replicas",
+                format!("{} {}/{}", w.kind, w.namespace, w.name),
+            )
+        }),
+    };
+    if let Some((n, field, object)) = running {
+        let n = n.clamp(floor, a.max);
         if n > floor && n < a.max {
             out.push(Peak {
                 replicas: n,
-                what: format!("spec.replicas {n} of {} {}/{}", w.kind, w.namespace, w.name),
+                what: format!("{field} {n} of {object}"),
             });
         }
     }
