@@ -171,32 +171,37 @@ impl PodLimits {
 pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimits {
     let latency = opts.assumed_latency.as_secs_f64();
     let mut sidecar: Option<(f64, String, bool, Pos)> = None;
-    let mut consider = |v: f64, how: String, assumed: bool, pos: Pos| {
+    // The description and position are built only for a candidate that
+    // is the smallest so far: most are not, and `line_of` scans the text.
+    let mut consider = |v: f64, assumed: bool, describe: &dyn Fn() -> (String, Pos)| {
         if sidecar.as_ref().is_none_or(|s| v < s.0) {
+            let (how, pos) = describe();
             sidecar = Some((v, how, assumed, pos));
         }
     };
     if let Some(sc) = &w.sidecar {
         if let Some((cores, why)) = sc.usable_cores() {
             let rate = cores / PROXY_CPU_PER_REQUEST.as_secs_f64();
-            consider(
-                rate * latency,
-                format!(
-                    "proxy {why} ({}) ÷ 0.20 vCPU per 1000 req/s = {} req/s; × assumed latency {} (Little's law) = {} concurrent",
-                    sc.source,
-                    trim(rate),
-                    show(opts.assumed_latency),
-                    trim(rate * latency)
-                ),
-                true,
-                w.src.line_of("annotations"),
-            );
+            consider(rate * latency, true, &|| {
+                (
+                    format!(
+                        "proxy {why} ({}) ÷ 0.20 vCPU per 1000 req/s = {} req/s; × assumed latency {} (Little's law) = {} concurrent",
+                        sc.source,
+                        trim(rate),
+                        show(opts.assumed_latency),
+                        trim(rate * latency)
+                    ),
+                    w.src.line_of("annotations"),
+                )
+            });
         }
-        for l in &inv.inbound {
-            if l.namespace != w.namespace
-                || l.selector
-                    .as_ref()
-                    .is_some_and(|s| !selects(s, &w.pod_labels))
+        // By the namespace index, in inventory order: a scan of every
+        // limit per workload made the audit quadratic in services
+        // (docs/BENCHMARKS.md §8).
+        for l in inv.inbound_in(&w.namespace) {
+            if l.selector
+                .as_ref()
+                .is_some_and(|s| !selects(s, &w.pod_labels))
             {
                 continue;
             }
@@ -204,38 +209,38 @@ pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimi
             match &l.limit {
                 InboundKind::Pool(p) => {
                     if let Some((n, how)) = p.in_flight() {
-                        consider(
-                            n as f64,
-                            format!("{what} inboundConnectionPool: {how}"),
-                            false,
-                            l.src.line_of("inboundConnectionPool"),
-                        );
+                        consider(n as f64, false, &|| {
+                            (
+                                format!("{what} inboundConnectionPool: {how}"),
+                                l.src.line_of("inboundConnectionPool"),
+                            )
+                        });
                     }
                 }
-                InboundKind::RateLimit(r) => consider(
-                    r * latency,
-                    format!(
-                        "{what} local rate limit {} req/s × assumed latency {} (Little's law)",
-                        trim(*r),
-                        show(opts.assumed_latency)
-                    ),
-                    true,
-                    l.src.line_of("token_bucket"),
-                ),
-                InboundKind::Adaptive(m) => consider(
-                    *m as f64,
-                    format!(
-                        "{what} adaptive concurrency max_concurrency_limit {m} (the live limit may be lower)"
-                    ),
-                    false,
-                    l.src.line_of("max_concurrency_limit"),
-                ),
-                InboundKind::MaxRequests(m) => consider(
-                    *m as f64,
-                    format!("{what} inbound circuit breaker max_requests {m}"),
-                    false,
-                    l.src.line_of("max_requests"),
-                ),
+                InboundKind::RateLimit(r) => consider(r * latency, true, &|| {
+                    (
+                        format!(
+                            "{what} local rate limit {} req/s × assumed latency {} (Little's law)",
+                            trim(*r),
+                            show(opts.assumed_latency)
+                        ),
+                        l.src.line_of("token_bucket"),
+                    )
+                }),
+                InboundKind::Adaptive(m) => consider(*m as f64, false, &|| {
+                    (
+                        format!(
+                            "{what} adaptive concurrency max_concurrency_limit {m} (the live limit may be lower)"
+                        ),
+                        l.src.line_of("max_concurrency_limit"),
+                    )
+                }),
+                InboundKind::MaxRequests(m) => consider(*m as f64, false, &|| {
+                    (
+                        format!("{what} inbound circuit breaker max_requests {m}"),
+                        l.src.line_of("max_requests"),
+                    )
+                }),
             }
         }
     }
@@ -827,10 +832,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         }
     }
     for svc in &inv.services {
-        if routed
-            .iter()
-            .any(|(ns, n)| *ns == svc.namespace && *n == svc.name)
-        {
+        if routed.contains(&(svc.namespace.clone(), svc.name.clone())) {
             continue;
         }
         let Some(wi) = workload_index(inv, svc) else {

@@ -152,6 +152,12 @@ pub fn split_documents(text: &str) -> Vec<(u32, &str)> {
     let mut start_line = 1u32;
     let mut offset = 0usize;
     for (line_no, line) in (1u32..).zip(text.split_inclusive('\n')) {
+        // Only a line starting `---` or `...` can be a marker: most lines
+        // are rejected by their first byte.
+        if !line.starts_with(['-', '.']) {
+            offset += line.len();
+            continue;
+        }
         let bare = line.trim_end_matches(['\n', '\r']);
         let marker = |m: &str| {
             bare == m
@@ -208,6 +214,11 @@ fn scan_header(doc: &str) -> Option<(String, String, u32)> {
             kind = Some(scalar(v));
         } else if let Some(v) = t.strip_prefix("apiVersion:") {
             api = Some(scalar(v));
+        }
+        // Both found at the top level: the document is block style, and
+        // the rest of its lines (most of it) need not be scanned.
+        if kind.is_some() && api.is_some() {
+            break;
         }
     }
     Some((kind?, api?, first.unwrap_or(0)))
@@ -333,6 +344,22 @@ mod tests {
         let doc = "# c\napiVersion: v1\nkind: \"Service\"\nspec:\n  kind: nested\n";
         assert_eq!(scan_header(doc), Some(("Service".into(), "v1".into(), 1)));
         assert_eq!(scan_header("{\"kind\": \"Service\"}"), None);
+    }
+
+    #[test]
+    fn header_scan_stops_once_both_keys_are_found() {
+        // A quoted top-level key after the header no longer matters: the
+        // document is block style once `kind` and `apiVersion` are read.
+        let doc = "apiVersion: v1\nkind: Service\n\"metadata\": {name: a}\n";
+        assert_eq!(scan_header(doc), Some(("Service".into(), "v1".into(), 0)));
+        assert_eq!(scan_header("kind: Service\n{a: 1}\n"), None);
+    }
+
+    #[test]
+    fn only_dashes_or_dots_alone_at_column_zero_are_markers() {
+        let t = "a:\n- 1\n----\n-- x\n.x\n--- # c\nb: 2\n...\n";
+        let d = split_documents(t);
+        assert_eq!(d, vec![(1, "a:\n- 1\n----\n-- x\n.x\n"), (7, "b: 2\n")]);
     }
 
     #[test]
