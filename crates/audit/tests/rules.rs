@@ -584,13 +584,7 @@ fn sb203_a_bare_word_is_not_an_address() {
     // CART_ADDR=cart is not plainly an address: no caller is counted, so
     // the pool of 48 is read for one caller and fires as before.
     let r = with_caller("48", "cart");
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
 }
 
 #[test]
@@ -665,13 +659,7 @@ fn a_wildcard_egress_host_invents_no_call() {
     let text =
         POOL_SCALE.replace("POOL", "48") + &CALLER.replace("ADDR", "no") + &egress("[\"./*\"]");
     let r = audit_texts(&[("cart.yaml", &text)]);
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
 }
 
 #[test]
@@ -683,13 +671,7 @@ fn a_call_the_sidecar_egress_does_not_import_has_no_pool() {
         + &CALLER.replace("ADDR", "http://cart:8080")
         + &egress("[./other.shop.svc.cluster.local]");
     let r = audit_texts(&[("cart.yaml", &text)]);
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
     // With a namespace-wide import it is counted again.
     let text = POOL_SCALE.replace("POOL", "48")
         + &CALLER.replace("ADDR", "http://cart:8080")
@@ -767,13 +749,7 @@ fn an_external_service_entry_is_not_a_call_between_services() {
             "  location: MESH_EXTERNAL\n  resolution: DNS\n",
         );
     let r = audit_texts(&[("cart.yaml", &text)]);
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
     // A bad location is an SB001 with its line.
     let bad =
         POOL_SCALE.replace("POOL", "48") + &service_entry("x.example.com", "  location: OUTSIDE\n");
@@ -1226,13 +1202,7 @@ fn a_virtual_service_destination_with_a_dot_is_taken_as_written() {
         "no route to cart: {:?}",
         r.chains.iter().map(|c| &c.route).collect::<Vec<_>>()
     );
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
     // The short name (read in the VirtualService's namespace) and the
     // FQDN both name cart: frontend's 3 pods × 48 reach its pool.
     for dest in [
@@ -1492,13 +1462,7 @@ fn a_virtual_service_host_with_a_dot_is_taken_as_written() {
     // lands on cart-front's own host, cart has no caller, and the
     // VirtualService (attached to nothing) has no chain.
     let r = with_hosts("cart-front.shop");
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
     assert!(
         !r.chains
             .iter()
@@ -1533,13 +1497,7 @@ fn a_sidecar_egress_imports_a_virtual_service_by_its_namespace_and_host() {
         audit_texts(&[("cart.yaml", &text)])
     };
     let r = with("[\"shop/*\"]");
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
     // Imported by its namespace (or any), the VirtualService routes the call.
     for hosts in [
         "[\"shop/*\", \"routing/*\"]",
@@ -1572,13 +1530,7 @@ fn a_short_sidecar_egress_host_imports_nothing() {
         + &CALLER.replace("ADDR", "no")
         + &egress("[./cart, istio-system/*]");
     let r = audit_texts(&[("cart.yaml", &text)]);
-    let f = of(&r, "SB203");
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert!(
-        f[0].message.contains("callers not in the configs"),
-        "{}",
-        f[0].message
-    );
+    assert_one_pool_missing_its_callers(&r);
 }
 
 /// POOL_SCALE with cart's Service annotated `networking.istio.io/exportTo`
@@ -1786,4 +1738,17 @@ fn sb105_status_current_replicas_comes_before_the_targets_spec_replicas() {
     );
     let r = audit_texts(&[("cart.yaml", &t)]);
     assert_eq!(of(&r, "SB001").len(), 1, "{:?}", r.findings);
+}
+
+/// The report has one SB203, and it says the pool's callers are not in the
+/// configs: the caller under test was not counted as one.
+#[track_caller]
+fn assert_one_pool_missing_its_callers(r: &stormbreak_audit::Report) {
+    let f = of(r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("callers not in the configs"),
+        "{}",
+        f[0].message
+    );
 }
