@@ -42,42 +42,53 @@ struct Entry<E> {
     event: E,
 }
 
-/// Buckets of a [`RadixHeap`]: bucket `b` ≥ 1 holds keys whose highest bit
-/// differing from the last key popped is bit `b - 1`. (Bucket 0, keys equal
-/// to it, stays empty: keys are unique.)
-const BUCKETS: usize = 129;
+/// Buckets of a [`RadixHeap`] beside its `due` list: bucket `b` ≥ 1 holds
+/// entries whose time's highest bit differing from the last time popped is
+/// bit `b - 1`.
+const BUCKETS: usize = 65;
 
-/// A monotone radix heap on [`OrderKey`] (Ahuja, Mehlhorn, Orlin and
+/// A monotone radix heap on event times (Ahuja, Mehlhorn, Orlin and
 /// Tarjan, "Faster algorithms for the shortest path problem", J. ACM 37(2),
 /// 1990): a push is one `leading_zeros`, and a pop empties the lowest
 /// occupied bucket into lower ones, so an entry moves at most once per bit
 /// of its distance from the clock instead of being compared at every level
-/// of a tree. It needs every key pushed to be larger than the last key
-/// popped, which the simulation clock guarantees: an event is scheduled at
-/// or after now, with a sequence number larger than any before it. Keys are
-/// unique, so the pop order is fully determined by the keys, as in any
-/// other correct priority queue.
+/// of a tree. It needs every time pushed to be at or after the last time
+/// popped, which the simulation clock guarantees.
 ///
-/// Invariant: every entry of `buckets[b]` has `bucket(key, last) == b`;
-/// `mins[b]` is the smallest key in `buckets[b]` ([`NO_KEY`] when empty);
-/// bit `b - 1` of `occupied` is set exactly when `buckets[b]` is not empty.
+/// Buckets are keyed on the time alone, not on the whole (time, sequence)
+/// key: entries due at the same instant then share the `due` list, in
+/// scheduling order, and pop from its front without being redistributed
+/// bit by bit of their sequence numbers.
+///
+/// Invariant: every entry of `buckets[b]` has `bucket(time, last) == b`,
+/// and every entry of `due` has time `last`; `mins[b]` is the smallest key
+/// in `buckets[b]` ([`NO_KEY`] when empty); bit `b - 1` of `occupied` is
+/// set exactly when `buckets[b]` is not empty. Every bucket and `due` hold
+/// their entries in scheduling order: a push appends the largest sequence
+/// number yet, and a bucket is only ever emptied into lower buckets (and
+/// `due`) that are all empty, keeping its order. So `due`'s front is its
+/// smallest key.
 #[derive(Debug)]
 struct RadixHeap<E> {
+    due: VecDeque<Entry<E>>,
     buckets: Vec<Vec<Entry<E>>>,
     mins: [OrderKey; BUCKETS],
-    occupied: u128,
-    last: OrderKey,
+    occupied: u64,
+    /// The time of the last entry popped, in nanoseconds.
+    last: u64,
 }
 
-/// The bucket of `key` relative to the last key popped.
+/// The bucket of an entry at `time` relative to the last time popped
+/// (0: due now).
 #[inline]
-fn bucket(key: OrderKey, last: OrderKey) -> usize {
-    (OrderKey::BITS - (key ^ last).leading_zeros()) as usize
+fn bucket(time: u64, last: u64) -> usize {
+    (u64::BITS - (time ^ last).leading_zeros()) as usize
 }
 
 impl<E: Copy> RadixHeap<E> {
     fn new() -> Self {
         RadixHeap {
+            due: VecDeque::new(),
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
             mins: [NO_KEY; BUCKETS],
             occupied: 0,
@@ -85,7 +96,7 @@ impl<E: Copy> RadixHeap<E> {
         }
     }
 
-    /// The lowest occupied bucket; its smallest key is the heap's.
+    /// The lowest occupied bucket above `due`.
     #[inline]
     fn lowest(&self) -> Option<usize> {
         (self.occupied != 0).then(|| self.occupied.trailing_zeros() as usize + 1)
@@ -93,37 +104,43 @@ impl<E: Copy> RadixHeap<E> {
 
     #[inline]
     fn min_key(&self) -> OrderKey {
-        self.lowest().map_or(NO_KEY, |b| self.mins[b])
+        match self.due.front() {
+            Some(e) => e.key,
+            None => self.lowest().map_or(NO_KEY, |b| self.mins[b]),
+        }
     }
 
     #[inline]
     fn push(&mut self, entry: Entry<E>) {
-        debug_assert!(entry.key > self.last, "a key at or below the last popped");
-        let b = bucket(entry.key, self.last);
+        let time = (entry.key >> 64) as u64;
+        debug_assert!(time >= self.last, "a time before the last popped");
+        let b = bucket(time, self.last);
+        if b == 0 {
+            self.due.push_back(entry);
+            return;
+        }
         self.occupied |= 1 << (b - 1);
         self.mins[b] = self.mins[b].min(entry.key);
         self.buckets[b].push(entry);
     }
 
     fn pop(&mut self) -> Option<Entry<E>> {
+        if let Some(e) = self.due.pop_front() {
+            return Some(e);
+        }
         let b = self.lowest()?;
-        self.last = self.mins[b];
+        self.last = (self.mins[b] >> 64) as u64;
         self.occupied &= !(1 << (b - 1));
         self.mins[b] = NO_KEY;
         let mut moving = std::mem::take(&mut self.buckets[b]);
-        let mut top = None;
-        // Relative to the new `last`, every other entry of bucket `b` falls
-        // into a lower bucket; the buckets above `b` keep their entries.
+        // Relative to the new `last`, every entry of bucket `b` falls into a
+        // lower bucket or `due`; the buckets above `b` keep their entries.
         for e in moving.drain(..) {
-            if e.key == self.last {
-                top = Some(e);
-            } else {
-                self.push(e);
-            }
+            self.push(e);
         }
         // The emptied bucket keeps its allocation for its next fill.
         self.buckets[b] = moving;
-        top
+        self.due.pop_front()
     }
 }
 
@@ -213,7 +230,7 @@ impl<E: Copy> EventQueue<E> {
     /// for one; the radix heap could not order it).
     pub fn schedule(&mut self, at: Nanos, event: E) {
         let seq = self.next_seq();
-        let at = at.max(time_of(self.heap.last));
+        let at = at.max(Nanos::from_nanos(self.heap.last));
         self.heap.push(Entry {
             key: order_key(at, seq),
             event,
