@@ -87,8 +87,6 @@ pub(crate) struct Attempt {
     pub(crate) started: Nanos,
     pub(crate) held: Held,
     pub(crate) child: Option<Key>,
-    /// Gateway-only: retry state of the gateway's call.
-    pub(crate) call: CallState,
     /// Its caller has stopped waiting (the work may still be done: waste).
     pub(crate) abandoned: bool,
     /// Site of the client population behind the attempt (0 when none).
@@ -129,6 +127,15 @@ impl Res {
 pub(crate) struct Flight {
     pub(crate) attempts: Slab<Attempt>,
     pub(crate) requests: Slab<super::population::Request>,
+    /// Gateway attempts' retry state, by the attempt's slab index: a side
+    /// table, so that the attempt every hop touches stays small (the
+    /// state is 40 bytes, and only gateway attempts have one).
+    ///
+    /// Invariant: `calls[k.index]` is the call of attempt `k` from the
+    /// moment its gateway admits it ([`Flight::start_call`]) until the
+    /// attempt ends; otherwise it is whatever the slot's last gateway
+    /// attempt left, and nothing reads it.
+    calls: Vec<CallState>,
     /// Attempts ever created.
     pub(crate) created: u64,
     /// Attempts whose caller heard from them or that were orphaned.
@@ -142,6 +149,7 @@ impl Flight {
         Flight {
             attempts: Slab::new(),
             requests: Slab::new(),
+            calls: Vec::new(),
             created: 0,
             released: 0,
             peak: 0,
@@ -156,6 +164,25 @@ impl Flight {
     #[inline]
     pub(crate) fn get_mut(&mut self, k: Key) -> &mut Attempt {
         self.attempts.get_mut(k).expect("a live attempt's key")
+    }
+
+    /// Gives gateway attempt `k` its call's retry state. The table grows
+    /// with the slab, so it is as long as the most attempts ever in flight
+    /// at once (bounded by `Limits::attempts_in_flight`).
+    #[inline]
+    pub(crate) fn start_call(&mut self, k: Key, call: CallState) {
+        let i = k.index as usize;
+        if i >= self.calls.len() {
+            self.calls.resize_with(i + 1, CallState::default);
+        }
+        self.calls[i] = call;
+    }
+
+    /// A live gateway attempt and its call's retry state.
+    #[inline]
+    pub(crate) fn with_call(&mut self, k: Key) -> (&mut Attempt, &mut CallState) {
+        let a = self.attempts.get_mut(k).expect("a live attempt's key");
+        (a, &mut self.calls[k.index as usize])
     }
 
     /// Puts `att` at the back of a waiting line (a sidecar's queue, a
@@ -209,7 +236,6 @@ impl Engine {
             started: self.now,
             held: Held::Nothing,
             child: None,
-            call: CallState::default(),
             abandoned: false,
             site,
             class,
@@ -364,7 +390,6 @@ mod tests {
             started: Nanos::ZERO,
             held: Held::Nothing,
             child: None,
-            call: CallState::default(),
             abandoned: false,
             site: SiteId::new(0),
             class: Criticality::default(),

@@ -119,9 +119,8 @@ impl Engine {
         let gw = &mut self.gateways[g.ix()];
         let call = gw.caller.start(self.now);
         let (dependency, lane) = (gw.dependency, gw.timeout_lane);
-        let a = self.flight.get_mut(att);
-        a.call = call;
-        a.phase = Phase::New;
+        self.flight.start_call(att, call);
+        self.flight.get_mut(att).phase = Phase::New;
         match dependency {
             Some(dep) => {
                 self.rec.routes[dep.ix()].acc.first_attempts += 1;
@@ -202,14 +201,14 @@ impl Engine {
     pub(crate) fn gateway_child_outcome(&mut self, p: Key, g: GatewayId, res: Res) {
         let now = self.now;
         let gw = &mut self.gateways[g.ix()];
-        let pa = self.flight.get_mut(p);
+        let (pa, call) = self.flight.with_call(p);
         match (pa.phase, res) {
             (Phase::DependencyWait, Res::Ok) => {
                 let lane = gw.timeout_lane;
                 self.forward(p, Some(lane));
             }
             (_, Res::Ok) => {
-                gw.caller.on_success(&mut pa.call, now, &mut gw.rng);
+                gw.caller.on_success(call, now, &mut gw.rng);
                 self.complete(p, Res::Ok)
             }
             (phase, Res::Err(cause, retry_after)) => {
@@ -222,7 +221,7 @@ impl Engine {
                 };
                 match gw
                     .caller
-                    .after_failure(&mut pa.call, now, cause, retry_after, &mut gw.rng)
+                    .after_failure(call, now, cause, retry_after, &mut gw.rng)
                 {
                     Next::RetryAt(t) => {
                         pa.phase = backoff;
