@@ -112,7 +112,7 @@ impl<E: Copy> RadixHeap<E> {
 
     #[inline]
     fn push(&mut self, entry: Entry<E>) {
-        let time = (entry.key >> 64) as u64;
+        let time = time_of(entry.key).as_nanos();
         debug_assert!(time >= self.last, "a time before the last popped");
         let b = bucket(time, self.last);
         if b == 0 {
@@ -129,7 +129,7 @@ impl<E: Copy> RadixHeap<E> {
             return Some(e);
         }
         let b = self.lowest()?;
-        self.last = (self.mins[b] >> 64) as u64;
+        self.last = time_of(self.mins[b]).as_nanos();
         self.occupied &= !(1 << (b - 1));
         self.mins[b] = NO_KEY;
         let mut moving = std::mem::take(&mut self.buckets[b]);
