@@ -14,7 +14,8 @@
 #                 with maxconn/maxqueue, HAProxy with no limit;
 #   storm         open loop against a backend answering 503 always: attempts
 #                 reaching the backend per request (the backend counts them),
-#                 the guard's retry budget against HAProxy's `retries 3`;
+#                 the guard's retry budget (alone, and with its breaker)
+#                 against HAProxy's `retries 3`;
 #   idle          memory per idle keep-alive connection (RSS delta / count);
 #   soak          the guard at 10× capacity for --soak-minutes: RSS every 10 s,
 #                 its least-squares slope after warm-up, every request answered.
@@ -217,6 +218,10 @@ BIN_FORWARD=$OUT/guard-forward
     echo "kernel: $(uname -r); cpus: $(nproc)"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/meta.txt"
+# Time the hypervisor gave each CPU to others (the 8th field of /proc/stat):
+# a shared host can slow every proxy alike even when this machine is idle.
+steal() { awk '/^cpu[0-9]/ { printf "%s %s ", $1, $9 }' /proc/stat; }
+STEAL0=$(steal) STEAL_T0=$(date +%s)
 cat "$OUT/meta.txt" >&2
 
 # ---- the proxies -------------------------------------------------------
@@ -399,10 +404,11 @@ fi
 if want storm; then
 start_backend storm --status 503
 TMPL[guard]="$B/guard-storm.toml"
+TMPL[guard-breaker]="$B/guard-storm-breaker.toml"
 TMPL[haproxy]="$B/haproxy-storm.cfg"
 STORM_N=$((STORM_RATE * STORM_DUR))
 for rep in $(seq "$REPS"); do
-    for kind in guard haproxy; do
+    for kind in guard guard-breaker haproxy; do
         log "[$rep/$REPS] storm $kind: $STORM_N requests at $STORM_RATE/s, backend 503 always"
         start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
         c0=$(backend_count)
@@ -446,5 +452,10 @@ stop "$BACKEND_PID"
 fi
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
+echo "$STEAL0 $(steal) $(( $(date +%s) - STEAL_T0 )) $(getconf CLK_TCK)" | awk '{
+    n = (NF - 2) / 4; out = ""
+    for (i = 1; i <= n; i++) out = out sprintf("%s%s %.1f%%", i > 1 ? ", " : "", $(2*i-1), ($(2*n+2*i) - $(2*i)) / $(NF) / $(NF-1) * 100)
+    print "cpu time stolen by the host during the run (/proc/stat steal): " out " of " $(NF-1) " s"
+}' >>"$OUT/meta.txt"
 python3 "$B/report.py" tables "$RESULTS" "$OUT/meta.txt" | tee "$OUT/tables.md"
 log "raw outputs in $OUT"
