@@ -1,7 +1,8 @@
 //! `stormbreak replay --sensitivity` as CI can afford it: two assumptions,
-//! one change, one seed, at the replay's default scale — the same bytes
-//! whatever `--jobs`, a verdict for each variant, and bad names refused
-//! before anything runs. The full analysis is `benches/sensitivity.sh`.
+//! one change, one seed, at `--scale 0.01` (a fifth of the default's
+//! cost) — the same bytes whatever `--jobs`, a verdict for each variant,
+//! and bad names refused before anything runs. The full analysis is
+//! `benches/sensitivity.sh`.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +20,15 @@ fn stormbreak() -> Command {
 fn sensitivity(out: &Path, jobs: &str) -> String {
     let o = stormbreak()
         .args(["replay", "--sensitivity", "--only", ONLY])
-        .args(["--changes", "+10%", "--seeds", "20260817", "--quiet"])
+        .args([
+            "--changes",
+            "+10%",
+            "--seeds",
+            "20260817",
+            "--scale",
+            "0.01",
+            "--quiet",
+        ])
         .args(["--jobs", jobs, "--out"])
         .arg(out)
         .output()
