@@ -51,7 +51,7 @@ where
     }
 }
 
-/// The default key: method, URI and a 128-bit keyed hash of them and of
+/// The default key: method, URI and two seeded 64-bit hashes of them and of
 /// the credential headers (`Authorization`, `Proxy-Authorization` and `Cookie` unless
 /// [`with_credential_headers`](Self::with_credential_headers) says
 /// otherwise), so two users never share a response.
@@ -64,10 +64,19 @@ where
 /// The credential never leaves the hash: the key's `Debug` prints
 /// `<redacted>`, and the hash is keyed per layer, so it means nothing
 /// outside the process.
+///
+/// Two credentials are told apart by a keyed SipHash-1-3 of the
+/// credentials alone (std's `DefaultHasher`, a pseudo-random function of
+/// a per-layer secret key: a collision cannot be crafted without it) and
+/// by a seeded foldhash of everything the key covers, which is also the
+/// key table's hash. foldhash is not cryptographic and is much cheaper
+/// than a second SipHash pass; the table it indexes holds at most
+/// `max_keys` entries, so even crafted collisions in it cost a bounded
+/// scan.
 #[derive(Clone)]
 pub struct DefaultKey {
     headers: Arc<[HeaderName]>,
-    hashers: (RandomState, RandomState),
+    hashers: (foldhash::fast::RandomState, RandomState),
 }
 
 impl Default for DefaultKey {
@@ -85,7 +94,7 @@ impl DefaultKey {
     pub fn with_credential_headers(headers: impl IntoIterator<Item = HeaderName>) -> Self {
         DefaultKey {
             headers: headers.into_iter().collect(),
-            hashers: (RandomState::new(), RandomState::new()),
+            hashers: (foldhash::fast::RandomState::default(), RandomState::new()),
         }
     }
 }
@@ -107,9 +116,9 @@ impl fmt::Debug for DefaultKey {
 pub struct RequestKey {
     method: Method,
     uri: Uri,
-    /// A 128-bit keyed hash: its first half of the method, the URI and
-    /// the credentials, its second of the credentials. The credentials are
-    /// compared only through it, and its first half is the key's `Hash`,
+    /// Two seeded hashes: a foldhash of the method, the URI and the
+    /// credentials, and a keyed SipHash of the credentials. The credentials
+    /// are compared only through them, and the first is the key's `Hash`,
     /// so the table never rehashes the URI.
     hash: (u64, u64),
 }
@@ -233,12 +242,18 @@ impl<B: Body> FlightKey<http::Request<B>> for DefaultKey {
     }
 }
 
-/// Feeds the same bytes to two SipHashers through a small buffer: SipHash
-/// hashes the concatenation of its writes, so the hashes are those of
-/// writing to each directly, without SipHash's cost per write (a key's
-/// many short strings and integers) paid twice per piece.
+/// Feeds the same bytes to a foldhasher and a SipHasher through a small
+/// buffer, so a key's many short strings and integers reach each hasher as
+/// a few long writes. SipHash hashes the concatenation of its writes, so
+/// its hash is that of writing to it directly; foldhash's depends on where
+/// the writes split, which the buffer makes a function of the bytes alone
+/// (it flushes when full and at each [`first_only`](Self::first_only)),
+/// so equal keys still hash alike.
 struct Tee {
-    hashers: (std::hash::DefaultHasher, std::hash::DefaultHasher),
+    hashers: (
+        foldhash::fast::FoldHasher<'static>,
+        std::hash::DefaultHasher,
+    ),
     buf: [u8; 128],
     len: usize,
     /// Writes go to the first hasher only.
@@ -246,7 +261,7 @@ struct Tee {
 }
 
 impl Tee {
-    fn new(states: &(RandomState, RandomState)) -> Self {
+    fn new(states: &(foldhash::fast::RandomState, RandomState)) -> Self {
         Tee {
             hashers: (states.0.build_hasher(), states.1.build_hasher()),
             buf: [0; 128],
@@ -503,7 +518,7 @@ impl<S, K: Clone> Layer<S> for SingleFlightLayer<K> {
                 max_body_bytes: self.max_body_bytes,
                 ttl: self.ttl,
                 counters: self.counters.clone(),
-                hasher: RandomState::new(),
+                hasher: foldhash::fast::RandomState::default(),
                 table: OnceLock::new(),
             }),
         }
@@ -545,8 +560,10 @@ struct FlightConfig {
     max_body_bytes: usize,
     ttl: Option<Duration>,
     counters: Arc<Counters>,
-    /// Hashes each request's key once, on arrival.
-    hasher: RandomState,
+    /// Hashes each request's key once, on arrival (seeded foldhash: the
+    /// table is bounded by `max_keys`, so a crafted collision costs a
+    /// bounded scan, and equality decides).
+    hasher: foldhash::fast::RandomState,
     /// The key table, typed by the first call (the layer does not know the
     /// key and body types); `Box<dyn Any>` keeps `FlightConfig` untyped.
     table: OnceLock<Box<dyn std::any::Any + Send + Sync>>,
@@ -822,8 +839,8 @@ where
 }
 
 /// The table's hash of a key. A [`RequestKey`] carries one already (a
-/// keyed hash of everything it compares), so only other keys are hashed.
-fn table_hash<Key: Hash + 'static>(hasher: &RandomState, key: &Key) -> u64 {
+/// seeded hash of everything it compares), so only other keys are hashed.
+fn table_hash<Key: Hash + 'static>(hasher: &foldhash::fast::RandomState, key: &Key) -> u64 {
     match (key as &dyn std::any::Any).downcast_ref::<RequestKey>() {
         Some(key) => key.hash.0,
         None => hasher.hash_one(key),
@@ -1372,26 +1389,41 @@ mod tests {
     use super::*;
     use std::hash::Hasher;
 
-    /// The buffer must not change the hashes: each is what writing the
-    /// same pieces to its SipHasher directly gives, for short pieces, a
+    /// The buffer must not change the credential hash: it is what writing
+    /// the same pieces to a SipHasher directly gives, for short pieces, a
     /// piece that crosses the buffer's end and one longer than the buffer.
+    /// The first hash depends only on the bytes written, and on every one.
     #[test]
     fn the_tee_hashes_as_writing_to_each_hasher_directly() {
-        let states = (RandomState::new(), RandomState::new());
+        let states = (foldhash::fast::RandomState::default(), RandomState::new());
         let long = vec![0xa5u8; 300];
         let pieces: [&[u8]; 6] = [b"GET", &[0xff], &[7; 100], &[1; 60], &long, b"tail"];
-        let mut tee = Tee::new(&states);
-        let (mut a, mut b) = (states.0.build_hasher(), states.1.build_hasher());
+        let feed = |pieces: &[&[u8]]| {
+            let mut tee = Tee::new(&states);
+            for piece in pieces {
+                tee.write(piece);
+                tee.write_usize(piece.len());
+            }
+            tee
+        };
+        let mut b = states.1.build_hasher();
         for piece in pieces {
-            tee.write(piece);
-            tee.write_usize(piece.len());
-            a.write(piece);
-            a.write_usize(piece.len());
             b.write(piece);
             b.write_usize(piece.len());
         }
-        assert_eq!(tee.finish(), a.finish());
-        assert_eq!(tee.finish_both(), (a.finish(), b.finish()));
+        let (first, second) = feed(&pieces).finish_both();
+        assert_eq!(second, b.finish());
+        assert_eq!(feed(&pieces).finish(), first);
+        assert_eq!(feed(&pieces).finish_both(), (first, second));
+        // One byte changed, early or late: both hashes move.
+        let (mut early, mut late) = (long.clone(), long.clone());
+        early[0] ^= 1;
+        late[299] ^= 1;
+        for changed in [&early, &late] {
+            let other: [&[u8]; 6] = [b"GET", &[0xff], &[7; 100], &[1; 60], changed, b"tail"];
+            let (f, s) = feed(&other).finish_both();
+            assert!(f != first && s != second);
+        }
     }
 
     #[test]
