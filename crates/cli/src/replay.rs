@@ -298,6 +298,10 @@ fn timeline(r: &Run) -> String {
             events.push((t, format!("{} recovered", p.path)));
         }
     }
+    if let Some(t) = r.summary.headline.token_storm_from_s {
+        let what = "Copilot token storm: attempts over 5× first attempts (1 min)";
+        events.push((t, what.to_owned()));
+    }
     events.sort_by(|a, b| a.0.total_cmp(&b.0));
     for (t, what) in events {
         let _ = writeln!(s, "  {}  {what}", replay::clock(&r.rec, t));
@@ -305,6 +309,9 @@ fn timeline(r: &Run) -> String {
     s.push('\n');
     s
 }
+
+// The storm row's label names the threshold.
+const _: () = assert!(replay::STORM_AMPLIFICATION == 5.0);
 
 fn headline_rows(r: &Run) -> Vec<(&'static str, String, &'static str)> {
     let h = &r.summary.headline;
@@ -333,6 +340,12 @@ fn headline_rows(r: &Run) -> Vec<(&'static str, String, &'static str)> {
             "token first-attempt demand, peak 1-min",
             rate(h.token_demand_peak_per_s),
             "flat",
+        ),
+        (
+            "token storm from (attempts > 5× first)",
+            h.token_storm_from_s
+                .map_or_else(|| "never".to_owned(), |t| replay::clock(&r.rec, t)),
+            "unpublished",
         ),
         (
             "web/API error 30 min after the peak passed",

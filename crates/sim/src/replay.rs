@@ -339,6 +339,13 @@ pub const PATHS: [UserPath; 9] = [
 /// A path is degraded while its error rate is above this (5-minute windows).
 pub const SLO_ERROR_RATE: f64 = 0.01;
 
+/// Token-route attempts per first attempt above which the editors' storm
+/// counts as on (1-minute windows): between the plateau the fan-out holds
+/// before it runs away (about 2×: the failures of one round spawn the
+/// next) and its ceiling (about 10×: three rounds of three). A reading of
+/// the run, not a model input.
+pub const STORM_AMPLIFICATION: f64 = 5.0;
+
 /// A path whose requests wait in a job queue (runner start) is also
 /// degraded while a job has waited longer than this for a worker, in the
 /// last 5 minutes: queued jobs are delayed, not failed.
@@ -438,6 +445,11 @@ pub struct Headline {
     pub web_api_error_rate_30m_after_trigger: f64,
     /// Degraded long after the trigger passed (the error rate above is over the SLO).
     pub metastable: bool,
+    /// Seconds after the scenario's start at which the first 1-minute
+    /// window from the trigger on begins whose token-route attempts exceed
+    /// [`STORM_AMPLIFICATION`] × its first attempts: when the editors'
+    /// storm ran away (`None`: it never did).
+    pub token_storm_from_s: Option<f64>,
 }
 
 /// A headline figure's published band: the incident's value within the
@@ -571,6 +583,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
     };
     let token = rec.route("copilot-token");
     let (mut before, mut peak_arrivals, mut demand, mut peak_demand) = (0.0, 0.0, 0.0, 0.0);
+    let mut storm_from = None;
     if let Some(t) = token {
         let trig = ((TRIGGER_START / iv) as usize).min(t.attempts.len());
         if trig > 0 {
@@ -582,6 +595,16 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         for w in t.first_attempts.windows(one) {
             peak_demand = f64::max(peak_demand, per_s(w.iter().sum(), one));
         }
+        // Windows that start from the trigger on and end inside the run.
+        let n = t.attempts.len().min(t.first_attempts.len());
+        let trig = (TRIGGER_START / iv) as usize;
+        storm_from = (trig..(n + 1).saturating_sub(one))
+            .find(|&i| {
+                let sent: u64 = t.attempts[i..i + one].iter().sum();
+                let first: u64 = t.first_attempts[i..i + one].iter().sum();
+                sent as f64 > STORM_AMPLIFICATION * first.max(1) as f64
+            })
+            .map(|i| (i as u64 * iv).as_nanos() as f64 / 1e9);
         demand = per_s(t.first_attempts.iter().sum(), t.first_attempts.len().max(1));
     }
     let after = (((TRIGGER_END + 30 * Nanos::MINUTE) / iv) as usize)
@@ -596,6 +619,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         token_demand_peak_per_s: peak_demand,
         web_api_error_rate_30m_after_trigger: after_rate,
         metastable: after_rate > SLO_ERROR_RATE,
+        token_storm_from_s: storm_from,
     };
     let paths = PATHS
         .iter()
@@ -689,6 +713,7 @@ mod tests {
             token_demand_peak_per_s: 8_000.0,
             web_api_error_rate_30m_after_trigger: 0.1,
             metastable: true,
+            token_storm_from_s: Some(1860.0),
         };
         let (web, token) = (&BANDS[0], &BANDS[3]);
         use std::cmp::Ordering::*;

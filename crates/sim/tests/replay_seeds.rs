@@ -53,6 +53,12 @@ fn as_it_happened_every_headline_figure_is_in_its_band_on_every_seed() {
             h.metastable,
             "seed {seed}: recovered by itself after the peak"
         );
+        // The editors' storm runs away during the traffic peak (13:28-13:53).
+        let storm = h.token_storm_from_s.expect("the token storm runs away");
+        assert!(
+            (28.0 * 60.0..53.0 * 60.0).contains(&storm),
+            "seed {seed}: token storm from {storm} s"
+        );
         let path = |name: &str| r.paths.iter().find(|p| p.path == name).unwrap();
         let back = |name: &str| path(name).recovered_at_s.expect("recovers") / 3600.0;
         // Most paths come back at the HAProxy pause (16:36 = 3.6 h) …
@@ -106,6 +112,7 @@ fn with_the_five_follow_ups_no_seed_goes_metastable() {
             h.token_demand_peak_per_s
         );
         assert!(!h.metastable, "seed {seed}");
+        assert_eq!(h.token_storm_from_s, None, "seed {seed}");
         for p in &r.paths {
             if p.degraded_at_s.is_some() {
                 let back = p.recovered_at_s.unwrap_or(f64::INFINITY);

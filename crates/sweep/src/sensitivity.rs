@@ -894,6 +894,7 @@ mod tests {
                 token_demand_peak_per_s: 8_000.0,
                 web_api_error_rate_30m_after_trigger: 0.1,
                 metastable: true,
+                token_storm_from_s: Some(1860.0),
             };
             SeedOutcome {
                 seed,
