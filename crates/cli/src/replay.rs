@@ -299,8 +299,11 @@ fn timeline(r: &Run) -> String {
         }
     }
     if let Some(t) = r.summary.headline.token_storm_from_s {
-        let what = "Copilot token storm: attempts over 5× first attempts (1 min)";
-        events.push((t, what.to_owned()));
+        let what = format!(
+            "Copilot token storm: attempts over {}× first attempts (1 min)",
+            replay::STORM_AMPLIFICATION
+        );
+        events.push((t, what));
     }
     events.sort_by(|a, b| a.0.total_cmp(&b.0));
     for (t, what) in events {

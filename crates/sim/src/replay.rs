@@ -597,7 +597,6 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
         }
         // Windows that start from the trigger on and end inside the run.
         let n = t.attempts.len().min(t.first_attempts.len());
-        let trig = (TRIGGER_START / iv) as usize;
         storm_from = (trig..(n + 1).saturating_sub(one))
             .find(|&i| {
                 let sent: u64 = t.attempts[i..i + one].iter().sum();
