@@ -120,11 +120,12 @@ for seed in seeds:
               + ("yes" if r["meta"] else "no") + " | "
               + " | ".join(hm(r["paths"][p]) for p in paths)
               + f" | {r['wait']:.0f} min | {r['wall']:.0f} | {r['cpu']:.0f} | {r['rss']:.0f} |")
-ref = scales[-1]
+# The largest scale is the reference, whatever order the scales came in.
+ref = max(scales, key=float)
 print()
 print(f"Against `--scale {ref}` on the same seed (tolerance: 3 points, 10% on the token peak, 10 min on a recovery):")
 print()
-for s in scales[:-1]:
+for s in [x for x in scales if x != ref]:
     verdicts = []
     for seed in seeds:
         a, b = rows[(seed, s)], rows[(seed, ref)]
