@@ -22,6 +22,7 @@ use super::Engine;
 use super::caller::CallState;
 use super::conn::Conn;
 use super::ids::{Comp, NodeId, PodKey, RouteId, SiteId};
+use crate::queue::Timer;
 use crate::record::Cause;
 use crate::slab::{Key, Slab};
 
@@ -95,6 +96,9 @@ pub(crate) struct Attempt {
     pub(crate) class: Criticality,
     /// The client connection it rides to an LB (with `connections`).
     pub(crate) conn: Conn,
+    /// Its caller's per-try timer, while armed: cancelled when the attempt
+    /// leaves, so an attempt answered in time costs no timeout event.
+    pub(crate) timer: Option<Timer>,
 }
 
 /// What an attempt produced, as its caller sees it.
@@ -240,6 +244,7 @@ impl Engine {
             site,
             class,
             conn: Conn::None,
+            timer: None,
         });
         let live = self.flight.attempts.len();
         self.flight.peak = self.flight.peak.max(live);
@@ -283,10 +288,29 @@ impl Engine {
         let child = self.new_attempt(route, hop, Parent::Attempt(att), origin);
         self.flight.get_mut(att).child = Some(child);
         if let Some(lane) = timeout {
-            self.queue
-                .schedule_in_lane(lane, self.now, super::Ev::Timeout { att: child });
+            self.arm_timeout(lane, child);
         }
         self.enter(child);
+    }
+
+    /// Arms the caller's per-try timeout for live attempt `att`.
+    #[inline]
+    pub(crate) fn arm_timeout(&mut self, lane: crate::queue::Lane, att: Key) {
+        let timer = self
+            .queue
+            .schedule_in_lane(lane, self.now, super::Ev::Timeout { att });
+        self.flight.get_mut(att).timer = Some(timer);
+    }
+
+    /// Takes attempt `att` out of the slab, cancelling its timeout: once
+    /// it has left, the timeout could only find it gone.
+    #[inline]
+    pub(crate) fn remove_attempt(&mut self, att: Key) -> Attempt {
+        let a = self.flight.attempts.remove(att).expect("a live attempt");
+        if let Some(t) = a.timer {
+            self.queue.cancel(t);
+        }
+        a
     }
 
     /// The component refuses the attempt at once.
@@ -298,7 +322,7 @@ impl Engine {
 
     /// The attempt is answered: release what its hop holds, tell the caller.
     pub(crate) fn complete(&mut self, att: Key, res: Res) {
-        let a = self.flight.attempts.remove(att).expect("a live attempt");
+        let a = self.remove_attempt(att);
         let ci = self.series_of(a.comp);
         self.rec.depart(ci, self.now, self.now - a.started);
         match (a.comp, a.held) {
@@ -360,6 +384,7 @@ impl Engine {
         }
         a.parent = Parent::Detached;
         a.abandoned = true;
+        a.timer = None;
         let snapshot = Attempt { parent, ..*a };
         if a.hop == 0 {
             self.conn_disown(snapshot.conn);
@@ -394,6 +419,7 @@ mod tests {
             site: SiteId::new(0),
             class: Criticality::default(),
             conn: Conn::None,
+            timer: None,
         })
     }
 

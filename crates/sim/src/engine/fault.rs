@@ -110,7 +110,7 @@ impl Engine {
             && a.phase == Phase::Stalled
             && a.child.is_none()
         {
-            let a = self.flight.attempts.remove(att).expect("checked live");
+            let a = self.remove_attempt(att);
             let series = self.series_of(a.comp);
             self.rec.depart(series, self.now, self.now - a.started);
         }

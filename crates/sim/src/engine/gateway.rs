@@ -192,8 +192,7 @@ impl Engine {
         a.phase = Phase::DependencyWait;
         a.child = Some(child);
         let lane = self.gateways[g.ix()].timeout_lane;
-        self.queue
-            .schedule_in_lane(lane, self.now, super::Ev::Timeout { att: child });
+        self.arm_timeout(lane, child);
         self.enter(child);
     }
 

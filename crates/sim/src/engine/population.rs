@@ -211,8 +211,7 @@ impl Engine {
         let att = self.new_attempt(r.route, 0, Parent::Client(req), origin);
         self.enter(att);
         if self.flight.attempts.get(att).is_some() {
-            self.queue
-                .schedule_in_lane(lane, self.now, super::Ev::Timeout { att });
+            self.arm_timeout(lane, att);
         }
     }
 
@@ -272,7 +271,7 @@ impl Engine {
                     match lane {
                         Some(lane) => {
                             self.queue
-                                .schedule_in_lane(lane, now, super::Ev::ClientRetry { req })
+                                .schedule_in_lane(lane, now, super::Ev::ClientRetry { req });
                         }
                         None => self.queue.schedule(t, super::Ev::ClientRetry { req }),
                     }
