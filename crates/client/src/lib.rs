@@ -36,6 +36,13 @@
 //! * **Budget on the retry layer**: it bounds retries across all requests
 //!   (20 % plus 10 per second by default); a per-request attempt limit
 //!   cannot.
+//! * **A cap on the throttle's reject probability**
+//!   (`ThrottleConfig::max_reject_probability`, 0.9 here): the SRE law
+//!   uncapped tends to refuse everything against a backend that accepts
+//!   nothing, and keeps refusing after it heals while demand goes on. In
+//!   `examples/token_refresh.rs` the uncapped stack had no token 60 s after
+//!   the endpoint healed; capped at 0.9 it had one 75 ms after, having sent
+//!   0.065 attempts per refresh while the endpoint failed.
 //!
 //! ```
 //! use std::time::Duration;
@@ -56,7 +63,10 @@
 //! let client = ServiceBuilder::new()
 //!     .layer(SingleFlightLayer::new().cache_successes_for(Duration::from_secs(300)))
 //!     .layer(RetryLayer::new(&RetryConfig::default())?)
-//!     .layer(ThrottleLayer::new(&ThrottleConfig::default())?)
+//!     .layer(ThrottleLayer::new(&ThrottleConfig {
+//!         max_reject_probability: 0.9,
+//!         ..ThrottleConfig::default()
+//!     })?)
 //!     .layer(BreakerLayer::new(&BreakerConfig::default())?)
 //!     .service(transport);
 //! let request = http::Request::get("http://token.internal/token")

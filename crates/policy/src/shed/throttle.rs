@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// Config of an [`AdaptiveThrottle`].
 ///
 /// Defaults: `k = 2`, a 2-minute window (both from the SRE book) kept as 120
-/// buckets of 1 s, so old history leaves the window one second at a time.
+/// buckets of 1 s, so old history leaves the window one second at a time,
+/// and no cap on the reject probability (the book's law as it is).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ThrottleConfig {
@@ -22,6 +23,14 @@ pub struct ThrottleConfig {
     /// Number of ring buckets the window is split into; the effective window is
     /// `buckets × (window / buckets)` (integer division).
     pub buckets: u32,
+    /// The most the reject probability may reach, in (0, 1]; 1 (the default)
+    /// is no cap. Against a backend that accepts nothing the law's `p`
+    /// tends to 1 and stays there while demand goes on, so the first probe
+    /// after the backend heals can take minutes (see [`AdaptiveThrottle`]);
+    /// a cap `c` keeps `1 − c` of the demand flowing as probes, so recovery
+    /// is seen within a few requests. Envoy's admission control filter
+    /// caps its rejection probability the same way.
+    pub max_reject_probability: f64,
 }
 
 impl Default for ThrottleConfig {
@@ -30,6 +39,7 @@ impl Default for ThrottleConfig {
             k: 2.0,
             window: 2 * Nanos::MINUTE,
             buckets: 120,
+            max_reject_probability: 1.0,
         }
     }
 }
@@ -38,10 +48,19 @@ impl ThrottleConfig {
     /// Largest accepted bucket count; a ring this size is 1 MiB.
     pub const MAX_BUCKETS: u32 = 65_536;
 
-    /// `k` finite and ≥ 1; `buckets` in 1..=65536; each bucket at least 1 ns wide.
+    /// `k` finite and ≥ 1; `buckets` in 1..=65536; each bucket at least 1 ns
+    /// wide; `max_reject_probability` in (0, 1].
     pub fn validate(&self) -> Result<(), FieldError> {
         if !(self.k.is_finite() && self.k >= 1.0) {
             return Err(FieldError::new(FAMILY, "k", "a finite number ≥ 1", self.k));
+        }
+        if !(self.max_reject_probability > 0.0 && self.max_reject_probability <= 1.0) {
+            return Err(FieldError::new(
+                FAMILY,
+                "max_reject_probability",
+                "a number above 0 and at most 1",
+                self.max_reject_probability,
+            ));
         }
         if self.buckets == 0 || self.buckets > Self::MAX_BUCKETS {
             return Err(FieldError::new(
@@ -73,7 +92,9 @@ struct Bucket {
 }
 
 /// Client-side adaptive throttling: reject locally with probability
-/// `p = max(0, (requests − K·accepts) / (requests + 1))`.
+/// `p = min(cap, max(0, (requests − K·accepts) / (requests + 1)))`, where
+/// `cap` is [`ThrottleConfig::max_reject_probability`] (1 by default: the
+/// book's law uncapped).
 ///
 /// Source law: Google SRE book, ch. 21 "Handling Overload", section
 /// *Client-side throttling*. Defaults: `K = 2`, window 2 minutes (120 × 1 s
@@ -100,7 +121,9 @@ struct Bucket {
 /// the window and its accepts grow only exponentially, `K·A + 1 ∝ e^(λt)` with
 /// `λ = (K/W)·(1 − e^(−λW))` (≈ 1/75 s for the defaults), so `p` reaches 0
 /// after about `ln(R·W)/λ`: some 13 minutes at 200 req/s, more when the
-/// first few probes are unlucky.
+/// first few probes are unlucky. A cap below 1 shortens the first probe's
+/// wait to about `1 / ((1 − cap)·R)`; until then the backend still receives
+/// `(1 − cap)·R` while it fails.
 ///
 /// The history is a ring of fixed buckets allocated at construction; both
 /// calls are O(1) amortized and never allocate. Time must not go backwards;
@@ -124,6 +147,7 @@ struct Bucket {
 #[derive(Clone, Debug)]
 pub struct AdaptiveThrottle {
     k: f64,
+    cap: f64,
     bucket_width: Nanos,
     ring: Box<[Bucket]>,
     /// Absolute index (`now / bucket_width`) of the newest bucket.
@@ -138,6 +162,7 @@ impl AdaptiveThrottle {
         config.validate()?;
         Ok(AdaptiveThrottle {
             k: config.k,
+            cap: config.max_reject_probability,
             bucket_width: config.window / u64::from(config.buckets),
             ring: vec![Bucket::default(); config.buckets as usize].into_boxed_slice(),
             current: 0,
@@ -168,12 +193,14 @@ impl AdaptiveThrottle {
         }
     }
 
-    /// The current local reject probability, in [0, 1).
+    /// The current local reject probability, in [0, min(1, cap)).
     #[inline]
     pub fn reject_probability(&mut self, now: Nanos) -> f64 {
         self.advance(now);
         let requests = self.requests as f64;
-        ((requests - self.k * self.accepts as f64) / (requests + 1.0)).max(0.0)
+        ((requests - self.k * self.accepts as f64) / (requests + 1.0))
+            .max(0.0)
+            .min(self.cap)
     }
 
     /// `(requests, accepts)` in the window ending at `now`.
@@ -353,6 +380,36 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_throttle_keeps_probing_a_dead_backend() {
+        // The same dead backend as above with the cap at 0.9: p is the law's
+        // until the law passes 0.9 (requests 10, accepts 0: 10/11 ≈ 0.909),
+        // then stays at 0.9, so a tenth of the demand goes on as probes.
+        let cfg = ThrottleConfig {
+            max_reject_probability: 0.9,
+            ..ThrottleConfig::default()
+        };
+        let mut t = AdaptiveThrottle::new(&cfg).unwrap();
+        load(&mut t, Nanos::ZERO, 5, 0);
+        assert_eq!(t.reject_probability(Nanos::ZERO), 5.0 / 6.0);
+        load(&mut t, Nanos::ZERO, 5, 0);
+        assert_eq!(t.reject_probability(Nanos::ZERO), 0.9);
+        let mut t = AdaptiveThrottle::new(&cfg).unwrap();
+        let mut rng = Pcg64Mcg::seed_from_u64(12);
+        let (requests, sent) = drive(
+            &mut t,
+            &mut rng,
+            Nanos::ZERO,
+            4 * Nanos::MINUTE,
+            200,
+            Some(0),
+            2 * Nanos::MINUTE,
+        );
+        assert_eq!(requests, 24_000);
+        // Binomial(24 000, 0.1): mean 2 400, σ ≈ 46.
+        assert!((2_200..=2_600).contains(&sent), "sent {sent} of {requests}");
+    }
+
+    #[test]
     fn overloaded_backend_receives_about_k_times_what_it_accepts() {
         for k in [1.5, 2.0, 3.0] {
             let mut rng = Pcg64Mcg::seed_from_u64(13);
@@ -510,6 +567,19 @@ mod tests {
         let cfg: ThrottleConfig = serde_json::from_str(r#"{"k": 1.5, "window": "1m"}"#).unwrap();
         assert_eq!(cfg.window, Nanos::MINUTE);
         assert_eq!(cfg.buckets, 120);
+        assert_eq!(cfg.max_reject_probability, 1.0, "uncapped unless asked");
+        for cap in [0.0, -0.1, 1.01, f64::NAN] {
+            let cfg = ThrottleConfig {
+                max_reject_probability: cap,
+                ..ThrottleConfig::default()
+            };
+            assert!(
+                bad(cfg).starts_with(
+                    "shed: max_reject_probability must be a number above 0 and at most 1"
+                ),
+                "{cap}"
+            );
+        }
         assert!(serde_json::from_str::<ThrottleConfig>(r#"{"K": 2}"#).is_err());
     }
 
@@ -522,7 +592,7 @@ mod tests {
             buckets in 1u32..12,
         ) {
             let width = Nanos::from_millis(100);
-            let cfg = ThrottleConfig { k: 2.0, window: width * u64::from(buckets), buckets };
+            let cfg = ThrottleConfig { k: 2.0, window: width * u64::from(buckets), buckets, ..ThrottleConfig::default() };
             let mut t = AdaptiveThrottle::new(&cfg).unwrap();
             let mut rng = Pcg64Mcg::seed_from_u64(0);
             let mut now = Nanos::ZERO;
