@@ -130,3 +130,18 @@ where
         hint
     }
 }
+
+/// A body held entirely in memory is copyable; one with a rest still to
+/// stream is not (sent once, unretried).
+impl<B> crate::BufferedBody for PrefixedBody<B> {
+    fn try_clone_body(&self) -> Option<Self> {
+        if self.rest.is_some() {
+            return None;
+        }
+        Some(PrefixedBody {
+            prefix: self.prefix.clone(),
+            trailers: self.trailers.clone(),
+            rest: None,
+        })
+    }
+}

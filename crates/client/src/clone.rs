@@ -159,6 +159,21 @@ where
     B: Body + Unpin,
     B::Error: Into<BoxError>,
 {
+    Ok(read_body(request, cap)
+        .await?
+        .map(|(parts, bytes)| http::Request::from_parts(parts, Full::new(bytes))))
+}
+
+/// [`buffer_request`]'s work: the request's parts and its whole body, or
+/// the request handed back with what was read put back in front.
+pub(crate) async fn read_body<B>(
+    request: http::Request<B>,
+    cap: usize,
+) -> Result<Result<(http::request::Parts, Bytes), BodyTooLarge<B>>, BoxError>
+where
+    B: Body + Unpin,
+    B::Error: Into<BoxError>,
+{
     let (parts, mut body) = request.into_parts();
     if body.size_hint().lower() > cap as u64 {
         return Ok(Err(BodyTooLarge {
@@ -198,8 +213,5 @@ where
             data.advance(n);
         }
     }
-    Ok(Ok(http::Request::from_parts(
-        parts,
-        Full::new(buf.freeze()),
-    )))
+    Ok(Ok((parts, buf.freeze())))
 }

@@ -13,6 +13,7 @@
 //! | [`RetryLayer`] | retries by the policy, under a budget shared by every request | `retry::RetryState`, `budget::*` |
 //! | [`ThrottleLayer`] | refuses locally as the backend stops accepting | `shed::AdaptiveThrottle` (SRE, K = 2) |
 //! | [`BreakerLayer`] | stops calling a failing backend, probes, resumes | `breaker::Breaker` |
+//! | [`BufferBodyLayer`] | reads request bodies into memory up to a cap, so the retry layer behind it can replay streaming ones | — |
 //! | [`RetryMiddleware`] | the retry layer's loop for `reqwest-middleware` (feature `reqwest`, on by default) | `retry::RetryState` |
 //!
 //! # The composition that prevents a storm
@@ -133,6 +134,7 @@
 
 mod body;
 mod breaker;
+mod buffer;
 mod classify;
 mod clone;
 mod overload;
@@ -145,6 +147,7 @@ mod throttle;
 
 pub use body::PrefixedBody;
 pub use breaker::{BreakerLayer, CircuitBreaker};
+pub use buffer::{BufferBody, BufferBodyLayer};
 pub use classify::{Classify, HttpClassifier, error_outcome};
 pub use clone::{
     BodyTooLarge, BufferedBody, CloneAll, CloneBuffered, CloneRequest, buffer_request,

@@ -15,6 +15,8 @@ mod hyper_example;
 #[path = "../examples/reqwest_client.rs"]
 mod reqwest_example;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const HANG: Duration = Duration::from_secs(10);
@@ -66,12 +68,37 @@ async fn the_reqwest_middleware_reports_a_refused_connection_after_its_retries()
         .local_addr()
         .unwrap()
         .port();
-    let client = reqwest_example::client(reqwest_example::layer().unwrap());
+    // A counting middleware behind the retry one sees each attempt.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(stormbreak_client::RetryMiddleware::new(
+            reqwest_example::layer().unwrap(),
+        ))
+        .with(CountAttempts(attempts.clone()))
+        .build();
     let err = tokio::time::timeout(HANG, client.get(format!("http://127.0.0.1:{port}/")).send())
         .await
         .expect("no hang")
         .unwrap_err();
     assert!(err.is_connect(), "{err:?}");
+    // A refused connection is retried: the default policy's 3 attempts.
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+/// Counts the attempts that reach it.
+struct CountAttempts(Arc<AtomicU32>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for CountAttempts {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        next.run(request, extensions).await
+    }
 }
 
 #[tokio::test]

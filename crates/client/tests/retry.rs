@@ -478,3 +478,86 @@ async fn a_streaming_body_buffered_under_the_cap_becomes_retryable() {
         .to_bytes();
     assert_eq!(body, "0123456789abcdef");
 }
+
+/// A streaming request body of the given frames, with no `BufferedBody`
+/// impl.
+type Frames = futures_util::stream::Iter<
+    std::vec::IntoIter<Result<http_body::Frame<bytes::Bytes>, io::Error>>,
+>;
+
+fn stream_body(frames: &[&'static [u8]]) -> http_body_util::StreamBody<Frames> {
+    let frames: Vec<_> = frames
+        .iter()
+        .map(|f| Ok(http_body::Frame::data(bytes::Bytes::from_static(f))))
+        .collect();
+    http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffer_body_layer_retries_a_streaming_body_under_its_cap_and_sends_a_larger_one_once() {
+    use http_body_util::BodyExt;
+    use stormbreak_client::{BufferBodyLayer, PrefixedBody};
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    // Fails every request: what is retried is retried to the policy's limit.
+    let svc = service_fn(move |req: http::Request<PrefixedBody<_>>| {
+        let seen = seen.clone();
+        async move {
+            let body = req.into_body().collect().await?.to_bytes();
+            seen.lock().unwrap().push(body);
+            Ok::<_, BoxError>(http::Response::builder().status(503).body(()).unwrap())
+        }
+    });
+    let buffer = BufferBodyLayer::new(16);
+    let retry = RetryLayer::builder(&config()).unwrap().seed(1).build();
+    let client = tower::ServiceBuilder::new()
+        .layer(buffer.clone())
+        .layer(retry.clone())
+        .service(svc);
+
+    // 13 bytes, under the cap of 16: buffered, so retried (3 attempts).
+    let small = http::Request::post("/token").body(stream_body(&[b"grant_type=", b"rt"]));
+    let response = client.clone().oneshot(small.unwrap()).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        *bodies.lock().unwrap(),
+        vec![bytes::Bytes::from_static(b"grant_type=rt"); 3]
+    );
+    assert_eq!((retry.passed_through(), buffer.too_large()), (0, 0));
+
+    // 20 bytes, over the cap: sent once, whole (what was read, then the rest).
+    bodies.lock().unwrap().clear();
+    let large = http::Request::post("/upload").body(stream_body(&[b"0123456789", b"abcdefghij"]));
+    let response = client.oneshot(large.unwrap()).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(
+        *bodies.lock().unwrap(),
+        vec![bytes::Bytes::from_static(b"0123456789abcdefghij")]
+    );
+    assert_eq!((retry.passed_through(), buffer.too_large()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffer_body_layer_fails_a_request_whose_body_fails_to_read() {
+    use stormbreak_client::{BufferBodyLayer, PrefixedBody};
+    let calls = Arc::new(Mutex::new(0u32));
+    let seen = calls.clone();
+    let svc = service_fn(move |_req: http::Request<PrefixedBody<_>>| {
+        *seen.lock().unwrap() += 1;
+        async { Ok::<_, BoxError>(http::Response::builder().status(200).body(()).unwrap()) }
+    });
+    let client = tower::ServiceBuilder::new()
+        .layer(BufferBodyLayer::new(1024))
+        .service(svc);
+    let frames: Vec<Result<http_body::Frame<bytes::Bytes>, io::Error>> = vec![
+        Ok(http_body::Frame::data(bytes::Bytes::from_static(b"part"))),
+        Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "client went away",
+        )),
+    ];
+    let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let err = client.oneshot(http::Request::new(body)).await.unwrap_err();
+    assert!(err.to_string().contains("client went away"), "{err}");
+    assert_eq!(*calls.lock().unwrap(), 0, "nothing sent upstream");
+}
