@@ -187,3 +187,68 @@ async fn a_breaker_inside_retry_trips_on_attempts_and_its_refusals_are_not_retri
     assert_eq!(received.load(Ordering::Relaxed), 5);
     assert_eq!(breaker.stats().rejected, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_slow_answers_retries_inside_single_flight_join_the_flight_in_the_air() {
+    // 50 ms answers: a caller's jittered retry usually lands while another
+    // caller's flight is still in the air and joins it, so the order that
+    // storms against a fast-failing endpoint does not storm here. The
+    // danger is the fast failure (a shedding load balancer), not the order
+    // alone.
+    let config = RetryConfig::default();
+    let latency = Duration::from_millis(50);
+    let (backend, safe) = failing_backend(latency);
+    let retry = RetryLayer::builder(&config).unwrap().seed(1).build();
+    run(SingleFlightLayer::new().layer(retry.layer(backend)), true).await;
+    let (backend, inside) = failing_backend(latency);
+    let retry = RetryLayer::builder(&config).unwrap().seed(1).build();
+    run(retry.layer(SingleFlightLayer::new().layer(backend)), true).await;
+    let (safe, inside) = (safe.load(Ordering::Relaxed), inside.load(Ordering::Relaxed));
+    eprintln!("50 ms answers: single-flight outside retry {safe}; inside {inside}");
+    assert!(safe <= 3 * ROUNDS, "safe order: {safe}");
+    assert!(inside <= safe, "inside {inside} vs outside {safe}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_outside_retry_trips_only_after_three_times_the_attempts() {
+    use stormbreak_client::BreakerLayer;
+    use stormbreak_policy::breaker::{BreakerConfig, BreakerState};
+    // Ten requests in turn against a backend that fails everything, with a
+    // breaker that opens on 5 failures in a row (Envoy's outlier detection).
+    async fn ten<S, R>(client: S)
+    where
+        S: Service<Req, Response = http::Response<R>, Error = BoxError> + Clone,
+    {
+        for _ in 0..10 {
+            let _ = client.clone().oneshot(token_request(0, true)).await;
+        }
+    }
+    let config = BreakerConfig::envoy_outlier_detection();
+    let retry = || {
+        RetryLayer::builder(&RetryConfig::default())
+            .unwrap()
+            .budget(Unlimited)
+            .seed(1)
+            .build()
+    };
+
+    // Inside retry: the breaker counts each attempt and opens after 5.
+    let (backend, inside) = failing_backend(Duration::from_millis(1));
+    let breaker = BreakerLayer::new(&config).unwrap();
+    ten(retry().layer(breaker.layer(backend))).await;
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    // Outside retry: it sees one failure per logical request, after that
+    // request's 3 attempts, so the backend takes 15 before it opens.
+    let (backend, outside) = failing_backend(Duration::from_millis(1));
+    let breaker = BreakerLayer::new(&config).unwrap();
+    ten(breaker.layer(retry().layer(backend))).await;
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    let (inside, outside) = (
+        inside.load(Ordering::Relaxed),
+        outside.load(Ordering::Relaxed),
+    );
+    eprintln!("breaker inside retry: {inside} attempts; outside: {outside}");
+    assert_eq!((inside, outside), (5, 15));
+}
