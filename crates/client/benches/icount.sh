@@ -23,6 +23,6 @@ count() { # count CONFIG REQUESTS
 base=$(count bare 0)
 echo "| configuration | instructions per request |"
 echo "|---|---:|"
-for w in bare single-flight retry throttle stack tower-retry stack-fail tower-retry-fail; do
+for w in bare single-flight retry throttle stack stack-nothrottle tower-retry stack-fail stack-nothrottle-fail tower-retry-fail; do
     echo "| $w | $(( ($(count "$w" "$N") - base) / N )) |"
 done

@@ -204,9 +204,39 @@ fn bench(c: &mut Criterion) {
                 "stormbreak stack (single-flight + retry + budget + throttle)",
                 |b| b.iter_custom(|iters| contend(&stack, threads, iters)),
             );
+            // Like for like with tower's `Retry` on the failure path: no
+            // throttle refusing locally, so every request makes its 3
+            // attempts here too.
+            let no_throttle = stack_without_throttle(status);
+            g.bench_function(
+                "stormbreak stack without throttle (single-flight + retry + budget)",
+                |b| b.iter_custom(|iters| contend(&no_throttle, threads, iters)),
+            );
             g.finish();
         }
     }
+}
+
+/// `SingleFlight → Retry (budget)` over the backend.
+fn stack_without_throttle(
+    status: u16,
+) -> impl Service<
+    Req,
+    Response = http::Response<stormbreak_client::PrefixedBody<Full<Bytes>>>,
+    Future: Send,
+> + Clone
++ Send
++ 'static {
+    ServiceBuilder::new()
+        .layer(SingleFlightLayer::new())
+        .layer(
+            RetryLayer::builder(&config())
+                .unwrap()
+                .budget(budget())
+                .seed(1)
+                .build(),
+        )
+        .service(backend(status))
 }
 
 /// Each layer alone on the success path, one thread: where the stack's
@@ -251,7 +281,8 @@ criterion_group!(benches, bench, parts);
 /// by default) through one configuration on one thread and exits, for
 /// `valgrind --tool=callgrind` to count instructions per request; the
 /// machine's load does not change the count. `which` is one of `bare`,
-/// `single-flight`, `retry`, `throttle`, `stack`, `tower-retry`, each
+/// `single-flight`, `retry`, `throttle`, `stack`, `stack-nothrottle`,
+/// `tower-retry`, each
 /// optionally suffixed `-fail` for the 100 %-failure backend.
 fn icount(which: &str) {
     let n: u64 = std::env::var("STACK_ICOUNT_N")
@@ -309,6 +340,7 @@ fn icount(which: &str) {
                 .service(backend(status));
             run(contend(&stack, 1, n))
         }
+        "stack-nothrottle" => run(contend(&stack_without_throttle(status), 1, n)),
         "tower-retry" => {
             let tower_retry =
                 tower::retry::RetryLayer::new(SamePolicy::new()).layer(backend(status));
