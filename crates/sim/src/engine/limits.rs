@@ -27,8 +27,9 @@ pub struct Limits {
     /// Attempts the whole run may have in flight (default 4 000 000, about
     /// 0.5 GB); past it the run stops.
     pub attempts_in_flight: u32,
-    /// Jobs waiting in one job queue (default 40 000 000, 8 bytes each);
-    /// past it the run stops.
+    /// Jobs waiting in one job queue (default 64 000 000, about 4 bytes
+    /// each, so at most some 512 MiB with the queue's doubling); past it
+    /// the run stops. `replay --scale 1` reaches 10.6 M.
     pub job_backlog: u64,
     /// Events per simulated second, measured over every
     /// [`BUDGET_WINDOW`] events (default 10 000 000): a run whose virtual
@@ -47,7 +48,7 @@ impl Default for Limits {
             default_app_queue: 100_000,
             requests_in_flight: 1_000_000,
             attempts_in_flight: 4_000_000,
-            job_backlog: 40_000_000,
+            job_backlog: 64_000_000,
             events_per_sim_second: 10_000_000,
             events_total: 100_000_000_000,
         }
