@@ -23,7 +23,7 @@ use criterion::{Criterion, criterion_group};
 use http_body_util::Full;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use stormbreak_client::{RetryLayer, SingleFlightLayer, ThrottleLayer};
+use stormbreak_client::{PrefixedBody, RetryLayer, SingleFlightLayer, ThrottleLayer};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{RatioBudget, RatioBudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
@@ -185,21 +185,7 @@ fn bench(c: &mut Criterion) {
             g.bench_function("tower Retry (same policy + budget)", |b| {
                 b.iter_custom(|iters| contend(&tower_retry, threads, iters))
             });
-            let stack = ServiceBuilder::new()
-                .layer(SingleFlightLayer::new())
-                .layer(
-                    RetryLayer::builder(&config())
-                        .unwrap()
-                        .budget(budget())
-                        .seed(1)
-                        .build(),
-                )
-                .layer(
-                    ThrottleLayer::new(&ThrottleConfig::default())
-                        .unwrap()
-                        .seed(2),
-                )
-                .service(backend(status));
+            let stack = full_stack(status);
             g.bench_function(
                 "stormbreak stack (single-flight + retry + budget + throttle)",
                 |b| b.iter_custom(|iters| contend(&stack, threads, iters)),
@@ -217,25 +203,46 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// `SingleFlight → Retry (budget)` over the backend.
-fn stack_without_throttle(
+/// The retry layer every configuration uses: the bench's policy and budget.
+fn retry_layer() -> RetryLayer {
+    RetryLayer::builder(&config())
+        .unwrap()
+        .budget(budget())
+        .seed(1)
+        .build()
+}
+
+/// The throttle every configuration uses: the SRE defaults.
+fn throttle_layer() -> ThrottleLayer {
+    ThrottleLayer::new(&ThrottleConfig::default())
+        .unwrap()
+        .seed(2)
+}
+
+/// `SingleFlight → Retry (budget) → Throttle` over the backend.
+fn full_stack(
     status: u16,
-) -> impl Service<
-    Req,
-    Response = http::Response<stormbreak_client::PrefixedBody<Full<Bytes>>>,
-    Future: Send,
-> + Clone
+) -> impl Service<Req, Response = http::Response<PrefixedBody<Full<Bytes>>>, Future: Send>
++ Clone
 + Send
 + 'static {
     ServiceBuilder::new()
         .layer(SingleFlightLayer::new())
-        .layer(
-            RetryLayer::builder(&config())
-                .unwrap()
-                .budget(budget())
-                .seed(1)
-                .build(),
-        )
+        .layer(retry_layer())
+        .layer(throttle_layer())
+        .service(backend(status))
+}
+
+/// `SingleFlight → Retry (budget)` over the backend.
+fn stack_without_throttle(
+    status: u16,
+) -> impl Service<Req, Response = http::Response<PrefixedBody<Full<Bytes>>>, Future: Send>
++ Clone
++ Send
++ 'static {
+    ServiceBuilder::new()
+        .layer(SingleFlightLayer::new())
+        .layer(retry_layer())
         .service(backend(status))
 }
 
@@ -256,19 +263,11 @@ fn parts(c: &mut Criterion) {
     g.bench_function("single-flight alone", |b| {
         b.iter_custom(|iters| contend(&sf, 1, iters))
     });
-    let retry = RetryLayer::builder(&config())
-        .unwrap()
-        .budget(budget())
-        .seed(1)
-        .build()
-        .layer(backend(200));
+    let retry = retry_layer().layer(backend(200));
     g.bench_function("retry + budget alone", |b| {
         b.iter_custom(|iters| contend(&retry, 1, iters))
     });
-    let throttle = ThrottleLayer::new(&ThrottleConfig::default())
-        .unwrap()
-        .seed(2)
-        .layer(backend(200));
+    let throttle = throttle_layer().layer(backend(200));
     g.bench_function("throttle alone", |b| {
         b.iter_custom(|iters| contend(&throttle, 1, iters))
     });
@@ -306,40 +305,9 @@ fn icount(which: &str) {
             1,
             n,
         )),
-        "retry" => {
-            let retry = RetryLayer::builder(&config())
-                .unwrap()
-                .budget(budget())
-                .seed(1)
-                .build()
-                .layer(backend(status));
-            run(contend(&retry, 1, n))
-        }
-        "throttle" => {
-            let throttle = ThrottleLayer::new(&ThrottleConfig::default())
-                .unwrap()
-                .seed(2)
-                .layer(backend(status));
-            run(contend(&throttle, 1, n))
-        }
-        "stack" => {
-            let stack = ServiceBuilder::new()
-                .layer(SingleFlightLayer::new())
-                .layer(
-                    RetryLayer::builder(&config())
-                        .unwrap()
-                        .budget(budget())
-                        .seed(1)
-                        .build(),
-                )
-                .layer(
-                    ThrottleLayer::new(&ThrottleConfig::default())
-                        .unwrap()
-                        .seed(2),
-                )
-                .service(backend(status));
-            run(contend(&stack, 1, n))
-        }
+        "retry" => run(contend(&retry_layer().layer(backend(status)), 1, n)),
+        "throttle" => run(contend(&throttle_layer().layer(backend(status)), 1, n)),
+        "stack" => run(contend(&full_stack(status), 1, n)),
         "stack-nothrottle" => run(contend(&stack_without_throttle(status), 1, n)),
         "tower-retry" => {
             let tower_retry =

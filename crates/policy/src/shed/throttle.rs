@@ -360,21 +360,26 @@ mod tests {
         assert_eq!(sent, requests);
     }
 
-    #[test]
-    fn dead_backend_sees_almost_nothing() {
+    /// 200 requests a second for 4 minutes against a backend that accepts
+    /// nothing: (requests, sent) over the last 2 minutes.
+    fn against_a_dead_backend(t: &mut AdaptiveThrottle) -> (u64, u64) {
         let mut rng = Pcg64Mcg::seed_from_u64(12);
-        let mut t = throttle(2.0);
-        // At 200/s the 2-minute window holds 24 000 requests and 0 accepts, so
-        // p = 24000/24001 and the sent fraction tends to 1/24001 ≈ 4e-5.
-        let (requests, sent) = drive(
-            &mut t,
+        drive(
+            t,
             &mut rng,
             Nanos::ZERO,
             4 * Nanos::MINUTE,
             200,
             Some(0),
             2 * Nanos::MINUTE,
-        );
+        )
+    }
+
+    #[test]
+    fn dead_backend_sees_almost_nothing() {
+        // At 200/s the 2-minute window holds 24 000 requests and 0 accepts, so
+        // p = 24000/24001 and the sent fraction tends to 1/24001 ≈ 4e-5.
+        let (requests, sent) = against_a_dead_backend(&mut throttle(2.0));
         assert_eq!(requests, 24_000);
         assert!(sent < 24, "sent {sent} of {requests}"); // < 0.1%
     }
@@ -393,17 +398,7 @@ mod tests {
         assert_eq!(t.reject_probability(Nanos::ZERO), 5.0 / 6.0);
         load(&mut t, Nanos::ZERO, 5, 0);
         assert_eq!(t.reject_probability(Nanos::ZERO), 0.9);
-        let mut t = AdaptiveThrottle::new(&cfg).unwrap();
-        let mut rng = Pcg64Mcg::seed_from_u64(12);
-        let (requests, sent) = drive(
-            &mut t,
-            &mut rng,
-            Nanos::ZERO,
-            4 * Nanos::MINUTE,
-            200,
-            Some(0),
-            2 * Nanos::MINUTE,
-        );
+        let (requests, sent) = against_a_dead_backend(&mut AdaptiveThrottle::new(&cfg).unwrap());
         assert_eq!(requests, 24_000);
         // Binomial(24 000, 0.1): mean 2 400, σ ≈ 46.
         assert!((2_200..=2_600).contains(&sent), "sent {sent} of {requests}");
