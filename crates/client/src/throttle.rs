@@ -182,13 +182,13 @@ impl<S: fmt::Debug, C: fmt::Debug> fmt::Debug for Throttle<S, C> {
     }
 }
 
+// No `Send` or `'static` bounds: the future is a named type, never boxed,
+// so it is `Send` exactly when the inner call is.
 impl<S, C, Req> Service<Req> for Throttle<S, C>
 where
     S: Service<Req>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
     S::Error: Into<BoxError>,
-    C: Classify<S::Response> + Clone + Send + 'static,
+    C: Classify<S::Response> + Clone,
 {
     type Response = S::Response;
     type Error = BoxError;

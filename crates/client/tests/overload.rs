@@ -163,3 +163,34 @@ async fn a_dropped_probe_hands_its_ticket_back() {
     assert_eq!(calls.load(Ordering::SeqCst), 7);
     assert_eq!(layer.state(), BreakerState::Closed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_takes_a_service_whose_future_is_not_send() {
+    // A single-threaded client (an `Rc` held across the await): the
+    // throttle's future is a named type, so it asks nothing of the inner
+    // future but what the caller's runtime does.
+    let local = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let seen = local.clone();
+    let svc = service_fn(move |_req: http::Request<()>| {
+        let seen = seen.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            seen.set(seen.get() + 1);
+            Ok::<_, BoxError>(http::Response::new(()))
+        }
+    });
+    let mut client = ThrottleLayer::new(&ThrottleConfig::default())
+        .unwrap()
+        .seed(1)
+        .layer(svc);
+    for _ in 0..3 {
+        let r = client
+            .ready()
+            .await
+            .unwrap()
+            .call(http::Request::new(()))
+            .await;
+        assert_eq!(r.unwrap().status(), 200);
+    }
+    assert_eq!(local.get(), 3);
+}
