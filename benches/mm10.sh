@@ -20,7 +20,8 @@
 #   --horizon S  simulated seconds for all three [default: 1000]
 #
 # Needs: cargo, python3 (≥ 3.11), GNU time at /usr/bin/time. Honours
-# CARGO_TARGET_DIR (the minimal simulator builds in "$CARGO_TARGET_DIR-mm10"
+# CARGO_TARGET_DIR (the minimal simulator builds in "$CARGO_TARGET_DIR-mm10",
+# or in benches/mm10/target when it is unset,
 # so the two builds never share a lock). Never asserts a timing; exits non-zero
 # if the tools disagree on completions by more than 1 %.
 set -euo pipefail
@@ -56,8 +57,11 @@ TD=${CARGO_TARGET_DIR:-$REPO/target}
 [[ $TD = /* ]] || TD="$REPO/$TD"
 cp "$TD/release/stormbreak" "$OUT/stormbreak"
 echo "== building benches/mm10 (release)" >&2
-CARGO_TARGET_DIR="$TD-mm10" cargo build --release --offline --manifest-path "$HERE/mm10/Cargo.toml" >&2
-cp "$TD-mm10/release/mm10-minimal" "$OUT/mm10-minimal"
+# Beside a CARGO_TARGET_DIR of the caller's, else in benches/mm10/target
+# (ignored by git), never in a new folder of the repository.
+MTD=$([[ -n ${CARGO_TARGET_DIR:-} ]] && echo "$TD-mm10" || echo "$HERE/mm10/target")
+CARGO_TARGET_DIR="$MTD" cargo build --release --offline --manifest-path "$HERE/mm10/Cargo.toml" >&2
+cp "$MTD/release/mm10-minimal" "$OUT/mm10-minimal"
 python3 -c 'import simpy' 2>/dev/null || python3 "$HERE/mm10/simpy_mm10.py" --horizon 0.001 >/dev/null
 
 MODEL="$OUT/mm10.toml"

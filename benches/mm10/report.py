@@ -63,6 +63,12 @@ def ratio(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
+def rate_m(n: float, secs: float) -> str:
+    """Millions per second, or a dash where /usr/bin/time's 10 ms resolution
+    read a run as taking no time (a short --horizon)."""
+    return f"{n / secs / 1e6:.2f} M" if secs > 0 else "—"
+
+
 def table(path: str):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     by = {t: [r for r in rows if r["tool"] == t] for t in TOOLS}
@@ -79,10 +85,10 @@ def table(path: str):
         rss = max(r["max_rss_kb"] for r in rs) / 1024
         med[t] = (w, c, n)
         print(f"| {rs[0]['version']} | {len(rs)} | {int(n):,} | {w:.2f} | {c:.2f} | "
-              f"{n / w / 1e6:.2f} M | {n / c / 1e6:.2f} M | {rss:.1f} |")
+              f"{rate_m(n, w)} | {rate_m(n, c)} | {rss:.1f} |")
     print()
     for a, b in (("stormbreak", "simpy"), ("stormbreak", "minimal"), ("minimal", "simpy")):
-        if a in med and b in med:
+        if a in med and b in med and all(x > 0 for x in (*med[a][:2], *med[b][:2])):
             (wa, ca, na), (wb, cb, nb) = med[a], med[b]
             cpu, wall = (na / ca) / (nb / cb), (na / wa) / (nb / wb)
             print(f"- {a} / {b}: **{ratio(cpu)}×** per CPU second ({ratio(wall)}× per wall second)")
