@@ -219,7 +219,7 @@ impl Layers {
 
 /// What a client stack did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fixed {
+pub struct StackRun {
     /// Attempts the endpoint received while it failed.
     pub attempts: u64,
     /// Attempts it received after it healed.
@@ -248,7 +248,7 @@ pub struct Fixed {
 pub const FIXED_THROTTLE_CAP: f64 = 0.9;
 
 /// A client stack with the given layers: one for every caller.
-pub async fn run_fixed(scenario: Scenario, layers: Layers) -> Fixed {
+pub async fn run_stack(scenario: Scenario, layers: Layers) -> StackRun {
     let start = Instant::now();
     let heals_at = start + scenario.horizon;
     let (endpoint, received) = token_endpoint(heals_at);
@@ -292,7 +292,7 @@ pub async fn run_fixed(scenario: Scenario, layers: Layers) -> Fixed {
         }
     };
     let stats = single_flight.stats();
-    Fixed {
+    StackRun {
         attempts: received.failing.load(Ordering::Relaxed),
         attempts_healed: received.healed.load(Ordering::Relaxed),
         flights: stats.flights,
@@ -361,7 +361,7 @@ fn main() {
             ("single-flight + retry, no throttle", Layers::NO_THROTTLE),
             ("retry with its budget alone", Layers::RETRY_ONLY),
         ] {
-            stacks.push((name, run_fixed(scenario, layers).await));
+            stacks.push((name, run_stack(scenario, layers).await));
         }
         (buggy, stacks)
     });

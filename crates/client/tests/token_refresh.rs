@@ -10,9 +10,9 @@ mod example;
 
 use std::time::Duration;
 
-use example::{Fixed, Layers, Scenario, run_buggy, run_fixed};
+use example::{Layers, Scenario, StackRun, run_buggy, run_stack};
 
-fn within_goal(f: &Fixed, logical: u64) -> bool {
+fn within_goal(f: &StackRun, logical: u64) -> bool {
     f.attempts * 10 <= logical * 11
 }
 
@@ -23,7 +23,7 @@ async fn the_fixed_client_stays_within_1_1_attempts_per_refresh_and_recovers() {
     assert_eq!(logical, 12_000);
     let refreshes_asked = 2 * logical; // 60 s failing + 60 s healed
 
-    let fixed = run_fixed(scenario, Layers::FIXED).await;
+    let fixed = run_stack(scenario, Layers::FIXED).await;
     eprintln!("fixed: {fixed:?} for {logical} logical refreshes");
     assert!(within_goal(&fixed, logical), "{fixed:?}");
     // Every refresh started a flight, joined one or was answered from the
@@ -55,7 +55,7 @@ async fn the_fixed_client_stays_within_1_1_attempts_per_refresh_and_recovers() {
 async fn single_flight_and_the_budget_meet_the_goal_without_the_throttle() {
     let scenario = Scenario::default();
     let logical = scenario.logical_refreshes();
-    let f = run_fixed(scenario, Layers::NO_THROTTLE).await;
+    let f = run_stack(scenario, Layers::NO_THROTTLE).await;
     eprintln!("no throttle: {f:?}");
     assert!(within_goal(&f, logical), "{f:?}");
     assert_eq!(f.throttled, 0);
@@ -69,7 +69,7 @@ async fn single_flight_and_the_budget_meet_the_goal_without_the_throttle() {
 async fn the_budget_alone_cannot_meet_the_goal() {
     let scenario = Scenario::default();
     let logical = scenario.logical_refreshes();
-    let f = run_fixed(scenario, Layers::RETRY_ONLY).await;
+    let f = run_stack(scenario, Layers::RETRY_ONLY).await;
     eprintln!("retry alone: {f:?}");
     // Each caller's own refresh, plus retries up to the 20 % budget.
     assert!(!within_goal(&f, logical), "{f:?}");
@@ -84,7 +84,7 @@ async fn the_budget_alone_cannot_meet_the_goal() {
 #[tokio::test(start_paused = true)]
 async fn the_uncapped_throttle_starves_recovery() {
     let scenario = Scenario::default();
-    let f = run_fixed(scenario, Layers::BOOK_THROTTLE).await;
+    let f = run_stack(scenario, Layers::BOOK_THROTTLE).await;
     eprintln!("uncapped throttle: {f:?}");
     // The law's p tends to 24 000/24 001 with the window full of refusals:
     // a dead endpoint sees almost nothing, and so does a healed one.
