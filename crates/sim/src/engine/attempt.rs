@@ -101,6 +101,18 @@ pub(crate) struct Attempt {
     pub(crate) timer: Option<Timer>,
 }
 
+/// An entry of a waiting line: the attempt it stands for.
+pub(crate) trait Waiting: Copy {
+    fn key(&self) -> Key;
+}
+
+impl Waiting for Key {
+    #[inline]
+    fn key(&self) -> Key {
+        *self
+    }
+}
+
 /// What an attempt produced, as its caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Res {
@@ -189,18 +201,25 @@ impl Flight {
         (a, &mut self.calls[k.index as usize])
     }
 
-    /// Puts `att` at the back of a waiting line (a sidecar's queue, a
+    /// Puts `waiter` at the back of a waiting line (a sidecar's queue, a
     /// gateway instance's admission queue) where `live` attempts wait in
-    /// `phase`. An attempt that times out leaves its key behind until the
+    /// `phase`. An attempt that leaves the line other than at its front (a
+    /// gateway waiter's timeout, a reset) leaves its key behind until the
     /// key reaches the front; a line whose slots never come back would pile
     /// such keys up, so they are dropped once the line holds twice the live
     /// ones (at least 16): amortised O(1) a push, and the line never holds
     /// more than twice its live waiters plus 16.
-    pub(crate) fn enqueue(&self, line: &mut VecDeque<Key>, live: usize, phase: Phase, att: Key) {
+    pub(crate) fn enqueue<W: Waiting>(
+        &self,
+        line: &mut VecDeque<W>,
+        live: usize,
+        phase: Phase,
+        waiter: W,
+    ) {
         if line.len() >= 2 * live.max(8) {
-            line.retain(|&k| self.attempts.get(k).is_some_and(|a| a.phase == phase));
+            line.retain(|w| self.attempts.get(w.key()).is_some_and(|a| a.phase == phase));
         }
-        line.push_back(att);
+        line.push_back(waiter);
     }
 
     /// Detaches an attempt whose caller stops waiting without an answer

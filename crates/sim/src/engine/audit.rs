@@ -18,6 +18,8 @@
 
 use std::fmt;
 
+use stormbreak_policy::Nanos;
+
 use super::Engine;
 use super::attempt::{Held, Parent, Phase};
 use super::ids::Comp;
@@ -257,27 +259,41 @@ impl Engine {
                 let pod = svc.pod(*k);
                 // Every queued attempt must be findable in its pod's queue,
                 // or no freed slot would ever admit it.
-                let in_queue = |q: &std::collections::VecDeque<crate::slab::Key>, phase: Phase| {
-                    q.iter()
-                        .filter(|&&key| {
-                            flight
-                                .attempts
-                                .get(key)
-                                .is_some_and(|a| a.phase == phase && a.held == Held::Pod(*k))
-                        })
-                        .count() as u32
-                };
                 ensure!(
-                    in_queue(&pod.sidecar_queue, Phase::SidecarQueued) == pod.sidecar_queued,
+                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
+                        == pod.sidecar_queued,
                     "service {name}: pod {k:?} counts {} sidecar-queued, its queue holds {} of them",
                     pod.sidecar_queued,
-                    in_queue(&pod.sidecar_queue, Phase::SidecarQueued)
+                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
                 );
+                let mut waiting = pod.sidecar_queue.iter().filter(|w| {
+                    flight
+                        .attempts
+                        .get(w.att)
+                        .is_some_and(|a| a.phase == Phase::SidecarQueued)
+                });
+                if let Some(first) = waiting.next() {
+                    ensure!(
+                        first.deadline == Nanos::MAX
+                            || pod.expiry_at.is_some_and(|t| t <= first.deadline),
+                        "service {name}: pod {k:?}'s first waiter is due at {:?}, its queue timer at {:?}",
+                        first.deadline,
+                        pod.expiry_at
+                    );
+                    let mut last = first.deadline;
+                    for w in waiting {
+                        ensure!(
+                            w.deadline >= last,
+                            "service {name}: pod {k:?}'s waiters are out of deadline order"
+                        );
+                        last = w.deadline;
+                    }
+                }
                 ensure!(
-                    in_queue(&pod.app_queue, Phase::AppQueued) == pod.app_queued,
+                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k) == pod.app_queued,
                     "service {name}: pod {k:?} counts {} app-queued, its queue holds {} of them",
                     pod.app_queued,
-                    in_queue(&pod.app_queue, Phase::AppQueued)
+                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k)
                 );
                 let c = pods[s][k.0.index as usize];
                 let has_sidecar = svc.sidecar.is_some();
@@ -340,4 +356,21 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The attempts of line `q` that wait on pod `k` in `phase`.
+fn in_queue<W: super::attempt::Waiting>(
+    flight: &super::attempt::Flight,
+    q: &std::collections::VecDeque<W>,
+    phase: Phase,
+    k: super::ids::PodKey,
+) -> u32 {
+    q.iter()
+        .filter(|w| {
+            flight
+                .attempts
+                .get(w.key())
+                .is_some_and(|a| a.phase == phase && a.held == Held::Pod(k))
+        })
+        .count() as u32
 }

@@ -85,7 +85,7 @@ use self::autoscale::Autoscaler;
 use self::caller::Caller;
 use self::failover::FailoverCtl;
 use self::gateway::Gateway;
-use self::ids::{Comp, GatewayId, LbId, PopId, RouteId, SeriesId, ServiceId, SiteId};
+use self::ids::{Comp, GatewayId, LbId, PodKey, PopId, RouteId, SeriesId, ServiceId, SiteId};
 use self::lb::{Lb, LbPools};
 use self::population::Population;
 use self::rate::RateSchedule;
@@ -132,8 +132,14 @@ pub(crate) enum Ev {
     Timeout {
         att: Key,
     },
+    /// A gateway waiter's queue timeout.
     QueueTimeout {
         att: Key,
+    },
+    /// A pod's one sidecar queue timer (see `service`).
+    SidecarExpiry {
+        svc: ServiceId,
+        pod: PodKey,
     },
     ClientRetry {
         req: Key,
@@ -195,6 +201,7 @@ impl Ev {
             Ev::FailoverPlan { idx } => [13, u64::from(*idx)],
             Ev::Revert { idx } => [14, u64::from(*idx)],
             Ev::Reconcile { svc } => [15, u64::from(svc.0)],
+            Ev::SidecarExpiry { svc, pod } => [16, (u64::from(svc.0) << 48) ^ key(&pod.0)],
         }
     }
 }
@@ -246,14 +253,14 @@ struct Budget {
     last: Option<Ev>,
 }
 
-const EV_KINDS: usize = 16;
+const EV_KINDS: usize = 17;
 const EV_NAMES: [&str; EV_KINDS] = [
     "-",
     "arrivals",
     "job dispatches",
     "service completions",
     "timeouts",
-    "queue timeouts",
+    "gateway queue timeouts",
     "client retries",
     "gateway retries",
     "recording ticks",
@@ -264,6 +271,7 @@ const EV_NAMES: [&str; EV_KINDS] = [
     "failover plans",
     "action ends",
     "replica controller checks",
+    "sidecar queue timeouts",
 ];
 
 fn entity_rng(seed: u64, stream: u64) -> Pcg64Mcg {
@@ -452,7 +460,7 @@ impl Engine {
                         } else {
                             fleet.per_pod(sc.queue)
                         },
-                        queue_timeout: sc.queue_timeout.map(|t| queue.lane(t)),
+                        queue_timeout: sc.queue_timeout,
                     }),
                     workers: fleet.per_pod(s.app.workers),
                     // `queue = 0` is no queue at all, at any scale.
@@ -778,7 +786,10 @@ impl Engine {
             | Ev::Timeout { att }
             | Ev::QueueTimeout { att }
             | Ev::GatewayRetry { att } => attempt(att),
-            Ev::Autoscale { svc } | Ev::PodReady { svc } | Ev::Reconcile { svc } => {
+            Ev::Autoscale { svc }
+            | Ev::PodReady { svc }
+            | Ev::Reconcile { svc }
+            | Ev::SidecarExpiry { svc, .. } => {
                 format!(
                     "service {:?}",
                     self.rec.comps[self.services[svc.ix()].series.ix()].name
@@ -822,6 +833,7 @@ impl Engine {
             Ev::FailoverPlan { idx } => self.on_failover(idx as usize),
             Ev::Revert { idx } => self.on_revert(idx as usize),
             Ev::Reconcile { svc } => self.on_reconcile(svc),
+            Ev::SidecarExpiry { svc, pod } => self.on_sidecar_expiry(svc, pod),
         }
     }
 

@@ -7,6 +7,20 @@
 //! `busy` in `InService`, and (with a sidecar) `sidecar_in` those in
 //! `AppQueued` or `InService`. A pod leaves the service only when all four
 //! are zero, so no attempt's [`PodKey`] outlives its pod.
+//!
+//! The sidecar's queue timeout is one timer a pod, not one a request: every
+//! waiter gets the same timeout and the line is first in, first out, so its
+//! front always has the earliest deadline. The pod keeps one
+//! `SidecarExpiry` event at (or before) its front's deadline; the event
+//! expires the fronts that are due and sets itself again for the next one.
+//! A timer a waiter would cost an event and a queue entry for every request
+//! that waits, and most waiters are admitted before their deadline; this
+//! costs about one event a timeout period for a pod whose waiters are all
+//! admitted, and memory for the line alone.
+//!
+//! Invariant: while `expiry_at` is `Some(t)`, a `SidecarExpiry` for the pod
+//! is scheduled at `t`, and `t` is no later than the deadline of the line's
+//! first live waiter.
 
 use std::collections::VecDeque;
 
@@ -15,13 +29,12 @@ use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::Nanos;
 
 use super::Engine;
-use super::attempt::{Held, Phase, Res};
+use super::attempt::{Held, Phase, Res, Waiting};
 use super::autoscale::Autoscaler;
 use super::ids::{PodKey, SeriesId, ServiceId};
 use super::scale::FleetScale;
 use super::stats::Avg;
 use crate::dist::ServiceTime;
-use crate::queue::Lane;
 use crate::record::Cause;
 use crate::slab::{Key, Slab};
 
@@ -31,10 +44,13 @@ pub(crate) struct Pod {
     /// A `fail_pods` fault: the app refuses every attempt at once.
     pub(crate) failing: bool,
     pub(crate) sidecar_in: u32,
-    /// Keys of attempts waiting for a slot; timed-out ones stay as stale
-    /// keys and are skipped.
-    pub(crate) sidecar_queue: VecDeque<Key>,
+    /// Attempts waiting for a slot, oldest first, so deadlines never
+    /// decrease along the line; the keys of attempts that left otherwise
+    /// (a reset) stay behind and are skipped.
+    pub(crate) sidecar_queue: VecDeque<Waiter>,
     pub(crate) sidecar_queued: u32,
+    /// When the pod's one queue-timeout event is due, if one is scheduled.
+    pub(crate) expiry_at: Option<Nanos>,
     pub(crate) busy: u32,
     pub(crate) app_queue: VecDeque<Key>,
     pub(crate) app_queued: u32,
@@ -53,6 +69,7 @@ impl Pod {
             sidecar_in: 0,
             sidecar_queue: VecDeque::new(),
             sidecar_queued: 0,
+            expiry_at: None,
             busy: 0,
             app_queue: VecDeque::new(),
             app_queued: 0,
@@ -68,12 +85,27 @@ impl Pod {
     }
 }
 
+/// An attempt waiting for a sidecar slot, and when it stops waiting.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waiter {
+    pub(crate) att: Key,
+    /// [`Nanos::MAX`] when the sidecar has no queue timeout.
+    pub(crate) deadline: Nanos,
+}
+
+impl Waiting for Waiter {
+    #[inline]
+    fn key(&self) -> Key {
+        self.att
+    }
+}
+
 /// A pod's sidecar limits (per pod, after `--scale`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sidecar {
     pub(crate) limit: u32,
     pub(crate) queue_cap: u32,
-    pub(crate) queue_timeout: Option<Lane>,
+    pub(crate) queue_timeout: Option<Nanos>,
 }
 
 #[derive(Debug)]
@@ -194,20 +226,27 @@ impl Engine {
                 pod.sidecar_avg.touch(now, pod.sidecar_in);
                 pod.sidecar_in += 1;
             } else if pod.sidecar_queued < sc.queue_cap {
+                let deadline = sc
+                    .queue_timeout
+                    .map_or(Nanos::MAX, |t| now.saturating_add(t));
                 self.flight.enqueue(
                     &mut pod.sidecar_queue,
                     pod.sidecar_queued as usize,
                     Phase::SidecarQueued,
-                    att,
+                    Waiter { att, deadline },
                 );
                 pod.sidecar_queued += 1;
+                // Deadlines only grow along the line: a timer already
+                // set is due no later than this one.
+                let arm = deadline < Nanos::MAX && pod.expiry_at.is_none();
+                if arm {
+                    pod.expiry_at = Some(deadline);
+                    self.queue
+                        .schedule(deadline, super::Ev::SidecarExpiry { svc: s, pod: p });
+                }
                 let a = self.flight.get_mut(att);
                 a.phase = Phase::SidecarQueued;
                 a.held = Held::Pod(p);
-                if let Some(lane) = sc.queue_timeout {
-                    self.queue
-                        .schedule_in_lane(lane, now, super::Ev::QueueTimeout { att });
-                }
                 return;
             } else {
                 return self.reject(att, Cause::LimitRejected);
@@ -319,11 +358,11 @@ impl Engine {
             if pod.sidecar_in >= sc.limit {
                 return;
             }
-            let Some(next) = pod.sidecar_queue.pop_front() else {
+            let Some(Waiter { att: next, .. }) = pod.sidecar_queue.pop_front() else {
                 return;
             };
             let Some(a) = self.flight.attempts.get(next) else {
-                continue; // timed out in the queue already
+                continue; // reset while it waited
             };
             let drop = a.abandoned && drop_expired;
             pod.sidecar_queued -= 1;
@@ -337,21 +376,53 @@ impl Engine {
         }
     }
 
+    /// A gateway waiter's timer fired (sidecar queues keep one timer a
+    /// pod: [`Engine::on_sidecar_expiry`]).
     pub(crate) fn on_queue_timeout(&mut self, att: Key) {
         let Some(a) = self.flight.attempts.get(att) else {
             return;
         };
         if let (Phase::GatewayQueued, super::ids::Comp::Gateway(g)) = (a.phase, a.comp) {
-            return self.on_gateway_queue_timeout(att, g);
+            self.on_gateway_queue_timeout(att, g);
         }
-        if a.phase != Phase::SidecarQueued {
-            return;
+    }
+
+    /// The pod's queue-timeout event: the waiters at the front whose
+    /// deadline has come leave with a queue timeout, and the event is set
+    /// again for the first that stays.
+    pub(crate) fn on_sidecar_expiry(&mut self, s: ServiceId, p: PodKey) {
+        let now = self.now;
+        match self.services[s.ix()].pods.get_mut(p.0) {
+            // An earlier event replaced this one (see `expiry_at`).
+            Some(pod) if pod.expiry_at == Some(now) => pod.expiry_at = None,
+            // Or the pod drained and left.
+            _ => return,
         }
-        let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
-            unreachable!("a queued attempt is on a pod")
-        };
-        self.services[s.ix()].pod_mut(p).sidecar_queued -= 1;
-        // The key stays in the queue and is skipped as stale later.
-        self.reject(att, Cause::QueueTimeout);
+        loop {
+            let Some(pod) = self.services[s.ix()].pods.get_mut(p.0) else {
+                return;
+            };
+            let Some(&w) = pod.sidecar_queue.front() else {
+                return;
+            };
+            let waiting =
+                (self.flight.attempts.get(w.att)).is_some_and(|a| a.phase == Phase::SidecarQueued);
+            if !waiting {
+                pod.sidecar_queue.pop_front(); // reset while it waited
+                continue;
+            }
+            if w.deadline > now {
+                // A retry rejected just now may have set a later timer.
+                if pod.expiry_at.is_none_or(|t| t > w.deadline) {
+                    pod.expiry_at = Some(w.deadline);
+                    self.queue
+                        .schedule(w.deadline, super::Ev::SidecarExpiry { svc: s, pod: p });
+                }
+                return;
+            }
+            pod.sidecar_queue.pop_front();
+            pod.sidecar_queued -= 1;
+            self.reject(w.att, Cause::QueueTimeout);
+        }
     }
 }
