@@ -100,6 +100,24 @@ impl<T> Slab<T> {
         }
     }
 
+    /// The key of the live entry in slot `index`, if the slot holds one.
+    #[inline]
+    pub fn key_at(&self, index: u32) -> Option<Key> {
+        let slot = self.slots.get(index as usize)?;
+        slot.value.as_ref().map(|_| Key {
+            index,
+            generation: slot.generation,
+        })
+    }
+
+    /// Mutable access to the live entry in slot `index`, whatever its
+    /// generation: for links between live entries, which are unlinked
+    /// before their entry leaves.
+    #[inline]
+    pub fn at_mut(&mut self, index: u32) -> Option<&mut T> {
+        self.slots.get_mut(index as usize)?.value.as_mut()
+    }
+
     /// Removes the entry; its key (and every copy of it) goes stale.
     pub fn remove(&mut self, key: Key) -> Option<T> {
         let slot = self.slots.get_mut(key.index as usize)?;

@@ -21,8 +21,8 @@ use stormbreak_policy::shed::Criticality;
 use super::Engine;
 use super::caller::CallState;
 use super::conn::Conn;
+use super::deadline::Link;
 use super::ids::{Comp, NodeId, PodKey, RouteId, SiteId};
-use crate::queue::Timer;
 use crate::record::Cause;
 use crate::slab::{Key, Slab};
 
@@ -96,9 +96,10 @@ pub(crate) struct Attempt {
     pub(crate) class: Criticality,
     /// The client connection it rides to an LB (with `connections`).
     pub(crate) conn: Conn,
-    /// Its caller's per-try timer, while armed: cancelled when the attempt
-    /// leaves, so an attempt answered in time costs no timeout event.
-    pub(crate) timer: Option<Timer>,
+    /// Its place on its caller's per-try timeout list, while armed: it
+    /// leaves the list when it leaves, so an attempt answered in time
+    /// costs no timeout event.
+    pub(crate) link: Link,
 }
 
 /// An entry of a waiting line: the attempt it stands for.
@@ -263,7 +264,7 @@ impl Engine {
             site,
             class,
             conn: Conn::None,
-            timer: None,
+            link: Link::NONE,
         });
         let live = self.flight.attempts.len();
         self.flight.peak = self.flight.peak.max(live);
@@ -300,25 +301,16 @@ impl Engine {
 
     /// Creates the child attempt at the next hop and sends it, with the
     /// caller's per-try timeout when it has one.
-    pub(crate) fn forward(&mut self, att: Key, timeout: Option<crate::queue::Lane>) {
+    pub(crate) fn forward(&mut self, att: Key, timeout: Option<super::deadline::TimeoutList>) {
         let a = self.flight.get_mut(att);
         a.phase = Phase::Forwarded;
         let (route, hop, origin) = (a.route, a.hop + 1, (a.site, a.class));
         let child = self.new_attempt(route, hop, Parent::Attempt(att), origin);
         self.flight.get_mut(att).child = Some(child);
-        if let Some(lane) = timeout {
-            self.arm_timeout(lane, child);
+        if let Some(list) = timeout {
+            self.arm_timeout(list, child);
         }
         self.enter(child);
-    }
-
-    /// Arms the caller's per-try timeout for live attempt `att`.
-    #[inline]
-    pub(crate) fn arm_timeout(&mut self, lane: crate::queue::Lane, att: Key) {
-        let timer = self
-            .queue
-            .schedule_in_lane(lane, self.now, super::Ev::Timeout { att });
-        self.flight.get_mut(att).timer = Some(timer);
     }
 
     /// Takes attempt `att` out of the slab, cancelling its timeout: once
@@ -326,9 +318,7 @@ impl Engine {
     #[inline]
     pub(crate) fn remove_attempt(&mut self, att: Key) -> Attempt {
         let a = self.flight.attempts.remove(att).expect("a live attempt");
-        if let Some(t) = a.timer {
-            self.queue.cancel(t);
-        }
+        self.disarm_timeout(att.index, a.link);
         a
     }
 
@@ -403,7 +393,6 @@ impl Engine {
         }
         a.parent = Parent::Detached;
         a.abandoned = true;
-        a.timer = None;
         let snapshot = Attempt { parent, ..*a };
         if a.hop == 0 {
             self.conn_disown(snapshot.conn);
@@ -438,7 +427,7 @@ mod tests {
             site: SiteId::new(0),
             class: Criticality::default(),
             conn: Conn::None,
-            timer: None,
+            link: Link::NONE,
         })
     }
 

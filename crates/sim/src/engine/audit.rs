@@ -354,6 +354,42 @@ impl Engine {
                 self.rec.comps[c].name
             );
         }
+        self.audit_deadlines()
+    }
+
+    /// The per-try timeout lists (`deadline`): each holds exactly the
+    /// attempts linked to it, in creation order, and its one event is due
+    /// no later than its front's deadline.
+    fn audit_deadlines(&self) -> Result<(), AuditError> {
+        let attempts = &self.flight.attempts;
+        let mut on_lists = 0usize;
+        for (l, (duration, expiry_at)) in self.deadlines.lists().enumerate() {
+            let mut last = Nanos::ZERO;
+            for (n, (_, a)) in self.deadlines.walk(attempts, l).enumerate() {
+                ensure!(
+                    a.link.list() == Some(l),
+                    "timeout list {l}: its attempt {n} is linked to {:?}",
+                    a.link.list()
+                );
+                ensure!(
+                    a.started >= last,
+                    "timeout list {l}: attempt {n} is older than the one before it"
+                );
+                let due = a.started.saturating_add(duration);
+                ensure!(
+                    n > 0 || expiry_at.is_some_and(|t| t <= due),
+                    "timeout list {l}: its front is due at {due:?}, its event at {expiry_at:?}"
+                );
+                last = a.started;
+                on_lists += 1;
+            }
+        }
+        let mut linked = 0usize;
+        attempts.for_each(|_, a| linked += usize::from(a.link.is_linked()));
+        ensure!(
+            linked == on_lists,
+            "{linked} attempts are linked to a timeout list, the lists hold {on_lists}"
+        );
         Ok(())
     }
 }

@@ -12,6 +12,7 @@ use super::Engine;
 use super::admission::{Admission, Admitted, Refusal, Slot};
 use super::attempt::{Attempt, Held, Phase, Res};
 use super::caller::{Caller, Next};
+use super::deadline::TimeoutList;
 use super::ids::{GatewayId, RouteId, SeriesId};
 use super::scale::FleetScale;
 use crate::queue::Lane;
@@ -21,7 +22,7 @@ use crate::slab::Key;
 #[derive(Debug)]
 pub(crate) struct Gateway {
     pub(crate) dependency: Option<RouteId>,
-    pub(crate) timeout_lane: Lane,
+    pub(crate) timeout: TimeoutList,
     pub(crate) caller: Caller,
     pub(crate) rng: Pcg64Mcg,
     /// The gateway's `limit`, one limiter per instance.
@@ -118,7 +119,7 @@ impl Engine {
     fn gateway_admitted(&mut self, att: Key, g: GatewayId) {
         let gw = &mut self.gateways[g.ix()];
         let call = gw.caller.start(self.now);
-        let (dependency, lane) = (gw.dependency, gw.timeout_lane);
+        let (dependency, timeout) = (gw.dependency, gw.timeout);
         self.flight.start_call(att, call);
         self.flight.get_mut(att).phase = Phase::New;
         match dependency {
@@ -126,7 +127,7 @@ impl Engine {
                 self.rec.routes[dep.ix()].acc.first_attempts += 1;
                 self.call_dependency(att, g, dep);
             }
-            None => self.forward(att, Some(lane)),
+            None => self.forward(att, Some(timeout)),
         }
     }
 
@@ -191,8 +192,8 @@ impl Engine {
         let a = self.flight.get_mut(att);
         a.phase = Phase::DependencyWait;
         a.child = Some(child);
-        let lane = self.gateways[g.ix()].timeout_lane;
-        self.arm_timeout(lane, child);
+        let timeout = self.gateways[g.ix()].timeout;
+        self.arm_timeout(timeout, child);
         self.enter(child);
     }
 
@@ -203,8 +204,8 @@ impl Engine {
         let (pa, call) = self.flight.with_call(p);
         match (pa.phase, res) {
             (Phase::DependencyWait, Res::Ok) => {
-                let lane = gw.timeout_lane;
-                self.forward(p, Some(lane));
+                let timeout = gw.timeout;
+                self.forward(p, Some(timeout));
             }
             (_, Res::Ok) => {
                 gw.caller.on_success(call, now, &mut gw.rng);
@@ -254,8 +255,8 @@ impl Engine {
         let gw = &self.gateways[g.ix()];
         match (a.phase, gw.dependency) {
             (Phase::Backoff, _) => {
-                let lane = gw.timeout_lane;
-                self.forward(att, Some(lane));
+                let timeout = gw.timeout;
+                self.forward(att, Some(timeout));
             }
             (Phase::DependencyBackoff, Some(dep)) => self.call_dependency(att, g, dep),
             _ => {}

@@ -7,6 +7,7 @@
 //! | module | mechanism |
 //! |---|---|
 //! | `attempt` | an attempt's life: hops, answers, timeouts, the conservation ledger |
+//! | `deadline` | callers' per-try timeouts: a list a duration through the attempts, one event a list |
 //! | `population` | client populations: arrivals, client retries, fan-out, job queues |
 //! | `rate` | the arrival law (piecewise-linear rate, daily cycle) |
 //! | `lb` | LB pools: nodes and flows, shed rules, admission gates, staged restores |
@@ -54,6 +55,7 @@ mod autoscale;
 mod backlog;
 pub mod caller;
 mod conn;
+mod deadline;
 mod failover;
 mod fault;
 mod gateway;
@@ -83,6 +85,7 @@ pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError};
 use self::attempt::Flight;
 use self::autoscale::Autoscaler;
 use self::caller::Caller;
+use self::deadline::TimeoutList;
 use self::failover::FailoverCtl;
 use self::gateway::Gateway;
 use self::ids::{Comp, GatewayId, LbId, PodKey, PopId, RouteId, SeriesId, ServiceId, SiteId};
@@ -129,8 +132,9 @@ pub(crate) enum Ev {
     Done {
         att: Key,
     },
+    /// A per-try timeout list's one event (see `deadline`).
     Timeout {
-        att: Key,
+        list: TimeoutList,
     },
     /// A gateway waiter's queue timeout.
     QueueTimeout {
@@ -186,7 +190,7 @@ impl Ev {
             }
             Ev::Dispatch { pop } => [2, u64::from(pop.0)],
             Ev::Done { att } => [3, key(att)],
-            Ev::Timeout { att } => [4, key(att)],
+            Ev::Timeout { list } => [4, u64::from(list.index())],
             Ev::QueueTimeout { att } => [5, key(att)],
             Ev::ClientRetry { req } => [6, key(req)],
             Ev::GatewayRetry { att } => [7, key(att)],
@@ -219,6 +223,8 @@ pub struct Engine {
     queue: EventQueue<Ev>,
     /// The zero-delay lane: events due at once, in FIFO order.
     now_lane: Lane,
+    /// Callers' per-try timeouts, a list a duration.
+    deadlines: deadline::Deadlines,
     events: u64,
     /// Events but recording ticks: what the work budget counts.
     work: u64,
@@ -373,6 +379,7 @@ impl Engine {
         let scale = opts.scale;
         let names = Names::new(sc);
         let mut queue = EventQueue::new();
+        let mut deadlines = deadline::Deadlines::default();
         let mut rec = Recorder::new(
             sc.scenario.interval,
             Meta {
@@ -406,7 +413,7 @@ impl Engine {
             .enumerate()
             .map(|(i, g)| Gateway {
                 dependency: g.dependency.as_ref().map(|d| names.route(d.get_ref())),
-                timeout_lane: queue.lane(g.timeout),
+                timeout: deadlines.list(g.timeout),
                 caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
                 rng: entity_rng(seed, 1_000 + i as u64),
                 admission: g.limit.as_ref().map(|l| {
@@ -523,7 +530,7 @@ impl Engine {
                     route: names.route(c.route.get_ref()),
                     schedule: RateSchedule::new(c.rate * scale, &steps)
                         .with_diurnal(c.diurnal.as_ref()),
-                    timeout_lane: queue.lane(c.timeout),
+                    timeout: deadlines.list(c.timeout),
                     caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
                     honour_retry_after: c.honour_retry_after,
                     site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
@@ -597,6 +604,7 @@ impl Engine {
             end: sc.scenario.duration,
             queue,
             now_lane,
+            deadlines,
             events: 0,
             work: 0,
             scale,
@@ -782,10 +790,7 @@ impl Engine {
                 .requests
                 .get(*req)
                 .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop)),
-            Ev::Done { att }
-            | Ev::Timeout { att }
-            | Ev::QueueTimeout { att }
-            | Ev::GatewayRetry { att } => attempt(att),
+            Ev::Done { att } | Ev::QueueTimeout { att } | Ev::GatewayRetry { att } => attempt(att),
             Ev::Autoscale { svc }
             | Ev::PodReady { svc }
             | Ev::Reconcile { svc }
@@ -798,6 +803,10 @@ impl Engine {
             Ev::RampWake { lb, .. } => {
                 format!("lb {:?}", self.rec.comps[self.lbs[*lb].series.ix()].name)
             }
+            Ev::Timeout { list } => format!(
+                "the callers' per-try timeouts of {}",
+                stormbreak_policy::units::format_duration(self.deadlines.duration(*list))
+            ),
             Ev::Tick | Ev::Action { .. } | Ev::FailoverPlan { .. } | Ev::Revert { .. } => {
                 "the engine".to_owned()
             }
@@ -820,7 +829,7 @@ impl Engine {
         match ev {
             Ev::Arrive { pop, generation } => self.on_arrival(pop, generation),
             Ev::Done { att } => self.on_service_done(att),
-            Ev::Timeout { att } => self.on_timeout(att),
+            Ev::Timeout { list } => self.on_timeouts(list),
             Ev::QueueTimeout { att } => self.on_queue_timeout(att),
             Ev::ClientRetry { req } => self.on_client_retry(req),
             Ev::GatewayRetry { att } => self.on_gateway_retry(att),

@@ -12,6 +12,7 @@ use stormbreak_policy::Nanos;
 use super::Engine;
 use super::attempt::{Parent, Res};
 use super::caller::{CallState, Caller, Next};
+use super::deadline::TimeoutList;
 use super::ids::{PopId, RouteId, SiteId};
 use super::rate::RateSchedule;
 use crate::queue::Lane;
@@ -38,7 +39,7 @@ pub(crate) struct Population {
     pub(crate) name: String,
     pub(crate) route: RouteId,
     pub(crate) schedule: RateSchedule,
-    pub(crate) timeout_lane: Lane,
+    pub(crate) timeout: TimeoutList,
     pub(crate) caller: Caller,
     pub(crate) honour_retry_after: bool,
     pub(crate) site: SiteId,
@@ -193,7 +194,7 @@ impl Engine {
     fn client_send(&mut self, req: Key) {
         let r = *self.flight.requests.get(req).expect("a live request");
         let pop = &mut self.pops[r.pop.ix()];
-        let (lane, origin) = (pop.timeout_lane, (pop.site, pop.class));
+        let (timeout, origin) = (pop.timeout, (pop.site, pop.class));
         if r.route != pop.route {
             pop.spilled_total += 1;
         }
@@ -211,7 +212,7 @@ impl Engine {
         let att = self.new_attempt(r.route, 0, Parent::Client(req), origin);
         self.enter(att);
         if self.flight.attempts.get(att).is_some() {
-            self.arm_timeout(lane, att);
+            self.arm_timeout(timeout, att);
         }
     }
 
