@@ -145,8 +145,12 @@ pub(crate) enum Ev {
         svc: ServiceId,
         pod: PodKey,
     },
+    /// A client sends `sends` attempts of a request, one after another
+    /// (more than one only for the fan-out bug's burst: one event instead
+    /// of `sends` back to back at the same instant, the same order).
     ClientRetry {
         req: Key,
+        sends: u32,
     },
     GatewayRetry {
         att: Key,
@@ -192,7 +196,7 @@ impl Ev {
             Ev::Done { att } => [3, key(att)],
             Ev::Timeout { list } => [4, u64::from(list.index())],
             Ev::QueueTimeout { att } => [5, key(att)],
-            Ev::ClientRetry { req } => [6, key(req)],
+            Ev::ClientRetry { req, sends } => [6, key(req) ^ (u64::from(*sends) << 56)],
             Ev::GatewayRetry { att } => [7, key(att)],
             Ev::Tick => [8, 0],
             Ev::Autoscale { svc } => [9, u64::from(svc.0)],
@@ -785,7 +789,7 @@ impl Engine {
         let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name);
         match &ev {
             Ev::Arrive { pop: p, .. } | Ev::Dispatch { pop: p } => pop(p),
-            Ev::ClientRetry { req } => self
+            Ev::ClientRetry { req, .. } => self
                 .flight
                 .requests
                 .get(*req)
@@ -831,7 +835,7 @@ impl Engine {
             Ev::Done { att } => self.on_service_done(att),
             Ev::Timeout { list } => self.on_timeouts(list),
             Ev::QueueTimeout { att } => self.on_queue_timeout(att),
-            Ev::ClientRetry { req } => self.on_client_retry(req),
+            Ev::ClientRetry { req, sends } => self.on_client_retry(req, sends),
             Ev::GatewayRetry { att } => self.on_gateway_retry(att),
             Ev::Tick => self.on_tick(),
             Ev::Dispatch { pop } => self.on_dispatch(pop),

@@ -216,9 +216,11 @@ impl Engine {
         }
     }
 
-    pub(crate) fn on_client_retry(&mut self, req: Key) {
-        if self.flight.requests.get(req).is_some() {
-            self.client_send(req);
+    pub(crate) fn on_client_retry(&mut self, req: Key, sends: u32) {
+        for _ in 0..sends {
+            if self.flight.requests.get(req).is_some() {
+                self.client_send(req);
+            }
         }
     }
 
@@ -247,11 +249,11 @@ impl Engine {
                 if now < r.deadline && pop.caller.is_retryable(cause, retry_after) {
                     let n = pop.fanout.min(pop.fanout_cap.saturating_sub(r.live));
                     r.live += n;
-                    for _ in 0..n {
+                    if n > 0 {
                         self.queue.schedule_in_lane(
                             pop.fanout_lane,
                             now,
-                            super::Ev::ClientRetry { req },
+                            super::Ev::ClientRetry { req, sends: n },
                         );
                     }
                 }
@@ -271,10 +273,15 @@ impl Engine {
                     let lane = (t == now).then_some(self.now_lane);
                     match lane {
                         Some(lane) => {
-                            self.queue
-                                .schedule_in_lane(lane, now, super::Ev::ClientRetry { req });
+                            self.queue.schedule_in_lane(
+                                lane,
+                                now,
+                                super::Ev::ClientRetry { req, sends: 1 },
+                            );
                         }
-                        None => self.queue.schedule(t, super::Ev::ClientRetry { req }),
+                        None => self
+                            .queue
+                            .schedule(t, super::Ev::ClientRetry { req, sends: 1 }),
                     }
                 }
                 Next::GiveUp => self.finish_request(req),
