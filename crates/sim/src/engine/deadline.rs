@@ -348,11 +348,11 @@ mod tests {
                         prop_assert!(!attempts.get(k).unwrap().link.is_linked());
                     }
                 }
-                for l in 0..2 {
+                for (l, keys) in reference.iter().enumerate() {
                     let walked: Vec<u32> = d.walk(&attempts, l).map(|(i, _)| i).collect();
-                    let want: Vec<u32> = reference[l].iter().map(|k| k.index).collect();
+                    let want: Vec<u32> = keys.iter().map(|k| k.index).collect();
                     prop_assert_eq!(walked, want);
-                    let tail = reference[l].last().map_or(NIL, |k| k.index);
+                    let tail = keys.last().map_or(NIL, |k| k.index);
                     prop_assert_eq!(d.lists[l].tail, tail);
                 }
             }
