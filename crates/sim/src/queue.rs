@@ -135,6 +135,11 @@ impl<E: Copy> RadixHeap<E> {
         self.last = time_of(self.mins[b]).as_nanos();
         self.occupied &= !(1 << (b - 1));
         self.mins[b] = NO_KEY;
+        // A bucket of one (common when few events are pending) holds the
+        // smallest entry of all: it is popped without a pass through `due`.
+        if self.buckets[b].len() == 1 {
+            return self.buckets[b].pop();
+        }
         let mut moving = std::mem::take(&mut self.buckets[b]);
         // Relative to the new `last`, every entry of bucket `b` falls into a
         // lower bucket or `due`; the buckets above `b` keep their entries.
