@@ -10,6 +10,8 @@
 //! two links in each attempt on it: no queue entry is kept for the whole
 //! timeout after the attempt has gone (the 30 s lane of the incident held
 //! a quarter of a million of those, nearly all cancelled, at its peak).
+//! A list holds live attempts only, so the lists together are bounded by
+//! `Limits::attempts_in_flight`, and one event's loop by its list's length.
 //!
 //! Invariants: an attempt is on list `l` exactly while `link.list == l`;
 //! the list's order is its attempts' creation order, so their deadlines
