@@ -3,8 +3,9 @@
 //! at once, until `give_up_after`. One event sends a whole burst
 //! (`Ev::ClientRetry { sends }`); this checks that every send of it counts.
 
-use stormbreak_sim::Scenario;
-use stormbreak_sim::engine::{Engine, RunOptions};
+mod common;
+
+use stormbreak_policy::Nanos;
 
 #[test]
 fn a_failing_operation_makes_thirteen_attempts() {
@@ -40,16 +41,7 @@ do = "stall"
 targets = ["token"]
 mode = "fail"
 "#;
-    let sc = Scenario::parse("fan.toml", text).expect("valid scenario");
-    let rec = Engine::new(
-        &sc,
-        RunOptions {
-            seed: Some(3),
-            scale: 1.0,
-        },
-    )
-    .run()
-    .expect("the run stays within its bounds");
+    let rec = common::run_audited(text, Some(3), Nanos::from_secs(1));
     let r = &rec.routes[0];
     // After the first 10 s every interval sees operations at every stage:
     // its attempts are 13 times its operations, up to the Poisson swing

@@ -2,21 +2,15 @@
 //! before and not after, and waiters admitted in time cost no event (the
 //! pod keeps one timer for its whole line, `engine/service.rs`).
 
-use stormbreak_sim::Scenario;
-use stormbreak_sim::engine::{Engine, RunOptions};
+mod common;
+
+use stormbreak_policy::Nanos;
 use stormbreak_sim::record::{Cause, Recording};
 
+/// Audited every simulated second: the pod's one queue timer keeps its
+/// invariant throughout, not only at the end.
 fn run(text: &str) -> Recording {
-    let sc = Scenario::parse("test.toml", text).expect("valid scenario");
-    Engine::new(
-        &sc,
-        RunOptions {
-            seed: Some(11),
-            scale: 1.0,
-        },
-    )
-    .run()
-    .expect("the run stays within its bounds")
+    common::run_audited(text, Some(11), Nanos::from_secs(1))
 }
 
 fn scenario(sidecar: &str, service_time: &str, rate: &str, duration: &str) -> String {

@@ -409,18 +409,18 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::ids::{Comp, RouteId, ServiceId};
-
-    fn waiting(flight: &mut Flight) -> Key {
-        flight.attempts.insert(Attempt {
+impl Attempt {
+    /// A detached attempt at a service, in `phase`, created at `started`,
+    /// for unit tests of the tables attempts sit in.
+    pub(crate) fn for_test(phase: Phase, started: Nanos) -> Attempt {
+        use crate::engine::ids::ServiceId;
+        Attempt {
             route: RouteId::new(0),
             hop: 0,
-            phase: Phase::SidecarQueued,
+            phase,
             comp: Comp::Service(ServiceId::new(0)),
             parent: Parent::Detached,
-            started: Nanos::ZERO,
+            started,
             held: Held::Nothing,
             child: None,
             abandoned: false,
@@ -428,7 +428,18 @@ mod tests {
             class: Criticality::default(),
             conn: Conn::None,
             link: Link::NONE,
-        })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(flight: &mut Flight) -> Key {
+        flight
+            .attempts
+            .insert(Attempt::for_test(Phase::SidecarQueued, Nanos::ZERO))
     }
 
     #[test]

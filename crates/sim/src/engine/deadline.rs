@@ -254,30 +254,13 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use stormbreak_policy::shed::Criticality;
 
     use super::*;
-    use crate::engine::attempt::{Held, Parent, Phase};
-    use crate::engine::conn::Conn;
-    use crate::engine::ids::{Comp, RouteId, ServiceId, SiteId};
+    use crate::engine::attempt::Phase;
     use crate::slab::Key;
 
     fn attempt(started: Nanos) -> Attempt {
-        Attempt {
-            route: RouteId::new(0),
-            hop: 0,
-            phase: Phase::New,
-            comp: Comp::Service(ServiceId::new(0)),
-            parent: Parent::Detached,
-            started,
-            held: Held::Nothing,
-            child: None,
-            abandoned: false,
-            site: SiteId::new(0),
-            class: Criticality::default(),
-            conn: Conn::None,
-            link: Link::NONE,
-        }
+        Attempt::for_test(Phase::New, started)
     }
 
     #[derive(Debug, Clone)]
