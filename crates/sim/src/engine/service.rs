@@ -393,9 +393,9 @@ impl Engine {
     pub(crate) fn on_sidecar_expiry(&mut self, s: ServiceId, p: PodKey) {
         let now = self.now;
         match self.services[s.ix()].pods.get_mut(p.0) {
-            // An earlier event replaced this one (see `expiry_at`).
             Some(pod) if pod.expiry_at == Some(now) => pod.expiry_at = None,
-            // Or the pod drained and left.
+            // The pod drained and left, or an earlier event took this
+            // one's place (see `expiry_at`).
             _ => return,
         }
         loop {
@@ -405,8 +405,11 @@ impl Engine {
             let Some(&w) = pod.sidecar_queue.front() else {
                 return;
             };
-            let waiting =
-                (self.flight.attempts.get(w.att)).is_some_and(|a| a.phase == Phase::SidecarQueued);
+            let waiting = self
+                .flight
+                .attempts
+                .get(w.att)
+                .is_some_and(|a| a.phase == Phase::SidecarQueued);
             if !waiting {
                 pod.sidecar_queue.pop_front(); // reset while it waited
                 continue;
