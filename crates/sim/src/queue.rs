@@ -5,12 +5,10 @@
 //! duration `d` armed at `now` fires at `now + d`: armed in time order, it
 //! also fires in time order. Such timers go to a FIFO lane per duration, where
 //! push and pop are O(1), instead of a heap where a million pending timers cost
-//! ~20 comparisons each. A lane timer can be cancelled in place by the
-//! [`Timer`] its arming returned: the entry is marked, never popped as an
-//! event, and dropped when it reaches the lane's front, so a timer whose
-//! work was answered first costs a push and a mark, not an event. (Events
-//! that are not cancelled this way still carry a generation, and their
-//! handlers ignore stale ones.)
+//! ~20 comparisons each. A lane entry is never withdrawn: a timer whose
+//! work is usually done first belongs elsewhere (the engine keeps one timer
+//! a waiting line, `engine/deadline.rs`), and events that may find their
+//! work gone carry a generation that their handlers check.
 //!
 //! Ties are broken by insertion sequence, so the order of events at equal
 //! times is the order they were scheduled: deterministic on any machine.
@@ -153,77 +151,27 @@ impl<E: Copy> RadixHeap<E> {
 }
 
 /// A FIFO lane of timers of one duration.
-///
-/// Invariant: the front of `fifo` is never a cancelled entry (cancelled
-/// entries are dropped as soon as they reach the front), and `popped`
-/// counts the entries ever removed from the front, so the entry armed as
-/// the lane's `n`-th (from 0) sits at `fifo[n - popped]` while it is there.
 #[derive(Debug)]
 struct FifoLane<E> {
     duration: Nanos,
     fifo: VecDeque<Entry<E>>,
-    popped: u64,
 }
 
 impl<E> FifoLane<E> {
-    /// Drops cancelled entries from the front; returns the new front's key.
+    /// The front's key ([`NO_KEY`] when the lane is empty).
     #[inline]
-    fn settle_front(&mut self) -> OrderKey {
-        while let Some(f) = self.fifo.front() {
-            if !is_cancelled(f.key) {
-                return f.key;
-            }
-            self.fifo.pop_front();
-            self.popped += 1;
-        }
-        NO_KEY
+    fn front_key(&self) -> OrderKey {
+        self.fifo.front().map_or(NO_KEY, |f| f.key)
     }
-}
-
-/// A cancelled lane entry keeps its time and loses its sequence number:
-/// real sequence numbers start at 1.
-#[inline]
-fn is_cancelled(key: OrderKey) -> bool {
-    key as u64 == 0
 }
 
 /// Identifies a FIFO lane made by [`EventQueue::lane`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lane(usize);
 
-/// Bits of a [`Timer`] that number the entries of one lane; the lane's
-/// index (plus one, so that no handle is zero) is in the bits above.
-const TIMER_POS_BITS: u32 = 48;
-
-/// Most lanes one queue can have: [`Timer`] keeps the lane in 16 bits.
-pub const MAX_LANES: usize = (1 << (64 - TIMER_POS_BITS)) - 1;
-
-/// A timer armed in a lane, to cancel it with [`EventQueue::cancel`]. Eight
-/// bytes, and `Option<Timer>` too.
-///
-/// A lane numbers its entries from 0 in 48 bits: armed at 10⁹ timers a
-/// second of wall-clock time, one lane would wrap after three days of
-/// running, so a handle never names a later timer than its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timer(std::num::NonZeroU64);
-
-impl Timer {
-    #[inline]
-    fn new(lane: usize, pos: u64) -> Timer {
-        let raw = ((lane as u64 + 1) << TIMER_POS_BITS) | (pos & ((1 << TIMER_POS_BITS) - 1));
-        Timer(std::num::NonZeroU64::new(raw).expect("the lane part is at least 1"))
-    }
-
-    #[inline]
-    fn lane(self) -> usize {
-        (self.0.get() >> TIMER_POS_BITS) as usize - 1
-    }
-
-    #[inline]
-    fn pos(self) -> u64 {
-        self.0.get() & ((1 << TIMER_POS_BITS) - 1)
-    }
-}
+/// Most lanes one queue can have: a scenario's timeouts are validated to
+/// far fewer distinct durations.
+pub const MAX_LANES: usize = u16::MAX as usize;
 
 /// A deterministic future-event list.
 ///
@@ -235,10 +183,10 @@ impl Timer {
 /// let timeouts = q.lane(ms(200));
 /// q.schedule(ms(50), "service done");
 /// q.schedule_in_lane(timeouts, Nanos::ZERO, "timeout"); // fires at 200 ms
-/// let answered = q.schedule_in_lane(timeouts, ms(10), "answered first");
+/// q.schedule_in_lane(timeouts, ms(10), "later timeout"); // at 210 ms
 /// assert_eq!(q.pop(), Some((ms(50), "service done")));
-/// assert!(q.cancel(answered), "still pending: cancelled in place");
 /// assert_eq!(q.pop(), Some((ms(200), "timeout")));
+/// assert_eq!(q.pop(), Some((ms(210), "later timeout")));
 /// assert_eq!(q.pop(), None);
 /// ```
 #[derive(Debug)]
@@ -299,7 +247,6 @@ impl<E: Copy> EventQueue<E> {
         self.lanes.push(FifoLane {
             duration,
             fifo: VecDeque::new(),
-            popped: 0,
         });
         self.fronts.push(NO_KEY);
         Lane(self.lanes.len() - 1)
@@ -320,8 +267,8 @@ impl<E: Copy> EventQueue<E> {
 
     /// Schedules `event` at `now + lane duration`. Callers must arm a lane
     /// with non-decreasing `now` (the simulation clock never goes back), which
-    /// keeps each lane sorted. The returned handle cancels it.
-    pub fn schedule_in_lane(&mut self, lane: Lane, now: Nanos, event: E) -> Timer {
+    /// keeps each lane sorted.
+    pub fn schedule_in_lane(&mut self, lane: Lane, now: Nanos, event: E) {
         let seq = self.next_seq();
         let l = &mut self.lanes[lane.0];
         let key = order_key(now.saturating_add(l.duration), seq);
@@ -336,36 +283,7 @@ impl<E: Copy> EventQueue<E> {
                 self.lane_min_at = lane.0;
             }
         }
-        let timer = Timer::new(lane.0, l.popped + l.fifo.len() as u64);
         l.fifo.push_back(Entry { key, event });
-        timer
-    }
-
-    /// Cancels a lane timer that has not fired: it will never be popped.
-    /// Returns whether it was pending (false once it has fired or been
-    /// cancelled). O(1), but for the rescan of the lane fronts when the
-    /// cancelled timer was the earliest of all lanes.
-    pub fn cancel(&mut self, timer: Timer) -> bool {
-        let li = timer.lane();
-        let l = &mut self.lanes[li];
-        let Some(idx) = timer.pos().checked_sub(l.popped) else {
-            return false;
-        };
-        let Some(entry) = l.fifo.get_mut(idx as usize) else {
-            return false;
-        };
-        if is_cancelled(entry.key) {
-            return false;
-        }
-        entry.key &= !OrderKey::from(u64::MAX);
-        self.len -= 1;
-        if idx == 0 {
-            self.fronts[li] = l.settle_front();
-            if li == self.lane_min_at {
-                self.rescan_lane_min();
-            }
-        }
-        true
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -374,8 +292,8 @@ impl<E: Copy> EventQueue<E> {
         self.seq
     }
 
-    /// Number of pending events: cancelled timers excluded, events whose
-    /// handler will find them stale included.
+    /// Number of pending events, those whose handler will find them stale
+    /// included.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -419,8 +337,7 @@ impl<E: Copy> EventQueue<E> {
     fn pop_lane(&mut self) -> Option<Entry<E>> {
         let l = &mut self.lanes[self.lane_min_at];
         let entry = l.fifo.pop_front();
-        l.popped += 1;
-        self.fronts[self.lane_min_at] = l.settle_front();
+        self.fronts[self.lane_min_at] = l.front_key();
         self.rescan_lane_min();
         entry
     }
@@ -464,42 +381,12 @@ mod tests {
         assert_eq!(q.pop(), Some((Nanos::from_nanos(200), "later")));
     }
 
-    #[test]
-    fn a_cancelled_timer_never_pops_and_a_fired_one_cannot_be_cancelled() {
-        let mut q = EventQueue::new();
-        let short = q.lane(Nanos::from_nanos(10));
-        let long = q.lane(Nanos::from_nanos(100));
-        let a = q.schedule_in_lane(short, Nanos::ZERO, "a");
-        let b = q.schedule_in_lane(short, Nanos::from_nanos(1), "b");
-        let c = q.schedule_in_lane(long, Nanos::ZERO, "c");
-        q.schedule(Nanos::from_nanos(50), "heap");
-        assert_eq!(q.len(), 4);
-        // The earliest of all lanes' fronts, cancelled: the next front
-        // takes its place.
-        assert!(q.cancel(a));
-        assert!(!q.cancel(a), "twice is a no-op");
-        assert_eq!(q.len(), 3);
-        assert_eq!(q.peek_time(), Some(Nanos::from_nanos(11)));
-        assert_eq!(q.pop(), Some((Nanos::from_nanos(11), "b")));
-        assert!(!q.cancel(b), "fired");
-        assert_eq!(q.pop(), Some((Nanos::from_nanos(50), "heap")));
-        assert!(q.cancel(c));
-        assert_eq!(q.pop(), None);
-        assert!(q.is_empty());
-        // A handle of a timer long gone names nothing, not a newer entry.
-        let d = q.schedule_in_lane(short, Nanos::from_nanos(60), "d");
-        assert!(!q.cancel(a) && !q.cancel(b));
-        assert_eq!(q.pop(), Some((Nanos::from_nanos(70), "d")));
-        assert!(!q.cancel(d));
-    }
-
     proptest! {
-        /// Random cancellations between pushes and pops: the pops are the
-        /// reference order with the cancelled timers left out, and a
-        /// cancel says true exactly when the timer was still pending.
+        /// Pops between pushes, the clock following them: every pop, the
+        /// count and the next time agree with a sorted reference.
         #[test]
-        fn cancelled_timers_are_left_out_and_the_rest_keep_their_order(
-            ops in prop::collection::vec((0u64..500, 0usize..4, 0u8..3, any::<prop::sample::Index>()), 1..500)
+        fn interleaved_pushes_and_pops_follow_the_reference(
+            ops in prop::collection::vec((0u64..500, 0usize..4, any::<bool>()), 1..500)
         ) {
             use std::collections::BTreeMap;
             let mut q = EventQueue::new();
@@ -507,32 +394,22 @@ mod tests {
             let lanes = durations.map(|d| q.lane(d));
             // (time, scheduling order) -> id, for what is still pending
             let mut reference: BTreeMap<(Nanos, usize), usize> = BTreeMap::new();
-            let mut timers: Vec<(Timer, (Nanos, usize))> = Vec::new();
             let mut now = Nanos::ZERO;
-            for (i, &(dt, kind, action, pick)) in ops.iter().enumerate() {
+            for (i, &(dt, kind, pop)) in ops.iter().enumerate() {
                 if kind < 3 {
-                    let t = q.schedule_in_lane(lanes[kind], now, i);
-                    let at = now + durations[kind];
-                    reference.insert((at, i), i);
-                    timers.push((t, (at, i)));
+                    q.schedule_in_lane(lanes[kind], now, i);
+                    reference.insert((now + durations[kind], i), i);
                 } else {
                     let at = now + Nanos::from_nanos(dt);
                     q.schedule(at, i);
                     reference.insert((at, i), i);
                 }
-                match action {
-                    0 if !timers.is_empty() => {
-                        let (t, k) = timers[pick.index(timers.len())];
-                        prop_assert_eq!(q.cancel(t), reference.remove(&k).is_some());
+                if pop {
+                    let want = reference.pop_first().map(|((at, _), id)| (at, id));
+                    prop_assert_eq!(q.pop(), want);
+                    if let Some((at, _)) = want {
+                        now = at;
                     }
-                    1 => {
-                        let want = reference.pop_first().map(|((at, _), id)| (at, id));
-                        prop_assert_eq!(q.pop(), want);
-                        if let Some((at, _)) = want {
-                            now = at;
-                        }
-                    }
-                    _ => {}
                 }
                 prop_assert_eq!(q.len(), reference.len());
                 prop_assert_eq!(q.peek_time(), reference.keys().next().map(|k| k.0));
