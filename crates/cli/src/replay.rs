@@ -157,7 +157,7 @@ fn run_scenario(
     opts: RunOptions,
     quiet: bool,
 ) -> Result<Run, String> {
-    let rec = simulate_with_progress(&sc, opts, quiet)
+    let rec = simulate_with_progress(&sc, opts, None, quiet)
         .map_err(|e| format!("{}: {e}", sc.scenario.name))?;
     let summary = replay::summarize(&rec, fixes);
     let label = if fixes.is_empty() {

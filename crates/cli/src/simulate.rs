@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stormbreak_policy::Nanos;
+use stormbreak_policy::units::format_duration;
 use stormbreak_report::REPORT_FILE;
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::output::OutputSet;
@@ -29,12 +31,28 @@ pub struct Args {
     // meets the range check rather than clap's "unexpected argument".
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_scale)]
     pub scale: f64,
+    /// Stop at this simulated time, e.g. "60m": the run a copy of the
+    /// scenario with this `duration` and no later action would make (at most
+    /// the scenario's duration).
+    #[arg(long, value_name = "DURATION", value_parser = parse_until)]
+    pub until: Option<Nanos>,
     /// Print the summary as JSON on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// `--until` must be a duration above zero (clap prefixes the flag's name).
+fn parse_until(s: &str) -> Result<Nanos, String> {
+    match stormbreak_policy::units::parse_duration(s) {
+        Ok(d) if d > Nanos::ZERO => Ok(d),
+        Ok(_) => Err(format!(
+            "expected a duration above 0 such as \"60m\", got {s:?}"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--scale` must be a positive, finite factor of at most 1000 (clap
@@ -59,6 +77,16 @@ pub fn run(args: Args) -> Result<(), String> {
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
+    if let Some(until) = args.until
+        && until > scenario.scenario.duration
+    {
+        return Err(format!(
+            "{}: --until {} is after the end of the run (duration = {:?})",
+            args.file.display(),
+            format_duration(until),
+            format_duration(scenario.scenario.duration)
+        ));
+    }
     let out = match args.out {
         Some(out) => out,
         None => crate::default_out(&scenario.scenario.name)
@@ -69,7 +97,7 @@ pub fn run(args: Args) -> Result<(), String> {
         seed: args.seed,
         scale: args.scale,
     };
-    let rec = simulate_with_progress(&scenario, opts, args.quiet || args.json)
+    let rec = simulate_with_progress(&scenario, opts, args.until, args.quiet || args.json)
         .map_err(|e| format!("{}: {e}", args.file.display()))?;
     let html = stormbreak_report::render(
         &[(scenario.scenario.name.as_str(), &rec)],
@@ -109,13 +137,18 @@ pub fn read_scenario(path: &Path) -> Result<String, String> {
 }
 
 /// Runs the engine in slices so a progress bar with an ETA can be drawn;
-/// the bar only appears once a run has taken more than a second.
+/// the bar only appears once a run has taken more than a second. `until`
+/// stops the run early ([`Engine::stop_at`]).
 pub fn simulate_with_progress(
     scenario: &Scenario,
     opts: RunOptions,
+    until: Option<Nanos>,
     quiet: bool,
 ) -> Result<Recording, stormbreak_sim::engine::RunError> {
     let mut engine = Engine::new(scenario, opts);
+    if let Some(t) = until {
+        engine = engine.stop_at(t);
+    }
     let end = engine.end();
     let slices = 200u64;
     let started = Instant::now();

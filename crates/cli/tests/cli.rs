@@ -169,11 +169,54 @@ fn replay_with_a_fix_list_runs_and_writes_its_summary() {
 }
 
 #[test]
+fn until_stops_the_run_early_and_refuses_a_time_after_its_end() {
+    let dir = temp_dir("until");
+    let file = dir.join("until.toml");
+    std::fs::write(&file, SMALL).unwrap();
+    let run = |until: &str, out: &str| {
+        stormbreak()
+            .arg("simulate")
+            .arg(&file)
+            .args(["--until", until, "--quiet", "--out"])
+            .arg(dir.join(out))
+            .output()
+            .unwrap()
+    };
+    let ok = run("12s", "ok");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("ok/recording.json")).unwrap()).unwrap();
+    assert_eq!(rec["duration"], 12_000_000_000u64);
+
+    // After the scenario's 30 s: an error naming the file, nothing written.
+    let late = run("31s", "late");
+    assert_eq!(late.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&late.stderr);
+    assert!(
+        err.contains("until.toml: --until 31s is after the end of the run (duration = \"30s\")"),
+        "{err}"
+    );
+    assert!(!dir.join("late").exists());
+    for bad in ["0", "soon"] {
+        let out = run(bad, "bad");
+        assert_eq!(out.status.code(), Some(2), "--until {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--until"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!dir.join("bad").exists());
+    }
+}
+
+#[test]
 fn every_subcommand_documents_its_flags() {
     for (cmd, flags) in [
         (
             "simulate",
-            &["--out", "--seed", "--scale", "--json", "--quiet"][..],
+            &["--out", "--seed", "--scale", "--until", "--json", "--quiet"][..],
         ),
         (
             "replay",

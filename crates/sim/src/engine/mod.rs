@@ -688,6 +688,47 @@ impl Engine {
         self
     }
 
+    /// Ends the run at `at` instead of the scenario's end, if earlier (before
+    /// the run starts). The run is the one a copy of the scenario with
+    /// `duration = at` and no action after `at` would make: events after
+    /// `at`, scheduled actions included, never happen, and the recording
+    /// covers `[0, at]`. For looking at the first part of a long scenario,
+    /// or measuring it, without editing the file.
+    ///
+    /// ```
+    /// # use stormbreak_sim::{Scenario, engine::{Engine, RunOptions}};
+    /// # use stormbreak_policy::Nanos;
+    /// let sc = Scenario::parse("s.toml", r#"
+    /// [scenario]
+    /// name = "s"
+    /// duration = "1h"
+    /// interval = "10s"
+    /// [[service]]
+    /// name = "svc"
+    /// replicas = 1
+    /// app = { workers = 4, service_time = { dist = "exponential", mean = "1ms" } }
+    /// [[route]]
+    /// name = "r"
+    /// path = ["svc"]
+    /// [[client]]
+    /// name = "users"
+    /// route = "r"
+    /// rate = "100/s"
+    /// timeout = "1s"
+    /// "#).unwrap();
+    /// let rec = Engine::new(&sc, RunOptions::default())
+    ///     .stop_at(Nanos::from_secs(60))
+    ///     .run()
+    ///     .unwrap();
+    /// assert_eq!(rec.duration, Nanos::from_secs(60));
+    /// assert_eq!(rec.route("r").unwrap().first_attempts.len(), 6);
+    /// ```
+    pub fn stop_at(mut self, at: Nanos) -> Self {
+        debug_assert!(self.events == 0, "stop_at before the run starts");
+        self.end = self.end.min(at);
+        self
+    }
+
     /// Runs until `until` (capped at the scenario's end); returns `Ok(false)`
     /// once the run is over. Call repeatedly to drive a progress bar. A
     /// bound hit stops the run with an error (and every later call returns
