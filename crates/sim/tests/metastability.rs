@@ -19,45 +19,14 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::Recording;
 
-const SPIKE_START_S: usize = 60;
-const SPIKE_END_S: usize = 70;
+mod common;
+
+use common::{NAIVE, SPIKE_END_S, SPIKE_START_S};
 
 fn scenario(retry: &str) -> String {
-    format!(
-        r#"
-[scenario]
-name = "metastable"
-duration = "300s"
-interval = "10s"
-
-[[service]]
-name = "backend"
-replicas = 1
-app = {{ workers = 10, queue = 3000, service_time = {{ dist = "exponential", mean = "1ms" }} }}
-
-[[route]]
-name = "r"
-path = ["backend"]
-
-[[client]]
-name = "users"
-route = "r"
-rate = "9k/s"
-timeout = "200ms"
-{retry}
-
-[[client.step]]
-at = "{SPIKE_START_S}s"
-rate = "11.7k/s"
-
-[[client.step]]
-at = "{SPIKE_END_S}s"
-rate = "9k/s"
-"#
-    )
+    common::metastable("300s", "10s", retry)
 }
 
-const NAIVE: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }"#;
 const BUDGETED: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }
 budget = { kind = "ratio", retry_ratio = 0.1 }"#;
 

@@ -11,6 +11,8 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 
+mod common;
+
 struct Counting;
 
 thread_local! {
@@ -129,32 +131,8 @@ retry = { max_attempts = 2, backoff = { base = "20ms" } }
 /// 10 s added 91 kB between 10 and 60 minutes, 11 % of this heap.
 #[test]
 fn a_locked_in_storm_holds_the_same_heap_25_minutes_later() {
-    let text = r#"
-[scenario]
-name = "storm"
-duration = "1800s"
-interval = "300s"
-[[service]]
-name = "backend"
-replicas = 1
-app = { workers = 10, queue = 3000, service_time = { dist = "exponential", mean = "1ms" } }
-[[route]]
-name = "r"
-path = ["backend"]
-[[client]]
-name = "users"
-route = "r"
-rate = "9k/s"
-timeout = "200ms"
-retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }
-[[client.step]]
-at = "60s"
-rate = "11.7k/s"
-[[client.step]]
-at = "70s"
-rate = "9k/s"
-"#;
-    let sc = Scenario::parse("storm.toml", text).unwrap();
+    let text = common::metastable("1800s", "300s", common::NAIVE);
+    let sc = Scenario::parse("storm.toml", &text).unwrap();
     let mut engine = Engine::new(&sc, RunOptions::default());
     reset_peak();
     engine.run_until(Nanos::from_secs(300)).unwrap();
