@@ -31,10 +31,10 @@ OUT=""
 CPU=""
 while (($#)); do
     case "$1" in
-        --scale) SCALE=$2; shift 2 ;;
-        --until) UNTIL=$2; shift 2 ;;
-        --out) OUT=$2; shift 2 ;;
-        --cpu) CPU=$2; shift 2 ;;
+        --scale) SCALE=${2:?memory.sh: --scale needs a value}; shift 2 ;;
+        --until) UNTIL=${2:?memory.sh: --until needs a value}; shift 2 ;;
+        --out) OUT=${2:?memory.sh: --out needs a value}; shift 2 ;;
+        --cpu) CPU=${2:?memory.sh: --cpu needs a value}; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "memory.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -52,8 +52,8 @@ OUT=$(realpath "$OUT")
 RESULTS="$OUT/results.jsonl"
 : >"$RESULTS"
 
-DESC="$(git -C "$REPO" rev-parse --short HEAD)"
-[[ -z $(git -C "$REPO" status --porcelain -- crates Cargo.toml Cargo.lock) ]] || DESC="$DESC+uncommitted"
+DESC="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)")"
+[[ -z $(git -C "$REPO" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null) ]] || DESC="$DESC+uncommitted"
 echo "== building stormbreak (release) at $DESC" >&2
 (cd "$REPO" && cargo build --release -p stormbreak --bin stormbreak >&2)
 TD=${CARGO_TARGET_DIR:-$REPO/target}

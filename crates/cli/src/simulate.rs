@@ -32,8 +32,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_scale)]
     pub scale: f64,
     /// Stop at this simulated time, e.g. "60m": the run a copy of the
-    /// scenario with this `duration` and no later action would make (at most
-    /// the scenario's duration).
+    /// scenario with this `duration` and no later action would make (a
+    /// whole number of recording intervals, at most the scenario's duration).
     #[arg(long, value_name = "DURATION", value_parser = parse_until)]
     pub until: Option<Nanos>,
     /// Print the summary as JSON on stdout instead of a table.
@@ -77,15 +77,8 @@ pub fn run(args: Args) -> Result<(), String> {
     for w in &scenario.warnings {
         eprintln!("warning: {w}");
     }
-    if let Some(until) = args.until
-        && until > scenario.scenario.duration
-    {
-        return Err(format!(
-            "{}: --until {} is after the end of the run (duration = {:?})",
-            args.file.display(),
-            format_duration(until),
-            format_duration(scenario.scenario.duration)
-        ));
+    if let Some(until) = args.until {
+        check_until(until, &scenario).map_err(|e| format!("{}: {e}", args.file.display()))?;
     }
     let out = match args.out {
         Some(out) => out,
@@ -115,6 +108,42 @@ pub fn run(args: Args) -> Result<(), String> {
     } else {
         print!("{}", crate::table::route_table(&rec));
         println!("outputs: {}", out.display());
+    }
+    Ok(())
+}
+
+/// `--until` must end the run within the scenario, on a recording
+/// interval's end: a shorter run would record nothing, and a partial last
+/// interval is left out of the summary's counts while `duration_s` would
+/// include it.
+fn check_until(until: Nanos, sc: &Scenario) -> Result<(), String> {
+    let (duration, interval) = (sc.scenario.duration, sc.scenario.interval);
+    let show = |n| format!("{:?}", format_duration(n));
+    if until > duration {
+        return Err(format!(
+            "--until {} is after the end of the run (duration = {})",
+            format_duration(until),
+            show(duration)
+        ));
+    }
+    if until < interval {
+        return Err(format!(
+            "--until {} is shorter than one recording interval (interval = {})",
+            format_duration(until),
+            show(interval)
+        ));
+    }
+    if !until.as_nanos().is_multiple_of(interval.as_nanos()) && until != duration {
+        let below = interval * (until.as_nanos() / interval.as_nanos());
+        let above = (below + interval).min(duration);
+        return Err(format!(
+            "--until {} is not a whole number of recording intervals (interval = {}): \
+             expected e.g. {} or {}",
+            format_duration(until),
+            show(interval),
+            format_duration(below),
+            format_duration(above)
+        ));
     }
     Ok(())
 }

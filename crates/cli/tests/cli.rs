@@ -182,7 +182,7 @@ fn until_stops_the_run_early_and_refuses_a_time_after_its_end() {
             .output()
             .unwrap()
     };
-    let ok = run("12s", "ok");
+    let ok = run("20s", "ok");
     assert!(
         ok.status.success(),
         "{}",
@@ -190,17 +190,33 @@ fn until_stops_the_run_early_and_refuses_a_time_after_its_end() {
     );
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("ok/recording.json")).unwrap()).unwrap();
-    assert_eq!(rec["duration"], 12_000_000_000u64);
+    assert_eq!(rec["duration"], 20_000_000_000u64);
+    let first_attempts = rec["routes"][0]["first_attempts"].as_array().unwrap();
+    assert_eq!(first_attempts.len(), 2, "two 10 s intervals recorded");
 
-    // After the scenario's 30 s: an error naming the file, nothing written.
-    let late = run("31s", "late");
-    assert_eq!(late.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&late.stderr);
-    assert!(
-        err.contains("until.toml: --until 31s is after the end of the run (duration = \"30s\")"),
-        "{err}"
-    );
-    assert!(!dir.join("late").exists());
+    // After the scenario's 30 s, shorter than its 10 s interval, or
+    // between two intervals' ends: an error naming the file, nothing written.
+    for (until, what) in [
+        (
+            "31s",
+            "--until 31s is after the end of the run (duration = \"30s\")",
+        ),
+        (
+            "5s",
+            "--until 5s is shorter than one recording interval (interval = \"10s\")",
+        ),
+        (
+            "12s",
+            "--until 12s is not a whole number of recording intervals (interval = \"10s\"): \
+             expected e.g. 10s or 20s",
+        ),
+    ] {
+        let out = run(until, "refused");
+        assert_eq!(out.status.code(), Some(1), "--until {until}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("until.toml: {what}")), "{err}");
+        assert!(!dir.join("refused").exists());
+    }
     for bad in ["0", "soon"] {
         let out = run(bad, "bad");
         assert_eq!(out.status.code(), Some(2), "--until {bad}");

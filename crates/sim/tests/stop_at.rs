@@ -1,7 +1,9 @@
 //! `Engine::stop_at(t)` makes the run a copy of the scenario cut at `t`
 //! would make: the same recording, the same events, the same digest. The
 //! copy is made the way a user would make it: `duration = t` and every
-//! action after `t` deleted from the file.
+//! action after `t` deleted from the file (where that copy is valid: an
+//! `[[slo]]` window longer than `t` would make it invalid, while the
+//! engine, which does not read SLOs, runs either way).
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::units::{format_duration, parse_duration};
@@ -73,7 +75,8 @@ fn a_run_stopped_between_actions_is_the_cut_copy() {
 
 #[test]
 fn a_run_stopped_inside_an_interval_is_the_cut_copy() {
-    // 25 min 5 s: half an interval, and inside the action of 20 minutes.
+    // 25 min 5 s: half an interval, five minutes after the pods killed at
+    // 20 minutes.
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../scenarios/faults-tour.toml"
@@ -81,6 +84,30 @@ fn a_run_stopped_inside_an_interval_is_the_cut_copy() {
     same_run_as_the_cut_copy(file, Nanos::from_secs(25 * 60 + 5), RunOptions::default());
 }
 
+#[test]
+fn a_run_stopped_before_a_revert_is_the_cut_copy() {
+    // The pods killed at 27 minutes come back at 32: not within the cut.
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/faults-tour.toml"
+    );
+    let rec = same_run_as_the_cut_copy(file, Nanos::from_secs(29 * 60), RunOptions::default());
+    assert_eq!(rec.actions.len(), 4 + 2, "{:?}", rec.actions);
+}
+
+#[test]
+fn a_run_stopped_at_an_action_applies_it() {
+    // The action at 35 minutes is at the cut itself: both runs apply it.
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/faults-tour.toml"
+    );
+    let rec = same_run_as_the_cut_copy(file, Nanos::from_secs(35 * 60), RunOptions::default());
+    assert_eq!(rec.actions.len(), 5 + 3, "{:?}", rec.actions);
+}
+
+/// The incident's first 10 minutes: LBs, gateways, sidecars, job queues,
+/// fan-out and the failover controllers' plans, all cut alike.
 #[test]
 fn the_incident_stopped_at_ten_minutes_is_the_cut_copy() {
     let file = concat!(

@@ -690,10 +690,14 @@ impl Engine {
 
     /// Ends the run at `at` instead of the scenario's end, if earlier (before
     /// the run starts). The run is the one a copy of the scenario with
-    /// `duration = at` and no action after `at` would make: events after
-    /// `at`, scheduled actions included, never happen, and the recording
-    /// covers `[0, at]`. For looking at the first part of a long scenario,
-    /// or measuring it, without editing the file.
+    /// `duration = at` and no action after `at` would make, where that copy
+    /// is valid (an `[[slo]]` window longer than `at` is refused in a file,
+    /// and the engine does not read SLOs): events after `at`, scheduled
+    /// actions and reverts included, never happen, and the recording covers
+    /// `[0, at]`, in whole intervals as for any duration (`simulate
+    /// --until` therefore asks for a whole number of them). For looking at
+    /// the first part of a long scenario, or measuring it, without editing
+    /// the file.
     ///
     /// ```
     /// # use stormbreak_sim::{Scenario, engine::{Engine, RunOptions}};
