@@ -275,10 +275,10 @@ impl Engine {
                 if let Some(first) = waiting.next() {
                     ensure!(
                         first.deadline == Nanos::MAX
-                            || pod.expiry_at.is_some_and(|t| t <= first.deadline),
+                            || pod.expiry.due().is_some_and(|t| t <= first.deadline),
                         "service {name}: pod {k:?}'s first waiter is due at {:?}, its queue timer at {:?}",
                         first.deadline,
-                        pod.expiry_at
+                        pod.expiry.due()
                     );
                     let mut last = first.deadline;
                     for w in waiting {

@@ -3,9 +3,8 @@
 //!
 //! Every attempt on a list was given the same timeout when it was created,
 //! at a clock that never goes back, so the list's front always has the
-//! earliest deadline. A list keeps one [`Ev::Timeout`](super::Ev) event at
-//! (or before) its front's deadline; the event times out the fronts that
-//! are due and sets itself for the next. An attempt answered in time
+//! earliest deadline, and the list keeps one [`Ev::Timeout`](super::Ev)
+//! event, a [`LineTimer`]. An attempt answered in time
 //! unlinks itself in O(1) and costs no event, and a list's memory is the
 //! two links in each attempt on it: no queue entry is kept for the whole
 //! timeout after the attempt has gone (the 30 s lane of the incident held
@@ -15,14 +14,14 @@
 //!
 //! Invariants: an attempt is on list `l` exactly while `link.list == l`;
 //! the list's order is its attempts' creation order, so their deadlines
-//! (`started + duration`) never decrease along it; while `expiry_at` is
-//! `Some(t)`, a `Timeout` event for the list is scheduled at `t`, and `t`
-//! is no later than its front's deadline.
+//! (`started + duration`) never decrease along it; its `timer` keeps the
+//! invariant of [`LineTimer`].
 
 use stormbreak_policy::Nanos;
 
 use super::Engine;
 use super::attempt::Attempt;
+use super::line_timer::LineTimer;
 use crate::slab::Slab;
 
 /// No attempt: the end of a list.
@@ -72,8 +71,8 @@ struct List {
     duration: Nanos,
     head: u32,
     tail: u32,
-    /// When the list's one `Timeout` event is due, if one is scheduled.
-    expiry_at: Option<Nanos>,
+    /// The list's one `Timeout` event.
+    timer: LineTimer,
 }
 
 /// Every timeout list of a run; they are made when the model is built.
@@ -92,7 +91,7 @@ impl Deadlines {
                     duration,
                     head: NIL,
                     tail: NIL,
-                    expiry_at: None,
+                    timer: LineTimer::default(),
                 });
                 self.lists.len() - 1
             }
@@ -126,11 +125,7 @@ impl Deadlines {
             }
         }
         list.tail = index;
-        if list.expiry_at.is_some() {
-            return None;
-        }
-        list.expiry_at = Some(deadline);
-        Some(deadline)
+        list.timer.on_join(deadline)
     }
 
     /// Takes attempt `index`, on the list its `link` names, off it.
@@ -186,7 +181,7 @@ impl Deadlines {
 
     /// Lists, for the audit: (duration, scheduled expiry).
     pub(crate) fn lists(&self) -> impl Iterator<Item = (Nanos, Option<Nanos>)> + '_ {
-        self.lists.iter().map(|l| (l.duration, l.expiry_at))
+        self.lists.iter().map(|l| (l.duration, l.timer.due()))
     }
 }
 
@@ -216,11 +211,9 @@ impl Engine {
     pub(crate) fn on_timeouts(&mut self, l: TimeoutList) {
         let now = self.now;
         let li = usize::from(l.0);
-        // Another event replaced this one (see `expiry_at`).
-        if self.deadlines.lists[li].expiry_at != Some(now) {
-            return;
+        if !self.deadlines.lists[li].timer.fire(now) {
+            return; // replaced by an earlier one
         }
-        self.deadlines.lists[li].expiry_at = None;
         loop {
             let list = &self.deadlines.lists[li];
             let (head, duration) = (list.head, list.duration);
@@ -235,12 +228,8 @@ impl Engine {
             let a = self.flight.get(key);
             let deadline = a.started.saturating_add(duration);
             if deadline > now {
-                // A retry sent just now may have set a later event.
-                let list = &mut self.deadlines.lists[li];
-                if list.expiry_at.is_none_or(|t| t > deadline) {
-                    list.expiry_at = Some(deadline);
-                    self.queue
-                        .schedule(deadline, super::Ev::Timeout { list: l });
+                if let Some(at) = self.deadlines.lists[li].timer.rearm(deadline) {
+                    self.queue.schedule(at, super::Ev::Timeout { list: l });
                 }
                 return;
             }
@@ -300,13 +289,13 @@ mod tests {
                         now += after;
                         let l = usize::from(list);
                         let k = attempts.insert(attempt(Nanos::from_nanos(now)));
-                        let before = d.lists[l].expiry_at;
+                        let before = d.lists[l].timer.due();
                         let event = d.push(&mut attempts, lists[l], k.index);
                         // An event only when the list had none, at this
                         // attempt's deadline.
                         let due = Nanos::from_nanos(now) + d.duration(lists[l]);
                         prop_assert_eq!(event, before.is_none().then_some(due));
-                        prop_assert_eq!(d.lists[l].expiry_at, before.or(Some(due)));
+                        prop_assert_eq!(d.lists[l].timer.due(), before.or(Some(due)));
                         reference[l].push(k);
                     }
                     Op::Leave(n) => {

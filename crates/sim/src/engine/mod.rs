@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `attempt` | an attempt's life: hops, answers, timeouts, the conservation ledger |
 //! | `deadline` | callers' per-try timeouts: a list a duration through the attempts, one event a list |
+//! | `line_timer` | the one event of a FIFO line whose deadlines never decrease (timeout lists, sidecar queues) |
 //! | `population` | client populations: arrivals, client retries, fan-out, job queues |
 //! | `rate` | the arrival law (piecewise-linear rate, daily cycle) |
 //! | `lb` | LB pools: nodes and flows, shed rules, admission gates, staged restores |
@@ -62,6 +63,7 @@ mod gateway;
 mod ids;
 mod lb;
 mod limits;
+mod line_timer;
 mod population;
 pub mod ramp;
 mod rate;

@@ -10,17 +10,12 @@
 //!
 //! The sidecar's queue timeout is one timer a pod, not one a request: every
 //! waiter gets the same timeout and the line is first in, first out, so its
-//! front always has the earliest deadline. The pod keeps one
-//! `SidecarExpiry` event at (or before) its front's deadline; the event
-//! expires the fronts that are due and sets itself again for the next one.
-//! A timer a waiter would cost an event and a queue entry for every request
-//! that waits, and most waiters are admitted before their deadline; this
-//! costs about one event a timeout period for a pod whose waiters are all
-//! admitted, and memory for the line alone.
-//!
-//! Invariant: while `expiry_at` is `Some(t)`, a `SidecarExpiry` for the pod
-//! is scheduled at `t`, and `t` is no later than the deadline of the line's
-//! first live waiter.
+//! front always has the earliest deadline, and the pod keeps one
+//! `SidecarExpiry` event, a [`LineTimer`]. A timer a waiter would cost an
+//! event and a queue entry for every request that waits, and most waiters
+//! are admitted before their deadline; this costs about one event a
+//! timeout period for a pod whose waiters are all admitted, and memory for
+//! the line alone. Invariant: `expiry` keeps that of [`LineTimer`].
 
 use std::collections::VecDeque;
 
@@ -32,6 +27,7 @@ use super::Engine;
 use super::attempt::{Held, Phase, Res, Waiting};
 use super::autoscale::Autoscaler;
 use super::ids::{PodKey, SeriesId, ServiceId};
+use super::line_timer::LineTimer;
 use super::scale::FleetScale;
 use super::stats::Avg;
 use crate::dist::ServiceTime;
@@ -49,8 +45,8 @@ pub(crate) struct Pod {
     /// (a reset) stay behind and are skipped.
     pub(crate) sidecar_queue: VecDeque<Waiter>,
     pub(crate) sidecar_queued: u32,
-    /// When the pod's one queue-timeout event is due, if one is scheduled.
-    pub(crate) expiry_at: Option<Nanos>,
+    /// The pod's one sidecar queue-timeout event.
+    pub(crate) expiry: LineTimer,
     pub(crate) busy: u32,
     pub(crate) app_queue: VecDeque<Key>,
     pub(crate) app_queued: u32,
@@ -69,7 +65,7 @@ impl Pod {
             sidecar_in: 0,
             sidecar_queue: VecDeque::new(),
             sidecar_queued: 0,
-            expiry_at: None,
+            expiry: LineTimer::default(),
             busy: 0,
             app_queue: VecDeque::new(),
             app_queued: 0,
@@ -236,13 +232,11 @@ impl Engine {
                     Waiter { att, deadline },
                 );
                 pod.sidecar_queued += 1;
-                // Deadlines only grow along the line: a timer already
-                // set is due no later than this one.
-                let arm = deadline < Nanos::MAX && pod.expiry_at.is_none();
-                if arm {
-                    pod.expiry_at = Some(deadline);
+                if deadline < Nanos::MAX
+                    && let Some(at) = pod.expiry.on_join(deadline)
+                {
                     self.queue
-                        .schedule(deadline, super::Ev::SidecarExpiry { svc: s, pod: p });
+                        .schedule(at, super::Ev::SidecarExpiry { svc: s, pod: p });
                 }
                 let a = self.flight.get_mut(att);
                 a.phase = Phase::SidecarQueued;
@@ -392,11 +386,14 @@ impl Engine {
     /// again for the first that stays.
     pub(crate) fn on_sidecar_expiry(&mut self, s: ServiceId, p: PodKey) {
         let now = self.now;
-        match self.services[s.ix()].pods.get_mut(p.0) {
-            Some(pod) if pod.expiry_at == Some(now) => pod.expiry_at = None,
-            // The pod drained and left, or an earlier event took this
-            // one's place (see `expiry_at`).
-            _ => return,
+        // The pod may have drained and left, or an earlier event may have
+        // taken this one's place.
+        let live = self.services[s.ix()]
+            .pods
+            .get_mut(p.0)
+            .is_some_and(|pod| pod.expiry.fire(now));
+        if !live {
+            return;
         }
         loop {
             let Some(pod) = self.services[s.ix()].pods.get_mut(p.0) else {
@@ -415,11 +412,9 @@ impl Engine {
                 continue;
             }
             if w.deadline > now {
-                // A retry rejected just now may have set a later timer.
-                if pod.expiry_at.is_none_or(|t| t > w.deadline) {
-                    pod.expiry_at = Some(w.deadline);
+                if let Some(at) = pod.expiry.rearm(w.deadline) {
                     self.queue
-                        .schedule(w.deadline, super::Ev::SidecarExpiry { svc: s, pod: p });
+                        .schedule(at, super::Ev::SidecarExpiry { svc: s, pod: p });
                 }
                 return;
             }
