@@ -24,6 +24,7 @@ pub(crate) struct LineTimer(Option<Nanos>);
 
 impl LineTimer {
     /// When the live event is due, if one is scheduled.
+    #[inline]
     pub(crate) fn due(self) -> Option<Nanos> {
         self.0
     }
@@ -32,6 +33,7 @@ impl LineTimer {
     /// needed only if none is scheduled, since one already set is due no
     /// later than this waiter.
     #[must_use = "schedule the line's event at the time returned"]
+    #[inline]
     pub(crate) fn on_join(&mut self, deadline: Nanos) -> Option<Nanos> {
         if self.0.is_some() {
             return None;
@@ -43,6 +45,7 @@ impl LineTimer {
     /// The line's event fired at `now`: `true` if it is the live one, which
     /// is then spent; `false` for a stale one, to be ignored.
     #[must_use = "a stale event must be ignored"]
+    #[inline]
     pub(crate) fn fire(&mut self, now: Nanos) -> bool {
         if self.0 != Some(now) {
             return false;
@@ -55,6 +58,7 @@ impl LineTimer {
     /// `deadline`: an event is needed unless one no later is scheduled (a
     /// waiter that joined while the due ones left may have set one).
     #[must_use = "schedule the line's event at the time returned"]
+    #[inline]
     pub(crate) fn rearm(&mut self, deadline: Nanos) -> Option<Nanos> {
         if self.0.is_some_and(|t| t <= deadline) {
             return None;
