@@ -46,10 +46,11 @@ pub(crate) enum Decision {
     RateLimited,
     /// No route matched (404).
     NoRoute,
-    /// Declared body larger than the listener's `max_body_bytes` (413).
-    BodyTooLarge,
     /// The listener's `request_timeout` passed (504).
     TimedOut,
+    /// The client failed its own request: its body ended early (logged
+    /// 499), was malformed (400), too large (413) or too slow (408).
+    Client(crate::blame::ClientFault),
 }
 
 impl Decision {
@@ -62,8 +63,8 @@ impl Decision {
             Decision::BudgetDenied => "budget_denied",
             Decision::RateLimited => "rate_limited",
             Decision::NoRoute => "no_route",
-            Decision::BodyTooLarge => "body_too_large",
             Decision::TimedOut => "timed_out",
+            Decision::Client(f) => f.name(),
         }
     }
 
@@ -87,6 +88,19 @@ pub(crate) struct Note {
     pub(crate) upstream: Option<usize>,
     /// Attempts sent upstream (0 when the guard answered itself).
     pub(crate) attempts: u32,
+    /// How far the client got sending its body, when it had one to send.
+    pub(crate) body: Option<std::sync::Arc<crate::blame::Progress>>,
+}
+
+impl Note {
+    /// The status the access log records: the one sent, or 499 for a
+    /// client that went away mid-body (nginx's convention).
+    pub(crate) fn logged_status(&self, sent: u16) -> u16 {
+        match self.decision {
+            Decision::Client(f) => f.status(),
+            _ => sent,
+        }
+    }
 }
 
 /// One line, in field order.
@@ -327,7 +341,16 @@ mod tests {
             (Decision::BudgetDenied, "budget_denied", None),
             (Decision::RateLimited, "rate_limited", None),
             (Decision::NoRoute, "no_route", None),
-            (Decision::BodyTooLarge, "body_too_large", None),
+            (
+                Decision::Client(crate::blame::ClientFault::TooLarge),
+                "body_too_large",
+                None,
+            ),
+            (
+                Decision::Client(crate::blame::ClientFault::Incomplete),
+                "body_incomplete",
+                None,
+            ),
             (Decision::TimedOut, "timed_out", None),
         ];
         for (d, name, reason) in all {

@@ -27,6 +27,10 @@ pub(crate) enum AttemptError {
     NoEndpoint,
     /// The cluster's circuit breaker is open; probes resume after this long.
     CircuitOpen(Option<stormbreak_policy::Nanos>),
+    /// The client failed its own request (its body broke, grew too large
+    /// or was too slow): nothing the upstream did, so no layer above the
+    /// endpoint counts it against the upstream.
+    Client(crate::blame::ClientFault),
 }
 
 /// The connection pool of one cluster.

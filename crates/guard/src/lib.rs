@@ -7,7 +7,8 @@
 //! |---|---|---|
 //! | `listener` | accept under a connection cap; TLS with ALPN (`tls`); header-read, idle timeouts; header limits | — |
 //! | `listen_set` | the listeners in force: bound, swapped, drained on reload | — |
-//! | `route` | most specific match of host, path prefix, method, headers | — |
+//! | `target`, `normalize` | one host and one normalised path per request (RFC 9112 §3.2, RFC 3986 §6.2.2); a request a backend could read as another route is refused | — |
+//! | `route` | most specific match of host, path prefix, method, headers, on the normalised view | — |
 //! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
@@ -15,6 +16,7 @@
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
+//! | `blame` | a failure is the client's (body cut, malformed, too large, too slow) or the upstream's; only the upstream's feed the policies | — |
 //! | `headers` | hop-by-hop removal, `X-Forwarded-For` / `Forwarded`, trusted proxies | — |
 //!
 //! Beside the request path: `access_log` (one JSON line per request with
@@ -44,6 +46,7 @@
 mod access_log;
 mod admin;
 mod balance;
+mod blame;
 pub mod body;
 mod clock;
 pub mod config;
@@ -56,12 +59,14 @@ mod listen_set;
 mod listener;
 pub mod live;
 pub mod metrics;
+mod normalize;
 mod proxy;
 mod ratelimit;
 mod retry;
 mod route;
 mod shed;
 mod stats;
+mod target;
 mod tls;
 pub mod trace;
 

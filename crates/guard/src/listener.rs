@@ -121,6 +121,10 @@ async fn connection<S>(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from(config.header_read_timeout))
+        // A client that shuts its sending side after the request still
+        // reads the answer (RFC 9112 §9.6 lets either side half-close);
+        // as HAProxy without `option abortonclose`, the request runs on.
+        .half_close(true)
         .max_headers(config.max_headers as usize)
         .max_buf_size((config.max_header_bytes as usize).max(8192));
     builder

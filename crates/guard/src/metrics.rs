@@ -7,7 +7,7 @@
 //! cluster's configured `ip:port`s (at most
 //! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
 //! the five status classes and `reason` a fixed set per family (four shed
-//! reasons; three upstream errors; three upstream refusals; two access-log
+//! reasons; three upstream errors; three upstream refusals; five client errors; two access-log
 //! drops). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
@@ -114,7 +114,7 @@ struct ShedLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DropLabel {
+struct ReasonLabel {
     reason: &'static str,
 }
 
@@ -286,7 +286,9 @@ pub(crate) struct Metrics {
     cluster_families: ClusterFamilies,
     clusters: Mutex<Vec<(String, Arc<ClusterMetrics>)>>,
     pub(crate) no_route: Counter,
-    access_log_dropped: Family<DropLabel, Counter>,
+    /// By [`ClientFault`](crate::blame::ClientFault), in its order.
+    client_errors: [Counter; 5],
+    access_log_dropped: Family<ReasonLabel, Counter>,
     inflight: Family<RouteLabel, Gauge>,
     limit: Family<RouteLabel, Gauge>,
     saturation: Family<RouteLabel, FloatGauge>,
@@ -421,6 +423,11 @@ impl RouteFamilies {
 }
 
 impl Metrics {
+    /// Counts one request its client failed.
+    pub(crate) fn client_error(&self, fault: crate::blame::ClientFault) {
+        self.client_errors[fault as usize].inc();
+    }
+
     /// Registers every family.
     pub(crate) fn new() -> Self {
         let mut r = Registry::with_prefix("stormbreak_guard");
@@ -476,6 +483,14 @@ impl Metrics {
             "Requests no route matched (404)",
             no_route.clone(),
         );
+        let client_family = Family::<ReasonLabel, Counter>::default();
+        r.register(
+            "client_errors",
+            "Requests their client failed, by reason (body_incomplete, body_malformed, body_too_large, body_timeout, bad_target): counted against no upstream and no policy",
+            client_family.clone(),
+        );
+        let client_errors = crate::blame::ClientFault::ALL
+            .map(|f| client_family.get_or_create_owned(&ReasonLabel { reason: f.name() }));
         let m = Metrics {
             families: RouteFamilies {
                 requests,
@@ -491,6 +506,7 @@ impl Metrics {
             cluster_families: ClusterFamilies::new(&mut r),
             clusters: Mutex::new(Vec::new()),
             no_route,
+            client_errors,
             access_log_dropped: Family::default(),
             inflight: Family::default(),
             limit: Family::default(),
@@ -605,7 +621,7 @@ impl Metrics {
     pub(crate) fn access_log_drops(&self) -> (Counter, Counter) {
         let by = |reason| {
             self.access_log_dropped
-                .get_or_create_owned(&DropLabel { reason })
+                .get_or_create_owned(&ReasonLabel { reason })
         };
         (by("rate"), by("queue_full"))
     }

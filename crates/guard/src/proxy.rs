@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Method, Request, Response, header};
+use http::{HeaderName, HeaderValue, Method, Request, Response, Uri, header};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -19,9 +19,10 @@ use stormbreak_policy::shed::{Criticality, Shedder};
 
 use crate::access_log::{AccessLog, Decision, Line, Note};
 use crate::balance::Cluster;
+use crate::blame::{ClientBody, ClientFault, Progress};
 use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
-use crate::config::{Cidr, GuardConfig, ListenerConfig, RouteConfig};
+use crate::config::{Cidr, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
 use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
@@ -35,6 +36,7 @@ use crate::retry::{self, Attempt, RouteRetry};
 use crate::route::{self, Matcher};
 use crate::shed;
 use crate::stats::{Stats, bump};
+use crate::target::Target;
 use stormbreak_policy::failover::Region;
 
 /// A route with its policies built.
@@ -260,6 +262,8 @@ pub(crate) struct ListenerSettings {
     pub(crate) request_timeout: std::time::Duration,
     /// `proto=` of the `Forwarded` element: `http` or `https`.
     pub(crate) proto: &'static str,
+    /// Which path goes upstream.
+    pub(crate) forward_path: ForwardPath,
 }
 
 impl ListenerSettings {
@@ -276,6 +280,7 @@ impl ListenerSettings {
             max_body_bytes: l.max_body_bytes,
             request_timeout: l.request_timeout.into(),
             proto: if l.tls.is_some() { "https" } else { "http" },
+            forward_path: l.forward_path,
         }
     }
 }
@@ -552,7 +557,7 @@ impl Proxy {
                 path: &path,
                 route: note.route.map(|i| self.routes[i].name.as_str()),
                 upstream: note.upstream.map(|i| self.clusters[i].name.as_str()),
-                status: response.status().as_u16(),
+                status: note.logged_status(response.status().as_u16()),
                 attempts: note.attempts,
                 decision: note.decision.name(),
                 shed_reason: note.decision.shed_reason(),
@@ -567,7 +572,7 @@ impl Proxy {
         &self,
         listener: &ListenerSettings,
         peer: SocketAddr,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
         note: &mut Note,
     ) -> Response<Body> {
         bump(&self.stats.requests);
@@ -577,18 +582,38 @@ impl Proxy {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > listener.max_body_bytes) {
-            note.decision = Decision::BodyTooLarge;
-            return shed::reject(413, None, "request body too large");
+            return self.client_fault(ClientFault::TooLarge, note);
         }
-        let host = route::request_host(request.uri(), request.headers());
-        let Some(index) = route::select(
-            &self.matchers,
-            &self.order,
-            host.as_deref(),
-            request.uri().path(),
-            request.method(),
-            request.headers(),
-        ) else {
+        // Rules see one normalised request; a request without one is refused.
+        let (selected, rewrite) =
+            match Target::of(request.uri(), request.headers(), request.version()) {
+                Ok(target) => {
+                    let normalized = listener.forward_path == ForwardPath::Normalized;
+                    let selected = target.route(
+                        &self.matchers,
+                        &self.order,
+                        request.method(),
+                        request.headers(),
+                        !normalized,
+                    );
+                    let rewrite =
+                        (normalized && target.rewritten()).then(|| target.path.into_owned());
+                    (selected, rewrite)
+                }
+                Err(refused) => (Err(refused), None),
+            };
+        let selected = match selected {
+            Ok(selected) => selected,
+            Err(refused) => {
+                note.decision = Decision::Client(ClientFault::BadTarget);
+                self.metrics.client_error(ClientFault::BadTarget);
+                return shed::reject(400, None, &refused.message());
+            }
+        };
+        if let Some(path) = rewrite {
+            with_path(&mut request, &path);
+        }
+        let Some(index) = selected else {
             bump(&self.stats.no_route);
             self.metrics.no_route.inc();
             note.decision = Decision::NoRoute;
@@ -605,10 +630,15 @@ impl Proxy {
         .await
         {
             Ok(response) => response,
-            Err(_) => {
-                note.decision = Decision::TimedOut;
-                shed::reject(504, None, "request timed out at the guard")
-            }
+            // The upstream's time starts once it has the whole request: a
+            // body still arriving when the time is up is the client's.
+            Err(_) => match note.body.as_ref().and_then(|p| p.blame_client(true)) {
+                Some(fault) => self.client_fault(fault, note),
+                None => {
+                    note.decision = Decision::TimedOut;
+                    shed::reject(504, None, "request timed out at the guard")
+                }
+            },
         };
         m.answered(response.status().as_u16(), started.elapsed());
         response
@@ -683,6 +713,11 @@ impl Proxy {
             self.forward(route, listener, (peer, trusted_peer, class), request, note)
                 .await
         };
+        // A client's own failure says nothing of the route's capacity or
+        // health: the permit is freed without a sample (dropped: `Ignore`).
+        if matches!(note.decision, Decision::Client(_)) {
+            return response;
+        }
         // The restore's error guard holds or steps back the site's ramp.
         let failed = !restore_ok(response.status().as_u16());
         route
@@ -709,8 +744,10 @@ impl Proxy {
         note: &mut Note,
     ) -> Response<Body> {
         let (mut parts, incoming) = request.into_parts();
-        if !parts.headers.contains_key(header::HOST)
-            && let Some(authority) = parts.uri.authority()
+        // One authority routes and goes upstream: an absolute-form target's
+        // or `:authority` replaces `Host` (RFC 9112 §3.2.2), which
+        // `Target::of` has already checked names the same host.
+        if let Some(authority) = parts.uri.authority()
             && let Ok(v) = HeaderValue::from_str(authority.as_str())
         {
             parts.headers.insert(header::HOST, v);
@@ -727,19 +764,30 @@ impl Proxy {
         let size = incoming.size_hint().exact();
         let body = if incoming.is_end_stream() {
             ReqBody::Buffered(Bytes::new())
-        } else if retryable && size.is_some_and(|n| n <= route.retry_buffer_bytes) {
-            match Limited::new(incoming, route.retry_buffer_bytes as usize)
-                .collect()
-                .await
-            {
-                Ok(collected) => ReqBody::Buffered(collected.to_bytes()),
-                Err(_) => return shed::reject(400, None, "request body could not be read"),
-            }
         } else {
-            let limited = Limited::new(incoming, listener.max_body_bytes as usize)
-                .map_err(BoxError::from)
-                .boxed();
-            ReqBody::Stream(Mutex::new(Some(limited)))
+            // Every body the client still has to send is watched, so a
+            // failure or a timeout can be laid at the client's door.
+            let progress = Progress::new();
+            note.body = Some(progress.clone());
+            let limit = if retryable && size.is_some_and(|n| n <= route.retry_buffer_bytes) {
+                None
+            } else {
+                Some(listener.max_body_bytes)
+            };
+            match limit {
+                None => {
+                    let limited = Limited::new(incoming, route.retry_buffer_bytes as usize);
+                    match ClientBody::new(limited, progress).collect().await {
+                        Ok(collected) => ReqBody::Buffered(collected.to_bytes()),
+                        Err(e) => return self.client_fault(ClientFault::of(&*e), note),
+                    }
+                }
+                Some(max) => {
+                    let limited = Limited::new(incoming, max as usize);
+                    let watched = ClientBody::new(limited, progress.clone());
+                    ReqBody::Stream(Mutex::new(Some(watched.boxed())), progress)
+                }
+            }
         };
         let retry = match body {
             ReqBody::Buffered(_) if retryable => route.retry.as_ref(),
@@ -773,7 +821,16 @@ impl Proxy {
             Err(AttemptError::Connect | AttemptError::Reset) => {
                 shed::reject(502, None, "upstream connection failed")
             }
+            Err(AttemptError::Client(fault)) => self.client_fault(fault, note),
         }
+    }
+
+    /// The answer to a request its client failed: its own status, counted
+    /// by reason, and no policy told.
+    fn client_fault(&self, fault: ClientFault, note: &mut Note) -> Response<Body> {
+        note.decision = Decision::Client(fault);
+        self.metrics.client_error(fault);
+        shed::reject(fault.wire_status(), None, fault.message())
     }
 
     /// One attempt: pick an endpoint of the route's cluster (or its failover
@@ -827,6 +884,15 @@ impl Proxy {
                 .unwrap_or(Err(AttemptError::Timeout)),
             None => send.await,
         };
+        // A streamed body that the client broke (or had not finished when
+        // the time ran out) makes this the client's failure: the breaker's
+        // call is cancelled, the limit's permit freed without a sample and
+        // the endpoint's record left alone, all by dropping them.
+        if let (Err(e), ReqBody::Stream(_, progress)) = (&result, body)
+            && let Some(fault) = progress.blame_client(*e == AttemptError::Timeout)
+        {
+            return Err(AttemptError::Client(fault));
+        }
         let seen = match &result {
             Ok(r) => Ok(r.status().as_u16()),
             Err(AttemptError::Timeout) => Err(UpstreamError::Timeout),
@@ -915,21 +981,40 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A request body: buffered (replayable) or streamed (sent once).
+/// A request body: buffered (replayable) or streamed (sent once, with
+/// how far the client got in sending it).
 enum ReqBody {
     Buffered(Bytes),
-    Stream(Mutex<Option<Body>>),
+    Stream(Mutex<Option<Body>>, Arc<Progress>),
 }
 
 impl ReqBody {
     fn take(&self) -> Body {
         match self {
             ReqBody::Buffered(b) => body::full(b.clone()),
-            ReqBody::Stream(s) => s
+            ReqBody::Stream(s, _) => s
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
                 .unwrap_or_else(body::empty),
+        }
+    }
+}
+
+/// Replaces `request`'s path with `path`, keeping its query.
+fn with_path<B>(request: &mut Request<B>, path: &str) {
+    let uri = request.uri();
+    let path_and_query = match uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    // A normalised path is made of the received path's own characters
+    // (and upper-case hex), so it parses wherever the original did.
+    if let Ok(pq) = path_and_query.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(rebuilt) = Uri::from_parts(parts) {
+            *request.uri_mut() = rebuilt;
         }
     }
 }

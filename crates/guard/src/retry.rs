@@ -152,6 +152,14 @@ pub(crate) fn outcome<B>(attempt: &AttemptOf<B>) -> AttemptOutcome {
             retry_after: *retry_after,
             pushback: Pushback::None,
         },
+        // Only a streamed body can fail mid-attempt, and a streamed body is
+        // never retried; answered as the 4xx the client gets, which no
+        // retry condition names.
+        Err(AttemptError::Client(fault)) => AttemptOutcome::Response {
+            status: fault.wire_status(),
+            retry_after: None,
+            pushback: Pushback::None,
+        },
     }
 }
 

@@ -88,21 +88,6 @@ fn prefix_matches(prefix: &str, path: &str) -> bool {
     }
 }
 
-/// The request's host, lowercase and without port: `:authority` (HTTP/2 and
-/// absolute-form requests) first, then `Host`.
-pub(crate) fn request_host<'a>(uri: &'a http::Uri, headers: &'a HeaderMap) -> Option<String> {
-    let raw = uri.authority().map(|a| a.host().to_owned()).or_else(|| {
-        let h = headers.get(http::header::HOST)?.to_str().ok()?;
-        let auth: http::uri::Authority = h.parse().ok()?;
-        Some(auth.host().to_owned())
-    })?;
-    Some(
-        raw.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase(),
-    )
-}
-
 /// Index of the route that takes the request: the most specific match,
 /// first in file order among equals. `order` lists route indices sorted by
 /// descending specificity, stable in file order.
@@ -190,19 +175,5 @@ mod tests {
             select(&routes[1..2], &[0], None, "/x", &Method::GET, &none),
             None
         );
-    }
-
-    #[test]
-    fn host_comes_from_authority_then_host_header_without_port() {
-        let mut h = HeaderMap::new();
-        h.insert(http::header::HOST, "API.Example:8080".parse().unwrap());
-        let origin: http::Uri = "/p".parse().unwrap();
-        assert_eq!(request_host(&origin, &h).as_deref(), Some("api.example"));
-        let absolute: http::Uri = "http://other.example/p".parse().unwrap();
-        assert_eq!(
-            request_host(&absolute, &h).as_deref(),
-            Some("other.example")
-        );
-        assert_eq!(request_host(&origin, &HeaderMap::new()), None);
     }
 }

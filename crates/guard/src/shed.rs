@@ -62,11 +62,7 @@ pub(crate) fn full_answer(shedder: &Mutex<Shedder>) -> (u16, Option<Nanos>) {
 /// A response with `status`, a one-line reason and, when set, `Retry-After`
 /// in whole seconds rounded up (RFC 9110 §10.2.3 has no fractions; rounding
 /// down could invite a retry before the policy allows one).
-pub(crate) fn reject(
-    status: u16,
-    retry_after: Option<Nanos>,
-    reason: &'static str,
-) -> Response<Body> {
+pub(crate) fn reject(status: u16, retry_after: Option<Nanos>, reason: &str) -> Response<Body> {
     let mut response = Response::new(body::full(format!("{reason}\n")));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);

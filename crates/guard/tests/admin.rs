@@ -217,6 +217,11 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=reset",
         "reason=breaker_open",
         "reason=no_endpoint",
+        "reason=body_incomplete",
+        "reason=body_malformed",
+        "reason=body_too_large",
+        "reason=body_timeout",
+        "reason=bad_target",
         &format!("endpoint={}", b.addr),
         &format!("version={}", env!("CARGO_PKG_VERSION")),
     ]

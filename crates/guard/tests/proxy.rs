@@ -79,8 +79,13 @@ async fn http1_and_h2c_in_and_out_with_forwarded_headers_and_no_hop_by_hop() {
         let g = guard(&catch_all).await;
         let edge = g.local_addr("edge").unwrap();
         for (client, version) in [(http1_client(), "HTTP/1.1"), (h2c_client(), "HTTP/2.0")] {
-            let req = Request::post(format!("http://{edge}/a/b?q=1"))
-                .header("host", "app.example")
+            let mut req = Request::post(format!("http://{edge}/a/b?q=1"));
+            // HTTP/2 carries the host in :authority; a Host naming another
+            // host would be malformed (RFC 9113 §8.3.1).
+            if version == "HTTP/1.1" {
+                req = req.header("host", "app.example");
+            }
+            let req = req
                 .header("connection", "x-secret")
                 .header("x-secret", "do not forward")
                 .header("x-forwarded-for", "6.6.6.6")
@@ -153,23 +158,31 @@ async fn unmatched_hosts_get_404_and_absolute_uris_never_pick_the_upstream() {
     assert_eq!(parts.status, 404);
     assert_eq!(g.stats().no_route(), 1);
 
-    // An absolute-form request naming another server: the authority picks
-    // the route (app.example), the configured endpoint gets the request,
-    // and `other` never hears of it.
+    // An absolute-form request whose Host names another server has no
+    // single authority: 400 (RFC 9112 §3.2.2), and nobody hears of it.
+    let raw = |host: &str| {
+        format!("GET http://app.example/x HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+    };
+    let answer = exchange(edge, &raw(&other.addr.to_string())).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // With one authority, it picks the route (app.example) and the
+    // configured endpoint gets the request: `other` never hears of it.
+    let answer = exchange(edge, &raw("APP.example.")).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(b.hits(), 1);
+    assert_eq!(other.hits(), 0);
+}
+
+/// Writes `raw` on a new connection and reads until the guard closes it.
+async fn exchange(edge: std::net::SocketAddr, raw: &str) -> String {
     let mut s = TcpStream::connect(edge).await.unwrap();
-    let raw = format!(
-        "GET http://app.example/x HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        other.addr
-    );
     s.write_all(raw.as_bytes()).await.unwrap();
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut answer))
         .await
         .unwrap()
         .unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert_eq!(b.hits(), 1);
-    assert_eq!(other.hits(), 0);
+    answer
 }
 
 #[tokio::test]

@@ -92,7 +92,9 @@ async fn tls_get(
         .unwrap();
     let negotiated = tls.get_ref().1.alpn_protocol().unwrap_or_default().to_vec();
     let io = TokioIo::new(tls);
+    // HTTP/1.1 needs a Host (RFC 9112 §3.2); under HTTP/2 it agrees with :authority.
     let request = Request::get("https://localhost/tls")
+        .header("host", "localhost")
         .body(Full::new(Bytes::new()))
         .unwrap();
     let response = tokio::time::timeout(Duration::from_secs(10), async {

@@ -147,9 +147,11 @@ impl ListenerConfig {
             max_body_bytes: _,
             tls: _,
             drain_timeout: _,
+            forward_path: _,
+            max_connections_per_client: _,
         } = self;
         let d = |v: &dyn std::fmt::Debug| format!("{v:?}");
-        let fields: [(&'static str, String, String); 14] = [
+        let fields: [(&'static str, String, String); 16] = [
             ("name", d(&self.name), d(&other.name)),
             ("bind", d(&self.bind), d(&other.bind)),
             ("protocol", d(&self.protocol), d(&other.protocol)),
@@ -199,6 +201,16 @@ impl ListenerConfig {
                 "drain_timeout",
                 d(&self.drain_timeout),
                 d(&other.drain_timeout),
+            ),
+            (
+                "forward_path",
+                d(&self.forward_path),
+                d(&other.forward_path),
+            ),
+            (
+                "max_connections_per_client",
+                d(&self.max_connections_per_client),
+                d(&other.max_connections_per_client),
             ),
         ];
         fields.into_iter().find(|(_, a, b)| a != b)
@@ -325,6 +337,16 @@ pub struct ListenerConfig {
     /// Serve TLS with these PEM files (ALPN `h2`, `http/1.1`); cleartext when absent.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// Which path goes upstream: `raw` (default: the bytes received, and a
+    /// request whose readings would route differently is refused with
+    /// 400) or `normalized` (the path the rules matched).
+    #[serde(default)]
+    pub forward_path: ForwardPath,
+    /// Most connections one client address may hold at once; 0 (default)
+    /// for no cap. Peers in `trusted_proxies` are exempt: behind them every
+    /// client shares their address.
+    #[serde(default)]
+    pub max_connections_per_client: u32,
     /// When a reload removes this listener (or moves it to another
     /// `bind`), how long its open connections may take to finish their
     /// requests before they are closed (default 30s).
@@ -340,6 +362,24 @@ pub struct UpstreamTlsConfig {
     pub ca: String,
     /// Name the endpoints' certificates must be valid for (SNI too).
     pub server_name: String,
+}
+
+/// `listener.forward_path`: the path sent upstream.
+///
+/// Rules always match the normalised path. `raw` is the default because
+/// some backends need the bytes as sent (signed URLs, encoded slashes in
+/// object keys), which is why Envoy makes `normalize_path` opt-in; the
+/// guard stays safe with it because a request any of whose readings would
+/// route differently is refused, so a rule and the backend never disagree
+/// about which route a request is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForwardPath {
+    /// The path as received (the query always is).
+    #[default]
+    Raw,
+    /// The normalised path the rules matched.
+    Normalized,
 }
 
 /// `listener.tls`: PEM files, paths as given (relative to the working directory).
@@ -868,13 +908,50 @@ impl GuardConfig {
                     ));
                 }
             }
-            if let Some(prefix) = &r.matches.path_prefix
-                && !prefix.starts_with('/')
-            {
-                return Err(doc.at(
-                    &format!("{p}.match.path_prefix"),
-                    format!("{who}: expected a path starting with '/', got {prefix:?}"),
-                ));
+            if let Some(prefix) = &r.matches.path_prefix {
+                if !prefix.starts_with('/') {
+                    return Err(doc.at(
+                        &format!("{p}.match.path_prefix"),
+                        format!("{who}: expected a path starting with '/', got {prefix:?}"),
+                    ));
+                }
+                // Requests are matched in their normalised form, so a prefix
+                // that is not normal could never match (docs/guard.md, "Hardening").
+                match crate::normalize::path(prefix) {
+                    Ok(normal) if normal == prefix.as_str() => {}
+                    Ok(normal) => {
+                        return Err(doc.at(
+                            &format!("{p}.match.path_prefix"),
+                            format!(
+                                "{who}: requests are matched normalised, so {prefix:?} would never match: write {normal:?}"
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(doc.at(
+                            &format!("{p}.match.path_prefix"),
+                            format!("{who}: {prefix:?}: {e}"),
+                        ));
+                    }
+                }
+            }
+            if let Some(host) = &r.matches.host {
+                match crate::normalize::host(host) {
+                    Ok(normal) if normal == host.as_str() => {}
+                    Ok(normal) => {
+                        return Err(doc.at(
+                            &format!("{p}.match.host"),
+                            format!(
+                                "{who}: hosts are matched normalised (lower case, no port, no trailing dot), so {host:?} would never match: write {normal:?}"
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(
+                            doc.at(&format!("{p}.match.host"), format!("{who}: {host:?}: {e}"))
+                        );
+                    }
+                }
             }
             for (j, m) in r.matches.methods.iter().enumerate() {
                 if http::Method::from_bytes(m.as_bytes()).is_err() {
