@@ -17,6 +17,12 @@
 #                 the guard's retry budget (alone, and with its breaker)
 #                 against HAProxy's `retries 3`;
 #   idle          memory per idle keep-alive connection (RSS delta / count);
+#   burst         memory after bursts of connections (issue 37): RSS after
+#                 each of --burst-rounds rounds of --burst-conns keep-alive
+#                 connections opened at once, one request each, then all
+#                 closed (benches/guard/burst.py) — the bare forwarder, the
+#                 guard, the guard with MALLOC_ARENA_MAX=1 (one glibc malloc
+#                 arena) and HAProxy;
 #   soak          the guard at 10× capacity for --soak-minutes: RSS every 10 s,
 #                 its least-squares slope after warm-up, every request answered.
 #
@@ -31,6 +37,7 @@
 # load run is bounded in count and duration (and by `timeout`).
 #
 # usage: benches/guard.sh [--quick] [--reps N] [--out DIR] [--soak-minutes M]
+#                         [--burst-conns N] [--burst-rounds R]
 #                         [--skip-install] [--only PARTS]
 #   --quick           short runs (seconds, not tens of seconds; a 1-minute
 #                     soak; 1 rep unless --reps), so the whole script takes a
@@ -38,9 +45,12 @@
 #   --reps N          repetitions of every figure [default: 3, --quick: 1]
 #   --out DIR         raw outputs and tables.md [default: a new /tmp/stormbreak-guardbench.*]
 #   --soak-minutes M  soak length [default: 10, --quick: 1]
+#   --burst-conns N   connections of each burst, at most 8000 (the proxies'
+#                     connection limit) [default: 5000, --quick: 1000]
+#   --burst-rounds R  bursts per proxy [default: 6, --quick: 3]
 #   --skip-install    do not apt-get/cargo install missing tools (fail instead)
 #   --only LIST       run only these parts, comma-separated, of: passthrough,
-#                     idle, overload, storm, soak [default: all]
+#                     idle, burst, overload, storm, soak [default: all]
 #
 # Needs (installed when missing): haproxy, wrk (apt), oha (cargo install
 # oha --locked), taskset (util-linux), python3, curl. Honours CARGO_TARGET_DIR
@@ -56,14 +66,18 @@ QUICK=0
 REPS=""
 OUT=""
 SOAK_MIN=""
+BURST_CONNS=""
+BURST_ROUNDS=""
 INSTALL=1
-ONLY=",passthrough,idle,overload,storm,soak,"
+ONLY=",passthrough,idle,burst,overload,storm,soak,"
 while (($#)); do
     case "$1" in
         --quick) QUICK=1; shift ;;
         --reps) REPS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --soak-minutes) SOAK_MIN=$2; shift 2 ;;
+        --burst-conns) BURST_CONNS=$2; shift 2 ;;
+        --burst-rounds) BURST_ROUNDS=$2; shift 2 ;;
         --skip-install) INSTALL=0; shift ;;
         --only) ONLY=",$2,"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -72,14 +86,19 @@ while (($#)); do
 done
 if ((QUICK)); then
     REPS=${REPS:-1}; SOAK_MIN=${SOAK_MIN:-1}
+    BURST_CONNS=${BURST_CONNS:-1000}; BURST_ROUNDS=${BURST_ROUNDS:-3}
     PT_DUR=4; OL_DUR=5; STORM_DUR=4; IDLE_CONNS=2000; WARM=1
 else
     REPS=${REPS:-3}; SOAK_MIN=${SOAK_MIN:-10}
+    BURST_CONNS=${BURST_CONNS:-5000}; BURST_ROUNDS=${BURST_ROUNDS:-6}
     PT_DUR=10; OL_DUR=15; STORM_DUR=10; IDLE_CONNS=2000; WARM=2
 fi
 [[ $REPS =~ ^[1-9][0-9]?$ ]] || { echo "guard.sh: --reps must be 1..99" >&2; exit 2; }
 want() { [[ $ONLY == *",$1,"* ]]; }
 [[ $SOAK_MIN =~ ^[1-9][0-9]?$ ]] || { echo "guard.sh: --soak-minutes must be 1..99" >&2; exit 2; }
+# At most the proxies' own connection limit (maxconn / max_connections 8000 in the configs).
+[[ $BURST_CONNS =~ ^[1-9][0-9]{0,3}$ ]] && ((BURST_CONNS <= 8000)) || { echo "guard.sh: --burst-conns must be 1..8000" >&2; exit 2; }
+[[ $BURST_ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "guard.sh: --burst-rounds must be 1..99" >&2; exit 2; }
 
 # The backend of the overload, storm and soak runs: WORKERS at once, each
 # request SLEEP_MS long, so nominally WORKERS × 1000 / SLEEP_MS requests/s.
@@ -192,7 +211,8 @@ if [[ -z $OHA ]]; then
     CARGO_TARGET_DIR="$TD/guard-tools/build" cargo install oha --locked --root "$TD/guard-tools" >&2
     OHA=$TD/guard-tools/bin/oha
 fi
-# 2 000 idle connections, their upstream side and the load's connections.
+# 2 000 idle connections or a burst of up to 8 000, their upstream side and
+# the load's connections.
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 # ---- build -----------------------------------------------------------
@@ -211,7 +231,7 @@ BIN_FORWARD=$OUT/guard-forward
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "commit: $DESC"
-    echo "command: benches/guard.sh$([[ $QUICK = 1 ]] && echo " --quick") --reps $REPS --soak-minutes $SOAK_MIN --only ${ONLY:1:-1}"
+    echo "command: benches/guard.sh$([[ $QUICK = 1 ]] && echo " --quick") --reps $REPS --soak-minutes $SOAK_MIN$(want burst && echo " --burst-conns $BURST_CONNS --burst-rounds $BURST_ROUNDS") --only ${ONLY:1:-1}"
     echo "haproxy: $(haproxy -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
     echo "oha: $("$OHA" --version)"
@@ -226,16 +246,18 @@ cat "$OUT/meta.txt" >&2
 
 # ---- the proxies -------------------------------------------------------
 # start_proxy KIND CONFIG-TEMPLATE BACKEND-PORT: sets PROXY_PID, PROXY_PORT, ADMIN_PORT.
+# A guard KIND ending in -arena1 runs with MALLOC_ARENA_MAX=1 (glibc: one malloc arena).
 start_proxy() {
-    local kind=$1 tmpl=$2 backend=$3 conf
+    local kind=$1 tmpl=$2 backend=$3 conf extra=()
     PROXY_PORT=$(free_port)
     ADMIN_PORT=$(free_port)
     case $kind in
         guard*)
+            [[ $kind != *-arena1 ]] || extra=(MALLOC_ARENA_MAX=1)
             conf="$OUT/conf/$kind.toml"
             fill "$tmpl" "$conf" "$PROXY_PORT" "$backend" "$ADMIN_PORT"
             "$BIN_GUARD" guard --check "$conf" >/dev/null
-            spawn "$kind" "$PROXY_CPU" env TOKIO_WORKER_THREADS=1 "$BIN_GUARD" guard --config "$conf" --drain-timeout 1s
+            spawn "$kind" "$PROXY_CPU" env TOKIO_WORKER_THREADS=1 "${extra[@]}" "$BIN_GUARD" guard --config "$conf" --drain-timeout 1s
             ;;
         haproxy*)
             conf="$OUT/conf/$kind.cfg"
@@ -307,6 +329,7 @@ oha_run() {
 # Each part's config templates, by proxy.
 declare -A TMPL=(
     [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
+    [guard-arena1]="$B/guard-passthrough.toml"
     [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
 )
 
@@ -326,7 +349,7 @@ log "measured capacity $CAPACITY requests/s (nominal $((WORKERS * 1000 / SLEEP_M
 CAP_INT=$(printf '%.0f' "$CAPACITY")
 
 # ---- 1. passthrough -----------------------------------------------------------
-if want passthrough || want idle; then
+if want passthrough || want idle || want burst; then
 start_backend pass
 PT_KINDS=(direct forward guard-minimal guard haproxy)
 for rep in $(seq "$REPS"); do
@@ -365,6 +388,46 @@ for rep in $(seq "$REPS"); do
         eval "exec $IDLE_IN>&-"
         stop "$IDLE_PID"
         record figure=idle proxy="$kind" rep="$rep" conns="$IDLE_CONNS" ok="$ok_conns" rss0_kb="$r0" rss1_kb="$r1"
+        stop "$PROXY_PID"
+    done
+done
+
+# ---- 2b. bursts of connections (same backend; issue 37) -------------------------
+# Does RSS ratchet up burst after burst, and is it glibc's malloc arenas: the
+# guard once more with MALLOC_ARENA_MAX=1.
+for rep in $(seq "$REPS"); do
+    want burst || break
+    for kind in forward guard guard-arena1 haproxy; do
+        log "[$rep/$REPS] $BURST_ROUNDS bursts of $BURST_CONNS connections: $kind"
+        start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
+        # One request first, so the upstream pool and lazy state exist before the baseline.
+        curl -fsS -o /dev/null "http://127.0.0.1:$PROXY_PORT/"
+        sleep 0.5
+        r0=$(rss_kb "$PROXY_PID")
+        # burst.py runs a round, prints "round K OK FAILED SECONDS" and waits for
+        # a line on its stdin before the next one; its own bounds: 5 s per
+        # connect and answer, 120 s a round, 120 s waiting for the line.
+        coproc taskset -c "$LOAD_CPU" python3 "$B/burst.py" --port "$PROXY_PORT" \
+            --count "$BURST_CONNS" --rounds "$BURST_ROUNDS"
+        BURST_PID=$COPROC_PID
+        PIDS+=("$BURST_PID")
+        # Our own copies of its pipes: bash drops COPROC when it exits after the last round.
+        exec {BURST_OUT}<&"${COPROC[0]}" {BURST_IN}>&"${COPROC[1]}"
+        for k in $(seq "$BURST_ROUNDS"); do
+            read -r -t 180 word kk ok failed secs <&"$BURST_OUT" && [[ $word = round && $kk = "$k" ]] ||
+                { echo "guard.sh: burst.py gave no result for round $k (see $OUT/logs)" >&2; exit 1; }
+            sleep 1
+            kill -0 "$PROXY_PID" 2>/dev/null || { echo "guard.sh: $kind died in round $k (see $OUT/logs)" >&2; exit 1; }
+            r=$(rss_kb "$PROXY_PID")
+            # Threads: glibc gives a thread its own malloc arena when it finds the others busy.
+            threads=$(awk '/^Threads:/ {print $2}' "/proc/$PROXY_PID/status")
+            record figure=burst proxy="$kind" rep="$rep" round="$k" conns="$BURST_CONNS" ok="$ok" \
+                failed="$failed" secs="$secs" rss0_kb="$r0" rss_kb="$r" threads="$threads"
+            log "round $k: $ok of $BURST_CONNS 2xx, $failed failed, ${secs} s; RSS $((r0 / 1024)) -> $((r / 1024)) MiB"
+            ((k == BURST_ROUNDS)) || echo next >&"$BURST_IN"
+        done
+        exec {BURST_IN}>&- {BURST_OUT}<&-
+        stop "$BURST_PID"
         stop "$PROXY_PID"
     done
 done

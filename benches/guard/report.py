@@ -151,6 +151,7 @@ def met(ok):
 
 NAMES = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder",
          "guard-minimal": "guard, no policy", "guard": "guard, every policy (not binding)",
+         "guard-arena1": "guard, every policy (not binding), MALLOC_ARENA_MAX=1",
          "haproxy": "HAProxy 2.6"}
 
 
@@ -229,6 +230,31 @@ def tables(results, meta):
             print(f"| {NAMES[p]} | {min(r['ok'] for r in rs)} of {rs[0]['conns']} | "
                   f"{spread([r['rss0_kb'] / 1024 for r in rs], '{:.1f}')} | "
                   f"{spread([r['rss1_kb'] / 1024 for r in rs], '{:.1f}')} | {spread(per, '{:.1f}')} |")
+        print()
+
+    # (d') bursts of connections
+    burst = by_proxy(rows, "burst")
+    if burst:
+        rounds = max(r["round"] for rs in burst.values() for r in rs)
+        conns = next(iter(burst.values()))[0]["conns"]
+        print(f"### Memory after bursts of connections ({rounds} × {conns} keep-alive connections, one request each, then closed)\n")
+        print("RSS in MiB: before the first burst (after one request), then 1 s after each burst closed.\n")
+        print("| proxy | connections (2xx) | RSS before | " + " | ".join(f"after {k}" for k in range(1, rounds + 1))
+              + " | last / first burst |")
+        print("|---|---|---|" + "---|" * rounds + "---|")
+        for p in ("forward", "guard", "guard-arena1", "haproxy"):
+            rs = burst.get(p, [])
+            if not rs:
+                continue
+            reps = sorted({r["rep"] for r in rs})
+            at = {(r["rep"], r["round"]): r for r in rs}
+            cells = [spread([at[(rep, k)]["rss_kb"] / 1024 for rep in reps if (rep, k) in at], "{:.1f}")
+                     for k in range(1, rounds + 1)]
+            ratio = [at[(rep, rounds)]["rss_kb"] / at[(rep, 1)]["rss_kb"]
+                     for rep in reps if (rep, rounds) in at and (rep, 1) in at]
+            print(f"| {NAMES[p]} | {min(r['ok'] for r in rs)} of {conns} (worst burst) | "
+                  f"{spread([at[(rep, 1)]['rss0_kb'] / 1024 for rep in reps if (rep, 1) in at], '{:.1f}')} | "
+                  + " | ".join(cells) + f" | {spread(ratio, '{:.2f}×')} |")
         print()
 
     # (b) overload
