@@ -53,7 +53,8 @@
 #                     idle, burst, overload, storm, soak [default: all]
 #
 # Needs (installed when missing): haproxy, wrk (apt), oha (cargo install
-# oha --locked), taskset (util-linux), python3, curl. Honours CARGO_TARGET_DIR
+# oha --locked; only for overload, storm and soak), taskset (util-linux),
+# python3, curl. Honours CARGO_TARGET_DIR
 # (the backend builds in "$CARGO_TARGET_DIR/guard-backend", a missing oha
 # in "$CARGO_TARGET_DIR/guard-tools"). Never asserts a timing; prints Markdown tables,
 # also saved as OUT/tables.md, and OUT/results.jsonl (one line per run).
@@ -205,7 +206,7 @@ if ((${#need_apt[@]})); then
 fi
 OHA=$(command -v oha || true)
 [[ -n $OHA ]] || { [[ -x $TD/guard-tools/bin/oha ]] && OHA=$TD/guard-tools/bin/oha; }
-if [[ -z $OHA ]]; then
+if [[ -z $OHA ]] && { want overload || want storm || want soak; }; then
     ((INSTALL)) || { echo "guard.sh: missing oha (cargo install oha --locked)" >&2; exit 1; }
     log "cargo install oha --locked (once; into $TD/guard-tools)"
     CARGO_TARGET_DIR="$TD/guard-tools/build" cargo install oha --locked --root "$TD/guard-tools" >&2
@@ -234,7 +235,7 @@ BIN_FORWARD=$OUT/guard-forward
     echo "command: benches/guard.sh$([[ $QUICK = 1 ]] && echo " --quick") --reps $REPS --soak-minutes $SOAK_MIN$(want burst && echo " --burst-conns $BURST_CONNS --burst-rounds $BURST_ROUNDS") --only ${ONLY:1:-1}"
     echo "haproxy: $(haproxy -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
-    echo "oha: $("$OHA" --version)"
+    echo "oha: $([[ -n $OHA ]] && "$OHA" --version || echo "not used")"
     echo "kernel: $(uname -r); cpus: $(nproc)"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/meta.txt"
