@@ -42,6 +42,8 @@ fn parse_drain(s: &str) -> Result<std::time::Duration, String> {
 pub fn run(args: Args) -> Result<(), String> {
     if let Some(path) = args.check {
         let config = GuardConfig::load(&path).map_err(|e| e.to_string())?;
+        // The token source must yield a token here, as it must at start.
+        config.check_admin_token()?;
         println!(
             "{}: ok ({} listener(s), {} cluster(s), {} route(s))",
             path.display(),

@@ -191,6 +191,65 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
 }
 
 #[test]
+fn check_refuses_a_missing_or_empty_admin_token_source() {
+    let dir = temp_dir("stormbreak-guard-cli", "check-token");
+    let empty = dir.write("empty.token", "  \n");
+    let full = dir.write("full.token", "s3cret\n");
+    let with =
+        |source: String| valid("127.0.0.1:9") + "\n[admin]\nbind = \"127.0.0.1:0\"\n" + &source;
+    let check = |name: &str, text: &str, env: &[(&str, &str)]| {
+        let path = dir.write(name, text);
+        let mut cmd = bin();
+        cmd.args(["guard", "--check"])
+            .arg(&path)
+            .env_remove("STORMBREAK_CHECK_TOKEN");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            path,
+        )
+    };
+    let file = |p: &std::path::Path| format!("token_file = {:?}\n", p.display().to_string());
+    let (code, _, _) = check("ok.toml", &with(file(&full)), &[]);
+    assert_eq!(code, Some(0));
+    for (name, source, env, says) in [
+        (
+            "missing.toml",
+            file(&dir.join("absent.token")),
+            vec![],
+            "admin.token_file",
+        ),
+        ("empty.toml", file(&empty), vec![], "the token is empty"),
+        (
+            "unset.toml",
+            "token_env = \"STORMBREAK_CHECK_TOKEN\"\n".to_owned(),
+            vec![],
+            "STORMBREAK_CHECK_TOKEN is not set",
+        ),
+        (
+            "blank.toml",
+            "token_env = \"STORMBREAK_CHECK_TOKEN\"\n".to_owned(),
+            vec![("STORMBREAK_CHECK_TOKEN", " ")],
+            "the token is empty",
+        ),
+    ] {
+        let text = with(source);
+        let (code, stderr, path) = check(name, &text, &env);
+        assert_eq!(code, Some(1), "{name}: {stderr}");
+        // Named at the [admin] table.
+        let at = format!("{}:{}:1:", path.display(), line_of(&text, "[admin]"));
+        assert!(
+            stderr.contains(&at) && stderr.contains(says),
+            "{name}: {stderr} (want {at})"
+        );
+    }
+}
+
+#[test]
 fn config_serves_until_killed() {
     // A one-shot upstream on a std listener, answering one request.
     let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -296,6 +355,10 @@ fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
         .filter(|l| l.contains("admin change"))
         .collect();
     assert_eq!(logged.len(), 1, "one change, one line: {stderr}");
+    assert!(
+        stderr.contains("admin authentication failed"),
+        "a refused token is logged: {stderr}"
+    );
     assert!(logged[0].contains("who=bob (127.0.0.1:"), "{}", logged[0]);
     assert!(logged[0].contains("what=\"shed.add\""), "{}", logged[0]);
     assert!(logged[0].contains("\"status\":429"), "{}", logged[0]);

@@ -5,7 +5,7 @@
 //!
 //! | module | job | policy from `stormbreak-policy` |
 //! |---|---|---|
-//! | `listener` | accept under a connection cap; TLS with ALPN (`tls`); header-read, idle timeouts; header limits | — |
+//! | `listener` | accept under a connection cap and a per-client cap (`peers`); TLS with ALPN (`tls`); header-read, idle timeouts (`conn_watch`); header limits | — |
 //! | `listen_set` | the listeners in force: bound, swapped, drained on reload | — |
 //! | `target`, `normalize` | one host and one normalised path per request (RFC 9112 §3.2, RFC 3986 §6.2.2); a request a backend could read as another route is refused | — |
 //! | `route` | most specific match of host, path prefix, method, headers, on the normalised view | — |
@@ -50,6 +50,7 @@ mod blame;
 pub mod body;
 mod clock;
 pub mod config;
+mod conn_watch;
 mod connector;
 mod endpoint;
 mod failover;
@@ -60,6 +61,7 @@ mod listener;
 pub mod live;
 pub mod metrics;
 mod normalize;
+mod peers;
 mod proxy;
 mod ratelimit;
 mod retry;

@@ -38,6 +38,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::config::{GuardConfig, ListenerConfig};
 use crate::live::Live;
+use crate::peers::Peers;
 use crate::proxy::{ConnectionCaps, ListenerSettings};
 
 /// Where a listener is in its life.
@@ -91,6 +92,9 @@ pub(crate) struct Cap {
     /// since it was lowered below them: each is kept (forgotten) when its
     /// connection closes instead of going back to the semaphore.
     size: Mutex<(u32, u32)>,
+    /// Connections open under it by client address, for
+    /// `max_connections_per_client` (bounded by the open connections).
+    peers: Arc<Peers>,
 }
 
 impl Cap {
@@ -99,6 +103,7 @@ impl Cap {
             permits: Arc::new(Semaphore::new(max as usize)),
             open: AtomicU64::new(0),
             size: Mutex::new((max, 0)),
+            peers: Peers::new(),
         })
     }
 
@@ -196,6 +201,12 @@ impl Bound {
     /// Waits for room under the listener's cap.
     pub(crate) async fn acquire(&self) -> Result<Slot, tokio::sync::AcquireError> {
         self.cap.acquire().await
+    }
+
+    /// Connections open on the listener by client address (every socket
+    /// it has had, as its cap).
+    pub(crate) fn peers(&self) -> &Arc<Peers> {
+        &self.cap.peers
     }
 
     /// What a connection accepted now is served with.

@@ -7,7 +7,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::config::Protocol;
+use crate::conn_watch::{Activity, Ended};
 use crate::listen_set::{Bound, Phase, Settings};
 use crate::live::Live;
 
@@ -62,17 +62,38 @@ pub(crate) async fn serve(
             () = drained(&mut draining) => return,
             () = leaving(&mut phase) => return,
         };
-        slot.occupy();
-        let _ = stream.set_nodelay(true);
         // The settings (and certificate) in force now: a reload changes
         // them for new connections only.
         let settings = bound.settings();
+        // One peer may hold at most `max_connections_per_client`; a
+        // trusted proxy speaks for many clients and is exempt.
+        let per_client = match settings.config.max_connections_per_client {
+            0 => 0,
+            _ if crate::headers::is_trusted(
+                &settings.request.trusted,
+                peer.ip().to_canonical(),
+            ) =>
+            {
+                0
+            }
+            n => n,
+        };
+        let Some(peer_slot) = bound.peers().enter(peer.ip(), per_client) else {
+            // Closed at once: the slot under `max_connections` goes back.
+            live.get()
+                .metrics
+                .connection_closed(&bound.name, "per_client");
+            continue;
+        };
+        slot.occupy();
+        let _ = stream.set_nodelay(true);
         let open = bound.opened();
         let live = live.clone();
         let mut stop = shutdown.clone();
         let (mut phase, conn_phase) = (bound.phase(), bound.phase());
         tokio::spawn(async move {
             let _slot = slot;
+            let _peer = peer_slot;
             let _open = open;
             let serve = async {
                 let config = &settings.config;
@@ -110,11 +131,11 @@ async fn connection<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let config = &settings.config;
-    let active = Arc::new(AtomicUsize::new(0));
+    let activity = Activity::new();
     let io = TokioIo::new(IdleIo::new(
         stream,
         config.idle_timeout.into(),
-        active.clone(),
+        activity.clone(),
     ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -139,11 +160,11 @@ async fn connection<S>(
     };
     let mut draining = live.draining();
     let request = settings.request.clone();
+    let watched = activity.clone();
     let service = service_fn(move |req| {
-        let (live, request, active) = (live.clone(), request.clone(), active.clone());
+        let (live, request, activity) = (live.clone(), request.clone(), activity.clone());
         async move {
-            active.fetch_add(1, Ordering::AcqRel);
-            let _done = Active(active);
+            let _inflight = activity.begin();
             // The config in force when the request arrived answers it,
             // even if a reload replaces it meanwhile.
             let proxy = live.get();
@@ -154,10 +175,19 @@ async fn connection<S>(
     // error is the client's, not ours, so it is not propagated.
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
+    // The TLS handshake (already done) counts against the first request's
+    // header-read time: the watch runs from the accept.
+    let first = Duration::from(config.header_read_timeout);
     tokio::select! {
         _ = conn.as_mut() => return,
         () = drained(&mut draining) => {}
         () = leaving(&mut phase) => {}
+        ended = watched.watch(first, config.idle_timeout.into()) => {
+            if ended == Ended::NoRequest {
+                // Nothing in flight to finish: close now.
+                return;
+            }
+        }
     }
     // Draining: finish the requests in flight (HTTP/2: GOAWAY; HTTP/1.1:
     // close after the current response), then end.
@@ -180,14 +210,6 @@ async fn drained(flag: &mut watch::Receiver<bool>) {
     let _ = flag.wait_for(|d| *d).await;
 }
 
-struct Active(Arc<AtomicUsize>);
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// A socket that fails with `TimedOut` once no byte has moved for `idle`
 /// while no request is in flight on it (a request in flight is bounded by
 /// the request timeout instead).
@@ -204,18 +226,18 @@ struct IdleIo<S> {
     last: Instant,
     /// Fires at or before `last + idle`, never after.
     deadline: Pin<Box<Sleep>>,
-    active: Arc<AtomicUsize>,
+    activity: Arc<Activity>,
 }
 
 impl<S> IdleIo<S> {
-    fn new(inner: S, idle: Duration, active: Arc<AtomicUsize>) -> Self {
+    fn new(inner: S, idle: Duration, activity: Arc<Activity>) -> Self {
         let last = Instant::now();
         IdleIo {
             inner,
             idle,
             last,
             deadline: Box::pin(tokio::time::sleep_until(last + idle)),
-            active,
+            activity,
         }
     }
 
@@ -235,7 +257,7 @@ impl<S> IdleIo<S> {
                 self.deadline.as_mut().reset(due);
                 continue;
             }
-            if self.active.load(Ordering::Acquire) == 0 {
+            if self.activity.inflight() == 0 {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"));
             }
             self.touch();
@@ -309,10 +331,10 @@ mod tests {
 
     const IDLE: Duration = Duration::from_secs(1);
 
-    fn idle_io() -> (IdleIo<DuplexStream>, DuplexStream, Arc<AtomicUsize>) {
+    fn idle_io() -> (IdleIo<DuplexStream>, DuplexStream, Arc<Activity>) {
         let (ours, peer) = tokio::io::duplex(64);
-        let active = Arc::new(AtomicUsize::new(0));
-        (IdleIo::new(ours, IDLE, active.clone()), peer, active)
+        let activity = Activity::new();
+        (IdleIo::new(ours, IDLE, activity.clone()), peer, activity)
     }
 
     /// Virtual time: `got` is `want`, give or take the timer wheel's
@@ -364,14 +386,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_request_in_flight_holds_the_connection_open() {
-        let (mut io, _peer, active) = idle_io();
-        active.store(1, Ordering::Release);
+        let (mut io, _peer, activity) = idle_io();
+        let request = activity.begin();
         let mut buf = [0u8; 16];
         // Ten idle periods with a request in flight: no timeout.
         let held = tokio::time::timeout(10 * IDLE, io.read(&mut buf)).await;
         assert!(held.is_err(), "timed out with a request in flight");
         // The request ends: the next idle period closes it.
-        active.store(0, Ordering::Release);
+        drop(request);
         let start = Instant::now();
         let (err, at) = read_until_error(&mut io).await;
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);

@@ -8,7 +8,7 @@
 //! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
 //! the five status classes and `reason` a fixed set per family (four shed
 //! reasons; three upstream errors; three upstream refusals; five client errors; two access-log
-//! drops). No label carries a client key, client address or path.
+//! drops; three connection closes). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
 //! per route and per cluster (no label lookup per request); gauges are
@@ -65,6 +65,12 @@ struct EndpointLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerReasonLabel {
+    listener: String,
+    reason: &'static str,
 }
 
 /// `class` label values, index `status / 100 - 1`.
@@ -304,6 +310,8 @@ pub(crate) struct Metrics {
     ep_unhealthy: Family<EndpointLabel, Gauge>,
     connections: Family<ListenerLabel, Gauge>,
     connection_cap: Family<ListenerLabel, Gauge>,
+    connections_closed: Family<ListenerReasonLabel, Counter>,
+    admin_auth_failures: Counter,
 }
 
 /// The per-route counter families, to resolve a route's handles from.
@@ -423,6 +431,25 @@ impl RouteFamilies {
 }
 
 impl Metrics {
+    /// Counts a connection the guard closed before it could be served:
+    /// `per_client` (its address held its cap), `full` (the admin listener
+    /// had nothing to evict) or `evicted` (the admin listener made room for
+    /// another). `listener` is a configured name or
+    /// `admin`.
+    pub(crate) fn connection_closed(&self, listener: &str, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&ListenerReasonLabel {
+                listener: listener.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Counts an admin request refused for a missing or wrong token.
+    pub(crate) fn admin_auth_failure(&self) {
+        self.admin_auth_failures.inc();
+    }
+
     /// Counts one request its client failed.
     pub(crate) fn client_error(&self, fault: crate::blame::ClientFault) {
         self.client_errors[fault as usize].inc();
@@ -523,6 +550,8 @@ impl Metrics {
             ep_unhealthy: Family::default(),
             connections: Family::default(),
             connection_cap: Family::default(),
+            connections_closed: Family::default(),
+            admin_auth_failures: Counter::default(),
             registry: Registry::default(),
         };
         let mut m = m;
@@ -600,6 +629,16 @@ impl Metrics {
             "connection_cap",
             "The listener's connection cap (max_connections)",
             m.connection_cap.clone(),
+        );
+        r.register(
+            "connections_closed",
+            "Connections closed before being served, by listener (a configured name or admin) and reason: per_client (the address held its share), full (the admin listener had nothing to evict) or evicted (the admin listener made room for another)",
+            m.connections_closed.clone(),
+        );
+        r.register(
+            "admin_auth_failures",
+            "Admin requests refused for a missing or wrong bearer token",
+            m.admin_auth_failures.clone(),
         );
         r.register(
             "access_log_dropped",

@@ -278,3 +278,367 @@ async fn a_request_without_exactly_one_authority_is_refused() {
     assert_eq!(status_of(&answer), 200, "{answer}");
     g.shutdown().await;
 }
+
+// ---- 2. the admin listener cannot be locked out --------------------------------
+
+/// A connection from `source` (a loopback address) to `addr`.
+async fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// One request on a new connection from `source`; the whole answer, or
+/// `None` when no answer came within `within` (a hang guard).
+async fn ask_from(source: &str, addr: SocketAddr, raw: &str, within: Duration) -> Option<String> {
+    let mut s = connect_from(source, addr).await;
+    tokio::time::timeout(within, async {
+        s.write_all(raw.as_bytes()).await.ok()?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).await.ok()?;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+fn metric(text: &str, prefix: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn silent_connections_cannot_lock_an_operator_out_of_the_admin_api() {
+    let b = backend(|_| ok()).await;
+    let dir = common::files::TempDir::new("guard-hostile-admin");
+    let token = dir.write("admin.token", "s3cret\n");
+    let toml = Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .tail(&format!(
+            "[admin]\nbind = \"127.0.0.1:0\"\ntoken_file = {:?}",
+            token.display().to_string()
+        ))
+        .toml();
+    let g = guard(&toml).await;
+    let admin = g.admin_addr().unwrap();
+    // 64 silent connections from eight other addresses fill the cap, and
+    // 40 more from the operator's own address fill its share.
+    let mut silent = Vec::new();
+    for i in 0..64 {
+        silent.push(connect_from(&format!("127.0.0.{}", 2 + i % 8), admin).await);
+    }
+    for _ in 0..40 {
+        silent.push(connect_from("127.0.0.1", admin).await);
+    }
+    let scrape = "GET /metrics HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n";
+    // Far inside the admin's 5 s header-read timeout: only eviction can
+    // make room this soon.
+    let answer = ask_from("127.0.0.1", admin, scrape, Duration::from_secs(3))
+        .await
+        .expect("the operator got no answer while silent connections were held");
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    let text = g.metrics_text();
+    assert!(
+        metric(
+            &text,
+            "stormbreak_guard_connections_closed_total{listener=\"admin\",reason=\"evicted\"}"
+        ) >= 1,
+        "{text}"
+    );
+    // A wrong token is refused, counted, and logged (rate-bounded).
+    let bad = "POST /drain HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer wrong\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    for _ in 0..3 {
+        let answer = ask_from("127.0.0.10", admin, bad, HANG).await.unwrap();
+        assert_eq!(status_of(&answer), 401, "{answer}");
+    }
+    assert_eq!(
+        metric(
+            &g.metrics_text(),
+            "stormbreak_guard_admin_auth_failures_total"
+        ),
+        3
+    );
+    drop(silent);
+    g.shutdown().await;
+}
+
+// ---- 4. slots are held no longer than documented --------------------------------
+
+/// True once the peer closes `s` (EOF or reset) within the hang guard.
+async fn closed_by_peer(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(HANG, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test]
+async fn a_connection_without_a_request_head_is_closed_at_the_header_read_timeout() {
+    let b = backend(|_| ok()).await;
+    // Far apart, so which bound closed a connection is never in doubt.
+    let toml = Config::new()
+        .listener(
+            "edge",
+            "header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"",
+        )
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    // Silent; half an HTTP/2 preface (the `auto` builder still deciding);
+    // an HTTP/2 preface, SETTINGS and PINGs but never a request.
+    let mut silent = TcpStream::connect(edge).await.unwrap();
+    let mut preface = TcpStream::connect(edge).await.unwrap();
+    preface.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let mut pinging = TcpStream::connect(edge).await.unwrap();
+    pinging
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    pinging.write_all(&h2_frame(4, 0, 0, &[])).await.unwrap();
+    let pings = async {
+        for _ in 0..200 {
+            if pinging
+                .write_all(&h2_frame(6, 0, 0, &[0; 8]))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (a, b2, ()) = tokio::join!(
+        closed_by_peer(&mut silent),
+        closed_by_peer(&mut preface),
+        pings
+    );
+    assert!(a, "a silent connection was held");
+    assert!(b2, "a connection stuck in the preface was held");
+    // The pinging one ended its loop because the guard closed it.
+    let mut buf = [0u8; 64];
+    let ended = tokio::time::timeout(HANG, async {
+        loop {
+            match pinging.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "a pinging HTTP/2 connection was held");
+    drop(b);
+    g.shutdown().await;
+}
+
+/// An HTTP/2 frame: type, flags, stream, payload (RFC 9113 §4.1).
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[tokio::test]
+async fn an_http2_connection_kept_alive_by_pings_is_closed_once_idle() {
+    let b = backend(|_| ok()).await;
+    let toml = Config::new()
+        .listener("edge", "idle_timeout = \"300ms\"")
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let io = hyper_util::rt::TokioIo::new(TcpStream::connect(edge).await.unwrap());
+    let (mut send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            // PINGs every 50 ms: bytes never stop moving.
+            .keep_alive_interval(Duration::from_millis(50))
+            .keep_alive_while_idle(true)
+            .handshake(io)
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let request = http::Request::get(format!("http://{edge}/"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = tokio::time::timeout(HANG, send.send_request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    drop(answer);
+    // The guard sends GOAWAY once no stream has been open for idle_timeout.
+    let closed = tokio::time::timeout(HANG, conn).await;
+    assert!(
+        closed.is_ok(),
+        "the pinging connection was held past idle_timeout"
+    );
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn one_client_address_cannot_take_every_connection_slot() {
+    let b = backend(|_| ok()).await;
+    let toml = Config::new()
+        .listener(
+            "edge",
+            "max_connections = 200\nmax_connections_per_client = 4\ntrusted_proxies = [\"127.0.0.4\"]\nheader_read_timeout = \"60s\"",
+        )
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from("127.0.0.2", edge).await);
+    }
+    // Past its cap, a peer's connections are closed at once.
+    for _ in 0..6 {
+        let mut s = connect_from("127.0.0.2", edge).await;
+        assert!(closed_by_peer(&mut s).await);
+    }
+    let get = "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n";
+    // Another client is served; a trusted proxy may hold more than the cap.
+    let answer = ask_from("127.0.0.3", edge, get, HANG).await.unwrap();
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    for _ in 0..8 {
+        held.push(connect_from("127.0.0.4", edge).await);
+    }
+    let answer = ask_from("127.0.0.4", edge, get, HANG).await.unwrap();
+    assert_eq!(
+        status_of(&answer),
+        200,
+        "a trusted proxy is exempt: {answer}"
+    );
+    assert_eq!(
+        metric(
+            &g.metrics_text(),
+            "stormbreak_guard_connections_closed_total{listener=\"edge\",reason=\"per_client\"}"
+        ),
+        6
+    );
+    // The capped client's slots come back as its connections close.
+    held.drain(..4);
+    let answer = ask_from("127.0.0.2", edge, get, HANG).await;
+    assert_eq!(answer.as_deref().map(status_of), Some(200));
+    drop(held);
+    g.shutdown().await;
+}
+
+// ---- 6. the smaller ones ------------------------------------------------------
+
+#[tokio::test]
+async fn a_half_closed_client_still_gets_its_answer() {
+    let b = backend(|_| ok()).await;
+    let g = guard(&common::one_route(&b, "", "")).await;
+    let edge = g.local_addr("edge").unwrap();
+    for raw in [
+        "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 5\r\n\r\nhello",
+    ] {
+        let answer = raw_exchange(edge, raw.as_bytes(), true, true).await;
+        assert_eq!(status_of(&answer), 200, "{raw:?}: {answer}");
+    }
+    g.shutdown().await;
+}
+
+// ---- kept as regression tests: smuggling and rapid reset ------------------------
+
+#[tokio::test]
+async fn ambiguous_framing_never_smuggles_a_request_to_the_backend() {
+    let b = backend(|_| ok()).await;
+    let g = guard(&common::one_route(&b, "", "")).await;
+    let edge = g.local_addr("edge").unwrap();
+    // Each probe is one request by its framing, with a second hidden in
+    // the body under another reading; the backend must see at most one.
+    let hidden = "GET /smuggled HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    let probes = [
+        // CL.TE: Transfer-Encoding wins (RFC 9112 §6.3) or it is refused.
+        format!(
+            "POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n{hidden}"
+        ),
+        // Two different Content-Length values.
+        format!(
+            "POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{hidden}",
+            hidden.len()
+        ),
+        // An obfuscated Transfer-Encoding.
+        format!(
+            "POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: xchunked\r\nConnection: close\r\n\r\n0\r\n\r\n{hidden}"
+        ),
+        // Whitespace before the colon (RFC 9112 §5.1: must be rejected).
+        format!(
+            "POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding : chunked\r\nConnection: close\r\n\r\n0\r\n\r\n{hidden}"
+        ),
+    ];
+    for probe in &probes {
+        let before = b.hits();
+        let answer = raw_exchange(edge, probe.as_bytes(), false, true).await;
+        assert!(
+            b.hits() - before <= 1,
+            "{probe:?} reached the backend as {} requests: {answer}",
+            b.hits() - before
+        );
+        assert_eq!(
+            answer.matches("HTTP/1.1 ").count(),
+            usize::from(!answer.is_empty()),
+            "one answer at most: {answer}"
+        );
+    }
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_http2_rapid_reset_flood_is_cut_off_and_others_are_served() {
+    let b = backend(|_| ok()).await;
+    let g = guard(&common::one_route(&b, "", "")).await;
+    let edge = g.local_addr("edge").unwrap();
+    let mut s = TcpStream::connect(edge).await.unwrap();
+    let mut flood = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    flood.extend(h2_frame(4, 0, 0, &[]));
+    // HPACK (RFC 7541 Appendix A): :method GET, :scheme http, :path /,
+    // :authority a.example as a literal without indexing.
+    let mut headers = vec![0x82, 0x86, 0x84, 0x01, 9];
+    headers.extend_from_slice(b"a.example");
+    const STREAMS: u32 = 5_000;
+    for i in 0..STREAMS {
+        let id = 2 * i + 1;
+        // HEADERS with END_STREAM | END_HEADERS, then RST_STREAM CANCEL.
+        flood.extend(h2_frame(1, 0x5, id, &headers));
+        flood.extend(h2_frame(3, 0, id, &8u32.to_be_bytes()));
+    }
+    // The guard may close the connection mid-flood (GOAWAY): that is the point.
+    let _ = tokio::time::timeout(HANG, s.write_all(&flood)).await;
+    let _ = closed_by_peer(&mut s).await;
+    assert!(
+        b.hits() < u64::from(STREAMS) / 10,
+        "{} of {STREAMS} reset streams reached the backend",
+        b.hits()
+    );
+    // Everyone else is still served.
+    let answer = raw_exchange(
+        edge,
+        b"GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n",
+        false,
+        true,
+    )
+    .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    g.shutdown().await;
+}

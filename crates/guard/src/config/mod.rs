@@ -649,6 +649,21 @@ impl Cidr {
 }
 
 impl GuardConfig {
+    /// Reads `[admin]`'s token source as the guard will at start, and
+    /// refuses a missing or empty one: `stormbreak guard --check` runs it
+    /// where the guard will run, so a broken secret is found before a
+    /// deploy, not after. No `[admin]` or no token source passes. The
+    /// error is `file:line:column: message`, at the `[admin]` table.
+    pub fn check_admin_token(&self) -> Result<(), String> {
+        let Some(admin) = &self.admin else {
+            return Ok(());
+        };
+        match crate::admin::load_token(admin) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.spans.error(self.spans.admin, e)),
+        }
+    }
+
     /// Reads and validates the config file at `path`.
     pub fn load(path: &std::path::Path) -> Result<GuardConfig, ConfigError> {
         let file = path.display().to_string();

@@ -27,27 +27,56 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde::{Deserialize, Serialize};
+use stormbreak_policy::Nanos;
 use stormbreak_policy::ramp::StagedRestoreConfig;
+use stormbreak_policy::ratelimit::Gcra;
 use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::shed::{Criticality, ShedRule};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::config::AdminConfig;
+use crate::conn_watch::Ended;
 use crate::live::{Live, Override};
 use crate::proxy::{Proxy, RestoreView};
 
 /// Largest mutation body read: a shed rule or retry block is a few hundred bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// Admin connections served at once; more wait in the kernel backlog.
-const MAX_CONNECTIONS: usize = 64;
+mod roster;
+
+use roster::{Member, Refusal, Roster};
+
+/// Admin connections open at once. At the cap, a new connection evicts
+/// the oldest one that is idle and has never shown the token (see
+/// `roster`), and is closed when there is none.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Admin connections one client address may hold; past it, a new one
+/// evicts that address's oldest evictable connection.
+pub const MAX_CONNECTIONS_PER_CLIENT: usize = 16;
+
+/// Time allowed from accept to a complete first request head, and for
+/// every later head (hyper's header-read timer).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection with no request in flight is closed after this.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Failed-authentication log lines: one a second sustained, ten at once;
+/// the rest are only counted (`stormbreak_guard_admin_auth_failures_total`).
+const AUTH_LOG_EVERY: Nanos = Nanos::SECOND;
+const AUTH_LOG_BURST: u32 = 10;
 
 /// The admin API's shared state.
 pub(crate) struct Admin {
     live: Arc<Live>,
     token: Option<Vec<u8>>,
+    /// Bounds the failed-authentication log (the policy crate's GCRA).
+    auth_log: Gcra,
+    /// The GCRA's theoretical arrival time.
+    auth_log_tat: std::sync::Mutex<Nanos>,
 }
 
 /// The bearer token from `token_file` or `token_env`, if either is set.
@@ -69,7 +98,34 @@ pub(crate) fn load_token(config: &AdminConfig) -> Result<Option<Vec<u8>>, String
 
 impl Admin {
     pub(crate) fn new(live: Arc<Live>, token: Option<Vec<u8>>) -> Self {
-        Admin { live, token }
+        // Valid by construction: a positive interval and a burst ≥ 1.
+        let auth_log = Gcra::new(AUTH_LOG_EVERY, AUTH_LOG_BURST)
+            .unwrap_or_else(|_| unreachable!("1 s and 10 are valid GCRA parameters"));
+        Admin {
+            live,
+            token,
+            auth_log,
+            auth_log_tat: std::sync::Mutex::new(Nanos::ZERO),
+        }
+    }
+
+    /// A request was refused for its token: counted, and logged within
+    /// the log's rate (a flood of bad tokens must not flood the log).
+    fn auth_failed(&self, peer: SocketAddr, path: &str) {
+        let p = self.live.get();
+        p.metrics.admin_auth_failure();
+        let now = p.clock.now();
+        let mut tat = self
+            .auth_log_tat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Ok(next) = self
+            .auth_log
+            .check((*tat).max(self.auth_log.fresh(now)), now)
+        {
+            *tat = next;
+            tracing::warn!(target: "stormbreak_guard::admin", peer = %peer, path, "admin authentication failed");
+        }
     }
 
     fn authorized(&self, request: &Request<Incoming>) -> bool {
@@ -86,9 +142,21 @@ impl Admin {
         given.ct_eq(token).into()
     }
 
-    async fn handle(&self, peer: SocketAddr, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(
+        &self,
+        peer: SocketAddr,
+        member: &Member,
+        request: Request<Incoming>,
+    ) -> Response<Full<Bytes>> {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
+        // A connection that has shown the token is an operator's: no
+        // unauthenticated newcomer may evict it.
+        if self.token.is_some() && self.authorized(&request) {
+            member
+                .trusted
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         match (&method, path.as_str()) {
             (&Method::GET, "/metrics") => {
                 let mut r = Response::new(Full::new(Bytes::from(self.live.get().metrics_text())));
@@ -102,6 +170,7 @@ impl Admin {
             }
             (&Method::GET, "/state") => {
                 if !peer.ip().to_canonical().is_loopback() && !self.authorized(&request) {
+                    self.auth_failed(peer, &path);
                     return answer(401, "reading state from off this host needs the token");
                 }
                 json(200, &self.state())
@@ -114,6 +183,7 @@ impl Admin {
                     );
                 }
                 if !self.authorized(&request) {
+                    self.auth_failed(peer, &path);
                     return answer(401, "a mutation needs Authorization: Bearer TOKEN");
                 }
                 let who = who(peer, &request);
@@ -394,17 +464,20 @@ fn json<T: Serialize>(status: u16, value: &T) -> Response<Full<Bytes>> {
 }
 
 /// Serves the admin API on `listener` until `shutdown` turns true.
+///
+/// Bounded like the data plane, with fixed bounds: [`MAX_CONNECTIONS`]
+/// open, [`MAX_CONNECTIONS_PER_CLIENT`] per address, a complete request
+/// head within [`HEADER_READ_TIMEOUT`] of accept, closed after
+/// [`IDLE_TIMEOUT`] with no request in flight. Silent or unauthenticated
+/// connections are evicted to make room, so they can never lock an
+/// operator out.
 pub(crate) async fn serve(
     listener: TcpListener,
     admin: Arc<Admin>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let cap = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let roster = Roster::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT);
     loop {
-        let permit = tokio::select! {
-            p = cap.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = shutdown.changed() => return,
-        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
@@ -415,24 +488,55 @@ pub(crate) async fn serve(
             },
             _ = shutdown.changed() => return,
         };
+        let metrics = admin.live.get().metrics.clone();
+        let seat = match roster.admit(peer.ip()) {
+            Ok((seat, evicted)) => {
+                for _ in 0..evicted {
+                    metrics.connection_closed("admin", "evicted");
+                }
+                seat
+            }
+            Err(full) => {
+                let reason = match full {
+                    Refusal::Peer => "per_client",
+                    Refusal::Cap => "full",
+                };
+                metrics.connection_closed("admin", reason);
+                continue;
+            }
+        };
         let admin = admin.clone();
         let mut stop = shutdown.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let member = seat.member.clone();
+            let served = member.clone();
             let service = service_fn(move |request| {
-                let admin = admin.clone();
-                async move { Ok::<_, Infallible>(admin.handle(peer, request).await) }
+                let (admin, member) = (admin.clone(), served.clone());
+                async move {
+                    let _inflight = member.activity.begin();
+                    Ok::<_, Infallible>(admin.handle(peer, &member, request).await)
+                }
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10));
+                .header_read_timeout(HEADER_READ_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
             tokio::select! {
-                _ = conn => {}
+                _ = conn.as_mut() => {}
                 _ = stop.changed() => {}
+                // Made room for a newer connection: closed at once.
+                () = member.evicted.notified() => {}
+                ended = member.activity.watch(HEADER_READ_TIMEOUT, IDLE_TIMEOUT) => {
+                    if ended == Ended::Idle {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(HEADER_READ_TIMEOUT, conn).await;
+                    }
+                }
             }
+            drop(seat);
         });
     }
 }
