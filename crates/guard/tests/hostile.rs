@@ -642,3 +642,30 @@ async fn an_http2_rapid_reset_flood_is_cut_off_and_others_are_served() {
     assert_eq!(status_of(&answer), 200, "{answer}");
     g.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_kept_alive_http1_connection_waiting_for_its_next_head_is_closed_at_the_header_read_timeout()
+ {
+    let b = backend(|_| ok()).await;
+    let toml = Config::new()
+        .listener(
+            "edge",
+            "header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"",
+        )
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let mut s = TcpStream::connect(edge).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+        .await
+        .unwrap();
+    // The answer, then nothing: hyper's header timer runs while the
+    // connection waits for the next head (docs/guard.md, "Bounds").
+    assert!(
+        closed_by_peer(&mut s).await,
+        "held past header_read_timeout"
+    );
+    g.shutdown().await;
+}
