@@ -1,0 +1,4 @@
+//! See `main.rs`.
+
+#[allow(unused_imports)]
+use crate::common;
