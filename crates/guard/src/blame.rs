@@ -4,14 +4,13 @@
 //! retry budget and the limiters: if a client's own broken upload counted,
 //! five clients hanging up mid-body would eject every endpoint and open the
 //! breaker for everyone. So the request body the guard streams upstream is
-//! wrapped in a [`ClientBody`], which records how the client's side ended
-//! in a shared [`Progress`]; an attempt that fails while that record says
-//! the client failed (or had not finished sending) is the client's.
+//! wrapped in a [`ClientBody`], which records in a shared [`Progress`] how
+//! the client's side ended and whether the guard is waiting on the client
+//! for more; [`Progress::blame`] reads it when an attempt fails.
 //!
-//! The upstream's clock starts when it has the whole request: an attempt
-//! that times out while the client is still uploading is the client's too
-//! (Envoy's route timeout likewise "spans between the point at which the
-//! entire downstream request has been processed" and the response:
+//! A timeout is the client's only while the guard waits on the client for
+//! body (Envoy's route timeout likewise "spans between the point at which
+//! the entire downstream request has been processed" and the response:
 //! `config.route.v3.RouteAction.timeout`, Envoy v1.31,
 //! <https://www.envoyproxy.io/docs/envoy/v1.31.0/api-v3/config/route/v3/route_components.proto>).
 
@@ -19,7 +18,7 @@ use std::error::Error;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -132,6 +131,7 @@ impl ClientFault {
     }
 }
 
+/// `Progress::state`: being read (also the default).
 const READING: u8 = 0;
 const COMPLETE: u8 = 1;
 const FAULT_BASE: u8 = 2;
@@ -140,19 +140,24 @@ const FAULT_BASE: u8 = 2;
 /// failed by the client. Shared between the body upstream and the request
 /// path, which reads it once an attempt has ended.
 #[derive(Debug, Default)]
-pub(crate) struct Progress(AtomicU8);
+pub(crate) struct Progress {
+    state: AtomicU8,
+    /// The body was last asked for more and the client had none yet: the
+    /// guard is waiting on the client.
+    starved: AtomicBool,
+}
 
 impl Progress {
     /// A body not yet read whole.
     pub(crate) fn new() -> Arc<Progress> {
-        Arc::new(Progress(AtomicU8::new(READING)))
+        Arc::new(Progress::default())
     }
 
     fn set(&self, state: u8) {
         // The first end wins: a fault after completion cannot happen, and
         // completion after a fault must not hide it.
         let _ = self
-            .0
+            .state
             .compare_exchange(READING, state, Ordering::AcqRel, Ordering::Acquire);
     }
 
@@ -160,23 +165,45 @@ impl Progress {
     pub(crate) fn fault(&self) -> Option<ClientFault> {
         ClientFault::ALL
             .into_iter()
-            .find(|f| f.code() == self.0.load(Ordering::Acquire))
+            .find(|f| f.code() == self.state.load(Ordering::Acquire))
     }
 
     /// The body has been read to its end.
     pub(crate) fn complete(&self) -> bool {
-        self.0.load(Ordering::Acquire) == COMPLETE
+        self.state.load(Ordering::Acquire) == COMPLETE
     }
 
     /// Whom an attempt that ended in a transport error or a timeout
-    /// blames: the client when its body failed, or, for a timeout, when the
-    /// body was not yet whole (the upstream could not have answered
-    /// sooner); else the upstream. A reset while the body is still
-    /// arriving is the upstream's unless the body itself failed.
-    pub(crate) fn blame_client(&self, timed_out: bool) -> Option<ClientFault> {
-        self.fault()
-            .or_else(|| (timed_out && !self.complete()).then_some(ClientFault::Slow))
+    /// blames: the client when its body failed, or when the time ran out
+    /// while the guard was waiting on the client for more body (the
+    /// upstream could not have answered sooner); nobody when the
+    /// connection broke while the body was still arriving (an upstream
+    /// may hang up on a slow upload, or answer early and close); else the
+    /// upstream, which had the whole body or was not reading it.
+    pub(crate) fn blame(&self, timed_out: bool) -> Blame {
+        if let Some(f) = self.fault() {
+            return Blame::Client(f);
+        }
+        if self.complete() {
+            return Blame::Upstream;
+        }
+        match (timed_out, self.starved.load(Ordering::Acquire)) {
+            (true, true) => Blame::Client(ClientFault::Slow),
+            (true, false) => Blame::Upstream,
+            (false, _) => Blame::Nobody,
+        }
     }
+}
+
+/// Whose failure an attempt's error was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Blame {
+    /// The client's: answered with its own status, fed to no policy.
+    Client(ClientFault),
+    /// Neither side's for sure: answered 502, fed to no policy.
+    Nobody,
+    /// The upstream's: fed to ejection, the breaker and the limiters.
+    Upstream,
 }
 
 /// A client's request body on its way upstream, recording its end in a
@@ -206,6 +233,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        self.progress
+            .starved
+            .store(polled.is_pending(), Ordering::Release);
         match polled {
             Poll::Ready(None) => {
                 self.progress.set(COMPLETE);
@@ -301,14 +331,18 @@ mod tests {
         let p = Progress::new();
         let body = ClientBody::new(chunks(vec![Ok(b"ab"), Ok(b"cd")]), p.clone());
         assert!(!p.complete());
-        // Still arriving: a timeout is the client's, a reset the upstream's.
-        assert_eq!(p.blame_client(false), None);
-        assert_eq!(p.blame_client(true), Some(ClientFault::Slow));
+        // Never asked for yet: a timeout is the upstream's (or the queue's),
+        // a broken connection nobody's.
+        assert_eq!(p.blame(true), Blame::Upstream);
+        assert_eq!(p.blame(false), Blame::Nobody);
+        // Asked for, and the client has nothing: a timeout is the client's.
+        p.starved.store(true, Ordering::Release);
+        assert_eq!(p.blame(true), Blame::Client(ClientFault::Slow));
         let got = body.collect().await.unwrap().to_bytes();
         assert_eq!(&got[..], b"abcd");
         assert!(p.complete());
-        assert_eq!(p.blame_client(false), None);
-        assert_eq!(p.blame_client(true), None);
+        assert_eq!(p.blame(false), Blame::Upstream);
+        assert_eq!(p.blame(true), Blame::Upstream);
     }
 
     #[tokio::test]
@@ -320,7 +354,8 @@ mod tests {
         );
         assert!(body.collect().await.is_err());
         assert_eq!(p.fault(), Some(ClientFault::Malformed));
-        assert_eq!(p.blame_client(true), Some(ClientFault::Malformed));
+        assert_eq!(p.blame(true), Blame::Client(ClientFault::Malformed));
+        assert_eq!(p.blame(false), Blame::Client(ClientFault::Malformed));
     }
 
     #[tokio::test]

@@ -78,13 +78,22 @@ pub(crate) async fn serve(
             }
             n => n,
         };
-        let Some(peer_slot) = bound.peers().enter(peer.ip(), per_client) else {
-            // Closed at once: the slot under `max_connections` goes back.
-            live.get()
-                .metrics
-                .connection_closed(&bound.name, "per_client");
-            continue;
+        // Counted only under a cap: without one, nothing to look up.
+        let peer_slot = match per_client {
+            0 => None,
+            cap => match bound.peers().enter(peer.ip(), cap) {
+                Some(slot) => Some(slot),
+                None => {
+                    // Closed at once: the slot under `max_connections` goes back.
+                    live.get()
+                        .metrics
+                        .connection_closed(&bound.name, "per_client");
+                    continue;
+                }
+            },
         };
+        // The header-read deadline runs from here: a TLS handshake counts.
+        let activity = Activity::new();
         slot.occupy();
         let _ = stream.set_nodelay(true);
         let open = bound.opened();
@@ -98,7 +107,9 @@ pub(crate) async fn serve(
             let serve = async {
                 let config = &settings.config;
                 match settings.tls.clone() {
-                    None => connection(stream, peer, &settings, live, conn_phase).await,
+                    None => {
+                        connection(stream, peer, &settings, live, conn_phase, activity).await;
+                    }
                     Some(acceptor) => {
                         // The handshake counts against the header-read
                         // timeout: a slow handshake is slowloris too.
@@ -106,7 +117,7 @@ pub(crate) async fn serve(
                         if let Ok(Ok(stream)) =
                             tokio::time::timeout(limit, acceptor.accept(stream)).await
                         {
-                            connection(stream, peer, &settings, live, conn_phase).await;
+                            connection(stream, peer, &settings, live, conn_phase, activity).await;
                         }
                     }
                 }
@@ -127,11 +138,11 @@ async fn connection<S>(
     settings: &Settings,
     live: Arc<Live>,
     mut phase: watch::Receiver<Phase>,
+    activity: Arc<Activity>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let config = &settings.config;
-    let activity = Activity::new();
     let io = TokioIo::new(IdleIo::new(
         stream,
         config.idle_timeout.into(),
@@ -164,19 +175,22 @@ async fn connection<S>(
     let service = service_fn(move |req| {
         let (live, request, activity) = (live.clone(), request.clone(), activity.clone());
         async move {
-            let _inflight = activity.begin();
+            let inflight = activity.begin();
             // The config in force when the request arrived answers it,
             // even if a reload replaces it meanwhile.
             let proxy = live.get();
-            Ok::<_, Infallible>(proxy.handle(&request, peer, req).await)
+            let response = proxy.handle(&request, peer, req).await;
+            // In flight until its body is sent: a long download keeps its
+            // connection from the idle timeout while it moves.
+            Ok::<_, Infallible>(response.map(|body| inflight.answered(body)))
         }
     });
     // A malformed request gets hyper's 400 and the connection ends; the
     // error is the client's, not ours, so it is not propagated.
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
-    // The TLS handshake (already done) counts against the first request's
-    // header-read time: the watch runs from the accept.
+    // The watch runs from the accept: the TLS handshake counts against the
+    // first request's header-read time.
     let first = Duration::from(config.header_read_timeout);
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -187,6 +201,12 @@ async fn connection<S>(
                 // Nothing in flight to finish: close now.
                 return;
             }
+            // Idle: what is in flight gets the request timeout to finish,
+            // then the connection closes whatever it is doing (an HTTP/2
+            // client that never reads, and pings, must not hold it).
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from(config.request_timeout), conn).await;
+            return;
         }
     }
     // Draining: finish the requests in flight (HTTP/2: GOAWAY; HTTP/1.1:
@@ -257,7 +277,7 @@ impl<S> IdleIo<S> {
                 self.deadline.as_mut().reset(due);
                 continue;
             }
-            if self.activity.inflight() == 0 {
+            if self.activity.pending() == 0 {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "connection idle"));
             }
             self.touch();

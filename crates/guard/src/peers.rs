@@ -7,9 +7,24 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Open connections by peer address.
+/// The client an address stands for: an IPv4 address (or an IPv4-mapped
+/// IPv6 one) itself, an IPv6 address its /64, since one host is commonly
+/// given a whole /64 (RFC 6177 §2) and could otherwise dodge a
+/// per-client cap by changing its interface identifier.
+pub(crate) fn client_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !(u128::from(u64::MAX));
+            IpAddr::V6(Ipv6Addr::from(prefix))
+        }
+        v4 => v4,
+    }
+}
+
+/// Open connections by client ([`client_of`]).
 #[derive(Debug, Default)]
 pub(crate) struct Peers {
     open: Mutex<HashMap<IpAddr, u32>>,
@@ -25,7 +40,7 @@ impl Peers {
     /// `cap` (0: no cap); the count drops with the returned guard.
     #[must_use = "the connection is counted while the guard lives"]
     pub(crate) fn enter(self: &Arc<Self>, ip: IpAddr, cap: u32) -> Option<PeerSlot> {
-        let ip = ip.to_canonical();
+        let ip = client_of(ip);
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let n = open.entry(ip).or_insert(0);
         // `*n` is at least 1 here (cap ≥ 1), so no empty entry stays.
@@ -43,7 +58,7 @@ impl Peers {
     #[cfg(test)]
     pub(crate) fn holding(&self, ip: IpAddr) -> u32 {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(&ip.to_canonical()).copied().unwrap_or(0)
+        open.get(&client_of(ip)).copied().unwrap_or(0)
     }
 
     /// Addresses holding a connection now.
@@ -108,6 +123,14 @@ mod tests {
         assert_eq!(peers.len(), 1, "an address with no connection has no entry");
         drop(other);
         assert_eq!(peers.len(), 0);
+        // One IPv6 /64 is one client.
+        let v6a: IpAddr = "2001:db8:0:1::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8:0:1:ffff::2".parse().unwrap();
+        let v6c: IpAddr = "2001:db8:0:2::1".parse().unwrap();
+        let first = peers.enter(v6a, 1).unwrap();
+        assert!(peers.enter(v6b, 1).is_none(), "same /64");
+        let other64 = peers.enter(v6c, 1).unwrap();
+        drop((first, other64));
         // No cap: any number.
         let many: Vec<PeerSlot> = (0..100).map(|_| peers.enter(a, 0).unwrap()).collect();
         assert_eq!(peers.holding(a), 100);

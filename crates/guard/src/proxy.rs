@@ -19,7 +19,7 @@ use stormbreak_policy::shed::{Criticality, Shedder};
 
 use crate::access_log::{AccessLog, Decision, Line, Note};
 use crate::balance::Cluster;
-use crate::blame::{ClientBody, ClientFault, Progress};
+use crate::blame::{Blame, ClientBody, ClientFault, Progress};
 use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
 use crate::config::{Cidr, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
@@ -610,8 +610,14 @@ impl Proxy {
                 return shed::reject(400, None, &refused.message());
             }
         };
-        if let Some(path) = rewrite {
-            with_path(&mut request, &path);
+        // Fail closed: a normalised path that cannot be sent is not
+        // replaced by the raw one the rules did not check.
+        if let Some(path) = rewrite
+            && !with_path(&mut request, &path)
+        {
+            note.decision = Decision::Client(ClientFault::BadTarget);
+            self.metrics.client_error(ClientFault::BadTarget);
+            return shed::reject(400, None, "the normalised path cannot be sent");
         }
         let Some(index) = selected else {
             bump(&self.stats.no_route);
@@ -632,9 +638,9 @@ impl Proxy {
             Ok(response) => response,
             // The upstream's time starts once it has the whole request: a
             // body still arriving when the time is up is the client's.
-            Err(_) => match note.body.as_ref().and_then(|p| p.blame_client(true)) {
-                Some(fault) => self.client_fault(fault, note),
-                None => {
+            Err(_) => match note.body.as_ref().map(|p| p.blame(true)) {
+                Some(Blame::Client(fault)) => self.client_fault(fault, note),
+                _ => {
                     note.decision = Decision::TimedOut;
                     shed::reject(504, None, "request timed out at the guard")
                 }
@@ -694,6 +700,14 @@ impl Proxy {
             note.decision = Decision::RateLimited;
             return shed::reject(429, Some(wait.retry_after), "rate limited");
         }
+        let (parts, incoming) = request.into_parts();
+        let (body, retryable) = match self
+            .body_of(route, listener, &parts.method, incoming, note)
+            .await
+        {
+            Ok(prepared) => prepared,
+            Err(answer) => return answer,
+        };
         let permit = match &route.limit {
             Some(limit) => match limit.acquire().await {
                 Some(p) => Some(p),
@@ -710,8 +724,14 @@ impl Proxy {
 
         let response = {
             let _inflight = InFlight::enter(&route.inflight);
-            self.forward(route, listener, (peer, trusted_peer, class), request, note)
-                .await
+            self.forward(
+                route,
+                listener,
+                (peer, trusted_peer, class),
+                (parts, body, retryable),
+                note,
+            )
+            .await
         };
         // A client's own failure says nothing of the route's capacity or
         // health: the permit is freed without a sample (dropped: `Ignore`).
@@ -733,6 +753,43 @@ impl Proxy {
         shed::full_answer(&self.shedder)
     }
 
+    /// The request's body as it will be sent: buffered when the route may
+    /// retry it and it is small enough, else streamed; `Err` with the
+    /// answer when the client failed it while it was buffered. Read before
+    /// the route's concurrency permit is taken, so a slow upload holds no
+    /// permit and feeds no latency sample.
+    async fn body_of(
+        &self,
+        route: &Route,
+        listener: &ListenerSettings,
+        method: &Method,
+        incoming: Incoming,
+        note: &mut Note,
+    ) -> Result<(ReqBody, bool), Response<Body>> {
+        let retryable = route.retry.is_some() && (route.retry_non_idempotent || idempotent(method));
+        if incoming.is_end_stream() {
+            return Ok((ReqBody::Buffered(Bytes::new()), retryable));
+        }
+        // Every body the client still has to send is watched, so a
+        // failure or a timeout can be laid at the client's door.
+        let progress = Progress::new();
+        note.body = Some(progress.clone());
+        let size = incoming.size_hint().exact();
+        if retryable && size.is_some_and(|n| n <= route.retry_buffer_bytes) {
+            let limited = Limited::new(incoming, route.retry_buffer_bytes as usize);
+            return match ClientBody::new(limited, progress).collect().await {
+                Ok(collected) => Ok((ReqBody::Buffered(collected.to_bytes()), retryable)),
+                Err(e) => Err(self.client_fault(ClientFault::of(&*e), note)),
+            };
+        }
+        let limited = Limited::new(incoming, listener.max_body_bytes as usize);
+        let watched = ClientBody::new(limited, progress.clone());
+        Ok((
+            ReqBody::Stream(Mutex::new(Some(watched.boxed())), progress),
+            retryable,
+        ))
+    }
+
     /// Sends the request upstream through the retry loop; `client` is the
     /// peer, whether it is a trusted proxy, and the request's class.
     async fn forward(
@@ -740,10 +797,9 @@ impl Proxy {
         route: &Route,
         listener: &ListenerSettings,
         (peer, trusted_peer, class): (SocketAddr, bool, Criticality),
-        request: Request<Incoming>,
+        (mut parts, body, retryable): (http::request::Parts, ReqBody, bool),
         note: &mut Note,
     ) -> Response<Body> {
-        let (mut parts, incoming) = request.into_parts();
         // One authority routes and goes upstream: an absolute-form target's
         // or `:authority` replaces `Host` (RFC 9112 §3.2.2), which
         // `Target::of` has already checked names the same host.
@@ -759,36 +815,6 @@ impl Proxy {
             HeaderValue::from_static(class.name()),
         );
 
-        let retryable =
-            route.retry.is_some() && (route.retry_non_idempotent || idempotent(&parts.method));
-        let size = incoming.size_hint().exact();
-        let body = if incoming.is_end_stream() {
-            ReqBody::Buffered(Bytes::new())
-        } else {
-            // Every body the client still has to send is watched, so a
-            // failure or a timeout can be laid at the client's door.
-            let progress = Progress::new();
-            note.body = Some(progress.clone());
-            let limit = if retryable && size.is_some_and(|n| n <= route.retry_buffer_bytes) {
-                None
-            } else {
-                Some(listener.max_body_bytes)
-            };
-            match limit {
-                None => {
-                    let limited = Limited::new(incoming, route.retry_buffer_bytes as usize);
-                    match ClientBody::new(limited, progress).collect().await {
-                        Ok(collected) => ReqBody::Buffered(collected.to_bytes()),
-                        Err(e) => return self.client_fault(ClientFault::of(&*e), note),
-                    }
-                }
-                Some(max) => {
-                    let limited = Limited::new(incoming, max as usize);
-                    let watched = ClientBody::new(limited, progress.clone());
-                    ReqBody::Stream(Mutex::new(Some(watched.boxed())), progress)
-                }
-            }
-        };
         let retry = match body {
             ReqBody::Buffered(_) if retryable => route.retry.as_ref(),
             // A streamed body can be sent once only.
@@ -888,10 +914,15 @@ impl Proxy {
         // the time ran out) makes this the client's failure: the breaker's
         // call is cancelled, the limit's permit freed without a sample and
         // the endpoint's record left alone, all by dropping them.
-        if let (Err(e), ReqBody::Stream(_, progress)) = (&result, body)
-            && let Some(fault) = progress.blame_client(*e == AttemptError::Timeout)
-        {
-            return Err(AttemptError::Client(fault));
+        if let (Err(e), ReqBody::Stream(_, progress)) = (&result, body) {
+            match progress.blame(*e == AttemptError::Timeout) {
+                Blame::Client(fault) => return Err(AttemptError::Client(fault)),
+                // Cut while the body was still arriving: an upstream may
+                // well hang up on a slow upload, so it proves nothing
+                // about either side.
+                Blame::Nobody => return result,
+                Blame::Upstream => {}
+            }
         }
         let seen = match &result {
             Ok(r) => Ok(r.status().as_u16()),
@@ -1001,21 +1032,25 @@ impl ReqBody {
     }
 }
 
-/// Replaces `request`'s path with `path`, keeping its query.
-fn with_path<B>(request: &mut Request<B>, path: &str) {
+/// Replaces `request`'s path with `path`, keeping its query; `false`
+/// when the result is not a URI.
+fn with_path<B>(request: &mut Request<B>, path: &str) -> bool {
     let uri = request.uri();
     let path_and_query = match uri.query() {
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
     };
     let mut parts = uri.clone().into_parts();
-    // A normalised path is made of the received path's own characters
-    // (and upper-case hex), so it parses wherever the original did.
-    if let Ok(pq) = path_and_query.parse() {
-        parts.path_and_query = Some(pq);
-        if let Ok(rebuilt) = Uri::from_parts(parts) {
+    let Ok(pq) = path_and_query.parse() else {
+        return false;
+    };
+    parts.path_and_query = Some(pq);
+    match Uri::from_parts(parts) {
+        Ok(rebuilt) => {
             *request.uri_mut() = rebuilt;
+            true
         }
+        Err(_) => false,
     }
 }
 

@@ -80,10 +80,12 @@ impl Matcher {
     }
 }
 
-/// `/api` matches `/api`, `/api/` and `/api/x`, not `/apix`; `/` matches all.
+/// `/api` matches `/api`, `/api/`, `/api/x` and `/api;v=1` (a path
+/// parameter ends a segment, as in `/login;jsessionid=…`), not `/apix`;
+/// `/` matches all.
 fn prefix_matches(prefix: &str, path: &str) -> bool {
     match path.strip_prefix(prefix) {
-        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', ';']),
         None => false,
     }
 }
@@ -140,6 +142,7 @@ mod tests {
         assert!(prefix_matches("/api", "/api"));
         assert!(prefix_matches("/api", "/api/v1"));
         assert!(!prefix_matches("/api", "/apix"));
+        assert!(prefix_matches("/login", "/login;jsessionid=1"));
         assert!(prefix_matches("/", "/anything"));
         assert!(prefix_matches("/api/", "/api/x"));
         assert!(!prefix_matches("/api", "/"));

@@ -129,9 +129,21 @@ impl<'a> Target<'a> {
         let pick = |path: &str| route::select(matchers, order, host, path, method, headers);
         let chosen = pick(&self.path);
         let raw = (raw_forwarded && self.raw_path != self.path).then_some(self.raw_path);
-        // Empty, without allocating, for a path with nothing to read twice.
+        // The readings of what the backend may get: the raw path's, and
+        // the normalised one's (which can differ: `/admin;/.;/..` is
+        // `/admin;/`, which a Servlet container reads as `/admin/`).
+        // Each is empty, without allocating, for a path with nothing to
+        // read twice.
         let readings = normalize::readings(self.raw_path);
-        let others = raw.into_iter().chain(readings.iter().map(String::as_str));
+        let forwarded = if self.rewritten() {
+            normalize::readings(&self.path)
+        } else {
+            Vec::new()
+        };
+        let others = raw
+            .into_iter()
+            .chain(readings.iter().map(String::as_str))
+            .chain(forwarded.iter().map(String::as_str));
         for other in others {
             if pick(other) != chosen {
                 return Err(Refused::Ambiguous);
@@ -235,6 +247,16 @@ mod tests {
         }
         assert_eq!(routed("/admin/x", true), Ok(Some(1)));
         assert_eq!(routed("/public/x", true), Ok(Some(2)));
+        // The normalised path sent upstream has readings of its own.
+        for path in ["/admin;/.;/..", "/%2Fadmin/%2F../.."] {
+            for raw in [false, true] {
+                let got = routed(path, raw);
+                assert!(
+                    matches!(got, Ok(Some(1)) | Err(Refused::Ambiguous)),
+                    "{path} (raw {raw}): {got:?}"
+                );
+            }
+        }
         // Forwarding the normalised path, only other readings can disagree.
         assert_eq!(routed("/public/../admin/x", false), Ok(Some(1)));
         assert_eq!(routed("/public/../admin/x", true), Err(Refused::Ambiguous));
@@ -296,6 +318,15 @@ mod tests {
                 headers.insert(header::HOST, value);
                 let routed = Target::of(&uri, &headers, Version::HTTP_11)
                     .and_then(|t| t.route(&m, &order, &Method::GET, &headers, raw_forwarded));
+                if let (Ok(Some(_)), Ok(t)) = (&routed, Target::of(&uri, &headers, Version::HTTP_11)) {
+                    // Whatever goes upstream reads, every way, as the same route.
+                    let sent: &str = if raw_forwarded { &path } else { &t.path };
+                    let host = t.host.as_deref();
+                    for other in normalize::readings(sent) {
+                        let again = route::select(&m, &order, host, &other, &Method::GET, &headers);
+                        prop_assert_eq!(again, routed.unwrap(), "{} reads as {}", sent, other);
+                    }
+                }
                 match routed {
                     Ok(Some(got)) => prop_assert_eq!(got, want, "{} {}", path, host),
                     Err(_) => {}

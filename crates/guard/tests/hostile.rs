@@ -207,6 +207,10 @@ async fn no_spelling_of_a_guarded_path_or_host_walks_past_its_rule() {
             get("/./admin/x", "a.example"),
             get("/public/..;/admin/x", "a.example"),
             get("/public%2F..%2Fadmin/x", "a.example"),
+            // Normalised, these read as /admin once more on a backend that
+            // strips `;` parameters or decodes `%2F`.
+            get("/admin;/.;/..", "a.example"),
+            get("/%2Fadmin/%2F../..", "a.example"),
             get("/x", "internal.example"),
             get("/x", "internal.example."),
             get("/x", "INTERNAL.Example:8080"),
@@ -335,9 +339,9 @@ async fn silent_connections_cannot_lock_an_operator_out_of_the_admin_api() {
         silent.push(connect_from("127.0.0.1", admin).await);
     }
     let scrape = "GET /metrics HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n";
-    // Far inside the admin's 5 s header-read timeout: only eviction can
-    // make room this soon.
-    let answer = ask_from("127.0.0.1", admin, scrape, Duration::from_secs(3))
+    // The silent ones are held (the admin's header-read timeout is 5 s);
+    // the eviction count below proves room was made for the operator.
+    let answer = ask_from("127.0.0.1", admin, scrape, HANG)
         .await
         .expect("the operator got no answer while silent connections were held");
     assert_eq!(status_of(&answer), 200, "{answer}");
@@ -535,8 +539,17 @@ async fn one_client_address_cannot_take_every_connection_slot() {
     );
     // The capped client's slots come back as its connections close.
     held.drain(..4);
-    let answer = ask_from("127.0.0.2", edge, get, HANG).await;
-    assert_eq!(answer.as_deref().map(status_of), Some(200));
+    // The guard notices the closes in its own time: retry, bounded.
+    let mut served = false;
+    for _ in 0..200 {
+        let answer = ask_from("127.0.0.2", edge, get, HANG).await;
+        if answer.as_deref().map(status_of) == Some(200) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(served, "the capped client never got its slots back");
     drop(held);
     g.shutdown().await;
 }

@@ -30,7 +30,7 @@ pub(crate) struct Member {
 impl Member {
     /// Evictable: idle, and has never shown the token.
     fn evictable(&self) -> bool {
-        !self.trusted.load(Ordering::Acquire) && self.activity.inflight() == 0
+        !self.trusted.load(Ordering::Acquire) && self.activity.pending() == 0
     }
 }
 
@@ -72,7 +72,7 @@ impl Roster {
     /// oldest evictable one overall when the roster is full. Returns the
     /// new member and how many were evicted.
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<(Seat, usize), Refusal> {
-        let ip = ip.to_canonical();
+        let ip = crate::peers::client_of(ip);
         let mut guard = self.members.lock().unwrap_or_else(PoisonError::into_inner);
         let (next, members) = &mut *guard;
         let mut evicted = 0;
@@ -86,9 +86,16 @@ impl Roster {
             evicted += 1;
         }
         if members.len() >= self.capacity {
+            // From the client holding the most connections, its oldest
+            // evictable one: many addresses opening connections fast take
+            // room from each other before they take an operator's newest.
+            let held = |ip: IpAddr| members.iter().filter(|m| m.ip == ip).count();
             let i = members
                 .iter()
-                .position(|m| m.evictable())
+                .enumerate()
+                .filter(|(_, m)| m.evictable())
+                .max_by_key(|(i, m)| (held(m.ip), std::cmp::Reverse(*i)))
+                .map(|(i, _)| i)
                 .ok_or(Refusal::Cap)?;
             members.remove(i).evicted.notify_one();
             evicted += 1;
@@ -148,6 +155,27 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn at_the_cap_the_client_holding_most_loses_its_oldest_idle_connection() {
+        let roster = Roster::new(4, 4);
+        let (_a, _) = roster.admit(ip("127.0.0.2")).unwrap();
+        let (b1, _) = roster.admit(ip("127.0.0.3")).unwrap();
+        let (b2, _) = roster.admit(ip("127.0.0.3")).unwrap();
+        let (_c, _) = roster.admit(ip("127.0.0.4")).unwrap();
+        let (_d, evicted) = roster.admit(ip("127.0.0.5")).unwrap();
+        assert_eq!(evicted, 1);
+        // .3 held two: its oldest went, not .2's older one.
+        let left: Vec<u64> = roster
+            .members
+            .lock()
+            .unwrap()
+            .1
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        assert!(!left.contains(&b1.member.id) && left.contains(&b2.member.id));
     }
 
     #[tokio::test]
