@@ -44,23 +44,27 @@ pub(crate) enum ClientFault {
     /// The request target is malformed or has no single reading
     /// ([`crate::target::Refused`]): 400.
     BadTarget,
+    /// The client went away before its answer (an HTTP/2 stream reset, a
+    /// connection closed under the request): logged 499, nothing sent.
+    Gone,
 }
 
 impl ClientFault {
     /// Every fault, in metric order.
-    pub(crate) const ALL: [ClientFault; 5] = [
+    pub(crate) const ALL: [ClientFault; 6] = [
         ClientFault::Incomplete,
         ClientFault::Malformed,
         ClientFault::TooLarge,
         ClientFault::Slow,
         ClientFault::BadTarget,
+        ClientFault::Gone,
     ];
 
     /// The status logged and counted. 499 is not sent as such (see
     /// [`ClientFault::wire_status`]).
     pub(crate) fn status(self) -> u16 {
         match self {
-            ClientFault::Incomplete => 499,
+            ClientFault::Incomplete | ClientFault::Gone => 499,
             ClientFault::Malformed | ClientFault::BadTarget => 400,
             ClientFault::TooLarge => 413,
             ClientFault::Slow => 408,
@@ -71,7 +75,7 @@ impl ClientFault {
     /// and one that only half-closed gets a standard 400.
     pub(crate) fn wire_status(self) -> u16 {
         match self {
-            ClientFault::Incomplete => 400,
+            ClientFault::Incomplete | ClientFault::Gone => 400,
             other => other.status(),
         }
     }
@@ -84,6 +88,7 @@ impl ClientFault {
             ClientFault::TooLarge => "body_too_large",
             ClientFault::Slow => "body_timeout",
             ClientFault::BadTarget => "bad_target",
+            ClientFault::Gone => "client_closed",
         }
     }
 
@@ -95,6 +100,7 @@ impl ClientFault {
             ClientFault::TooLarge => "request body too large",
             ClientFault::Slow => "request body not received in time",
             ClientFault::BadTarget => "bad request target",
+            ClientFault::Gone => "client closed request",
         }
     }
 

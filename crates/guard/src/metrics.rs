@@ -7,7 +7,7 @@
 //! cluster's configured `ip:port`s (at most
 //! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
 //! the five status classes and `reason` a fixed set per family (four shed
-//! reasons; three upstream errors; three upstream refusals; five client errors; two access-log
+//! reasons; three upstream errors; three upstream refusals; six client errors; two access-log
 //! drops; three connection closes). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
@@ -293,7 +293,7 @@ pub(crate) struct Metrics {
     clusters: Mutex<Vec<(String, Arc<ClusterMetrics>)>>,
     pub(crate) no_route: Counter,
     /// By [`ClientFault`](crate::blame::ClientFault), in its order.
-    client_errors: [Counter; 5],
+    client_errors: [Counter; 6],
     access_log_dropped: Family<ReasonLabel, Counter>,
     inflight: Family<RouteLabel, Gauge>,
     limit: Family<RouteLabel, Gauge>,
@@ -513,7 +513,7 @@ impl Metrics {
         let client_family = Family::<ReasonLabel, Counter>::default();
         r.register(
             "client_errors",
-            "Requests their client failed, by reason (body_incomplete, body_malformed, body_too_large, body_timeout, bad_target): counted against no upstream and no policy",
+            "Requests their client failed, by reason (body_incomplete, body_malformed, body_too_large, body_timeout, bad_target, client_closed): counted against no upstream and no policy",
             client_family.clone(),
         );
         let client_errors = crate::blame::ClientFault::ALL

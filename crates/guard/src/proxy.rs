@@ -537,34 +537,22 @@ impl Proxy {
         peer: SocketAddr,
         request: Request<Incoming>,
     ) -> Response<Body> {
-        let Some(log) = &self.access_log else {
-            return self
-                .answer(listener, peer, request, &mut Note::default())
-                .await;
+        let mut open = Unanswered {
+            proxy: self,
+            listener,
+            arrived: std::time::SystemTime::now(),
+            started: tokio::time::Instant::now(),
+            // Only kept for a line: an access log off costs nothing here.
+            request: self
+                .access_log
+                .is_some()
+                .then(|| (request.method().clone(), request.uri().path().to_owned())),
+            note: Note::default(),
+            answered: false,
         };
-        let arrived = std::time::SystemTime::now();
-        let started = tokio::time::Instant::now();
-        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-        let mut note = Note::default();
-        let response = self.answer(listener, peer, request, &mut note).await;
-        log.record(self.clock.now(), || {
-            let line = Line {
-                time_unix_ms: arrived
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64),
-                listener: &listener.name,
-                method: method.as_str(),
-                path: &path,
-                route: note.route.map(|i| self.routes[i].name.as_str()),
-                upstream: note.upstream.map(|i| self.clusters[i].name.as_str()),
-                status: note.logged_status(response.status().as_u16()),
-                attempts: note.attempts,
-                decision: note.decision.name(),
-                shed_reason: note.decision.shed_reason(),
-                latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            };
-            serde_json::to_string(&line).unwrap_or_default()
-        });
+        let response = self.answer(listener, peer, request, &mut open.note).await;
+        open.answered = true;
+        open.record(open.note.logged_status(response.status().as_u16()));
         response
     }
 
@@ -992,6 +980,62 @@ impl Proxy {
             .limit
             .as_ref()
             .map(|l| l.limit())
+    }
+}
+
+/// A request on its way to an answer. Dropped unanswered — an HTTP/2
+/// client reset its stream, or a connection closed under it — it is
+/// still counted (`client_errors_total{reason="client_closed"}`) and
+/// logged, with status 499.
+struct Unanswered<'a> {
+    proxy: &'a Proxy,
+    listener: &'a ListenerSettings,
+    arrived: std::time::SystemTime,
+    started: tokio::time::Instant,
+    /// Method and path, when there is an access log.
+    request: Option<(Method, String)>,
+    note: Note,
+    answered: bool,
+}
+
+impl Unanswered<'_> {
+    /// One access-log line (when on, and within its rate).
+    fn record(&self, status: u16) {
+        let (Some(log), Some((method, path))) = (&self.proxy.access_log, &self.request) else {
+            return;
+        };
+        let p = self.proxy;
+        let note = &self.note;
+        log.record(p.clock.now(), || {
+            let line = Line {
+                time_unix_ms: self
+                    .arrived
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                listener: &self.listener.name,
+                method: method.as_str(),
+                path,
+                route: note.route.map(|i| p.routes[i].name.as_str()),
+                upstream: note.upstream.map(|i| p.clusters[i].name.as_str()),
+                status,
+                attempts: note.attempts,
+                decision: note.decision.name(),
+                shed_reason: note.decision.shed_reason(),
+                latency_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            };
+            serde_json::to_string(&line).unwrap_or_default()
+        });
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        self.note.decision = Decision::Client(ClientFault::Gone);
+        self.proxy.metrics.client_error(ClientFault::Gone);
+        self.record(ClientFault::Gone.status());
     }
 }
 

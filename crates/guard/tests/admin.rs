@@ -222,6 +222,10 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=body_too_large",
         "reason=body_timeout",
         "reason=bad_target",
+        "reason=client_closed",
+        "reason=per_client",
+        "reason=full",
+        "reason=evicted",
         &format!("endpoint={}", b.addr),
         &format!("version={}", env!("CARGO_PKG_VERSION")),
     ]

@@ -155,6 +155,62 @@ breaker = { consecutive_failures = 5, sliding_window_size = 0, wait_duration_in_
     g.shutdown().await;
 }
 
+#[tokio::test]
+async fn an_http2_client_that_resets_its_stream_is_counted_as_gone_not_as_upstream_trouble() {
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let b = common::backend_async(move |_| {
+        let held = held.clone();
+        async move {
+            // Held until the test ends (bounded by the hang guard).
+            let _ = tokio::time::timeout(HANG, held.notified()).await;
+            ok()
+        }
+    })
+    .await;
+    let toml = Config::edge()
+        .cluster(
+            "app",
+            &[b.addr],
+            r#"outlier = { consecutive_failures = 1, base_ejection_time = "30s", max_ejection_percent = 100 }"#,
+        )
+        .route("app", "app", "")
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let client = common::h2c_client();
+    for _ in 0..3 {
+        let before = b.hits();
+        let pending = tokio::spawn({
+            let client = client.clone();
+            async move { client.request(common::get(edge, "/slow")).await }
+        });
+        let reached = tokio::time::timeout(HANG, async {
+            while b.hits() == before {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(reached.is_ok(), "the request never reached the backend");
+        // Dropping the request resets its HTTP/2 stream.
+        pending.abort();
+    }
+    let waited = tokio::time::timeout(HANG, async {
+        while client_errors(&g.metrics_text(), Some("client_closed")) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{}", g.metrics_text());
+    let text = g.metrics_text();
+    assert!(
+        text.contains("stormbreak_guard_upstream_endpoints_available{cluster=\"app\"} 1"),
+        "{text}"
+    );
+    release.notify_waiters();
+    g.shutdown().await;
+}
+
 // ---- 3. rules see one normalised request ------------------------------------
 
 /// A guard with a catch-all route and two guarded by 403 shed rules: the
