@@ -22,8 +22,11 @@ pub const MAX_EVENTS: usize = 1_000_000;
 /// Most alias references (`*a`) in one document: Kubernetes manifests use
 /// none, so a handful is generous and an alias bomb is cut off at once.
 pub const MAX_ALIASES: usize = 1_000;
-/// Most objects in one `kind: List`.
+/// Most objects in one `kind: List` (nested Lists included).
 pub const MAX_LIST_ITEMS: usize = 100_000;
+/// Deepest `List` inside a `List` flattened (`kubectl` flattens any depth;
+/// rendered manifests nest one or two).
+pub const MAX_LIST_NESTING: usize = 8;
 
 /// The serde-saphyr options every document is parsed with.
 pub fn options() -> Options {
@@ -86,7 +89,7 @@ impl RawObject {
             }
             Body::Value(v) => T::deserialize(v).map_err(|e| ParseError {
                 pos: self.pos.clone(),
-                message: e.to_string(),
+                message: clean_message(&e.to_string()),
             }),
         }
     }
@@ -134,15 +137,44 @@ fn clean_message(s: &str) -> String {
         .map(|i| &first[..i])
         .unwrap_or(first);
     let mut m = cut.trim_end_matches(':').to_string();
+    if let Some(i) = m.find("budget breached") {
+        return format!("{}{}", &m[..i], over_limit(&m[i..]));
+    }
     for (rust, plain) in [
         ("invalid i32", "expected a whole number"),
         ("invalid i64", "expected a whole number"),
         ("invalid u32", "expected a whole number ≥ 0"),
         ("invalid u64", "expected a whole number ≥ 0"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected u32", "expected a whole number ≥ 0"),
+        ("expected u64", "expected a whole number ≥ 0"),
+        ("expected u16", "expected a whole number ≥ 0"),
+        ("expected f64", "expected a number"),
+        ("expected usize", "expected a whole number ≥ 0"),
+        ("expected a string", "expected text"),
     ] {
         m = m.replace(rust, plain);
     }
     m
+}
+
+/// A reading limit's breach, said in the audit's words (the library's
+/// names for its limits mean nothing to the reader).
+fn over_limit(breach: &str) -> String {
+    let what = if breach.contains("Depth") {
+        format!("mappings and sequences nested more than {MAX_DEPTH} deep")
+    } else if breach.contains("Alias") || breach.contains("Anchor") || breach.contains("MergeKeys")
+    {
+        format!("more than {MAX_ALIASES} anchors or aliases (`&a`, `*a`)")
+    } else if breach.contains("Documents") {
+        "more than one document where one was expected".to_string()
+    } else {
+        format!("more than {MAX_EVENTS} values")
+    };
+    format!(
+        "the document has {what}, over the audit's limit; not read (split it or remove the nesting)"
+    )
 }
 
 /// Splits `text` into documents: `(file line of first line, text)`.
@@ -243,7 +275,7 @@ pub fn read_stream(file: &Arc<str>, text: &str) -> Stream {
     let mut out = Stream::default();
     for (first_line, doc) in split_documents(text) {
         match scan_header(doc) {
-            Some((kind, api_version, first)) if kind != "List" && !kind.ends_with("List") => {
+            Some((kind, api_version, first)) if !is_list_kind(&kind) => {
                 out.objects.push(RawObject {
                     pos: Pos::new(file, first_line + first),
                     api_version,
@@ -269,7 +301,28 @@ struct ListShape {
     items: Option<Vec<Spanned<serde_json::Value>>>,
 }
 
+/// Is the document a null (`~`, `null`, `!!null`), which `kubectl` skips
+/// as it skips an empty one?
+fn is_null_document(doc: &str) -> bool {
+    let mut content = doc.lines().map(str::trim).filter_map(|t| {
+        if t.starts_with('#') || t.starts_with('%') {
+            return None;
+        }
+        // A comment starts at ` #`.
+        let t = t.find(" #").map_or(t, |i| t[..i].trim_end());
+        (!t.is_empty()).then_some(t)
+    });
+    let (Some(only), None) = (content.next(), content.next()) else {
+        return false;
+    };
+    let only = only.strip_prefix("!!null").map_or(only, str::trim_start);
+    matches!(only, "" | "~" | "null" | "Null" | "NULL")
+}
+
 fn read_generic(file: &Arc<str>, first_line: u32, doc: &str, out: &mut Stream) {
+    if is_null_document(doc) {
+        return;
+    }
     let line_in_doc = |l: u64| first_line + (l.max(1) as u32) - 1;
     let shape: Spanned<ListShape> = match serde_saphyr::from_str_with_options(doc, options()) {
         Ok(g) => g,
@@ -280,27 +333,83 @@ fn read_generic(file: &Arc<str>, first_line: u32, doc: &str, out: &mut Stream) {
     };
     let pos = Pos::new(file, line_in_doc(shape.referenced.line()));
     if let (Some(k), Some(items)) = (shape.value.kind.as_deref(), shape.value.items)
-        && (k == "List" || k.ends_with("List"))
+        && is_list_kind(k)
     {
         if items.len() > MAX_LIST_ITEMS {
             out.errors.push(ParseError {
                 pos,
                 message: format!(
-                    "a List of {} items is over the limit of {MAX_LIST_ITEMS}",
+                    "a List of {} items is over the limit of {MAX_LIST_ITEMS}; split it into several Lists or files",
                     items.len()
                 ),
             });
             return;
         }
+        let mut budget = MAX_LIST_ITEMS as i64;
         for item in items {
             let ipos = Pos::new(file, line_in_doc(item.referenced.line()));
-            push_value(ipos, item.value, out);
+            push_item(ipos, item.value, 1, &mut budget, out);
         }
         return;
     }
     match serde_saphyr::from_str_with_options::<serde_json::Value>(doc, options()) {
+        // `null` written some other way (a tag, a flow `null`): skipped.
+        Ok(serde_json::Value::Null) => {}
         Ok(v) => push_value(pos, v, out),
         Err(e) => out.errors.push(located(file, first_line, doc, &e)),
+    }
+}
+
+fn is_list_kind(k: &str) -> bool {
+    k == "List" || k.ends_with("List")
+}
+
+/// One `List` item: an object, or a `List` flattened into its items (all
+/// at the outer item's line, the nearest one known), at most
+/// [`MAX_LIST_NESTING`] deep and [`MAX_LIST_ITEMS`] in all; a null item is
+/// skipped as `kubectl` skips it.
+fn push_item(pos: Pos, v: serde_json::Value, depth: usize, budget: &mut i64, out: &mut Stream) {
+    if v.is_null() {
+        return;
+    }
+    let nested = v
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .is_some_and(is_list_kind)
+        && v.get("items").is_some_and(|i| i.is_array() || i.is_null());
+    if !nested {
+        if *budget == 0 {
+            *budget = -1;
+            out.errors.push(ParseError {
+                pos: pos.clone(),
+                message: format!(
+                    "the Lists in this document hold more than {MAX_LIST_ITEMS} items; the rest were not read (split them into several files)"
+                ),
+            });
+        }
+        if *budget < 0 {
+            return;
+        }
+        *budget -= 1;
+        push_value(pos, v, out);
+        return;
+    }
+    if depth >= MAX_LIST_NESTING {
+        out.errors.push(ParseError {
+            pos,
+            message: format!(
+                "a List nested more than {MAX_LIST_NESTING} Lists deep; not read (write its items into the outer List)"
+            ),
+        });
+        return;
+    }
+    let serde_json::Value::Object(mut m) = v else {
+        return;
+    };
+    if let Some(serde_json::Value::Array(items)) = m.remove("items") {
+        for item in items {
+            push_item(pos.clone(), item, depth + 1, budget, out);
+        }
     }
 }
 

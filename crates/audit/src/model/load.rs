@@ -20,6 +20,7 @@ use crate::units::parse_go_duration;
 /// becomes an SB001 finding with its position.
 pub fn load(sources: &[Source]) -> Inventory {
     let mut inv = read_sources(sources);
+    report_duplicates(&mut inv);
     let namespaces = std::mem::take(&mut inv.namespaces);
     for w in &mut inv.workloads {
         decide_sidecar(w, namespaces.get(&w.namespace));
@@ -41,6 +42,178 @@ pub fn load(sources: &[Source]) -> Inventory {
     inv.namespaces = namespaces;
     inv.reindex();
     inv
+}
+
+/// The same object (kind, namespace, name) defined in two files: a warning
+/// at each later definition naming the first, since which one the cluster
+/// holds depends on the order they are applied in. Both stay read.
+/// Several definitions in one file (a generated stress input, a List) are
+/// the file's own business and not reported.
+fn report_duplicates(inv: &mut Inventory) {
+    let mut all: Vec<(String, &Pos)> = Vec::new();
+    all.extend(
+        inv.workloads
+            .iter()
+            .map(|w| (key(&w.kind, &w.namespace, &w.name), &w.src.pos)),
+    );
+    all.extend(
+        inv.services
+            .iter()
+            .map(|s| (key("Service", &s.namespace, &s.name), &s.src.pos)),
+    );
+    all.extend(
+        inv.autoscalers
+            .iter()
+            .map(|a| (key(a.kind, &a.namespace, &a.name), &a.src.pos)),
+    );
+    all.extend(
+        inv.destination_rules
+            .iter()
+            .map(|d| (key("DestinationRule", &d.namespace, &d.name), &d.src.pos)),
+    );
+    all.extend(
+        inv.routes
+            .iter()
+            .map(|r| (key(r.kind, &r.namespace, &r.name), &r.src.pos)),
+    );
+    all.extend(
+        inv.service_entries
+            .iter()
+            .map(|e| (key("ServiceEntry", &e.namespace, &e.name), &e.src.pos)),
+    );
+    all.extend(
+        inv.inbound
+            .iter()
+            .map(|l| (key(l.kind, &l.namespace, &l.name), &l.src.pos)),
+    );
+    all.extend(
+        inv.sidecars
+            .iter()
+            .map(|c| (key("Sidecar", &c.namespace, &c.name), &c.src.pos)),
+    );
+    // First definition of each key, and the files already reported for it.
+    let mut first: std::collections::HashMap<&str, (&Pos, Vec<&str>)> =
+        std::collections::HashMap::new();
+    let mut found = Vec::new();
+    for (k, pos) in &all {
+        match first.get_mut(k.as_str()) {
+            None => {
+                first.insert(k, (*pos, vec![&*pos.file]));
+            }
+            Some((p0, files)) => {
+                if files.contains(&&*pos.file) {
+                    continue;
+                }
+                files.push(&pos.file);
+                found.push(Finding {
+                    rule: crate::rules::PARSE_ERROR,
+                    severity: Severity::Warning,
+                    pos: (*pos).clone(),
+                    object: k.clone(),
+                    message: format!(
+                        "{k} is defined twice: here and at {p0}; both were read, so it counts twice, and the cluster keeps whichever is applied last (keep one definition, or audit one of the two files)"
+                    ),
+                });
+            }
+        }
+    }
+    drop(first);
+    inv.findings.extend(found);
+}
+
+/// The API versions read for each kind, by API group (`""` is the core
+/// group). An object of one of these group/kind pairs at another version
+/// is reported and not read: its fields may mean something else there
+/// (`autoscaling/v2beta1` metrics, an Istio version to come). A group
+/// listed with no version (`extensions`) is a kind's old home.
+pub const KNOWN_VERSIONS: &[(&str, &str, &[&str])] = &[
+    ("", "Namespace", &["v1"]),
+    ("", "Node", &["v1"]),
+    ("", "Pod", &["v1"]),
+    ("", "Service", &["v1"]),
+    ("apps", "Deployment", &["v1"]),
+    ("apps", "StatefulSet", &["v1"]),
+    ("apps", "DaemonSet", &["v1"]),
+    ("extensions", "Deployment", &[]),
+    ("extensions", "DaemonSet", &[]),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        &["v1", "v2", "v2beta2"],
+    ),
+    ("keda.sh", "ScaledObject", &["v1alpha1"]),
+    ("networking.istio.io", "DestinationRule", ISTIO_VERSIONS),
+    ("networking.istio.io", "VirtualService", ISTIO_VERSIONS),
+    ("networking.istio.io", "Sidecar", ISTIO_VERSIONS),
+    ("networking.istio.io", "ServiceEntry", ISTIO_VERSIONS),
+    // EnvoyFilter was never promoted past v1alpha3 (Istio 1.27 reference).
+    ("networking.istio.io", "EnvoyFilter", &["v1alpha3"]),
+    (
+        "gateway.networking.k8s.io",
+        "HTTPRoute",
+        &["v1", "v1beta1", "v1alpha2"],
+    ),
+];
+
+/// Istio's `networking.istio.io` versions (v1 since Istio 1.22).
+const ISTIO_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
+
+/// For an object of a known kind at a version the audit does not read,
+/// the versions it does read (of the kind's current group).
+fn unknown_version(api: &str, kind: &str) -> Option<String> {
+    let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
+    let (_, _, versions) = KNOWN_VERSIONS
+        .iter()
+        .find(|(g, k, _)| *g == group && *k == kind)?;
+    if versions.contains(&version) {
+        return None;
+    }
+    let (g, _, current) = KNOWN_VERSIONS
+        .iter()
+        .find(|(g, k, v)| *k == kind && !v.is_empty() && (*g == group || group == "extensions"))?;
+    let list = current
+        .iter()
+        .map(|v| {
+            if g.is_empty() {
+                v.to_string()
+            } else {
+                format!("{g}/{v}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(list)
+}
+
+/// Reports an object of a known kind at an unknown version (info) and
+/// counts it as skipped.
+fn not_read_version(inv: &mut Inventory, raw: &RawObject, versions: String) {
+    #[derive(serde::Deserialize, Default)]
+    struct Named {
+        #[serde(default)]
+        metadata: ObjectMeta,
+    }
+    let object = match raw.parse::<Named>() {
+        Ok(n) => {
+            let (ns, name) = names(&n.metadata);
+            key(&raw.kind, &ns, &name)
+        }
+        Err(_) => raw.kind.clone(),
+    };
+    inv.findings.push(Finding {
+        rule: crate::rules::PARSE_ERROR,
+        severity: Severity::Info,
+        pos: Pos::new(&raw.pos.file, raw.line_of("apiVersion")),
+        object,
+        message: format!(
+            "apiVersion {} is not a version of {} the audit reads; this object was not read and no rule looked at it (write it as {versions})",
+            raw.api_version, raw.kind
+        ),
+    });
+    *inv.counts
+        .skipped
+        .entry(format!("{} ({})", raw.kind, raw.api_version))
+        .or_default() += 1;
 }
 
 /// At most this many threads read sources (a bound; the machine's
@@ -263,6 +436,10 @@ fn group(api: &str) -> &str {
 
 fn object(inv: &mut Inventory, raw: &RawObject) {
     let api = raw.api_version.as_str();
+    if let Some(list) = unknown_version(api, &raw.kind) {
+        not_read_version(inv, raw, list);
+        return;
+    }
     match (group(api), api, raw.kind.as_str()) {
         (_, "v1", "Namespace") => {
             if let Some(n) = typed::<Namespace>(inv, raw) {
