@@ -951,6 +951,19 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 // Service is not among the inputs still gets its chain:
                 // the callers' pool applies all the same (partial inputs).
                 let svc = inv.service_for_fqdn(host);
+                // Without its Service, a host is kept when it is a Service's
+                // FQDN (that Service is what is missing) or a
+                // DestinationRule names it; a dotted host such as
+                // `cart.shop` is taken as written by Istio and reaches
+                // nothing (said by [`unplaced`]).
+                if svc.is_none()
+                    && host_namespace(host).is_none()
+                    && inv
+                        .destination_rule_for_host(host, &ro.namespace, None)
+                        .is_none()
+                {
+                    continue;
+                }
                 // A Service not exported to the gateway's namespace is no
                 // cluster of the gateway: the route reaches nothing there.
                 if let Some(svc) = svc
@@ -1076,14 +1089,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         targeted.insert(svc.fqdn());
         let mut uses = Vec::new();
         let callers = mesh_callers(inv, &caller_map, svc);
-        let (pool, budget) = pool_hop(
-            inv,
-            &svc.fqdn(),
-            &svc.namespace,
-            &callers,
-            None,
-            &mut uses,
-        );
+        let (pool, budget) = pool_hop(inv, &svc.fqdn(), &svc.namespace, &callers, None, &mut uses);
         let mut hops: Vec<Hop> = pool.into_iter().collect();
         let (dest, ws) = destination_hops(inv, svc, None, opts);
         built_from(inv, Some(svc), &ws, &callers, &mut uses);
@@ -1128,8 +1134,9 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         hops.push(missing_service_hop(&host, dr.src.pos.clone(), &object));
         let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
         let mut d = RetryLayer::istio_default();
-        d.what
-            .push_str(" at the calling sidecar (no VirtualService among the inputs routes this host)");
+        d.what.push_str(
+            " at the calling sidecar (no VirtualService among the inputs routes this host)",
+        );
         layers.push(d);
         chains.push(Chain {
             route: format!("mesh → {host}"),
@@ -1160,10 +1167,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
 /// The hop of a destination whose Service is not among the inputs.
 fn missing_service_hop(host: &str, pos: Pos, object: &str) -> Hop {
     let what = match host_namespace(host) {
-        Some(ns) => format!(
-            "Service {}/{ns}",
-            host.split('.').next().unwrap_or(host)
-        ),
+        Some(ns) => format!("Service {}/{ns}", host.split('.').next().unwrap_or(host)),
         None => format!("the Service or ServiceEntry for {host}"),
     };
     unknown_hop(
@@ -1224,13 +1228,24 @@ pub fn unplaced(inv: &Inventory, chains: &[Chain]) -> Vec<crate::finding::Findin
         }
         let why = if ro.routes.iter().all(|r| r.destinations.is_empty()) {
             "it has no HTTP route with a destination".to_string()
-        } else if ro.kind == "VirtualService" && !ro.at_gateway && !ro.hosts.iter().any(|h| inv.vs_host_applies(h)) {
+        } else if ro.kind == "VirtualService"
+            && !ro.at_gateway
+            && !ro.hosts.iter().any(|h| inv.vs_host_applies(h))
+        {
             format!(
                 "none of its hosts ({}) is a host calls land on (a Service's own FQDN): Istio attaches it to nothing",
                 ro.hosts.join(", ")
             )
         } else {
-            "its exportTo or its destinations' visibility hide it from the proxies that would apply it".to_string()
+            let hosts: Vec<&str> = ro
+                .routes
+                .iter()
+                .flat_map(|r| r.destinations.iter().map(String::as_str))
+                .collect();
+            format!(
+                "its destinations ({}) name no Service among the inputs and no Service FQDN (Istio takes a dotted host as written), or its exportTo hides it from the proxies that would apply it",
+                hosts.join(", ")
+            )
         };
         say(
             k,
