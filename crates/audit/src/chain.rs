@@ -112,6 +112,14 @@ pub struct Chain {
     pub workload: Option<usize>,
     /// A retry budget exists on the path (`maxRetries` on the pool).
     pub budget: bool,
+    /// Every workload the destination Service sends to (all the
+    /// Deployments its selector matches, narrowed to the route's subset).
+    #[serde(skip)]
+    pub workloads: Vec<usize>,
+    /// Keys of the objects the chain was built from beyond `object` and its
+    /// hops' (a DestinationRule consulted whose pool sets no limit).
+    #[serde(skip)]
+    pub uses: Vec<String>,
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -322,6 +330,8 @@ struct Caller {
     pods: u32,
     /// Who it is, for the `how`.
     who: String,
+    /// Its workload's key, when known.
+    key: Option<String>,
 }
 
 /// The callers of `svc` the configs show: the ingress gateway for a
@@ -344,6 +354,7 @@ fn mesh_callers(inv: &Inventory, callers: &model::calls::CallerMap, svc: &Servic
                 via: c.via.clone(),
                 pods: n,
                 who: format!("calling pods ({}/{}) [{}{via}]", w.namespace, w.name, c.how),
+                key: Some(w.key()),
             }
         })
         .collect()
@@ -358,15 +369,18 @@ fn mesh_callers(inv: &Inventory, callers: &model::calls::CallerMap, svc: &Servic
 /// retry budget (`maxRetries`).
 fn pool_hop(
     inv: &Inventory,
-    svc: &Service,
+    target: &str,
+    home: &str,
     callers: &[Caller],
     subset: Option<&str>,
+    uses: &mut Vec<String>,
 ) -> (Option<Hop>, bool) {
     let unknown = [Caller {
         ns: None,
         via: None,
         pods: 1,
         who: "per caller proxy (callers not in the configs)".into(),
+        key: None,
     }];
     let known = !callers.is_empty();
     let callers = if known { callers } else { &unknown[..] };
@@ -378,13 +392,17 @@ fn pool_hop(
     for c in callers {
         let dr = match &c.via {
             Some(v) => inv.destination_rule_for_host(&v.host, &v.namespace, c.ns.as_deref()),
-            None => inv.destination_rule_for(svc, c.ns.as_deref()),
+            None => inv.destination_rule_for_host(target, home, c.ns.as_deref()),
         };
         let Some(dr) = dr else {
             unlimited = true;
             budget = false;
             continue;
         };
+        let k = model::key("DestinationRule", &dr.namespace, &dr.name);
+        if !uses.contains(&k) {
+            uses.push(k);
+        }
         let (pool, label) = match subset.and_then(|name| dr.subsets.iter().find(|(n, _)| n == name))
         {
             Some((name, p)) => (p, format!(" subset {name}")),
@@ -434,10 +452,176 @@ fn pool_hop(
     (Some(hop), budget)
 }
 
-fn workload_index(inv: &Inventory, svc: &Service) -> Option<usize> {
-    inv.workloads
+/// Every workload a Service selects, as indices in inventory order:
+/// Kubernetes sends a Service's traffic to each ready pod its selector
+/// matches, whichever Deployment made it (v1 and v2 of a workload alike).
+fn backing_indices(inv: &Inventory, svc: &Service) -> Vec<usize> {
+    inv.workloads_in(&svc.namespace)
         .iter()
-        .position(|w| w.namespace == svc.namespace && selects(&svc.selector, &w.pod_labels))
+        .copied()
+        .filter(|i| selects(&svc.selector, &inv.workloads[*i].pod_labels))
+        .collect()
+}
+
+fn show_labels(l: &std::collections::BTreeMap<String, String>) -> String {
+    l.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A hop whose facts are not among the inputs: its `how` says what would
+/// fill it.
+fn unknown_hop(name: String, how: String, pos: Pos, object: String) -> Hop {
+    Hop {
+        kind: HopKind::App,
+        name,
+        limit: None,
+        unknown: true,
+        how,
+        assumed: false,
+        pos,
+        object,
+    }
+}
+
+/// A subset a route names, with the labels its DestinationRule gives it.
+struct SubsetPick {
+    name: String,
+    labels: std::collections::BTreeMap<String, String>,
+    dr: String,
+}
+
+/// The subset's labels from the DestinationRule the callers apply to
+/// `target`; None when the route names no subset or the rule does not
+/// define it with labels.
+fn subset_pick(
+    inv: &Inventory,
+    target: &str,
+    home: &str,
+    callers: &[Caller],
+    subset: Option<&str>,
+) -> Option<SubsetPick> {
+    let name = subset?;
+    let viewer = callers.first().and_then(|c| c.ns.as_deref());
+    let dr = inv.destination_rule_for_host(target, home, viewer)?;
+    let (_, labels) = model::istio::subset_labels(&dr.src)
+        .into_iter()
+        .find(|(n, l)| n == name && !l.is_empty())?;
+    Some(SubsetPick {
+        name: name.to_string(),
+        labels,
+        dr: format!("DestinationRule {}/{}", dr.namespace, dr.name),
+    })
+}
+
+/// The destination's pod hops: every workload the Service selects,
+/// narrowed to the subset's labels when the route names one, summed
+/// (capacity adds across Deployments behind one Service). A missing fact
+/// is an unknown hop saying what would fill it. Also returns the
+/// workloads.
+fn destination_hops(
+    inv: &Inventory,
+    svc: &Service,
+    subset: Option<&SubsetPick>,
+    opts: &ChainOptions,
+) -> (Vec<Hop>, Vec<usize>) {
+    let mut ws = backing_indices(inv, svc);
+    if let Some(p) = subset {
+        ws.retain(|i| selects(&p.labels, &inv.workloads[*i].pod_labels));
+    }
+    let who = format!("Service {}/{}", svc.namespace, svc.name);
+    if ws.is_empty() {
+        let how = if svc.selector.is_empty() {
+            format!(
+                "{who} has no selector, so its pods are not in the configs: add the workload behind its endpoints"
+            )
+        } else if let Some(p) = subset {
+            format!(
+                "no workload selected by {who} carries subset {}'s labels {} ({}): add the Deployment of that version",
+                p.name,
+                show_labels(&p.labels),
+                p.dr
+            )
+        } else {
+            format!(
+                "not among the inputs: add the Deployment selected by {who} (selector {})",
+                show_labels(&svc.selector)
+            )
+        };
+        let hop = unknown_hop(
+            format!("{} pods", svc.name),
+            how,
+            svc.src.pos.clone(),
+            model::key("Service", &svc.namespace, &svc.name),
+        );
+        return (vec![hop], ws);
+    }
+    if ws.len() == 1 {
+        return (pod_hops(inv, &inv.workloads[ws[0]], opts), ws);
+    }
+    // Several workloads: one hop per kind, the sum of each workload's.
+    let parts: Vec<Vec<Hop>> = ws
+        .iter()
+        .map(|i| pod_hops(inv, &inv.workloads[*i], opts))
+        .collect();
+    let names: Vec<&str> = ws.iter().map(|i| inv.workloads[*i].name.as_str()).collect();
+    let scope = match subset {
+        Some(p) => format!(
+            "{who} subset {} ({}) selects {} workloads",
+            p.name,
+            show_labels(&p.labels),
+            ws.len()
+        ),
+        None => format!("{who} selects {} workloads", ws.len()),
+    };
+    let mut hops = Vec::new();
+    for (kind, label) in [(HopKind::Sidecar, "sidecars"), (HopKind::App, "app")] {
+        if !parts.iter().any(|p| p.iter().any(|h| h.kind == kind)) {
+            continue;
+        }
+        // A workload without a sidecar admits at that hop what its app does.
+        let each: Vec<&Hop> = parts
+            .iter()
+            .filter_map(|p| p.iter().find(|h| h.kind == kind).or_else(|| p.last()))
+            .collect();
+        let unknown = each.iter().any(|h| h.unknown);
+        let limit: Option<f64> = each.iter().map(|h| h.limit).sum();
+        let terms: Vec<String> = each
+            .iter()
+            .map(|h| {
+                let v = match (h.limit, h.unknown) {
+                    (Some(l), _) => trim(l),
+                    (None, true) => "unknown".into(),
+                    (None, false) => "unlimited".into(),
+                };
+                format!("{} {v} ({})", h.name, h.how)
+            })
+            .collect();
+        let total = match (limit, unknown) {
+            (Some(l), _) => trim(l),
+            (None, true) => "unknown".into(),
+            (None, false) => "unlimited".into(),
+        };
+        hops.push(Hop {
+            kind,
+            name: format!("{} {label}", names.join("+")),
+            limit: if unknown { None } else { limit },
+            unknown,
+            how: format!("{scope}, Σ = {} = {total}", terms.join(" + ")),
+            assumed: each.iter().any(|h| h.assumed),
+            pos: each[0].pos.clone(),
+            object: each[0].object.clone(),
+        });
+    }
+    (hops, ws)
+}
+
+/// The namespace a host of the form `name.ns.svc.cluster.local` names.
+fn host_namespace(host: &str) -> Option<&str> {
+    let rest = host.strip_suffix(&format!(".svc.{}", model::CLUSTER_DOMAIN))?;
+    let (_, ns) = rest.split_once('.')?;
+    (!ns.is_empty() && !ns.contains('.')).then_some(ns)
 }
 
 fn is_ingress(w: &Workload) -> bool {
@@ -671,6 +855,8 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
     let caller_map = inv.callers();
     let mut ingress_edges: Vec<Edge> = Vec::new();
     let mut routed: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    // Hosts some chain already ends at (a Service's FQDN or a route's host).
+    let mut targeted: std::collections::HashSet<String> = std::collections::HashSet::new();
     for cfg in &inv.haproxy {
         for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
             let mut backends: Vec<&str> = f
@@ -719,19 +905,21 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     first_to_saturate: None,
                     workload: None,
                     budget: false,
+                    workloads: Vec::new(),
+                    uses: Vec::new(),
                 };
-                if let Some(svc) = target
-                    && let Some(wi) = workload_index(inv, svc)
-                {
-                    let w = &inv.workloads[wi];
-                    if is_ingress(w) {
+                if let Some(svc) = target {
+                    let (dest, ws) = destination_hops(inv, svc, None, opts);
+                    if ws.first().is_some_and(|i| is_ingress(&inv.workloads[*i])) {
                         ingress_edges.push(Edge {
                             hops: hops.clone(),
                             layers: layers.clone(),
                         });
                     }
-                    chain.hops.extend(pod_hops(inv, w, opts));
-                    chain.workload = Some(wi);
+                    chain.hops.extend(dest);
+                    built_from(inv, Some(svc), &ws, &[], &mut chain.uses);
+                    chain.workload = ws.first().copied();
+                    chain.workloads = ws;
                 }
                 chains.push(chain);
             }
@@ -759,16 +947,42 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
             for (di, host) in r.destinations.iter().enumerate() {
                 let subset = r.subsets.get(di).cloned().flatten();
                 // Destinations are resolved at load, as Istio resolves
-                // them; only an exact Service FQDN matches.
-                let Some(svc) = inv.service_for_fqdn(host) else {
-                    continue;
-                };
-                // A Service not exported to the gateway's namespace is no
-                // cluster of the gateway: the route reaches nothing there.
-                if ro.at_gateway && ingress.is_some_and(|g| !svc.visible_to(&g.namespace)) {
+                // them; only an exact Service FQDN matches. A host whose
+                // Service is not among the inputs still gets its chain:
+                // the callers' pool applies all the same (partial inputs).
+                let svc = inv.service_for_fqdn(host);
+                // Without its Service, a host is kept when it is a Service's
+                // FQDN (that Service is what is missing) or a
+                // DestinationRule names it; a dotted host such as
+                // `cart.shop` is taken as written by Istio and reaches
+                // nothing (said by [`unplaced`]).
+                if svc.is_none()
+                    && host_namespace(host).is_none()
+                    && inv
+                        .destination_rule_for_host(host, &ro.namespace, None)
+                        .is_none()
+                {
                     continue;
                 }
-                routed.insert((svc.namespace.clone(), svc.name.clone()));
+                // A Service not exported to the gateway's namespace is no
+                // cluster of the gateway: the route reaches nothing there.
+                if let Some(svc) = svc
+                    && ro.at_gateway
+                    && ingress.is_some_and(|g| !svc.visible_to(&g.namespace))
+                {
+                    continue;
+                }
+                let (target, home) = match svc {
+                    Some(svc) => {
+                        routed.insert((svc.namespace.clone(), svc.name.clone()));
+                        (svc.fqdn(), svc.namespace.clone())
+                    }
+                    None => (
+                        host.clone(),
+                        host_namespace(host).unwrap_or(&ro.namespace).to_string(),
+                    ),
+                };
+                targeted.insert(target.clone());
                 let mut hops = Vec::new();
                 let mut layers: Vec<RetryLayer> = Vec::new();
                 let mut callers = Vec::new();
@@ -786,23 +1000,42 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                             via: None,
                             pods: n,
                             who: format!("ingress gateway pods ({})", g.name),
+                            key: Some(g.key()),
                         });
                     }
                 } else {
                     layers.extend(client.iter().cloned());
                     // Only callers whose namespace sees this VirtualService
                     // apply its route (`exportTo`).
-                    callers = mesh_callers(inv, &caller_map, svc)
-                        .into_iter()
-                        .filter(|c| c.ns.as_deref().is_none_or(|ns| ro.visible_to(ns)))
-                        .collect();
+                    if let Some(svc) = svc {
+                        callers = mesh_callers(inv, &caller_map, svc)
+                            .into_iter()
+                            .filter(|c| c.ns.as_deref().is_none_or(|ns| ro.visible_to(ns)))
+                            .collect();
+                    }
                 }
-                let (pool, budget) = pool_hop(inv, svc, &callers, subset.as_deref());
+                let mut uses = Vec::new();
+                let (pool, budget) =
+                    pool_hop(inv, &target, &home, &callers, subset.as_deref(), &mut uses);
                 hops.extend(pool);
-                let wi = workload_index(inv, svc);
-                if let Some(wi) = wi {
-                    hops.extend(pod_hops(inv, &inv.workloads[wi], opts));
-                }
+                let pick = subset_pick(inv, &target, &home, &callers, subset.as_deref());
+                let ws = match svc {
+                    Some(svc) => {
+                        let (dest, ws) = destination_hops(inv, svc, pick.as_ref(), opts);
+                        hops.extend(dest);
+                        ws
+                    }
+                    None => {
+                        hops.push(missing_service_hop(
+                            host,
+                            r.pos.clone(),
+                            &model::key(ro.kind, &ro.namespace, &ro.name),
+                        ));
+                        Vec::new()
+                    }
+                };
+                built_from(inv, svc, &ws, &callers, &mut uses);
+                let wi = ws.first().copied();
                 let mut retry = r.retry.clone();
                 if ro.kind == "VirtualService"
                     && !ro.at_gateway
@@ -817,7 +1050,11 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 chains.push(Chain {
                     route: format!(
                         "{} {}/{} http[{}] → {}",
-                        ro.kind, ro.namespace, ro.name, r.index, svc.name
+                        ro.kind,
+                        ro.namespace,
+                        ro.name,
+                        r.index,
+                        svc.map_or(host.as_str(), |s| s.name.as_str())
                     ),
                     object: model::key(ro.kind, &ro.namespace, &ro.name),
                     pos: r.pos.clone(),
@@ -827,6 +1064,8 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     first_to_saturate: None,
                     workload: wi,
                     budget,
+                    workloads: ws,
+                    uses,
                 });
             }
         }
@@ -835,16 +1074,26 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         if routed.contains(&(svc.namespace.clone(), svc.name.clone())) {
             continue;
         }
-        let Some(wi) = workload_index(inv, svc) else {
-            continue;
-        };
-        let w = &inv.workloads[wi];
-        if w.sidecar.is_none() || is_ingress(w) {
+        let ws = backing_indices(inv, svc);
+        if ws.iter().any(|i| is_ingress(&inv.workloads[*i])) {
             continue;
         }
-        let (pool, budget) = pool_hop(inv, svc, &mesh_callers(inv, &caller_map, svc), None);
+        // A Service whose pods show a sidecar is in the mesh; so is one a
+        // DestinationRule names, whatever its pods show or whether they
+        // are among the inputs: the rule's pool lives in the callers'
+        // proxies.
+        let meshed = ws.iter().any(|i| inv.workloads[*i].sidecar.is_some());
+        if !meshed && inv.destination_rule_for(svc, None).is_none() {
+            continue;
+        }
+        targeted.insert(svc.fqdn());
+        let mut uses = Vec::new();
+        let callers = mesh_callers(inv, &caller_map, svc);
+        let (pool, budget) = pool_hop(inv, &svc.fqdn(), &svc.namespace, &callers, None, &mut uses);
         let mut hops: Vec<Hop> = pool.into_iter().collect();
-        hops.extend(pod_hops(inv, w, opts));
+        let (dest, ws) = destination_hops(inv, svc, None, opts);
+        built_from(inv, Some(svc), &ws, &callers, &mut uses);
+        hops.extend(dest);
         let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
         let mut d = RetryLayer::istio_default();
         d.what
@@ -858,8 +1107,49 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
             retries: layers,
             timeout: None,
             first_to_saturate: None,
-            workload: Some(wi),
+            workload: ws.first().copied(),
             budget,
+            workloads: ws,
+            uses,
+        });
+    }
+    // A DestinationRule for a host no Service and no route among the inputs
+    // names: its pool still bounds every caller of that host.
+    for dr in &inv.destination_rules {
+        let host = model::config_host(&dr.host, &dr.namespace);
+        if host.starts_with('*') || host.is_empty() || targeted.contains(&host) {
+            continue;
+        }
+        targeted.insert(host.clone());
+        let home = host_namespace(&host).unwrap_or(&dr.namespace).to_string();
+        let mut uses = Vec::new();
+        let (pool, budget) = pool_hop(inv, &host, &home, &[], None, &mut uses);
+        if uses.is_empty() {
+            // Not visible from the host's namespace (`exportTo`): said by
+            // [`unplaced`].
+            continue;
+        }
+        let mut hops: Vec<Hop> = pool.into_iter().collect();
+        let object = model::key("DestinationRule", &dr.namespace, &dr.name);
+        hops.push(missing_service_hop(&host, dr.src.pos.clone(), &object));
+        let mut layers: Vec<RetryLayer> = client.iter().cloned().collect();
+        let mut d = RetryLayer::istio_default();
+        d.what.push_str(
+            " at the calling sidecar (no VirtualService among the inputs routes this host)",
+        );
+        layers.push(d);
+        chains.push(Chain {
+            route: format!("mesh → {host}"),
+            object,
+            pos: dr.src.line_of("host"),
+            hops,
+            retries: layers,
+            timeout: None,
+            first_to_saturate: None,
+            workload: None,
+            budget,
+            workloads: Vec::new(),
+            uses,
         });
     }
     for c in &mut chains {
@@ -872,4 +1162,128 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
             .map(|(i, _)| i);
     }
     chains
+}
+
+/// The hop of a destination whose Service is not among the inputs.
+fn missing_service_hop(host: &str, pos: Pos, object: &str) -> Hop {
+    let what = match host_namespace(host) {
+        Some(ns) => format!("Service {}/{ns}", host.split('.').next().unwrap_or(host)),
+        None => format!("the Service or ServiceEntry for {host}"),
+    };
+    unknown_hop(
+        format!("{host} pods"),
+        format!(
+            "{what} is not among the inputs: add it and the Deployment it selects (the callers' pool applies all the same)"
+        ),
+        pos,
+        object.to_string(),
+    )
+}
+
+/// Objects read but placed on no chain, each said (info, SB001) with why,
+/// never dropped without a word: a DestinationRule no chain consults, a
+/// VirtualService or HTTPRoute that routes no chain.
+pub fn unplaced(inv: &Inventory, chains: &[Chain]) -> Vec<crate::finding::Finding> {
+    let mut placed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for c in chains {
+        placed.insert(&c.object);
+        placed.extend(c.hops.iter().map(|h| h.object.as_str()));
+        placed.extend(c.uses.iter().map(String::as_str));
+    }
+    let mut out = Vec::new();
+    let mut say = |object: String, pos: Pos, message: String| {
+        out.push(crate::finding::Finding {
+            rule: crate::rules::PARSE_ERROR,
+            severity: crate::finding::Severity::Info,
+            pos,
+            object,
+            message,
+        });
+    };
+    for dr in &inv.destination_rules {
+        let k = model::key("DestinationRule", &dr.namespace, &dr.name);
+        if placed.contains(k.as_str()) {
+            continue;
+        }
+        let host = model::config_host(&dr.host, &dr.namespace);
+        let why = if host.starts_with('*') {
+            format!("its wildcard host {host} matches no Service or route among the inputs")
+        } else {
+            format!(
+                "its exportTo hides it from the proxies that call {host}, or another rule wins Istio's lookup for them"
+            )
+        };
+        say(
+            k,
+            dr.src.line_of("host"),
+            format!(
+                "read, but placed on no capacity chain: {why}; add the Services it is meant for, or check its host and exportTo"
+            ),
+        );
+    }
+    for ro in &inv.routes {
+        let k = model::key(ro.kind, &ro.namespace, &ro.name);
+        if placed.contains(k.as_str()) {
+            continue;
+        }
+        let why = if ro.routes.iter().all(|r| r.destinations.is_empty()) {
+            "it has no HTTP route with a destination".to_string()
+        } else if ro.kind == "VirtualService"
+            && !ro.at_gateway
+            && !ro.hosts.iter().any(|h| inv.vs_host_applies(h))
+        {
+            format!(
+                "none of its hosts ({}) is a host calls land on (a Service's own FQDN): Istio attaches it to nothing",
+                ro.hosts.join(", ")
+            )
+        } else {
+            let hosts: Vec<&str> = ro
+                .routes
+                .iter()
+                .flat_map(|r| r.destinations.iter().map(String::as_str))
+                .collect();
+            format!(
+                "its destinations ({}) name no Service among the inputs and no Service FQDN (Istio takes a dotted host as written), or its exportTo hides it from the proxies that would apply it",
+                hosts.join(", ")
+            )
+        };
+        say(
+            k,
+            ro.src.pos.clone(),
+            format!("read, but placed on no capacity chain: {why}"),
+        );
+    }
+    out
+}
+
+/// Records in `uses` what a chain was built from beyond its hops: the
+/// Service resolved, the autoscalers sizing its workloads, the callers'
+/// workloads.
+fn built_from(
+    inv: &Inventory,
+    svc: Option<&Service>,
+    ws: &[usize],
+    callers: &[Caller],
+    uses: &mut Vec<String>,
+) {
+    let mut add = |k: String| {
+        if !uses.contains(&k) {
+            uses.push(k);
+        }
+    };
+    if let Some(svc) = svc {
+        add(model::key("Service", &svc.namespace, &svc.name));
+    }
+    for i in ws {
+        let w = &inv.workloads[*i];
+        add(w.key());
+        for a in inv.autoscalers_of(w) {
+            add(model::key(a.kind, &a.namespace, &a.name));
+        }
+    }
+    for c in callers {
+        if let Some(k) = &c.key {
+            add(k.clone());
+        }
+    }
 }

@@ -262,8 +262,14 @@ fn a_service_export_to_annotation_decides_whether_the_gateway_reaches_it() {
         );
         assert!(text.contains("exportTo"));
         let r = audit_texts(&[("mesh.yaml", &text)]);
+        // The annotation reads cleanly; the rules Istio's lookup passes
+        // over and a route hidden from the gateway are said (SB001 info,
+        // placed on no chain), not dropped.
         assert!(
-            r.findings.iter().all(|f| f.rule != "SB001"),
+            r.findings
+                .iter()
+                .all(|f| f.rule != "SB001"
+                    || f.severity == stormbreak_audit::finding::Severity::Info),
             "{:?}",
             r.findings
         );

@@ -100,5 +100,7 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     outlier_all::check(ctx, &mut out);
     backup_headroom::check(ctx, &mut out);
     failover_headroom::check(ctx, &mut out);
+    // Objects read but placed on no chain are said, never dropped.
+    out.extend(crate::chain::unplaced(ctx.inv, ctx.chains));
     out
 }
