@@ -653,14 +653,14 @@ fn server(d: &Defaults, name: String, addr: &str, sp: &ServerParams, pos: Pos) -
         ("maxqueue", sp.maxqueue),
         ("minconn", sp.minconn),
     ] {
-        if default_unknown(f, own) && !unknown_field(f) {
-            if let Some(u) = d
+        if default_unknown(f, own)
+            && !unknown_field(f)
+            && let Some(u) = d
                 .unknown
                 .iter()
                 .find(|u| u.starts_with(&format!("server {f} from ")))
-            {
-                unknown.push(u.clone());
-            }
+        {
+            unknown.push(u.clone());
         }
     }
     Server {
@@ -822,12 +822,12 @@ fn server_params(words: &[&str]) -> Result<ServerParams, String> {
     let mut i = 0;
     while i < words.len() {
         let field = words[i];
-        if matches!(field, "maxconn" | "maxqueue" | "minconn") {
-            if let Some(u) = unknown_note(&[field, words.get(i + 1).unwrap_or(&"")], 1) {
-                sp.unknown.push((field.to_string(), u));
-                i += 2;
-                continue;
-            }
+        if matches!(field, "maxconn" | "maxqueue" | "minconn")
+            && let Some(u) = unknown_note(&[field, words.get(i + 1).unwrap_or(&"")], 1)
+        {
+            sp.unknown.push((field.to_string(), u));
+            i += 2;
+            continue;
         }
         let num = |what: &str| {
             number(words, i + 1).map_err(|_| format!("server `{what}` expects a whole number"))
