@@ -17,8 +17,9 @@ use stormbreak_audit::{explain, export, output};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Files and directories (recursive) of YAML/JSON manifests and
-    /// haproxy*.cfg; `-` reads YAML from stdin.
-    #[arg(required_unless_present = "explain")]
+    /// haproxy*.cfg; `-` reads YAML from stdin. Optional when `--haproxy`
+    /// names a file.
+    #[arg(required_unless_present_any = ["explain", "haproxy"])]
     pub paths: Vec<PathBuf>,
     /// Read FILE as an haproxy.cfg whatever its name (repeatable).
     #[arg(long, value_name = "FILE")]

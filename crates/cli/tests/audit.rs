@@ -329,6 +329,29 @@ fn haproxy_flag_reads_any_file_name_and_max_file_size_is_a_flag() {
     );
 }
 
+#[test]
+fn haproxy_flag_alone_is_a_complete_invocation() {
+    let o = audit(&[
+        "--haproxy",
+        fixture("edge/haproxy.cfg").to_str().unwrap(),
+        "--fail-on",
+        "warning",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout(&o).contains("haproxy.cfg:13: SB202"),
+        "{}",
+        stdout(&o)
+    );
+    // Still a usage error with nothing to read at all.
+    assert_eq!(audit(&[]).status.code(), Some(2));
+}
+
 /// The guard's own manifests in a mesh whose sidecar admits 10 requests a
 /// pod, with the guard's concurrency stated (`stormbreak.io/workers`: the
 /// audit cannot read it from an async proxy's config), so the
