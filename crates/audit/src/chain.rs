@@ -456,11 +456,7 @@ fn pool_hop(
 /// Kubernetes sends a Service's traffic to each ready pod its selector
 /// matches, whichever Deployment made it (v1 and v2 of a workload alike).
 fn backing_indices(inv: &Inventory, svc: &Service) -> Vec<usize> {
-    inv.workloads_in(&svc.namespace)
-        .iter()
-        .copied()
-        .filter(|i| selects(&svc.selector, &inv.workloads[*i].pod_labels))
-        .collect()
+    inv.selected(&svc.namespace, &svc.selector)
 }
 
 fn show_labels(l: &std::collections::BTreeMap<String, String>) -> String {
@@ -1048,13 +1044,18 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                 }
                 layers.push(retry);
                 chains.push(Chain {
+                    // A route splitting one host by subsets has a chain per
+                    // subset: the subset tells them apart.
                     route: format!(
-                        "{} {}/{} http[{}] → {}",
+                        "{} {}/{} http[{}] → {}{}",
                         ro.kind,
                         ro.namespace,
                         ro.name,
                         r.index,
-                        svc.map_or(host.as_str(), |s| s.name.as_str())
+                        svc.map_or(host.as_str(), |s| s.name.as_str()),
+                        subset
+                            .as_deref()
+                            .map_or(String::new(), |s| format!(" ({s})"))
                     ),
                     object: model::key(ro.kind, &ro.namespace, &ro.name),
                     pos: r.pos.clone(),

@@ -464,7 +464,6 @@ fn lookups(n: usize) -> (u64, Report) {
 }
 
 #[test]
-#[ignore = "the quadratic step is chain.rs `workload_index` (a scan of every workload per Service), outside this module's files; un-ignore when it finds a Service's workloads through the namespace index and counts its steps with inputs::work::lookups"]
 fn work_grows_linearly_with_deployment_service_pairs_in_one_namespace() {
     let (small, r) = lookups(500);
     assert_eq!(r.chains.len(), 500);
