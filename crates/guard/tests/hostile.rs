@@ -78,6 +78,30 @@ fn ok() -> Response<Full<Bytes>> {
     status(200)
 }
 
+/// A plain GET on a new connection is answered 200.
+async fn assert_served(edge: SocketAddr) {
+    let answer = raw_exchange(
+        edge,
+        b"GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n",
+        false,
+        true,
+    )
+    .await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+}
+
+/// A guard whose listener `edge` has `listener_extra` lines, in front of a
+/// backend answering 200.
+async fn edge_to_ok(listener_extra: &str) -> (stormbreak_guard::Guard, common::Backend) {
+    let b = backend(|_| ok()).await;
+    let toml = Config::new()
+        .listener("edge", listener_extra)
+        .cluster("app", &[b.addr], "")
+        .route("app", "app", "")
+        .toml();
+    (guard(&toml).await, b)
+}
+
 // ---- 1. blame: a client's own failure feeds no upstream policy ---------------
 
 #[tokio::test]
@@ -144,14 +168,7 @@ breaker = { consecutive_failures = 5, sliding_window_size = 0, wait_duration_in_
         !text.contains("reason=\"breaker_open\"} 1"),
         "the breaker refused a request"
     );
-    let answer = raw_exchange(
-        edge,
-        b"GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n",
-        false,
-        true,
-    )
-    .await;
-    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert_served(edge).await;
     g.shutdown().await;
 }
 
@@ -445,17 +462,9 @@ async fn closed_by_peer(s: &mut TcpStream) -> bool {
 
 #[tokio::test]
 async fn a_connection_without_a_request_head_is_closed_at_the_header_read_timeout() {
-    let b = backend(|_| ok()).await;
     // Far apart, so which bound closed a connection is never in doubt.
-    let toml = Config::new()
-        .listener(
-            "edge",
-            "header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"",
-        )
-        .cluster("app", &[b.addr], "")
-        .route("app", "app", "")
-        .toml();
-    let g = guard(&toml).await;
+    let (g, _backend) =
+        edge_to_ok("header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"").await;
     let edge = g.local_addr("edge").unwrap();
     // Silent; half an HTTP/2 preface (the `auto` builder still deciding);
     // an HTTP/2 preface, SETTINGS and PINGs but never a request.
@@ -499,7 +508,6 @@ async fn a_connection_without_a_request_head_is_closed_at_the_header_read_timeou
     })
     .await;
     assert!(ended.is_ok(), "a pinging HTTP/2 connection was held");
-    drop(b);
     g.shutdown().await;
 }
 
@@ -514,13 +522,7 @@ fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn an_http2_connection_kept_alive_by_pings_is_closed_once_idle() {
-    let b = backend(|_| ok()).await;
-    let toml = Config::new()
-        .listener("edge", "idle_timeout = \"300ms\"")
-        .cluster("app", &[b.addr], "")
-        .route("app", "app", "")
-        .toml();
-    let g = guard(&toml).await;
+    let (g, _backend) = edge_to_ok("idle_timeout = \"300ms\"").await;
     let edge = g.local_addr("edge").unwrap();
     let io = hyper_util::rt::TokioIo::new(TcpStream::connect(edge).await.unwrap());
     let (mut send, conn) =
@@ -553,16 +555,7 @@ async fn an_http2_connection_kept_alive_by_pings_is_closed_once_idle() {
 
 #[tokio::test]
 async fn one_client_address_cannot_take_every_connection_slot() {
-    let b = backend(|_| ok()).await;
-    let toml = Config::new()
-        .listener(
-            "edge",
-            "max_connections = 200\nmax_connections_per_client = 4\ntrusted_proxies = [\"127.0.0.4\"]\nheader_read_timeout = \"60s\"",
-        )
-        .cluster("app", &[b.addr], "")
-        .route("app", "app", "")
-        .toml();
-    let g = guard(&toml).await;
+    let (g, _backend) = edge_to_ok("max_connections = 200\nmax_connections_per_client = 4\ntrusted_proxies = [\"127.0.0.4\"]\nheader_read_timeout = \"60s\"").await;
     let edge = g.local_addr("edge").unwrap();
     let mut held = Vec::new();
     for _ in 0..4 {
@@ -701,30 +694,15 @@ async fn an_http2_rapid_reset_flood_is_cut_off_and_others_are_served() {
         b.hits()
     );
     // Everyone else is still served.
-    let answer = raw_exchange(
-        edge,
-        b"GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n",
-        false,
-        true,
-    )
-    .await;
-    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert_served(edge).await;
     g.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_kept_alive_http1_connection_waiting_for_its_next_head_is_closed_at_the_header_read_timeout()
  {
-    let b = backend(|_| ok()).await;
-    let toml = Config::new()
-        .listener(
-            "edge",
-            "header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"",
-        )
-        .cluster("app", &[b.addr], "")
-        .route("app", "app", "")
-        .toml();
-    let g = guard(&toml).await;
+    let (g, _backend) =
+        edge_to_ok("header_read_timeout = \"200ms\"\nidle_timeout = \"600s\"").await;
     let edge = g.local_addr("edge").unwrap();
     let mut s = TcpStream::connect(edge).await.unwrap();
     s.write_all(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
