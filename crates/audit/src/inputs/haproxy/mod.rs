@@ -205,8 +205,8 @@ enum Section {
 /// of the file is still read.
 ///
 /// The file is read once for each combination of the conditions that
-/// depend on the environment ([`cond`]); the readings are then merged
-/// ([`merge`]): a section that reads the same in every combination is
+/// depend on the environment (`cond`); the readings are then merged
+/// (`merge`): a section that reads the same in every combination is
 /// kept once under its name, one that differs is kept once per reading,
 /// its name followed by the branches it assumes.
 pub fn parse(file: &Arc<str>, text: &str) -> (Config, Vec<ParseError>) {
