@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::finding::Pos;
-use crate::inputs::haproxy::{Config, Proxy};
+use crate::inputs::haproxy::{Config, ConnLimit, Proxy};
 use crate::model::{self, InboundKind, Inventory, RetryLayer, Service, Workload, selects};
 use crate::units::{show, trim};
 
@@ -637,14 +637,14 @@ fn service_for_addr<'a>(inv: &'a Inventory, addr: &str) -> Option<&'a Service> {
 }
 
 fn frontend_hop(cfg: &Config, f: &Proxy) -> Hop {
-    let (limit, how, line, unknown) = match (f.maxconn, cfg.global_maxconn) {
-        (Some((n, l)), _) if n > 0 => (
+    let (limit, how, line, unknown) = match cfg.frontend_limit(f) {
+        ConnLimit::Own(n, l) => (
             Some(n as f64),
             format!("frontend maxconn {n} connections × 1 request per connection"),
             l,
             false,
         ),
-        (_, Some((g, l))) if g > 0 => (
+        ConnLimit::Global(g, l) => (
             Some(g as f64),
             format!(
                 "global maxconn {g} connections × 1 request per connection (the frontend sets none)"
@@ -652,7 +652,13 @@ fn frontend_hop(cfg: &Config, f: &Proxy) -> Hop {
             l,
             false,
         ),
-        _ => (
+        ConnLimit::Unknown(u) => (
+            None,
+            format!("{u}: unknown to the audit; write the value, or audit the file as rendered"),
+            f.pos.line,
+            true,
+        ),
+        ConnLimit::Unset => (
             None,
             "no maxconn: HAProxy derives it from the file-descriptor limit at run time".into(),
             f.pos.line,
@@ -712,10 +718,7 @@ pub fn fullconn_of(cfg: &Config, b: &Proxy) -> Option<(u64, String)> {
         if !routes {
             continue;
         }
-        let m = f
-            .maxconn
-            .filter(|(m, _)| *m > 0)
-            .or(cfg.global_maxconn.filter(|(m, _)| *m > 0))?;
+        let m = cfg.frontend_limit(f).known()?;
         sum = sum.saturating_add(m.0);
         n += 1;
     }
@@ -796,6 +799,26 @@ fn backend_hop(cfg: &Config, b: &Proxy) -> Hop {
         }
     };
     let dynamic = fullconn_of(cfg, b).and_then(|(f, why)| dynamic_capacity(b, f).map(|d| (d, why)));
+    let unknown = b
+        .servers
+        .iter()
+        .filter(|s| !s.backup && !s.disabled)
+        .find_map(|s| s.maxconn_unknown().map(|u| (s, u)));
+    if let Some((s, u)) = unknown {
+        return Hop {
+            kind: HopKind::Backend,
+            name: format!("haproxy backend {}", b.name),
+            limit: None,
+            unknown: true,
+            how: format!(
+                "{n} active servers; {} {u}: unknown to the audit, so their sum is too; write the value, or audit the file as rendered",
+                s.name
+            ),
+            assumed: false,
+            pos: s.pos.clone(),
+            object: haproxy_key(cfg, b),
+        };
+    }
     let (limit, how) = match (active_capacity(b), dynamic) {
         (Some(_), Some(((s, max, q), why))) => (
             Some(s),

@@ -142,7 +142,7 @@ pub fn scenario(
             let name = format!("lb-{}", ident(&c.route));
             let (flows, note) = match f.limit {
                 Some(l) => (l.max(1.0) as u64, format!("# {}", f.how)),
-                None => (10_000, "# ASSUMPTION: no maxconn in the config".into()),
+                None => (10_000, format!("# ASSUMPTION: 10000 flows; {}", f.how)),
             };
             let _ = writeln!(
                 body,

@@ -19,7 +19,7 @@ pub const RULE: RuleInfo = RuleInfo {
 pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for cfg in &ctx.inv.haproxy {
         for f in cfg.proxies.iter().filter(|p| p.is_frontend()) {
-            let Some((fmax, line)) = f.maxconn.or(cfg.global_maxconn) else {
+            let Some((fmax, line)) = cfg.frontend_limit(f).known() else {
                 continue;
             };
             let backends = f.default_backend.iter().chain(f.use_backends.iter());

@@ -306,3 +306,50 @@ fn environment_values_are_unknown_never_zero_nor_literal() {
     assert_eq!(b.servers[1].maxconn, None);
     assert!(of(&r, "SB401").is_empty(), "{:#?}", r.findings);
 }
+
+#[test]
+fn a_limit_from_the_environment_is_an_unknown_hop_never_the_global_one() {
+    use stormbreak_audit::chain::HopKind;
+    let r = audit_fixture("haproxy-quoting");
+    let hop = |route: &str, kind: HopKind| {
+        let c = chain(&r, route);
+        assert_eq!(c.len(), 1, "{route}: {:#?}", r.chains);
+        c[0].hops
+            .iter()
+            .find(|h| h.kind == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("{route}: no {kind:?} hop: {:#?}", c[0].hops))
+    };
+    // The frontend's own maxconn is unknown: HAProxy would not use the
+    // global 30000 in its place, so neither does the chain.
+    for (route, var) in [
+        ("haproxy from_env", "FE_MAXCONN"),
+        ("haproxy env_edge", "EDGE_MAXCONN"),
+    ] {
+        let f = hop(route, HopKind::Frontend);
+        assert!(f.unknown && f.limit.is_none(), "{route}: {f:#?}");
+        assert!(f.how.contains(var) && !f.how.contains("30000"), "{}", f.how);
+    }
+    // One server's maxconn is unknown, so the backend's sum is unknown
+    // (not "unlimited"), and the hop points at that server's line.
+    let b = hop("haproxy from_env", HopKind::Backend);
+    assert!(b.unknown && b.limit.is_none(), "{b:#?}");
+    assert!(
+        b.how.contains("SRV_MAXCONN") && !b.how.contains("unlimited"),
+        "{}",
+        b.how
+    );
+    assert_eq!(b.pos.line, 28);
+    // A frontend whose limit is unknown is not compared with its servers
+    // on the strength of the global maxconn.
+    assert!(
+        !of(&r, "SB202")
+            .iter()
+            .any(|f| f.object.contains("env_edge")),
+        "{:#?}",
+        of(&r, "SB202")
+    );
+    // The quoted frontend keeps its own 4000.
+    let q = hop("haproxy quoted", HopKind::Frontend);
+    assert_eq!(q.limit, Some(4000.0), "{q:#?}");
+}

@@ -177,6 +177,70 @@ impl Config {
     }
 }
 
+/// A frontend's connection limit as HAProxy applies it (configuration
+/// manual, 4.2 "maxconn": a frontend without its own takes the process's
+/// `global maxconn`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnLimit {
+    /// Set in the section or its defaults, with its line.
+    Own(u64, u32),
+    /// Not set in the section: the process-wide `global maxconn`, with its line.
+    Global(u64, u32),
+    /// Taken from the environment, e.g. "maxconn from environment variable X".
+    Unknown(String),
+    /// Set nowhere: HAProxy derives it from the file-descriptor limit at run time.
+    Unset,
+}
+
+impl ConnLimit {
+    /// The limit and its line, when the file says it.
+    pub fn known(&self) -> Option<(u64, u32)> {
+        match self {
+            ConnLimit::Own(n, l) | ConnLimit::Global(n, l) => Some((*n, *l)),
+            ConnLimit::Unknown(_) | ConnLimit::Unset => None,
+        }
+    }
+}
+
+impl Config {
+    /// The connection limit HAProxy applies to frontend (or listen) `f`.
+    /// Invariant: a value taken from the environment is never replaced
+    /// by the global one, since HAProxy would not replace it either.
+    pub fn frontend_limit(&self, f: &Proxy) -> ConnLimit {
+        if let Some((n, l)) = f.maxconn.filter(|(n, _)| *n > 0) {
+            return ConnLimit::Own(n, l);
+        }
+        if let Some(u) = f.unknown.iter().find(|u| u.starts_with("maxconn from ")) {
+            return ConnLimit::Unknown(u.clone());
+        }
+        if let Some((g, l)) = self.global_maxconn.filter(|(g, _)| *g > 0) {
+            return ConnLimit::Global(g, l);
+        }
+        if let Some(u) = f
+            .unknown
+            .iter()
+            .find(|u| u.starts_with("global maxconn from "))
+        {
+            return ConnLimit::Unknown(u.clone());
+        }
+        match &self.global_unknown {
+            Some((u, _)) => ConnLimit::Unknown(format!("global {u}")),
+            None => ConnLimit::Unset,
+        }
+    }
+}
+
+impl Server {
+    /// What makes this server's `maxconn` unknown (set from the
+    /// environment, here or by a `default-server`), if anything.
+    pub fn maxconn_unknown(&self) -> Option<&str> {
+        self.unknown
+            .iter()
+            .find(|u| u.starts_with("server maxconn from "))
+            .map(String::as_str)
+    }
+}
+
 #[derive(Default, Clone)]
 struct Defaults {
     maxconn: Option<(u64, u32)>,
