@@ -501,9 +501,11 @@ fn subset_pick(
     let name = subset?;
     let viewer = callers.first().and_then(|c| c.ns.as_deref());
     let dr = inv.destination_rule_for_host(target, home, viewer)?;
-    let (_, labels) = model::istio::subset_labels(&dr.src)
-        .into_iter()
-        .find(|(n, l)| n == name && !l.is_empty())?;
+    let labels = dr
+        .subset_labels
+        .iter()
+        .find(|(n, l)| n == name && !l.is_empty())
+        .map(|(_, l)| l.clone())?;
     Some(SubsetPick {
         name: name.to_string(),
         labels,

@@ -117,47 +117,6 @@ pub struct Subset {
     pub traffic_policy: Option<TrafficPolicy>,
 }
 
-/// Only the subsets of a DestinationRule, with their labels.
-#[derive(Debug, Default, Deserialize)]
-struct SubsetsOnly {
-    #[serde(default)]
-    spec: SubsetsSpec,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct SubsetsSpec {
-    #[serde(default)]
-    subsets: Vec<SubsetLabels>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct SubsetLabels {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
-/// The subsets of a DestinationRule and their labels, read from the
-/// object's text (the inventory keeps only subset pools). Empty when the
-/// object has no text of its own (an item of a `List`, JSON) or names no
-/// subset; a subset without labels is kept with none.
-pub fn subset_labels(src: &super::Src) -> Vec<(String, BTreeMap<String, String>)> {
-    let Some((text, _)) = &src.text else {
-        return Vec::new();
-    };
-    match serde_saphyr::from_str_with_options::<SubsetsOnly>(text, crate::inputs::yaml::options()) {
-        Ok(o) => o
-            .spec
-            .subsets
-            .into_iter()
-            .take(super::MAX_FAILOVER)
-            .map(|s| (s.name, s.labels))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// `ConnectionPoolSettings`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -919,6 +919,25 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
             }
         }
     }
+    if o.spec.subsets.len() > super::MAX_SUBSETS {
+        inv.findings.push(parse_finding(
+            raw.pos.clone(),
+            &key("DestinationRule", &namespace, &name),
+            format!(
+                "{} subsets, more than the {} the audit reads from one DestinationRule; the first {} are read",
+                o.spec.subsets.len(),
+                super::MAX_SUBSETS,
+                super::MAX_SUBSETS
+            ),
+        ));
+    }
+    let subset_labels = o
+        .spec
+        .subsets
+        .iter()
+        .take(super::MAX_SUBSETS)
+        .map(|s| (s.name.clone(), s.labels.clone()))
+        .collect();
     let outlier = policy.outlier_detection.as_ref().map(|od| Outlier {
         max_ejection_percent: od.max_ejection_percent.unwrap_or(10).clamp(0, 100) as f64,
         min_health_percent: od.min_health_percent.unwrap_or(0).clamp(0, 100) as f64,
@@ -950,6 +969,7 @@ fn destination_rule(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Desti
         export_to: o.spec.export_to.clone(),
         pool,
         subsets,
+        subset_labels,
         outlier,
         failover,
     });

@@ -215,6 +215,10 @@ pub struct DestinationRule {
     pub pool: PoolLimits,
     /// Subset pools.
     pub subsets: Vec<(String, PoolLimits)>,
+    /// Every subset's name and the pod labels that pick its endpoints
+    /// (Istio 1.27 "Destination Rule", `Subset.labels`), at most
+    /// [`MAX_SUBSETS`], whether or not the subset overrides the pool.
+    pub subset_labels: Vec<(String, BTreeMap<String, String>)>,
     /// Outlier detection.
     pub outlier: Option<Outlier>,
     /// Locality failover (`localityLbSetting`, when present and not
@@ -222,6 +226,10 @@ pub struct DestinationRule {
     /// zones then fail over within their region, Istio's default priority).
     pub failover: Option<LocalityFailover>,
 }
+
+/// At most this many subsets are kept per DestinationRule, with a
+/// finding when there are more (a bound on hostile input).
+pub const MAX_SUBSETS: usize = 64;
 
 /// At most this many `failover` pairs and `failoverPriority` labels are
 /// kept per DestinationRule (a bound on hostile input).

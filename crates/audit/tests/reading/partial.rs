@@ -172,6 +172,33 @@ fn a_service_selecting_two_deployments_sums_them_per_subset() {
 }
 
 #[test]
+fn subsets_of_a_destination_rule_inside_a_list_pick_their_workloads() {
+    // `kubectl get destinationrules -o yaml` writes a List; its items have
+    // no text of their own, so subset labels must come from the object as
+    // read, not from re-reading a file.
+    let fs = files("partial-versions");
+    let mut kept = without(&fs, "reviews-destinationrule.yaml");
+    let dr = read("partial-versions/reviews-destinationrule.yaml");
+    let item: String = dr
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let lead = if i == 0 { "- " } else { "  " };
+            format!("{lead}{l}\n")
+        })
+        .collect();
+    kept.push((
+        "partial-versions/rules-list.yaml".into(),
+        format!("apiVersion: v1\nkind: List\nitems:\n{item}"),
+    ));
+    let (r, _) = run(&kept);
+    let v2 = chain(&r, "VirtualService books/reviews http[0]");
+    let app = v2.hops.iter().find(|h| h.kind == HopKind::App).unwrap();
+    assert_eq!(app.limit, Some(12.0), "{}", app.how);
+    assert_eq!(app.name, "reviews-v2 app");
+}
+
+#[test]
 fn one_deployment_behind_a_service_is_read_as_before() {
     // Must not change: one Deployment, no subset.
     let fs = files("partial-versions");
