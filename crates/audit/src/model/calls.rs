@@ -149,9 +149,8 @@ impl Inventory {
             }
         }
         // ServiceEntry hosts → the Services serving them. The Services
-        // selecting each workload are found once (not per entry), so the
-        // cost is one pass over Services × their namespace's workloads,
-        // plus one over an entry's namespace per entry.
+        // selecting each workload are found once (not per entry), each
+        // through the pod-label index, never by a scan of its namespace.
         let mut services_of: HashMap<usize, Vec<(String, String)>> = HashMap::new();
         if self
             .service_entries
@@ -159,13 +158,11 @@ impl Inventory {
             .any(|se| se.internal && se.selector.is_some())
         {
             for svc in &self.services {
-                for &wi in self.workloads_in(&svc.namespace) {
-                    if selects(&svc.selector, &self.workloads[wi].pod_labels) {
-                        services_of
-                            .entry(wi)
-                            .or_default()
-                            .push((svc.namespace.clone(), svc.name.clone()));
-                    }
+                for wi in self.selected(&svc.namespace, &svc.selector) {
+                    services_of
+                        .entry(wi)
+                        .or_default()
+                        .push((svc.namespace.clone(), svc.name.clone()));
                 }
             }
         }
@@ -174,10 +171,8 @@ impl Inventory {
         for (ei, se) in self.service_entries.iter().enumerate() {
             let mut backing: Vec<(String, String)> = Vec::new();
             if let Some(sel) = se.selector.as_ref().filter(|_| se.internal) {
-                for &wi in self.workloads_in(&se.namespace) {
-                    if selects(sel, &self.workloads[wi].pod_labels) {
-                        backing.extend(services_of.get(&wi).into_iter().flatten().cloned());
-                    }
+                for wi in self.selected(&se.namespace, sel) {
+                    backing.extend(services_of.get(&wi).into_iter().flatten().cloned());
                 }
             }
             for a in &se.endpoints {

@@ -432,6 +432,8 @@ pub struct Index {
     /// candidates without a scan of its namespace (a namespace of 27 000
     /// Services made that scan quadratic).
     workloads_by_label: HashMap<(String, String, String), Vec<usize>>,
+    /// Workloads by (namespace, kind, name): an autoscaler's target.
+    workloads_by_name: HashMap<(String, String, String), usize>,
     inbound_by_ns: HashMap<String, Vec<usize>>,
     sidecars_by_ns: HashMap<String, Vec<usize>>,
     autoscalers: HashMap<(String, String, String), Vec<usize>>,
@@ -533,6 +535,9 @@ impl Inventory {
                 .entry(w.namespace.clone())
                 .or_default()
                 .push(i);
+            ix.workloads_by_name
+                .entry((w.namespace.clone(), w.kind.clone(), w.name.clone()))
+                .or_insert(i);
             for (k, v) in &w.pod_labels {
                 ix.workloads_by_label
                     .entry((w.namespace.clone(), k.clone(), v.clone()))
@@ -562,12 +567,27 @@ impl Inventory {
     }
 
     /// Workloads in a namespace, as indices.
+    /// Its length is counted as work ([`crate::inputs::work`]): a caller
+    /// that scans a namespace per object shows as quadratic in a test.
     pub fn workloads_in(&self, ns: &str) -> &[usize] {
-        self.index
+        let all = self
+            .index
             .workloads_by_ns
             .get(ns)
             .map(Vec::as_slice)
-            .unwrap_or(&[])
+            .unwrap_or(&[]);
+        crate::inputs::work::lookups(all.len() as u64 + 1);
+        all
+    }
+
+    /// The workload of this kind and name in `ns` (the first given, when
+    /// duplicates were reported).
+    pub fn workload(&self, ns: &str, kind: &str, name: &str) -> Option<&Workload> {
+        crate::inputs::work::lookups(1);
+        self.index
+            .workloads_by_name
+            .get(&(ns.to_owned(), kind.to_owned(), name.to_owned()))
+            .map(|&i| &self.workloads[i])
     }
 
     /// Sidecar resources with egress hosts in a namespace.

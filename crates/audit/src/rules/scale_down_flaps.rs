@@ -83,12 +83,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         if b.down.select == Select::Disabled || a.max <= floor {
             continue;
         }
-        let target = ctx
-            .inv
-            .workloads_in(&a.namespace)
-            .iter()
-            .map(|i| &ctx.inv.workloads[*i])
-            .find(|w| w.kind == a.target.0 && w.name == a.target.1);
+        let target = ctx.inv.workload(&a.namespace, &a.target.0, &a.target.1);
         let (start, start_how) = match target.and_then(|w| w.ready_after.clone()) {
             Some((s, how)) => (s, format!("pod start ≥ {s} s ({how})")),
             None => (

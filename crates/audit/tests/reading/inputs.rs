@@ -444,12 +444,16 @@ fn yaml_messages_name_the_line_and_no_library_internals() {
 // ---- class 5: big namespaces ----
 
 /// `n` Deployment + Service pairs in one namespace, each Service selecting
-/// its own Deployment, as a rendered chart of many small services is.
+/// its own Deployment and each Deployment scaled by its own HPA, as a
+/// rendered chart of many small services is; one mesh-internal
+/// ServiceEntry selects workloads by label (so the ServiceEntry lookup,
+/// which asks every Service what it selects, runs too).
 fn pairs(n: usize) -> String {
-    let mut t = String::with_capacity(n * 520);
+    let mut t = String::with_capacity(n * 900);
+    t.push_str("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: legacy\n  namespace: big\nspec:\n  hosts: [legacy.big.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  workloadSelector:\n    labels: {app: svc0}\n---\n");
     for i in 0..n {
         t.push_str(&format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc{i}\n  namespace: big\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: svc{i}}}\n  template:\n    metadata:\n      labels: {{app: svc{i}, sidecar.istio.io/inject: \"true\"}}\n    spec:\n      containers:\n      - name: app\n        image: registry.example.com/big/svc:1\n        resources: {{requests: {{cpu: 100m}}}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc{i}\n  namespace: big\nspec:\n  selector: {{app: svc{i}}}\n  ports: [{{port: 80}}]\n---\n"
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc{i}\n  namespace: big\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: svc{i}}}\n  template:\n    metadata:\n      labels: {{app: svc{i}, sidecar.istio.io/inject: \"true\"}}\n    spec:\n      containers:\n      - name: app\n        image: registry.example.com/big/svc:1\n        resources: {{requests: {{cpu: 100m}}}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc{i}\n  namespace: big\nspec:\n  selector: {{app: svc{i}}}\n  ports: [{{port: 80}}]\n---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: svc{i}\n  namespace: big\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: svc{i}}}\n  minReplicas: 2\n  maxReplicas: 10\n  metrics:\n  - type: Resource\n    resource: {{name: cpu, target: {{type: Utilization, averageUtilization: 70}}}}\n  behavior:\n    scaleDown: {{stabilizationWindowSeconds: 0}}\n---\n"
         ));
     }
     t
