@@ -23,10 +23,16 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             continue;
         };
         let Some(od) = &dr.outlier else { continue };
-        let Some(w) = ctx.inv.backing(svc).into_iter().next() else {
+        // The endpoints are every pod the Service selects, across all the
+        // workloads it selects (v1 and v2 of one app are one host).
+        let backing = ctx.inv.backing(svc);
+        if backing.is_empty() {
             continue;
-        };
-        let (n, _) = replicas(ctx.inv, w);
+        }
+        let n: u64 = backing
+            .iter()
+            .map(|w| u64::from(replicas(ctx.inv, w).0))
+            .sum();
         let n = n.max(1) as f64;
         let ejectable = (n * od.max_ejection_percent / 100.0).ceil().max(1.0).min(n);
         if ejectable >= n && od.min_health_percent == 0.0 {

@@ -345,3 +345,38 @@ proptest! {
         }
     }
 }
+
+/// A Service over two single-pod Deployments (v1 and v2 of one app) with
+/// outlier detection ejecting up to `percent` % of its endpoints.
+fn two_versions_with_outlier(percent: u32) -> Report {
+    let deployment = |v: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ratings-{v}\n  namespace: shop\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: ratings, version: {v}}}\n  template:\n    metadata:\n      labels: {{app: ratings, version: {v}}}\n      annotations: {{sidecar.istio.io/inject: \"true\"}}\n    spec:\n      containers:\n      - name: app\n        image: registry.example.com/shop/ratings:{v}\n"
+        )
+    };
+    let svc = "apiVersion: v1\nkind: Service\nmetadata:\n  name: ratings\n  namespace: shop\nspec:\n  selector: {app: ratings}\n  ports: [{port: 80}]\n";
+    let dr = format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: ratings\n  namespace: shop\nspec:\n  host: ratings\n  trafficPolicy:\n    outlierDetection:\n      consecutive5xxErrors: 5\n      interval: 10s\n      baseEjectionTime: 30s\n      maxEjectionPercent: {percent}\n"
+    );
+    let (v1, v2) = (deployment("v1"), deployment("v2"));
+    audit_texts(&[
+        ("v1.yaml", &v1),
+        ("v2.yaml", &v2),
+        ("svc.yaml", svc),
+        ("dr.yaml", &dr),
+    ])
+}
+
+#[test]
+fn outlier_detection_counts_the_endpoints_of_every_selected_workload() {
+    // Two endpoints, at most 50 % ejectable: one, so one always serves.
+    // Counting the first Deployment's single pod only, every endpoint
+    // looked ejectable.
+    let r = two_versions_with_outlier(50);
+    assert!(of(&r, "SB501").is_empty(), "{:#?}", of(&r, "SB501"));
+    // Must still fire: 100 % of the two may go.
+    let r = two_versions_with_outlier(100);
+    let f = of(&r, "SB501");
+    assert_eq!(f.len(), 1, "{:#?}", r.findings);
+    assert!(f[0].message.contains("all 2 endpoints"), "{}", f[0].message);
+}
