@@ -617,16 +617,7 @@ fn default_server(d: &mut Defaults, words: &[&str]) -> Result<(), String> {
     d.server_maxconn = sp.maxconn.or(d.server_maxconn);
     d.server_maxqueue = sp.maxqueue.or(d.server_maxqueue);
     d.server_minconn = sp.minconn.or(d.server_minconn);
-    if sp.unknown.is_empty() {
-        Ok(())
-    } else {
-        Err(sp
-            .unknown
-            .iter()
-            .map(|(_, n)| unknown_message(&format!("default-server {n}")))
-            .collect::<Vec<_>>()
-            .join("; "))
-    }
+    sp.known("default-server")
 }
 
 fn defaults_keyword(d: &mut Defaults, words: &[&str], line: u32) -> Result<(), String> {
@@ -798,19 +789,11 @@ fn keyword(
                     .get(2)
                     .ok_or("`server` expects an address after its name")?;
                 let sp = server_params(&words[3..])?;
-                let s = server(d, name.to_string(), addr, &sp, Pos::new(file, line));
-                for u in &s.unknown {
-                    push_unique(&mut p.unknown, u);
-                }
-                p.servers.push(s);
-                if !sp.unknown.is_empty() {
-                    return Err(sp
-                        .unknown
-                        .iter()
-                        .map(|(_, n)| unknown_message(&format!("server {name} {n}")))
-                        .collect::<Vec<_>>()
-                        .join("; "));
-                }
+                add_server(
+                    p,
+                    server(d, name.to_string(), addr, &sp, Pos::new(file, line)),
+                );
+                sp.known(&format!("server {name}"))?;
             }
             // 5.1 / `server-template`: <num> servers named <prefix>1 to
             // <prefix><num>, or <prefix><first> to <prefix><last>.
@@ -830,20 +813,12 @@ fn keyword(
                     .ok_or("`server-template` expects an address after the number of servers")?;
                 let sp = server_params(&words[4..])?;
                 for i in range {
-                    let s = server(d, format!("{prefix}{i}"), addr, &sp, Pos::new(file, line));
-                    for u in &s.unknown {
-                        push_unique(&mut p.unknown, u);
-                    }
-                    p.servers.push(s);
+                    add_server(
+                        p,
+                        server(d, format!("{prefix}{i}"), addr, &sp, Pos::new(file, line)),
+                    );
                 }
-                if !sp.unknown.is_empty() {
-                    return Err(sp
-                        .unknown
-                        .iter()
-                        .map(|(_, n)| unknown_message(&format!("server-template {prefix} {n}")))
-                        .collect::<Vec<_>>()
-                        .join("; "));
-                }
+                sp.known(&format!("server-template {prefix}"))?;
             }
             _ => match option(words) {
                 Some((on, "redispatch")) => {
@@ -855,6 +830,30 @@ fn keyword(
         }
     }
     Ok(())
+}
+
+/// Adds a server to its section, which then names what of it is unknown.
+fn add_server(p: &mut Proxy, s: Server) {
+    for u in &s.unknown {
+        push_unique(&mut p.unknown, u);
+    }
+    p.servers.push(s);
+}
+
+impl ServerParams {
+    /// Ok when no setting of the line `what` (e.g. `server web1`) comes
+    /// from the environment; else the finding for each that does.
+    fn known(&self, what: &str) -> Result<(), String> {
+        if self.unknown.is_empty() {
+            return Ok(());
+        }
+        Err(self
+            .unknown
+            .iter()
+            .map(|(_, n)| unknown_message(&format!("{what} {n}")))
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
 }
 
 /// What a `server` or `default-server` line sets.
