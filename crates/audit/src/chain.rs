@@ -1193,7 +1193,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
 /// The hop of a destination whose Service is not among the inputs.
 fn missing_service_hop(host: &str, pos: Pos, object: &str) -> Hop {
     let what = match host_namespace(host) {
-        Some(ns) => format!("Service {}/{ns}", host.split('.').next().unwrap_or(host)),
+        Some(ns) => format!("Service {ns}/{}", host.split('.').next().unwrap_or(host)),
         None => format!("the Service or ServiceEntry for {host}"),
     };
     unknown_hop(

@@ -66,7 +66,7 @@ fn an_istio_folder_without_workloads_gives_chains_with_unknown_hops() {
     assert!(last.unknown && last.limit.is_none(), "{last:?}");
     assert!(
         last.how
-            .contains("Service reviews/shop is not among the inputs"),
+            .contains("Service shop/reviews is not among the inputs"),
         "says what would fill it: {}",
         last.how
     );
