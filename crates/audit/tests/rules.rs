@@ -1752,3 +1752,192 @@ fn assert_one_pool_missing_its_callers(r: &stormbreak_audit::Report) {
         f[0].message
     );
 }
+
+// ---- SB106–SB110: autoscalers that cannot do their job ----
+
+/// A Deployment `cart` in `shop` whose one container has `resources`.
+fn cart(resources: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: cart}}}}\n  template:\n    metadata: {{labels: {{app: cart}}}}\n    spec:\n      containers:\n      - name: cart\n        image: cart:1\n{resources}"
+    )
+}
+
+/// An `autoscaling/v2` HPA in `ns` on `target`, with `metrics` lines.
+fn hpa_on(ns: &str, target: &str, min: u32, max: u32, metrics: &str) -> String {
+    format!(
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: cart, namespace: {ns}}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, {target}}}\n  minReplicas: {min}\n  maxReplicas: {max}\n  metrics:\n{metrics}"
+    )
+}
+
+const CPU_70: &str = "  - type: Resource\n    resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}\n";
+const IN_FLIGHT: &str = "  - type: Pods\n    pods: {metric: {name: requests_in_flight}, target: {type: AverageValue, averageValue: \"10\"}}\n";
+const CPU_REQUEST: &str = "        resources: {requests: {cpu: 250m}}\n";
+
+#[test]
+fn sb106_an_autoscaler_on_a_workload_not_there() {
+    let c = cart(CPU_REQUEST);
+    // A typo in a namespace whose workloads are here: a warning.
+    let typo = hpa_on("shop", "kind: Deployment, name: kart", 2, 10, CPU_70);
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &typo)]);
+    let f = of(&r, "SB106");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(f[0].message.contains("Deployment kart"), "{}", f[0].message);
+    // A namespace with no workload among the inputs: partial, so info.
+    let elsewhere = hpa_on("web", "kind: Deployment, name: front", 2, 10, CPU_70);
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &elsewhere)]);
+    let f = of(&r, "SB106");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Info);
+    // Quiet: the target is there, or of a kind the audit does not read.
+    for target in ["kind: Deployment, name: cart", "kind: Rollout, name: cart"] {
+        let h = hpa_on("shop", target, 2, 10, CPU_70);
+        let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &h)]);
+        assert!(of(&r, "SB106").is_empty(), "{target}: {:?}", r.findings);
+    }
+}
+
+#[test]
+fn sb107_a_utilisation_target_needs_requests() {
+    let h = hpa_on("shop", "kind: Deployment, name: cart", 2, 10, CPU_70);
+    // No request, the only metric: the HPA does nothing at all.
+    let r = audit_texts(&[("cart.yaml", &cart("")), ("hpa.yaml", &h)]);
+    let f = of(&r, "SB107");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Error);
+    assert!(
+        f[0].message.contains("container(s) cart"),
+        "{}",
+        f[0].message
+    );
+    // With another metric, the HPA still scales on that one: a warning.
+    let both = hpa_on(
+        "shop",
+        "kind: Deployment, name: cart",
+        2,
+        10,
+        &format!("{CPU_70}{IN_FLIGHT}"),
+    );
+    let r = audit_texts(&[("cart.yaml", &cart("")), ("hpa.yaml", &both)]);
+    assert_eq!(of(&r, "SB107")[0].severity, Severity::Warning);
+    // A memory target with only a CPU request: still none for memory.
+    let mem = CPU_70.replace("cpu", "memory");
+    let h_mem = hpa_on("shop", "kind: Deployment, name: cart", 2, 10, &mem);
+    let r = audit_texts(&[("cart.yaml", &cart(CPU_REQUEST)), ("hpa.yaml", &h_mem)]);
+    assert_eq!(of(&r, "SB107").len(), 1, "{:?}", r.findings);
+    // Quiet: a request, a limit alone (copied into the request), or a
+    // metric that is not a utilisation.
+    for (res, metrics) in [
+        (CPU_REQUEST, CPU_70),
+        ("        resources: {limits: {cpu: 500m}}\n", CPU_70),
+        ("", IN_FLIGHT),
+    ] {
+        let h = hpa_on("shop", "kind: Deployment, name: cart", 2, 10, metrics);
+        let r = audit_texts(&[("cart.yaml", &cart(res)), ("hpa.yaml", &h)]);
+        assert!(of(&r, "SB107").is_empty(), "{res:?}: {:?}", r.findings);
+    }
+}
+
+#[test]
+fn sb108_min_equal_to_max_never_scales() {
+    let c = cart(CPU_REQUEST);
+    let pinned = hpa_on("shop", "kind: Deployment, name: cart", 3, 3, CPU_70);
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &pinned)]);
+    let f = of(&r, "SB108");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].pos.line, 7, "maxReplicas' line");
+    let room = hpa_on("shop", "kind: Deployment, name: cart", 3, 4, CPU_70);
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &room)]);
+    assert!(of(&r, "SB108").is_empty(), "{:?}", r.findings);
+}
+
+const KEDA_CART: &str = "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: cart-keda, namespace: shop}\nspec:\n  scaleTargetRef: {name: cart}\n  minReplicaCount: 2\n  maxReplicaCount: 10\n  triggers:\n  - type: prometheus\n    metadata: {serverAddress: 'http://prometheus:9090', query: 'sum(rate(x[1m]))', threshold: '100'}\n";
+
+#[test]
+fn sb109_an_hpa_beside_a_scaled_object_fights_it() {
+    let c = cart(CPU_REQUEST);
+    let h = hpa_on("shop", "kind: Deployment, name: cart", 2, 10, CPU_70);
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &h), ("so.yaml", KEDA_CART)]);
+    let f = of(&r, "SB109");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Error);
+    let m = &f[0].message;
+    assert!(
+        m.contains("HorizontalPodAutoscaler cart") && m.contains("ScaledObject cart-keda"),
+        "{m}"
+    );
+    assert!(m.contains("KEDA creates an HPA"), "{m}");
+    // Quiet: either one alone, or each on its own workload.
+    for set in [vec![("hpa.yaml", h.as_str())], vec![("so.yaml", KEDA_CART)]] {
+        let mut files = vec![("cart.yaml", c.as_str())];
+        files.extend(set);
+        let r = audit_texts(&files);
+        assert!(of(&r, "SB109").is_empty(), "{:?}", r.findings);
+    }
+    let other = hpa_on("shop", "kind: Deployment, name: pay", 2, 10, CPU_70);
+    let r = audit_texts(&[
+        ("cart.yaml", &c),
+        ("hpa.yaml", &other),
+        ("so.yaml", KEDA_CART),
+    ]);
+    assert!(of(&r, "SB109").is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb110_autoscaling_v1_drops_metrics_and_behavior() {
+    let c = cart(CPU_REQUEST);
+    let v1 = |extra: &str| {
+        format!(
+            "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {{name: cart, namespace: shop}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: cart}}\n  minReplicas: 2\n  maxReplicas: 10\n  targetCPUUtilizationPercentage: 60\n{extra}"
+        )
+    };
+    let with = v1(&format!(
+        "  metrics:\n{IN_FLIGHT}  behavior:\n    scaleUp: {{stabilizationWindowSeconds: 0}}\n"
+    ));
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &with)]);
+    let f = of(&r, "SB110");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("no metrics and behavior"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(f[0].pos.line, 9, "the metrics line");
+    let plain = v1("");
+    let r = audit_texts(&[("cart.yaml", &c), ("hpa.yaml", &plain)]);
+    assert!(of(&r, "SB110").is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn the_projects_own_deploy_folder_says_use_one_autoscaler() {
+    // deploy/hpa and deploy/keda target the same Deployment and their
+    // comments say "apply one, not both": the audit says so too.
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let run = |paths: &[&str]| {
+        let ps: Vec<_> = paths.iter().map(|p| deploy.join(p)).collect();
+        let c = stormbreak_audit::inputs::collect(
+            &ps,
+            &[],
+            &stormbreak_audit::inputs::InputOptions::default(),
+            &mut std::io::empty(),
+        )
+        .expect("readable");
+        stormbreak_audit::audit(c, &stormbreak_audit::chain::ChainOptions::default()).0
+    };
+    let both = run(&["guard.yaml", "hpa", "keda"]);
+    let f = of(&both, "SB109");
+    assert_eq!(f.len(), 1, "{:?}", both.findings);
+    assert!(
+        f[0].message.contains("Deployment edge/stormbreak-guard"),
+        "{}",
+        f[0].message
+    );
+    let one = run(&["guard.yaml", "hpa"]);
+    assert!(of(&one, "SB109").is_empty(), "{:?}", one.findings);
+    // The HPA's target is among the inputs, with what it needs.
+    assert!(
+        of(&one, "SB106").is_empty() && of(&one, "SB107").is_empty(),
+        "{:?}",
+        one.findings
+    );
+}

@@ -388,11 +388,25 @@ fn rule_ids(o: &Output) -> Vec<String> {
 
 #[test]
 fn the_shipped_deploy_has_no_blind_autoscaler_even_behind_a_limiting_sidecar() {
-    // As shipped: nothing to report.
+    // As shipped, the folder holds two alternatives for one Deployment
+    // (hpa/ and keda/, "apply one, not both"): the audit says the same,
+    // and nothing else.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
     let o = audit(&[root.to_str().unwrap(), "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(rule_ids(&o).is_empty(), "{}", stdout(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(rule_ids(&o), vec!["SB109"], "{}", stdout(&o));
+    // Either one applied: nothing to report.
+    for one in ["hpa", "keda"] {
+        let guard = root.join("guard.yaml");
+        let o = audit(&[
+            guard.to_str().unwrap(),
+            root.join(one).to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{one}: {}", stdout(&o));
+        assert!(rule_ids(&o).is_empty(), "{one}: {}", stdout(&o));
+    }
 
     // Behind a sidecar that admits 10 requests a pod, the shipped HPA (on
     // the guard's saturation) is still not blind ...

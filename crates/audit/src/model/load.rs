@@ -556,6 +556,9 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                     Some(super::behavior::Behavior::default()),
                     current,
                 );
+                if let Some(a) = inv.autoscalers.last_mut() {
+                    a.dropped_fields = v2_fields_in_v1(raw);
+                }
             }
         }
         // v2beta2 has the same schema as v2 for every field read here
@@ -835,8 +838,39 @@ fn autoscaler(
         max: max.max(min),
         metrics,
         behavior,
+        dropped_fields: Vec::new(),
         current,
     });
+}
+
+/// `spec` fields of `autoscaling/v2` an `autoscaling/v1` HPA may carry by
+/// mistake; v1's schema has none of them, so the API server drops them.
+#[derive(Default, serde::Deserialize)]
+struct V2FieldsInV1 {
+    #[serde(default)]
+    spec: V2FieldsSpec,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct V2FieldsSpec {
+    #[serde(default)]
+    metrics: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    behavior: Option<serde::de::IgnoredAny>,
+}
+
+/// Which of v2's `metrics` and `behavior` an `autoscaling/v1` HPA writes.
+fn v2_fields_in_v1(raw: &RawObject) -> Vec<&'static str> {
+    let Ok(v) = raw.parse::<V2FieldsInV1>() else {
+        return Vec::new();
+    };
+    [
+        ("metrics", v.spec.metrics.is_some()),
+        ("behavior", v.spec.behavior.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, written)| written.then_some(f))
+    .collect()
 }
 
 /// An `autoscaling/v2` (or `v2beta2`) HPA: k8s-openapi's spec, and of its

@@ -183,6 +183,10 @@ pub struct Autoscaler {
     /// passes to the HPA it creates), the defaults for `autoscaling/v1`.
     /// None: no behavior is known.
     pub behavior: Option<behavior::Behavior>,
+    /// Fields written in the object that its API version does not have,
+    /// so the API server drops them (an `autoscaling/v1` HPA's `metrics`
+    /// or `behavior`).
+    pub dropped_fields: Vec<&'static str>,
     /// An HPA's `status.currentReplicas`, when the object carries a status
     /// (an export of the live object, `kubectl get -o yaml`) and it is
     /// above 0: the count the controller last saw the target running at.

@@ -63,6 +63,10 @@ pub struct ContainerInfo {
     pub cpu_request: Option<f64>,
     /// CPU limit, cores.
     pub cpu_limit: Option<f64>,
+    /// Resources (`cpu`, `memory`) with a request, written or implied:
+    /// Kubernetes sets a missing request to the limit when only the
+    /// limit is written ("Resource Management for Pods and Containers").
+    pub requested: Vec<String>,
     /// Concurrent requests it can work on, and where that was read.
     pub workers: Option<(u32, String)>,
     /// A native sidecar (`initContainers` with `restartPolicy: Always`).
@@ -213,6 +217,24 @@ fn cpu(c: &Container, which: &str) -> Result<Option<f64>, String> {
     }
 }
 
+/// The resources a container requests, counting a limit without a
+/// request as a request (Kubernetes defaults the one to the other).
+fn requested(c: &Container) -> Vec<String> {
+    let Some(r) = c.resources.as_ref() else {
+        return Vec::new();
+    };
+    ["cpu", "memory"]
+        .into_iter()
+        .filter(|name| {
+            [r.requests.as_ref(), r.limits.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|m| m.contains_key(*name))
+        })
+        .map(String::from)
+        .collect()
+}
+
 fn workers_of(c: &Container) -> Option<(u32, String)> {
     for e in c.env.iter().flatten() {
         if WORKER_ENV.contains(&e.name.as_str())
@@ -318,6 +340,7 @@ fn container(c: &Container, native: bool, problems: &mut Vec<String>) -> Contain
         name: c.name.clone(),
         cpu_request: get("requests"),
         cpu_limit: get("limits"),
+        requested: requested(c),
         workers: workers_of(c),
         native_sidecar: native,
     }

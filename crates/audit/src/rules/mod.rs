@@ -2,6 +2,7 @@
 //! documentation it relies on and a fix, in docs/audit-rules.md (which
 //! `--explain` prints from [`RULES`]). One file per rule.
 
+mod autoscaler_basics;
 mod backup_headroom;
 mod blind_autoscaler;
 mod failover_headroom;
@@ -55,6 +56,11 @@ pub const RULES: &[RuleInfo] = &[
     blind_autoscaler::NONE,
     slow_scale_up::RULE,
     scale_down_flaps::RULE,
+    autoscaler_basics::TARGET_MISSING,
+    autoscaler_basics::NO_REQUESTS,
+    autoscaler_basics::PINNED,
+    autoscaler_basics::TWO_CONTROLLERS,
+    autoscaler_basics::DROPPED_FIELDS,
     hop_below::RULE,
     frontend_over_servers::RULE,
     pool_scale::RULE,
@@ -89,6 +95,7 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     blind_autoscaler::check(ctx, &mut out);
     slow_scale_up::check(ctx, &mut out);
     scale_down_flaps::check(ctx, &mut out);
+    autoscaler_basics::check(ctx, &mut out);
     hop_below::check(ctx, &mut out);
     frontend_over_servers::check(ctx, &mut out);
     pool_scale::check(ctx, &mut out);
