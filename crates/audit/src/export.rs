@@ -22,7 +22,7 @@ use std::fmt::Write;
 use crate::chain::{Chain, ChainOptions, HopKind, pod_limits, replicas};
 use crate::model::behavior::Behavior;
 use crate::model::{Inventory, Metric, Workload};
-use crate::units::{scenario_duration, trim};
+use crate::units::{show, trim};
 
 /// The scenario format version this export writes (docs/scenarios.md as
 /// of this release; bump when the format changes).
@@ -104,7 +104,7 @@ pub fn scenario(
     loads: &BTreeMap<String, String>,
 ) -> Result<String, String> {
     let mut s = String::new();
-    let lat = scenario_duration(opts.assumed_latency);
+    let lat = show(opts.assumed_latency);
     let _ = writeln!(
         s,
         "# Exported by `stormbreak audit --export-scenario` ({SCENARIO_FORMAT}, docs/scenarios.md)."
@@ -156,7 +156,7 @@ pub fn scenario(
             }
             let name = format!("retry-{ci}-{li}");
             let timeout = match l.per_try.or(c.timeout) {
-                Some(t) => format!("\"{}\"", scenario_duration(t)),
+                Some(t) => format!("\"{}\"", show(t)),
                 None => "\"15s\"   # ASSUMPTION: no per-try or route timeout in the config".into(),
             };
             let mut on = Vec::new();
@@ -211,7 +211,7 @@ pub fn scenario(
         };
         let timeout = c
             .timeout
-            .map(|t| format!("\"{}\"", scenario_duration(t)))
+            .map(|t| format!("\"{}\"", show(t)))
             .unwrap_or_else(|| "\"1s\"   # ASSUMPTION: client timeout".into());
         let _ = writeln!(
             body,

@@ -113,28 +113,11 @@ pub fn parse_cpu(s: &str) -> Result<f64, String> {
     Ok(cores)
 }
 
-/// Writes a duration the way the scenario format reads it (`"1500ms"`).
-pub fn scenario_duration(d: Duration) -> String {
-    let us = d.as_micros();
-    if us == 0 {
-        "0".into()
-    } else if us.is_multiple_of(1_000_000) {
-        format!("{}s", us / 1_000_000)
-    } else if us.is_multiple_of(1000) {
-        format!("{}ms", us / 1000)
-    } else {
-        format!("{us}us")
-    }
-}
-
-/// Human form for messages: `"1.5s"`, `"250ms"`.
+/// Writes a duration the way the scenario format and messages read it
+/// (`"1s500ms"`, `"250ms"`, `"7h47m"`): the policy crate's own spelling,
+/// which its parser reads back exactly.
 pub fn show(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1e3;
-    if ms >= 1000.0 {
-        format!("{}s", trim(ms / 1000.0))
-    } else {
-        format!("{}ms", trim(ms))
-    }
+    stormbreak_policy::units::format_duration(stormbreak_policy::Nanos::from(d))
 }
 
 /// A number without trailing zeros (`2`, `0.25`, `1.5`).
@@ -184,9 +167,16 @@ mod tests {
     }
 
     #[test]
-    fn scenario_form() {
-        assert_eq!(scenario_duration(Duration::from_millis(1500)), "1500ms");
-        assert_eq!(scenario_duration(Duration::from_secs(2)), "2s");
-        assert_eq!(scenario_duration(Duration::ZERO), "0");
+    fn durations_are_written_as_the_policy_crate_reads_them() {
+        for d in [
+            Duration::from_millis(1500),
+            Duration::from_secs(2),
+            Duration::ZERO,
+            Duration::from_micros(2500),
+        ] {
+            let back = stormbreak_policy::units::parse_duration(&show(d)).unwrap();
+            assert_eq!(Duration::from(back), d, "{}", show(d));
+        }
+        assert_eq!(show(Duration::from_millis(250)), "250ms");
     }
 }

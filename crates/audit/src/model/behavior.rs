@@ -1,65 +1,40 @@
 //! HPA `behavior` (autoscaling/v2 and v2beta2, same schema for what is
-//! read here): scale-up and scale-down rules with Kubernetes' defaults, and
-//! the time a scale-up takes, simulated the way the controller limits it.
+//! read here), read into the policy crate's [`autoscale::Behavior`]. The
+//! law — stabilization windows and rate policies, sync by sync — is the
+//! policy crate's ([`StepResponse`]), the one the simulator's HPA runs:
+//! this module only reads the object and describes it.
 //!
 //! Reference: Kubernetes documentation, "Horizontal Pod Autoscaling",
 //! section "Configurable scaling behavior" and "Default Behavior"
 //! <https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#configurable-scaling-behavior>.
 
 use k8s_openapi::api::autoscaling::v2 as hpa2;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::autoscale::{
+    self, PolicyKind, ScalingPolicy, ScalingRules, SelectPolicy, StepResponse,
+};
 
 /// The controller's sync period (kube-controller-manager
-/// `--horizontal-pod-autoscaler-sync-period`, default 15 s): the step of
-/// the scale-up simulation.
+/// `--horizontal-pod-autoscaler-sync-period`, default 15 s).
 pub const SYNC_SECONDS: u32 = 15;
-/// The simulation stops after this many sync periods (one day): a bound on
-/// hostile input; slower than that reads as "never".
+/// The step response is followed for at most this many sync periods (one
+/// day): a bound on hostile input; slower than that reads as "never".
 pub const MAX_STEPS: u32 = 24 * 3600 / SYNC_SECONDS;
 
-/// One scaling policy.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Policy {
-    /// At most `n` pods added (or removed) per `period` seconds.
-    Pods {
-        /// Pods.
-        n: u32,
-        /// Period in seconds.
-        period: u32,
-    },
-    /// At most `pct` percent of the current replicas per `period` seconds.
-    Percent {
-        /// Percent.
-        pct: u32,
-        /// Period in seconds.
-        period: u32,
-    },
-}
-
-/// How policies combine (`selectPolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Select {
-    /// The policy allowing the largest change (the default).
-    Max,
-    /// The policy allowing the smallest change.
-    Min,
-    /// No scaling in this direction.
-    Disabled,
-}
-
-/// `HPAScalingRules`, defaults filled in.
+/// One direction's `HPAScalingRules` as read, defaults filled in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rules {
     /// `stabilizationWindowSeconds`.
     pub window: u32,
     /// `policies`.
-    pub policies: Vec<Policy>,
+    pub policies: Vec<ScalingPolicy>,
     /// `selectPolicy`.
-    pub select: Select,
+    pub select: SelectPolicy,
     /// True when every field came from Kubernetes' defaults.
     pub default: bool,
 }
 
-/// `behavior`, defaults filled in.
+/// `behavior` as read, defaults filled in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Behavior {
     /// `scaleUp` (default: no window; max of 100% and 4 pods per 15 s).
@@ -71,36 +46,9 @@ pub struct Behavior {
 impl Default for Behavior {
     fn default() -> Self {
         Behavior {
-            up: default_up(),
-            down: default_down(),
+            up: Rules::from_policy(&ScalingRules::scale_up_default()),
+            down: Rules::from_policy(&ScalingRules::scale_down_default()),
         }
-    }
-}
-
-fn default_up() -> Rules {
-    Rules {
-        window: 0,
-        policies: vec![
-            Policy::Percent {
-                pct: 100,
-                period: 15,
-            },
-            Policy::Pods { n: 4, period: 15 },
-        ],
-        select: Select::Max,
-        default: true,
-    }
-}
-
-fn default_down() -> Rules {
-    Rules {
-        window: 300,
-        policies: vec![Policy::Percent {
-            pct: 100,
-            period: 15,
-        }],
-        select: Select::Max,
-        default: true,
     }
 }
 
@@ -111,9 +59,9 @@ fn clamp(v: i32) -> u32 {
 fn rules(r: Option<&hpa2::HPAScalingRules>, d: Rules) -> Result<Rules, String> {
     let Some(r) = r else { return Ok(d) };
     let select = match r.select_policy.as_deref() {
-        None | Some("Max") => Select::Max,
-        Some("Min") => Select::Min,
-        Some("Disabled") => Select::Disabled,
+        None | Some("Max") => SelectPolicy::Max,
+        Some("Min") => SelectPolicy::Min,
+        Some("Disabled") => SelectPolicy::Disabled,
         Some(o) => {
             return Err(format!(
                 "selectPolicy: expected Max, Min or Disabled, got {o:?}"
@@ -125,16 +73,12 @@ fn rules(r: Option<&hpa2::HPAScalingRules>, d: Rules) -> Result<Rules, String> {
         Some(ps) => ps
             .iter()
             .map(|p| {
-                let period = clamp(p.period_seconds).clamp(1, 1800);
+                // The API server accepts periods of 1 s to 30 min.
+                let period = Nanos::from_secs(u64::from(clamp(p.period_seconds).clamp(1, 1800)));
+                let value = clamp(p.value);
                 match p.type_.as_str() {
-                    "Pods" => Ok(Policy::Pods {
-                        n: clamp(p.value),
-                        period,
-                    }),
-                    "Percent" => Ok(Policy::Percent {
-                        pct: clamp(p.value),
-                        period,
-                    }),
+                    "Pods" => Ok(ScalingPolicy::pods(value, period)),
+                    "Percent" => Ok(ScalingPolicy::percent(value, period)),
                     o => Err(format!(
                         "policies[].type: expected Pods or Percent, got {o:?}"
                     )),
@@ -153,107 +97,27 @@ fn rules(r: Option<&hpa2::HPAScalingRules>, d: Rules) -> Result<Rules, String> {
     })
 }
 
-impl Behavior {
-    /// Reads `behavior` (absent: the defaults).
-    pub fn read(b: Option<&hpa2::HorizontalPodAutoscalerBehavior>) -> Result<Behavior, String> {
-        let Some(b) = b else {
-            return Ok(Behavior::default());
-        };
-        Ok(Behavior {
-            up: rules(b.scale_up.as_ref(), default_up())
-                .map_err(|e| format!("behavior.scaleUp.{e}"))?,
-            down: rules(b.scale_down.as_ref(), default_down())
-                .map_err(|e| format!("behavior.scaleDown.{e}"))?,
-        })
-    }
-}
-
 impl Rules {
-    /// Seconds to scale up from `from` to `to` replicas when the
-    /// recommendation jumps to `to` at time 0 (a step peak): the
-    /// stabilization window first (the controller takes the lowest
-    /// recommendation in the window, so it moves only once the window has
-    /// seen the peak throughout), then a sync every [`SYNC_SECONDS`], each
-    /// allowed up to the policies' limit, where a policy's limit counts
-    /// from the replicas at the start of its period. None: never (disabled,
-    /// a zero policy, or longer than [`MAX_STEPS`] syncs).
-    pub fn seconds_to_reach(&self, from: u32, to: u32) -> Option<u32> {
-        if to <= from {
-            return Some(0);
+    /// The policy crate's defaults, as read.
+    fn from_policy(r: &ScalingRules) -> Rules {
+        Rules {
+            window: r
+                .stabilization_window
+                .map_or(0, |w| (w.as_nanos() / 1_000_000_000) as u32),
+            policies: r.policies.clone().unwrap_or_default(),
+            select: r.select_policy.unwrap_or_default(),
+            default: true,
         }
-        let stuck = |p: &Policy| {
-            matches!(
-                p,
-                Policy::Pods { n: 0, .. } | Policy::Percent { pct: 0, .. }
-            )
-        };
-        // Max needs every policy stuck to stop growth, Min just one.
-        let never = match self.select {
-            Select::Disabled => true,
-            Select::Max => self.policies.iter().all(stuck),
-            Select::Min => self.policies.iter().any(stuck),
-        };
-        if never || self.policies.is_empty() {
-            return None;
-        }
-        let mut history: Vec<u32> = vec![from.max(1)];
-        for step in 1..=MAX_STEPS {
-            let now = *history.last().expect("non-empty");
-            let limit = |p: &Policy| -> u64 {
-                let period = match p {
-                    Policy::Pods { period, .. } | Policy::Percent { period, .. } => *period,
-                };
-                let back = period.div_ceil(SYNC_SECONDS) as usize;
-                let base = history[history.len().saturating_sub(back)] as u64;
-                match p {
-                    Policy::Pods { n, .. } => base + *n as u64,
-                    Policy::Percent { pct, .. } => base + (base * *pct as u64).div_ceil(100),
-                }
-            };
-            let limits = self.policies.iter().map(limit);
-            let cap = match self.select {
-                Select::Min => limits.min(),
-                _ => limits.max(),
-            }
-            .unwrap_or(now as u64);
-            let next = (cap.min(to as u64) as u32).max(now);
-            if next >= to {
-                return Some(self.window + step * SYNC_SECONDS);
-            }
-            history.push(next);
-        }
-        None
     }
 
-    /// Replicas left after the first scale-down sync from `from` when the
-    /// recommendation has dropped to `to` for the whole stabilization
-    /// window: each policy bounds the replicas to `from − n` (`Pods`) or
-    /// ⌈from × (1 − p/100)⌉ (`Percent`), counted from the replicas at the
-    /// start of its period (here `from`); `selectPolicy: Max` (the default)
-    /// takes the policy allowing the largest change, i.e. the lowest bound,
-    /// `Min` the highest, `Disabled` none. As the HPA controller's
-    /// scale-down limit (Kubernetes "Horizontal Pod Autoscaling", "Scaling
-    /// policies").
-    pub fn one_step_down(&self, from: u32, to: u32) -> u32 {
-        if to >= from || self.select == Select::Disabled || self.policies.is_empty() {
-            return from;
+    /// The policy crate's rules for this direction.
+    fn to_policy(&self) -> ScalingRules {
+        ScalingRules {
+            stabilization_window: Some(Nanos::from_secs(u64::from(self.window))),
+            select_policy: Some(self.select),
+            policies: Some(self.policies.clone()),
+            tolerance: None,
         }
-        let bound = |p: &Policy| -> u64 {
-            match p {
-                Policy::Pods { n, .. } => (from as u64).saturating_sub(*n as u64),
-                Policy::Percent { pct, .. } => {
-                    let keep = 100u64.saturating_sub((*pct).min(100) as u64);
-                    (from as u64 * keep).div_ceil(100)
-                }
-            }
-        };
-        let bounds = self.policies.iter().map(bound);
-        let limit = match self.select {
-            Select::Min => bounds.max(),
-            _ => bounds.min(),
-        }
-        .unwrap_or(from as u64);
-        (limit.max(to as u64)).min(from as u64) as u32
     }
 
     /// A short description.
@@ -261,15 +125,18 @@ impl Rules {
         let ps: Vec<String> = self
             .policies
             .iter()
-            .map(|p| match p {
-                Policy::Pods { n, period } => format!("{n} pods per {period}s"),
-                Policy::Percent { pct, period } => format!("{pct}% per {period}s"),
+            .map(|p| {
+                let period = p.period.as_nanos() / 1_000_000_000;
+                match p.kind {
+                    PolicyKind::Pods => format!("{} pods per {period}s", p.value),
+                    PolicyKind::Percent => format!("{}% per {period}s", p.value),
+                }
             })
             .collect();
         let sel = match self.select {
-            Select::Max => "the larger",
-            Select::Min => "the smaller",
-            Select::Disabled => "disabled",
+            SelectPolicy::Max => "the larger",
+            SelectPolicy::Min => "the smaller",
+            SelectPolicy::Disabled => "disabled",
         };
         format!(
             "stabilizationWindowSeconds {}, policies [{}], selectPolicy {sel}{}",
@@ -284,6 +151,67 @@ impl Rules {
     }
 }
 
+impl Behavior {
+    /// Reads `behavior` (absent: the defaults).
+    pub fn read(b: Option<&hpa2::HorizontalPodAutoscalerBehavior>) -> Result<Behavior, String> {
+        let Some(b) = b else {
+            return Ok(Behavior::default());
+        };
+        let d = Behavior::default();
+        Ok(Behavior {
+            up: rules(b.scale_up.as_ref(), d.up).map_err(|e| format!("behavior.scaleUp.{e}"))?,
+            down: rules(b.scale_down.as_ref(), d.down)
+                .map_err(|e| format!("behavior.scaleDown.{e}"))?,
+        })
+    }
+
+    /// The policy crate's behavior, which the simulator's HPA runs.
+    pub fn to_policy(&self) -> autoscale::Behavior {
+        autoscale::Behavior {
+            scale_up: self.up.to_policy(),
+            scale_down: self.down.to_policy(),
+        }
+    }
+
+    /// The step response with its times counted from the change itself,
+    /// taken to come just after a sync (the worst phase): the first sync
+    /// to see it is [`SYNC_SECONDS`] later.
+    fn response(&self, from: u32, to: u32) -> impl Iterator<Item = (u32, u32)> {
+        StepResponse::new(
+            &self.to_policy(),
+            Nanos::from_secs(u64::from(SYNC_SECONDS)),
+            from,
+            to,
+        )
+        .take(MAX_STEPS as usize)
+        .map(|(t, r)| ((t.as_nanos() / 1_000_000_000) as u32 + SYNC_SECONDS, r))
+    }
+
+    /// Seconds from a step of the recommendation up from `from` to `to`
+    /// replicas until the sync that reaches `to` (at least one sync
+    /// period). None: never within [`MAX_STEPS`] syncs (disabled, or a
+    /// policy of 0).
+    pub fn seconds_to_reach(&self, from: u32, to: u32) -> Option<u32> {
+        if to <= from {
+            return Some(0);
+        }
+        self.response(from.max(1), to)
+            .find(|&(_, r)| r >= to)
+            .map(|(t, _)| t)
+    }
+
+    /// The first scale-down after the recommendation drops from `from` to
+    /// `to` and stays: when (seconds after the drop, so the shortest dip
+    /// that removes pods) and to how many replicas. None: never within
+    /// [`MAX_STEPS`] syncs.
+    pub fn first_step_down(&self, from: u32, to: u32) -> Option<(u32, u32)> {
+        if to >= from {
+            return None;
+        }
+        self.response(from, to).find(|&(_, r)| r < from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,64 +219,37 @@ mod tests {
     #[test]
     fn defaults_double_in_one_sync() {
         let b = Behavior::default();
-        assert_eq!(b.up.seconds_to_reach(10, 20), Some(15));
+        assert_eq!(b.seconds_to_reach(10, 20), Some(15));
         // From 1: max(100% → 2, 4 pods → 5) per sync: 1 → 5 → 10 → 20.
-        assert_eq!(b.up.seconds_to_reach(1, 20), Some(45));
+        assert_eq!(b.seconds_to_reach(1, 20), Some(45));
+        assert!(b.up.default && b.down.default);
+        assert_eq!(b.to_policy(), autoscale::Behavior::default());
     }
 
     #[test]
-    fn a_slow_pods_policy_and_a_window() {
-        let r = Rules {
-            window: 60,
-            policies: vec![Policy::Pods { n: 1, period: 60 }],
-            select: Select::Max,
-            default: false,
-        };
-        // 10 → 20 at 1 pod per 60 s: the policy counts from the replicas
-        // at the start of its period, so one pod per 4 syncs.
-        assert_eq!(r.seconds_to_reach(10, 20), Some(60 + 10 * 60 - 45));
-        let disabled = Rules {
-            select: Select::Disabled,
-            ..r.clone()
-        };
-        assert_eq!(disabled.seconds_to_reach(10, 20), None);
-        let zero = Rules {
-            policies: vec![Policy::Pods { n: 0, period: 15 }],
-            ..r
-        };
-        assert_eq!(zero.seconds_to_reach(10, 20), None);
+    fn a_read_behavior_is_the_policy_crates() {
+        let written: hpa2::HorizontalPodAutoscalerBehavior = serde_json::from_str(
+            r#"{"scaleUp": {"stabilizationWindowSeconds": 60, "selectPolicy": "Min",
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}}"#,
+        )
+        .unwrap();
+        let b = Behavior::read(Some(&written)).unwrap();
+        assert_eq!(b.up.window, 60);
+        assert!(!b.up.default && b.down.default);
+        let law = b.to_policy();
+        assert_eq!(law.scale_up.select_policy, Some(SelectPolicy::Min));
+        assert_eq!(
+            law.scale_up.policies,
+            Some(vec![ScalingPolicy::pods(1, Nanos::from_secs(60))])
+        );
+        assert_eq!(law.scale_down, ScalingRules::scale_down_default());
     }
 
     #[test]
-    fn scale_down_limits_as_the_controller_takes_them() {
-        let d = Behavior::default().down;
-        // 100% per 15 s: straight to the recommendation.
-        assert_eq!(d.one_step_down(40, 10), 10);
-        let gentle = Rules {
-            window: 300,
-            policies: vec![
-                Policy::Percent {
-                    pct: 10,
-                    period: 60,
-                },
-                Policy::Pods { n: 2, period: 60 },
-            ],
-            select: Select::Max,
-            default: false,
-        };
-        // Max: the larger change, 40 − max(⌈40 × 0.9⌉ = 36 → 4, 2) = 36.
-        assert_eq!(gentle.one_step_down(40, 10), 36);
-        let min = Rules {
-            select: Select::Min,
-            ..gentle.clone()
-        };
-        assert_eq!(min.one_step_down(40, 10), 38);
-        let off = Rules {
-            select: Select::Disabled,
-            ..gentle
-        };
-        assert_eq!(off.one_step_down(40, 10), 40);
-        // Never below the recommendation.
-        assert_eq!(d.one_step_down(40, 39), 39);
+    fn the_default_scale_down_waits_out_its_window_then_goes_all_the_way() {
+        // The sync 285 s after the first one to see the drop is the first
+        // whose 300 s window holds only the new recommendation; the drop
+        // came up to one sync before that first one: 300 s.
+        assert_eq!(Behavior::default().first_step_down(40, 10), Some((300, 10)));
     }
 }

@@ -11,8 +11,9 @@
 
 use super::{Ctx, RuleInfo};
 use crate::finding::{Finding, Severity};
-use crate::model::behavior::{SYNC_SECONDS, Select};
+use crate::model::behavior::SYNC_SECONDS;
 use crate::model::{Autoscaler, Workload};
+use stormbreak_policy::autoscale::SelectPolicy;
 
 /// SB105.
 pub const RULE: RuleInfo = RuleInfo {
@@ -80,7 +81,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for a in &ctx.inv.autoscalers {
         let Some(b) = &a.behavior else { continue };
         let floor = a.min.max(1);
-        if b.down.select == Select::Disabled || a.max <= floor {
+        if b.down.select == SelectPolicy::Disabled || a.max <= floor {
             continue;
         }
         let target = ctx.inv.workload(&a.namespace, &a.target.0, &a.target.1);
@@ -93,18 +94,19 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 ),
             ),
         };
-        // The shortest dip that removes pods: the recommendation must stay
-        // low for the whole window, then the next sync acts.
-        let dip = b.down.window + SYNC_SECONDS;
         for p in peaks(a, target, floor) {
             let peak = p.replicas;
-            let after = b.down.one_step_down(peak, floor);
+            // The shortest dip that removes pods: the recommendation stays
+            // low until a sync whose window holds nothing else.
+            let Some((dip, after)) = b.first_step_down(peak, floor) else {
+                continue;
+            };
             let removed = peak - after;
             // "Most pods": at least half of the peak gone in one sync.
             if removed * 2 < peak {
                 continue;
             }
-            let up = b.up.seconds_to_reach(after, peak);
+            let up = b.seconds_to_reach(after, peak);
             let (back, back_how) = match up {
                 Some(u) => (
                     u.saturating_add(start),
@@ -129,14 +131,15 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 pos: a.src.line_of("scaleDown"),
                 object: crate::model::key(a.kind, &a.namespace, &a.name),
                 message: format!(
-                    "{} {}/{}: scaleDown ({}) lets a dip of {dip} s (window {} s + one {SYNC_SECONDS} s sync) take the replicas from {} to {after} in one sync ({removed} pods); getting them back takes {back_s} ({back_how}): load that returns sooner meets {after} of {peak} pods, and the replica count flaps. Needs stabilizationWindowSeconds ≥ {} s, or a scaleDown policy that removes fewer pods per period",
+                    "{} {}/{}: scaleDown ({}) lets a dip of {dip} s (until a sync whose {} s window holds only the low recommendation, syncs every {SYNC_SECONDS} s) take the replicas from {} to {after} in one sync ({removed} pods); getting them back takes {back_s} ({back_how}): load that returns sooner meets {after} of {peak} pods, and the replica count flaps. Needs stabilizationWindowSeconds ≥ {} s, or a scaleDown policy that removes fewer pods per period",
                     a.kind,
                     a.namespace,
                     a.name,
                     b.down.describe(),
                     b.down.window,
                     p.what,
-                    if back == u32::MAX { "∞".to_string() } else { back.saturating_sub(SYNC_SECONDS).to_string() }
+                    // A window of W ≥ 15 s acts on a dip of W s.
+                    if back == u32::MAX { "∞".to_string() } else { back.to_string() }
                 ),
             });
             // One finding per autoscaler: the first count that flaps.

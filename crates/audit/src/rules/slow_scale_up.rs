@@ -27,15 +27,14 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         if to <= from {
             continue;
         }
-        let took = b.up.seconds_to_reach(from, to);
+        let took = b.seconds_to_reach(from, to);
         if took.is_some_and(|t| t <= FOLLOW_WITHIN_SECONDS) {
             continue;
         }
         let how_long = match took {
             Some(t) => format!(
-                "{t} s = stabilization window {} s + {} syncs of {SYNC_SECONDS} s",
-                b.up.window,
-                (t - b.up.window) / SYNC_SECONDS
+                "{t} s (the HPA controller's law, syncs every {SYNC_SECONDS} s: stabilization window {} s, then the policies' rate)",
+                b.up.window
             ),
             None => "never (scale-up disabled or limited to 0)".into(),
         };

@@ -64,6 +64,7 @@
 mod behavior;
 mod config;
 mod replicas;
+mod step;
 mod view;
 
 pub use behavior::{ScaleLimit, Stabilization};
@@ -73,6 +74,7 @@ pub use config::{
     default_scale_up_policies,
 };
 pub use replicas::{MetricError, MetricReading};
+pub use step::StepResponse;
 pub use view::{
     ContainerSample, MetricId, MetricSample, MetricsView, PodPhase, PodStatus, PodTable,
 };
@@ -170,25 +172,7 @@ impl Hpa {
     pub fn new(config: &HpaConfig) -> Result<Self, FieldError> {
         config.validate()?;
         let sources: Box<[Source]> = config.metrics.iter().map(|m| resolve(config, m)).collect();
-        let rules = |r: &ScalingRules, window: Nanos, policies: &[ScalingPolicy]| Rules {
-            stabilization_window: r.stabilization_window.unwrap_or(window),
-            select: r.select_policy.unwrap_or_default(),
-            policies: r
-                .policies
-                .clone()
-                .unwrap_or_else(|| policies.to_vec())
-                .into_boxed_slice(),
-        };
-        let up = rules(
-            &config.behavior.scale_up,
-            Nanos::ZERO,
-            &default_scale_up_policies(),
-        );
-        let down = rules(
-            &config.behavior.scale_down,
-            DEFAULT_DOWNSCALE_STABILIZATION,
-            &default_scale_down_policies(),
-        );
+        let (up, down) = rules_of(&config.behavior);
         let history = History::new(&up, &down, config.sync_period);
         Ok(Hpa {
             min_replicas: config.min_replicas,
@@ -343,6 +327,31 @@ impl Hpa {
 }
 
 /// Turns a validated metric spec into its per-sync form.
+/// Each direction's rules with the defaults the API server fills in.
+fn rules_of(behavior: &Behavior) -> (Rules, Rules) {
+    let rules = |r: &ScalingRules, window: Nanos, policies: &[ScalingPolicy]| Rules {
+        stabilization_window: r.stabilization_window.unwrap_or(window),
+        select: r.select_policy.unwrap_or_default(),
+        policies: r
+            .policies
+            .clone()
+            .unwrap_or_else(|| policies.to_vec())
+            .into_boxed_slice(),
+    };
+    (
+        rules(
+            &behavior.scale_up,
+            Nanos::ZERO,
+            &default_scale_up_policies(),
+        ),
+        rules(
+            &behavior.scale_down,
+            DEFAULT_DOWNSCALE_STABILIZATION,
+            &default_scale_down_policies(),
+        ),
+    )
+}
+
 fn resolve(config: &HpaConfig, metric: &MetricSpec) -> Source {
     let resource_target = |t: &MetricTarget| match *t {
         MetricTarget::Utilization {
