@@ -52,6 +52,7 @@ mod clock;
 pub mod config;
 mod conn_watch;
 mod connector;
+mod dependency;
 mod endpoint;
 mod failover;
 mod headers;
