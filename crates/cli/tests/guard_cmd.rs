@@ -191,6 +191,50 @@ fn check_accepts_a_valid_file_and_names_file_line_column_for_a_bad_one() {
 }
 
 #[test]
+fn check_reads_the_lab_keys_a_dependency_and_a_refusing_listener_with_its_backlog() {
+    let dir = temp_dir("stormbreak-guard-cli", "check-lab");
+    let text = |dependency_cluster: &str| {
+        Config::new()
+            .listener(
+                "edge",
+                "max_connections = 8\nat_connection_cap = \"refuse\"\nbacklog = 16",
+            )
+            .cluster("app", &["127.0.0.1:9"], "")
+            .cluster("auth", &["127.0.0.1:10"], "")
+            .route(
+                "app",
+                "app",
+                &format!(
+                    "dependency = {{ cluster = \"{dependency_cluster}\", path = \"/check\", timeout = \"250ms\" }}"
+                ),
+            )
+            .toml()
+    };
+    let good = dir.write("lab.toml", text("auth"));
+    let out = bin()
+        .args(["guard", "--check"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad_text = text("nope");
+    let bad = dir.write("lab-bad.toml", &bad_text);
+    let out = bin().args(["guard", "--check"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expect = format!(
+        "error: {}:{}:26: route \"app\": no [[cluster]] named \"nope\"",
+        bad.display(),
+        line_of(&bad_text, "dependency = ")
+    );
+    assert!(stderr.contains(&expect), "{stderr}");
+}
+
+#[test]
 fn check_refuses_a_missing_or_empty_admin_token_source() {
     let dir = temp_dir("stormbreak-guard-cli", "check-token");
     let empty = dir.write("empty.token", "  \n");

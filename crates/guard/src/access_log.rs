@@ -48,6 +48,9 @@ pub(crate) enum Decision {
     NoRoute,
     /// The listener's `request_timeout` passed (504).
     TimedOut,
+    /// The route's dependency check failed for good (502); nothing was
+    /// forwarded.
+    DependencyFailed,
     /// The client failed its own request: its body ended early (logged
     /// 499), was malformed (400), too large (413) or too slow (408).
     Client(crate::blame::ClientFault),
@@ -64,6 +67,7 @@ impl Decision {
             Decision::RateLimited => "rate_limited",
             Decision::NoRoute => "no_route",
             Decision::TimedOut => "timed_out",
+            Decision::DependencyFailed => "dependency_failed",
             Decision::Client(f) => f.name(),
         }
     }

@@ -5,14 +5,14 @@
 //!
 //! | module | job | policy from `stormbreak-policy` |
 //! |---|---|---|
-//! | `listener` | accept under a connection cap and a per-client cap (`peers`); TLS with ALPN (`tls`); header-read, idle timeouts (`conn_watch`); header limits | — |
+//! | `listener` | accept under a connection cap (queue in the backlog, or refuse with a reset) and a per-client cap (`peers`); TLS with ALPN (`tls`); header-read, idle timeouts (`conn_watch`); header limits | — |
 //! | `listen_set` | the listeners in force: bound, swapped, drained on reload | — |
 //! | `target`, `normalize` | one host and one normalised path per request (RFC 9112 §3.2, RFC 3986 §6.2.2); a request a backend could read as another route is refused | — |
 //! | `route` | most specific match of host, path prefix, method, headers, on the normalised view | — |
 //! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
-//! | `retry` | retries with backoff, jitter, timeouts and a budget | `retry::RetryState`, `budget::AnyBudget` |
+//! | `retry` | retries with backoff, jitter, timeouts and a budget; a route's dependency call (`dependency`) first, in the same retry state | `retry::RetryState`, `budget::AnyBudget` |
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
@@ -52,6 +52,7 @@ mod clock;
 pub mod config;
 mod conn_watch;
 mod connector;
+mod dependency;
 mod endpoint;
 mod failover;
 mod headers;

@@ -145,11 +145,21 @@ impl Cap {
     /// first served).
     async fn acquire(self: &Arc<Self>) -> Result<Slot, tokio::sync::AcquireError> {
         let permit = self.permits.clone().acquire_owned().await?;
-        Ok(Slot {
+        Ok(self.slot(permit))
+    }
+
+    /// Room under the cap now, if there is any.
+    fn try_acquire(self: &Arc<Self>) -> Option<Slot> {
+        let permit = self.permits.clone().try_acquire_owned().ok()?;
+        Some(self.slot(permit))
+    }
+
+    fn slot(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+        Slot {
             permit: Some(permit),
             cap: self.clone(),
             occupied: false,
-        })
+        }
     }
 }
 
@@ -201,6 +211,11 @@ impl Bound {
     /// Waits for room under the listener's cap.
     pub(crate) async fn acquire(&self) -> Result<Slot, tokio::sync::AcquireError> {
         self.cap.acquire().await
+    }
+
+    /// Room under the listener's cap now, if there is any.
+    pub(crate) fn try_acquire(&self) -> Option<Slot> {
+        self.cap.try_acquire()
     }
 
     /// Connections open on the listener by client address (every socket
@@ -262,6 +277,14 @@ pub struct ListenerChanges {
 pub(crate) enum PlanError {
     /// A certificate or key could not be read.
     Tls(String),
+    /// Listener `index` kept its socket (same `bind`) but asked for
+    /// another `backlog`, which only a new socket can have.
+    Backlog {
+        index: usize,
+        name: String,
+        was: u32,
+        asked: u32,
+    },
     /// Listener `index` of the config could not bind.
     Bind {
         index: usize,
@@ -294,9 +317,10 @@ impl Plan {
 }
 
 /// Binds `bind` (an `ip:port`, checked by the config) as tokio's
-/// `TcpListener::bind` does: `SO_REUSEADDR` on Unix, a backlog of 1024.
+/// `TcpListener::bind` does (`SO_REUSEADDR` on Unix), listening with
+/// `backlog` (tokio's own is 1024, the config's default).
 /// Needs a tokio runtime (checked by the caller).
-fn bind(bind: &str) -> io::Result<TcpListener> {
+fn bind(bind: &str, backlog: u32) -> io::Result<TcpListener> {
     let addr: SocketAddr = bind
         .parse()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not an ip:port"))?;
@@ -308,7 +332,7 @@ fn bind(bind: &str) -> io::Result<TcpListener> {
     #[cfg(unix)]
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(1024)
+    socket.listen(backlog)
 }
 
 /// The listeners in force and those still draining.
@@ -334,6 +358,15 @@ impl ListenSet {
             let settings = Arc::new(Settings::new(l).map_err(PlanError::Tls)?);
             let old = current.iter().find(|b| b.name == l.name);
             if let Some(b) = old.filter(|b| b.bind == l.bind) {
+                let was = b.settings().config.backlog;
+                if was != l.backlog {
+                    return Err(PlanError::Backlog {
+                        index,
+                        name: l.name.clone(),
+                        was,
+                        asked: l.backlog,
+                    });
+                }
                 if b.settings().config.difference(l).is_some() {
                     plan.changes.updated.push(l.name.clone());
                 }
@@ -346,7 +379,7 @@ impl ListenSet {
                 bind: l.bind.clone(),
                 source,
             };
-            let socket = bind(&l.bind).map_err(bind_err)?;
+            let socket = bind(&l.bind, l.backlog).map_err(bind_err)?;
             let addr = socket.local_addr().map_err(bind_err)?;
             let bound = Arc::new(Bound {
                 name: l.name.clone(),

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use crate::config::Protocol;
+use crate::config::{AtConnectionCap, Protocol};
 use crate::conn_watch::{Activity, Ended};
 use crate::listen_set::{Bound, Phase, Settings};
 use crate::live::Live;
@@ -26,10 +26,13 @@ use crate::live::Live;
 /// Serves `bound` on `listener` until `shutdown` turns true, the guard
 /// drains, or a reload removes it.
 ///
-/// The connection cap works as HAProxy's `maxconn`: with `max_connections`
-/// connections open the loop stops accepting, so further connections wait
-/// in the kernel's accept backlog (bounded by the OS) instead of costing
-/// the guard memory.
+/// The connection cap works as HAProxy's `maxconn` by default
+/// (`at_connection_cap = "queue"`): with `max_connections` connections
+/// open the loop stops accepting, so further connections wait in the
+/// kernel's accept backlog (`backlog`, bounded by the OS) instead of
+/// costing the guard memory. With `"refuse"` the loop always accepts and
+/// resets a connection it has no room for at once, as an L4 balancer
+/// refuses flows beyond its cap.
 pub(crate) async fn serve(
     bound: Arc<Bound>,
     listener: TcpListener,
@@ -42,11 +45,18 @@ pub(crate) async fn serve(
     let mut draining = live.draining();
     let mut phase = bound.phase();
     loop {
-        let mut slot = tokio::select! {
-            p = bound.acquire() => match p { Ok(p) => p, Err(_) => return },
-            _ = shutdown.changed() => return,
-            () = drained(&mut draining) => return,
-            () = leaving(&mut phase) => return,
+        // Read each time round: a reload may switch it (a loop already
+        // waiting for room keeps waiting until some comes back).
+        let refuse = bound.settings().config.at_connection_cap == AtConnectionCap::Refuse;
+        let reserved = if refuse {
+            None
+        } else {
+            tokio::select! {
+                p = bound.acquire() => match p { Ok(p) => Some(p), Err(_) => return },
+                _ = shutdown.changed() => return,
+                () = drained(&mut draining) => return,
+                () = leaving(&mut phase) => return,
+            }
         };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -61,6 +71,10 @@ pub(crate) async fn serve(
             _ = shutdown.changed() => return,
             () = drained(&mut draining) => return,
             () = leaving(&mut phase) => return,
+        };
+        let Some(mut slot) = reserved.or_else(|| bound.try_acquire()) else {
+            refuse_at_cap(stream, &bound.name, &live);
+            continue;
         };
         // The settings (and certificate) in force now: a reload changes
         // them for new connections only.
@@ -130,6 +144,18 @@ pub(crate) async fn serve(
             }
         });
     }
+}
+
+/// Closes a connection the listener has no room for, with a reset
+/// (`SO_LINGER` 0) rather than a FIN: the client learns at once, whether
+/// or not it has sent its request, and the guard's side keeps no
+/// `TIME_WAIT` entry for it (a storm of refused connects must not pile
+/// them up on the guard). Counted as `at_cap`.
+fn refuse_at_cap(stream: tokio::net::TcpStream, listener: &str, live: &Live) {
+    // Without the option the close is a plain FIN: still refused.
+    let _ = stream.set_zero_linger();
+    drop(stream);
+    live.get().metrics.connection_closed(listener, "at_cap");
 }
 
 async fn connection<S>(

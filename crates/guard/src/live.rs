@@ -115,6 +115,17 @@ fn admin_unchanged(admin: &Option<AdminConfig>, new: &GuardConfig) -> Result<(),
 fn plan_error(config: &GuardConfig, e: PlanError) -> String {
     match e {
         PlanError::Tls(e) => format!("{e}; the old listeners, certificates and config stay"),
+        PlanError::Backlog {
+            index,
+            name,
+            was,
+            asked,
+        } => config.spans.error(
+            config.spans.listeners.get(index).copied(),
+            format!(
+                "listener {name:?}: backlog {asked} asked, but its socket (same bind) keeps its backlog of {was}: a reload cannot change it; restart the guard or move the listener to another bind; the old listeners and config stay"
+            ),
+        ),
         PlanError::Bind {
             index,
             name,
@@ -164,6 +175,12 @@ impl Live {
         let listen = ListenSet::default();
         let plan = listen.plan(config).map_err(|e| match e {
             PlanError::Tls(e) => crate::StartError::Tls(e),
+            // Only a kept socket refuses a new backlog, and none is kept at start.
+            PlanError::Backlog { name, asked, .. } => crate::StartError::Bind {
+                name,
+                bind: format!("backlog {asked}"),
+                source: std::io::Error::other("a kept socket's backlog cannot change"),
+            },
             PlanError::Bind {
                 name, bind, source, ..
             } => crate::StartError::Bind { name, bind, source },

@@ -8,7 +8,7 @@
 //! [`MAX_ENDPOINTS`](crate::config::MAX_ENDPOINTS) per cluster), `class`
 //! the five status classes and `reason` a fixed set per family (four shed
 //! reasons; three upstream errors; three upstream refusals; six client errors; two access-log
-//! drops; three connection closes). No label carries a client key, client address or path.
+//! drops; four connection closes; seven dependency-call outcomes). No label carries a client key, client address or path.
 //!
 //! Counters are bumped on the request path through handles resolved once
 //! per route and per cluster (no label lookup per request); gauges are
@@ -131,6 +131,56 @@ struct BuildLabel {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// How one dependency call (`route.dependency`) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DependencyOutcome {
+    /// A 2xx answer: the check passed.
+    Ok,
+    /// Any other answer.
+    Status,
+    /// Its timeout (or the route's retry deadline) passed first.
+    Timeout,
+    /// No connection could be made.
+    Connect,
+    /// The connection broke before an answer.
+    Reset,
+    /// The dependency cluster's breaker was open.
+    BreakerOpen,
+    /// No endpoint of the dependency cluster was available, or its
+    /// concurrency limit was reached.
+    NoEndpoint,
+}
+
+impl DependencyOutcome {
+    const ALL: [DependencyOutcome; 7] = [
+        DependencyOutcome::Ok,
+        DependencyOutcome::Status,
+        DependencyOutcome::Timeout,
+        DependencyOutcome::Connect,
+        DependencyOutcome::Reset,
+        DependencyOutcome::BreakerOpen,
+        DependencyOutcome::NoEndpoint,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            DependencyOutcome::Ok => "ok",
+            DependencyOutcome::Status => "bad_status",
+            DependencyOutcome::Timeout => "timeout",
+            DependencyOutcome::Connect => "connect",
+            DependencyOutcome::Reset => "reset",
+            DependencyOutcome::BreakerOpen => "breaker_open",
+            DependencyOutcome::NoEndpoint => "no_endpoint",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    route: String,
+    outcome: &'static str,
+}
+
 /// One route's counters, resolved once.
 pub(crate) struct RouteMetrics {
     pub(crate) requests: Counter,
@@ -141,9 +191,17 @@ pub(crate) struct RouteMetrics {
     pub(crate) rate_limited: Counter,
     shed: [Counter; 4],
     latency: Histogram,
+    dependency_calls: [Counter; 7],
+    /// Requests answered 502 because their dependency check failed for good.
+    pub(crate) dependency_failed: Counter,
 }
 
 impl RouteMetrics {
+    /// Counts one dependency call and how it ended.
+    pub(crate) fn dependency_call(&self, outcome: DependencyOutcome) {
+        self.dependency_calls[outcome as usize].inc();
+    }
+
     /// Counts one answer with its status and latency.
     pub(crate) fn answered(&self, status: u16, latency: Duration) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
@@ -324,6 +382,8 @@ struct RouteFamilies {
     rate_limited: Family<RouteLabel, Counter>,
     shed: Family<ShedLabel, Counter>,
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+    dependency_calls: Family<OutcomeLabel, Counter>,
+    dependency_failed: Family<RouteLabel, Counter>,
 }
 
 /// The per-cluster counter families, to resolve a cluster's handles from.
@@ -426,13 +486,22 @@ impl RouteFamilies {
                 })
             }),
             latency: self.latency.get_or_create_owned(&l),
+            dependency_calls: DependencyOutcome::ALL.map(|outcome| {
+                self.dependency_calls.get_or_create_owned(&OutcomeLabel {
+                    route: name.to_owned(),
+                    outcome: outcome.name(),
+                })
+            }),
+            dependency_failed: self.dependency_failed.get_or_create_owned(&l),
         }
     }
 }
 
 impl Metrics {
     /// Counts a connection the guard closed before it could be served:
-    /// `per_client` (its address held its cap), `full` (the admin listener
+    /// `at_cap` (its listener was at `max_connections` with
+    /// `at_connection_cap = "refuse"`), `per_client` (its address held its
+    /// cap), `full` (the admin listener
     /// had nothing to evict) or `evicted` (the admin listener made room for
     /// another). `listener` is a configured name or
     /// `admin`.
@@ -510,6 +579,18 @@ impl Metrics {
             "Requests no route matched (404)",
             no_route.clone(),
         );
+        let dependency_calls = Family::<OutcomeLabel, Counter>::default();
+        r.register(
+            "dependency_calls",
+            "Calls to the route's dependency (route.dependency), by route and outcome (ok, bad_status, timeout, connect, reset, breaker_open, no_endpoint); a retried check counts each call",
+            dependency_calls.clone(),
+        );
+        let dependency_failed = Family::<RouteLabel, Counter>::default();
+        r.register(
+            "dependency_failed",
+            "Requests answered 502 unforwarded because their dependency check failed for good, by route",
+            dependency_failed.clone(),
+        );
         let client_family = Family::<ReasonLabel, Counter>::default();
         r.register(
             "client_errors",
@@ -528,6 +609,8 @@ impl Metrics {
                 rate_limited,
                 shed,
                 latency,
+                dependency_calls,
+                dependency_failed,
             },
             routes: Mutex::new(Vec::new()),
             cluster_families: ClusterFamilies::new(&mut r),
@@ -632,7 +715,7 @@ impl Metrics {
         );
         r.register(
             "connections_closed",
-            "Connections closed before being served, by listener (a configured name or admin) and reason: per_client (the address held its share), full (the admin listener had nothing to evict) or evicted (the admin listener made room for another)",
+            "Connections closed before being served, by listener (a configured name or admin) and reason: at_cap (the listener was at max_connections with at_connection_cap = \"refuse\"), per_client (the address held its share), full (the admin listener had nothing to evict) or evicted (the admin listener made room for another)",
             m.connections_closed.clone(),
         );
         r.register(

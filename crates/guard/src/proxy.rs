@@ -23,6 +23,7 @@ use crate::blame::{Blame, ClientBody, ClientFault, Progress};
 use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
 use crate::config::{Cidr, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
+use crate::dependency::{self, Dependency};
 use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
@@ -48,6 +49,8 @@ pub(crate) struct Route {
     spill: Option<Spill>,
     pub(crate) restore: Restore,
     pub(crate) retry: Option<RouteRetry>,
+    /// The call each request must pass before it is forwarded.
+    dependency: Option<Dependency>,
     retry_non_idempotent: bool,
     retry_buffer_bytes: u64,
     limit: Option<Arc<ConcurrencyLimit>>,
@@ -380,6 +383,10 @@ fn route_of(
             Some(r) => Some(RouteRetry::new(r, config.budget.as_ref())?),
             None => None,
         },
+        dependency: config
+            .dependency
+            .as_ref()
+            .map(|d| Dependency::new(d, cluster_index(&d.cluster).unwrap_or(0))),
         retry_non_idempotent: config.retry_non_idempotent,
         retry_buffer_bytes: config.retry_buffer_bytes,
         limit: match &config.limit {
@@ -429,16 +436,19 @@ impl Proxy {
             let key = format!("{r:?}");
             let kept = previous.and_then(|p| {
                 let old = p.routes.get(i)?;
-                let same_clusters =
-                    [Some(old.cluster), old.failover]
-                        .into_iter()
-                        .flatten()
-                        .all(|c| {
-                            clusters
-                                .get(c)
-                                .zip(p.clusters.get(c))
-                                .is_some_and(|(new, was)| Arc::ptr_eq(new, was))
-                        });
+                let same_clusters = [
+                    Some(old.cluster),
+                    old.failover,
+                    old.dependency.as_ref().map(|d| d.cluster),
+                ]
+                .into_iter()
+                .flatten()
+                .all(|c| {
+                    clusters
+                        .get(c)
+                        .zip(p.clusters.get(c))
+                        .is_some_and(|(new, was)| Arc::ptr_eq(new, was))
+                });
                 (p.route_keys[i] == key && same_clusters).then(|| old.clone())
             });
             routes.push(match kept {
@@ -812,12 +822,31 @@ impl Proxy {
         // The cluster of the latest attempt (`usize::MAX`: none yet).
         let upstream = std::sync::atomic::AtomicUsize::new(usize::MAX);
         let attempt = |deadline| self.attempt(route, &parts, &body, deadline, &upstream);
-        let (result, tally) =
-            retry::run(retry, &self.clock, &self.stats, Some(&route.m), attempt).await;
+        let check = route.dependency.as_ref().map(|d| {
+            let parts = &parts;
+            move |deadline| self.check_dependency(route, d, parts, listener, deadline)
+        });
+        let (result, tally) = retry::run_checked(
+            retry,
+            &self.clock,
+            &self.stats,
+            Some(&route.m),
+            check,
+            attempt,
+        )
+        .await;
         note.attempts = tally.attempts;
         note.upstream = Some(upstream.into_inner()).filter(|&i| i != usize::MAX);
         if tally.budget_denied {
             note.decision = Decision::BudgetDenied;
+        }
+        if tally.check_failed {
+            // As a simulated gateway answers `dependency_failed`: 502,
+            // whatever the last call's failure was.
+            drop(result);
+            route.m.dependency_failed.inc();
+            note.decision = Decision::DependencyFailed;
+            return shed::reject(502, None, "dependency check failed");
         }
         match result {
             Ok(response) => {
@@ -865,7 +894,27 @@ impl Proxy {
             _ => route.cluster,
         };
         upstream.store(chosen, std::sync::atomic::Ordering::Relaxed);
-        let cluster = &self.clusters[chosen];
+        let mut request = Request::from_parts(parts.clone(), body.take());
+        *request.extensions_mut() = http::Extensions::new();
+        let streamed = match body {
+            ReqBody::Stream(_, progress) => Some(&**progress),
+            ReqBody::Buffered(_) => None,
+        };
+        self.call(&self.clusters[chosen], request, deadline, streamed)
+            .await
+    }
+
+    /// One call of `request` to `cluster`: pass its breaker and limit,
+    /// pick an endpoint, send, all within `deadline`, whose passing is a
+    /// failure to every layer here; the answer feeds them all. `streamed`
+    /// is how far the client got with a streamed body, to blame it.
+    async fn call(
+        &self,
+        cluster: &Cluster,
+        request: Request<Body>,
+        deadline: Option<tokio::time::Instant>,
+        streamed: Option<&Progress>,
+    ) -> Attempt {
         let call = match cluster.admit() {
             Ok(call) => call,
             Err(after) => {
@@ -887,8 +936,6 @@ impl Proxy {
             cluster.m.rejected(UpstreamRejected::NoEndpoint);
             return Err(AttemptError::NoEndpoint);
         };
-        let mut request = Request::from_parts(parts.clone(), body.take());
-        *request.extensions_mut() = http::Extensions::new();
         cluster.m.requests.inc();
         let sent = tokio::time::Instant::now();
         let send = cluster.upstream.send(picked.addr(), request);
@@ -902,7 +949,7 @@ impl Proxy {
         // the time ran out) makes this the client's failure: the breaker's
         // call is cancelled, the limit's permit freed without a sample and
         // the endpoint's record left alone, all by dropping them.
-        if let (Err(e), ReqBody::Stream(_, progress)) = (&result, body) {
+        if let (Err(e), Some(progress)) = (&result, streamed) {
             match progress.blame(*e == AttemptError::Timeout) {
                 Blame::Client(fault) => return Err(AttemptError::Client(fault)),
                 // Cut while the body was still arriving: an upstream may
@@ -935,6 +982,35 @@ impl Proxy {
             });
         }
         result
+    }
+
+    /// One dependency call for a request with head `parts`, through the
+    /// dependency cluster's policies, within its own timeout and
+    /// `deadline` (the route's retry deadline); counted by outcome.
+    /// Passed on a 2xx, whose body is read (bounded) so its connection
+    /// can be reused.
+    async fn check_dependency(
+        &self,
+        route: &Route,
+        dependency: &Dependency,
+        parts: &http::request::Parts,
+        listener: &ListenerSettings,
+        deadline: Option<tokio::time::Instant>,
+    ) -> retry::CheckOf<Incoming> {
+        let own = tokio::time::Instant::now() + dependency.timeout;
+        let deadline = deadline.map_or(own, |d| d.min(own));
+        let request = dependency.request(parts, &listener.criticality_header);
+        let cluster = &self.clusters[dependency.cluster];
+        let result = self.call(cluster, request, Some(deadline), None).await;
+        route.m.dependency_call(dependency::outcome_of(&result));
+        match result {
+            Ok(answer) if answer.status().is_success() => {
+                let body = Limited::new(answer.into_body(), dependency::MAX_ANSWER_BYTES);
+                let _ = tokio::time::timeout_at(deadline, body.collect()).await;
+                Ok(())
+            }
+            failed => Err(failed),
+        }
     }
 
     /// Feeds route `index`'s spill law with this second's rates.

@@ -185,3 +185,85 @@ fn a_block_means_the_same_to_the_guard_as_to_the_policy_crate() {
     let direct: stormbreak_policy::retry::RetryConfig = direct["retry"].clone().try_into().unwrap();
     assert_eq!(config.routes[0].retry.as_ref(), Some(&direct));
 }
+
+#[test]
+fn a_dependency_names_a_cluster_a_path_and_a_timeout() {
+    let route = |dependency: &str| {
+        BASE.replace(
+            "cluster = \"app\"\n",
+            &format!("cluster = \"app\"\ndependency = {{ {dependency} }}\n"),
+        )
+    };
+    let c = GuardConfig::parse(
+        "g.toml",
+        &route(r#"cluster = "app", path = "/check", timeout = "200ms""#),
+    )
+    .unwrap();
+    let d = c.routes[0].dependency.as_ref().unwrap();
+    assert_eq!(
+        (d.method.as_str(), d.pass_headers.as_slice()),
+        ("GET", &["authorization".to_owned()][..])
+    );
+    for (dependency, want) in [
+        (
+            r#"cluster = "auth", path = "/check", timeout = "1s""#,
+            "g.toml:12:26: route \"app\": no [[cluster]] named \"auth\"",
+        ),
+        (
+            r#"cluster = "app", path = "check", timeout = "1s""#,
+            "g.toml:12:40: route \"app\": expected a path starting with '/'",
+        ),
+        (
+            r#"cluster = "app", path = "/check", timeout = "0""#,
+            "g.toml:12:60: route \"app\": expected a duration > 0",
+        ),
+        (
+            r#"cluster = "app", path = "/check", timeout = "1s", method = "G T""#,
+            "g.toml:12:75: route \"app\": expected an HTTP method",
+        ),
+        (
+            r#"cluster = "app", path = "/check", timeout = "1s", pass_headers = ["bad header"]"#,
+            "g.toml:12:82: route \"app\": expected a header name",
+        ),
+        (
+            r#"cluster = "app", path = "/check""#,
+            "g.toml:12:14: missing field `timeout`",
+        ),
+    ] {
+        let e = err(&route(dependency));
+        assert!(e.starts_with(want), "{dependency}: {e}");
+    }
+}
+
+#[test]
+fn a_listener_takes_a_backlog_and_what_to_do_at_its_cap() {
+    let listener = |extra: &str| {
+        BASE.replace(
+            "bind = \"127.0.0.1:0\"\n",
+            &format!("bind = \"127.0.0.1:0\"\n{extra}\n"),
+        )
+    };
+    let c = GuardConfig::parse("g.toml", BASE).unwrap();
+    assert_eq!(c.listeners[0].backlog, 1024);
+    assert_eq!(
+        c.listeners[0].at_connection_cap,
+        stormbreak_guard::config::AtConnectionCap::Queue
+    );
+    let c = GuardConfig::parse(
+        "g.toml",
+        &listener("backlog = 64\nat_connection_cap = \"refuse\""),
+    )
+    .unwrap();
+    assert_eq!(c.listeners[0].backlog, 64);
+    assert_eq!(
+        c.listeners[0].at_connection_cap,
+        stormbreak_guard::config::AtConnectionCap::Refuse
+    );
+    let e = err(&listener("backlog = 0"));
+    assert!(
+        e.starts_with("g.toml:4:11: expected between 1 and 65535, got 0"),
+        "{e}"
+    );
+    let e = err(&listener("at_connection_cap = \"drop\""));
+    assert!(e.starts_with("g.toml:4:21: unknown variant `drop`"), "{e}");
+}

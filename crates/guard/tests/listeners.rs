@@ -4,7 +4,11 @@
 //! connections) or moves to its new address; a listener that cannot bind
 //! refuses the whole reload; the connection cap keeps counting across a
 //! reload; and a steady loop of requests fails nothing through all of it.
+//! A listener at its cap refuses or queues (`at_cap`), with the backlog
+//! asked.
 
+#[path = "listeners/at_cap.rs"]
+mod at_cap;
 mod common;
 
 use std::net::SocketAddr;

@@ -1,7 +1,10 @@
 //! Policies on real traffic: retry budget, no retry of 403, shed answers
-//! with Retry-After, keyed rate limits under a unique-key flood.
+//! with Retry-After, keyed rate limits under a unique-key flood; a route's
+//! dependency check (`dependency`).
 
 mod common;
+#[path = "policies/dependency.rs"]
+mod dependency;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -17,6 +17,7 @@
 //! | `cluster.breaker` | [`BreakerConfig`] | — |
 //! | `route.failover_policy` | [`FailoverConfig`] | — |
 //! | `route.restore` | [`StagedRestoreConfig`] | the `do = "ramp"` action's ramp |
+//! | `route.dependency` | [`DependencyConfig`] | `gateway.dependency` (a route there, a cluster here) |
 //!
 //! Every error names `file:line:column`; see [`GuardConfig::parse`] and
 //! `docs/guard.md` for the whole schema.
@@ -149,9 +150,11 @@ impl ListenerConfig {
             drain_timeout: _,
             forward_path: _,
             max_connections_per_client: _,
+            at_connection_cap: _,
+            backlog: _,
         } = self;
         let d = |v: &dyn std::fmt::Debug| format!("{v:?}");
-        let fields: [(&'static str, String, String); 16] = [
+        let fields: [(&'static str, String, String); 18] = [
             ("name", d(&self.name), d(&other.name)),
             ("bind", d(&self.bind), d(&other.bind)),
             ("protocol", d(&self.protocol), d(&other.protocol)),
@@ -212,6 +215,12 @@ impl ListenerConfig {
                 d(&self.max_connections_per_client),
                 d(&other.max_connections_per_client),
             ),
+            (
+                "at_connection_cap",
+                d(&self.at_connection_cap),
+                d(&other.at_connection_cap),
+            ),
+            ("backlog", d(&self.backlog), d(&other.backlog)),
         ];
         fields.into_iter().find(|(_, a, b)| a != b)
     }
@@ -306,10 +315,20 @@ pub struct ListenerConfig {
     /// Protocols accepted (default `auto`).
     #[serde(default)]
     pub protocol: Protocol,
-    /// Connection cap (HAProxy's `maxconn`): beyond it the listener stops
-    /// accepting and new connections wait in the kernel's backlog.
+    /// Connection cap (HAProxy's `maxconn`): what happens to connections
+    /// beyond it is `at_connection_cap`'s.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: u32,
+    /// Beyond `max_connections`: `queue` (default: stop accepting, so new
+    /// connections wait in the kernel's backlog) or `refuse` (accept and
+    /// reset each at once, as an L4 balancer refuses flows beyond its cap).
+    #[serde(default)]
+    pub at_connection_cap: AtConnectionCap,
+    /// The listen backlog asked of the kernel (`listen(2)`), 1 to 65535,
+    /// default 1024. Linux clamps it to `net.core.somaxconn`. A reload
+    /// cannot change it on a socket it keeps (same `bind`).
+    #[serde(default = "defaults::backlog")]
+    pub backlog: u32,
     /// Peers (IP or CIDR) whose `X-Forwarded-For` and criticality header are believed.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
@@ -352,6 +371,21 @@ pub struct ListenerConfig {
     /// requests before they are closed (default 30s).
     #[serde(default = "defaults::drain_timeout")]
     pub drain_timeout: Nanos,
+}
+
+/// `listener.at_connection_cap`: what a listener does with a connection
+/// beyond its `max_connections`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtConnectionCap {
+    /// Stop accepting: the connection waits in the kernel's accept backlog
+    /// (and, once that is full, the kernel drops its handshake), as
+    /// HAProxy's `maxconn` does.
+    #[default]
+    Queue,
+    /// Accept it and close it at once with a reset (`SO_LINGER` 0),
+    /// counted in `connections_closed_total{reason="at_cap"}`.
+    Refuse,
 }
 
 /// `cluster.tls`: connect to the endpoints over TLS.
@@ -500,7 +534,12 @@ pub struct RouteConfig {
     /// Listener names restored in this order; every listener, in file order, when empty.
     #[serde(default)]
     pub restore_sites: Vec<String>,
-    /// Retry policy; no retries when absent.
+    /// A call each request must pass before it is forwarded (an auth or
+    /// token check: the simulator's gateway `dependency`); none when absent.
+    #[serde(default)]
+    pub dependency: Option<DependencyConfig>,
+    /// Retry policy; no retries when absent. It covers the `dependency`
+    /// call too, with one attempt count and one budget per request.
     #[serde(default)]
     pub retry: Option<RetryConfig>,
     /// Retry budget shared by the route's requests; the ratio budget's
@@ -529,6 +568,39 @@ pub struct RouteConfig {
     /// What the rate limit is keyed by (default the client address).
     #[serde(default)]
     pub rate_limit_key: RateLimitKey,
+}
+
+/// Most request headers a `dependency` call may copy from the request.
+pub const MAX_DEPENDENCY_HEADERS: usize = 32;
+
+/// `route.dependency`: a request to another cluster that must answer 2xx
+/// before the request is forwarded, as a simulated `[[gateway]]` calls its
+/// `dependency` route first (the incident's shared auth path).
+///
+/// The call goes through the dependency cluster's own policies (breaker,
+/// concurrency limit, outlier ejection, endpoint choice) and, when the
+/// route retries, through the route's retry loop and budget: a failed call
+/// is retried as a whole check, and the attempts it used count against
+/// the request's `max_attempts`. A request whose check fails for good is
+/// answered 502 and never forwarded.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyConfig {
+    /// The `[[cluster]]` called.
+    pub cluster: String,
+    /// Path (and query) requested, starting with `/`.
+    pub path: String,
+    /// Method (default `GET`).
+    #[serde(default = "defaults::dependency_method")]
+    pub method: String,
+    /// Time allowed for one call (the simulator's gateway `timeout`);
+    /// never past the route's retry deadline.
+    pub timeout: Nanos,
+    /// Request headers copied onto the call when present (default
+    /// `["authorization"]`; at most [`MAX_DEPENDENCY_HEADERS`]). The
+    /// criticality header always goes, with the request's class.
+    #[serde(default = "defaults::dependency_headers")]
+    pub pass_headers: Vec<String>,
 }
 
 /// `[[shed]]`: an operator rule, as a scenario's `do = "shed"` action spells it.
@@ -603,6 +675,15 @@ mod defaults {
     pub fn retry_buffer_bytes() -> u64 {
         64 * 1024
     }
+    pub fn backlog() -> u32 {
+        1024
+    }
+    pub fn dependency_method() -> String {
+        "GET".to_owned()
+    }
+    pub fn dependency_headers() -> Vec<String> {
+        vec!["authorization".to_owned()]
+    }
 }
 
 /// A trusted-proxy entry: an address and prefix length.
@@ -645,6 +726,64 @@ impl Cidr {
             }
             _ => false,
         }
+    }
+}
+
+impl DependencyConfig {
+    /// Checks the call can be made: a known cluster, a method, an
+    /// origin-form path, a timeout, header names; errors at `p.field`.
+    fn validate(
+        &self,
+        doc: &Doc<'_>,
+        p: &str,
+        who: &str,
+        clusters: &HashSet<&str>,
+    ) -> Result<(), ConfigError> {
+        if !clusters.contains(self.cluster.as_str()) {
+            return Err(doc.at(
+                &format!("{p}.cluster"),
+                format!("{who}: no [[cluster]] named {:?}", self.cluster),
+            ));
+        }
+        if http::Method::from_bytes(self.method.as_bytes()).is_err() {
+            return Err(doc.at(
+                &format!("{p}.method"),
+                format!("{who}: expected an HTTP method, got {:?}", self.method),
+            ));
+        }
+        if !self.path.starts_with('/') || self.path.parse::<http::uri::PathAndQuery>().is_err() {
+            return Err(doc.at(
+                &format!("{p}.path"),
+                format!(
+                    "{who}: expected a path starting with '/' such as \"/check\", got {:?}",
+                    self.path
+                ),
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(doc.at(
+                &format!("{p}.timeout"),
+                format!("{who}: expected a duration > 0, got 0"),
+            ));
+        }
+        if self.pass_headers.len() > MAX_DEPENDENCY_HEADERS {
+            return Err(doc.at(
+                &format!("{p}.pass_headers"),
+                format!(
+                    "{who}: at most {MAX_DEPENDENCY_HEADERS} headers, got {}",
+                    self.pass_headers.len()
+                ),
+            ));
+        }
+        for (j, h) in self.pass_headers.iter().enumerate() {
+            if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                return Err(doc.at(
+                    &format!("{p}.pass_headers.{j}"),
+                    format!("{who}: expected a header name, got {h:?}"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -787,6 +926,12 @@ impl GuardConfig {
             }
             if l.max_connections == 0 {
                 return Err(doc.at(&format!("{p}.max_connections"), "expected ≥ 1, got 0"));
+            }
+            if !(1..=65535).contains(&l.backlog) {
+                return Err(doc.at(
+                    &format!("{p}.backlog"),
+                    format!("expected between 1 and 65535, got {}", l.backlog),
+                ));
             }
             if !(8192..=1 << 20).contains(&l.max_header_bytes) {
                 return Err(doc.at(
@@ -985,6 +1130,9 @@ impl GuardConfig {
                         format!("{who}: {name:?} = {value:?} is not a valid header"),
                     ));
                 }
+            }
+            if let Some(d) = &r.dependency {
+                d.validate(doc, &format!("{p}.dependency"), &who, &clusters)?;
             }
             if let Some(c) = &r.retry {
                 c.validate()
