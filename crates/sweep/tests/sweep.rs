@@ -148,7 +148,10 @@ fn errors_name_the_path_and_what_exists() {
     let e = plan(&["client.app.timeout=fast,slow"]);
     assert!(e.contains("expected a duration"), "{e}");
     let e = plan(&["service.db.app.workers=1..3:5"]);
-    assert!(e.contains("appears twice"), "{e}");
+    assert!(
+        e.contains("the values 1.5 and 2 (points 2 and 3) both become 2"),
+        "{e}"
+    );
     let e = plan(&["client.app.rate"]);
     assert!(e.contains("expected PATH=LO..HI:N"), "{e}");
     let e = plan(&["client.app.budget.kind=ratio"]);

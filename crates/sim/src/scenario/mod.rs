@@ -953,6 +953,29 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Whether `text` reads into the scenario's types, without the checks
+    /// of values, references and graph that [`Scenario::parse`] adds after
+    /// it. `stormbreak sweep` asks it which kind of value a field takes: a
+    /// float field written `factor = 5` still takes `2.5`, an integer field
+    /// does not.
+    pub fn check_types(file: &str, text: &str) -> Result<(), ScenarioError> {
+        if text.len() > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError {
+                file: file.to_owned(),
+                line_col: None,
+                message: too_large(),
+            });
+        }
+        let serde_error = |e: toml::de::Error| ScenarioError {
+            file: file.to_owned(),
+            line_col: e.span().map(|s| line_col(text, s.start)),
+            message: messages::user_terms(e.message().trim()),
+        };
+        let doc = DeTable::parse(text).map_err(serde_error)?;
+        Scenario::deserialize(toml::de::Deserializer::from(doc)).map_err(serde_error)?;
+        Ok(())
+    }
+
     /// Component names to kinds.
     pub fn components(&self) -> HashMap<&str, ComponentRef> {
         let mut m = HashMap::new();
