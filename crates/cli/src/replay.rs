@@ -72,11 +72,13 @@ pub struct Args {
         value_parser = crate::sensitivity_cmd::parse_changes
     )]
     pub changes: Option<crate::sensitivity_cmd::ChangeList>,
-    /// With --sensitivity: seeds every variant runs on (comma-separated)
+    /// With --sensitivity: seeds every variant runs on, in the sweep's
+    /// grammar: a list (1,2,3), a range (1..=5), one seed ("7," or 7..=7), or
+    /// a count (3: the scenario's seed and two derived from it)
     /// [default: --seed, else the scenario's].
     #[arg(
         long,
-        value_name = "LIST",
+        value_name = "SEEDS",
         requires = "sensitivity",
         conflicts_with = "seed",
         value_parser = crate::sensitivity_cmd::parse_seeds

@@ -8,8 +8,10 @@ use stormbreak_policy::units::parse_duration;
 use stormbreak_sweep::classify::ClassifyOptions;
 use stormbreak_sweep::k8s::{self, JobOptions, object_name};
 use stormbreak_sweep::output::{self, SHARD_JSON};
+use stormbreak_sweep::plan::MAX_SEEDS;
 use stormbreak_sweep::plan::{Plan, SweepSpec};
 use stormbreak_sweep::run::{self, Shard};
+use stormbreak_sweep::seeds::Seeds;
 
 /// Flags of `stormbreak sweep`.
 #[derive(Debug, clap::Args)]
@@ -27,9 +29,11 @@ pub struct Args {
     /// A Latin-hypercube sample of N cells instead of the full grid.
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
-    /// Runs per cell, each on its own seed.
-    #[arg(long, default_value_t = 1)]
-    seeds: u32,
+    /// Runs per cell: a count (3: seeds derived from --seed and the cell),
+    /// a list (1,2,3) or a range (1..=10) of the simulator's own seeds;
+    /// one chosen seed is 7..=7 or "7," (grammar in docs/sweep.md).
+    #[arg(long, default_value = "1", value_name = "SEEDS", value_parser = parse_seeds)]
+    seeds: Seeds,
     /// Sweep seed [default: the scenario's seed]; every run's seed derives
     /// from it and the cell's coordinates.
     #[arg(long, value_parser = crate::parse_u64)]
@@ -79,6 +83,10 @@ pub struct Args {
     /// [default: <scenario>-sweep-out].
     #[arg(long, requires = "emit_k8s_job")]
     claim: Option<String>,
+    /// Also write each run's recording, as `simulate --seed SEED` writes
+    /// its recording.json, to cell-C-run-K.recording.json (at most 1 000 runs).
+    #[arg(long, conflicts_with_all = ["shard", "shard_from_env", "emit_k8s_job"])]
+    keep_series: bool,
     /// Output directory, replaced whole [default: ./stormbreak-out/<scenario>-sweep/].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -115,6 +123,10 @@ struct MergeArgs {
     /// Output directory, replaced whole [default: ./stormbreak-out/<scenario>-sweep/].
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+fn parse_seeds(s: &str) -> Result<Seeds, String> {
+    Seeds::parse(s, MAX_SEEDS)
 }
 
 fn parse_duration_flag(s: &str) -> Result<Nanos, String> {
@@ -182,12 +194,16 @@ pub fn run(args: Args) -> Result<(), String> {
     let total = run::runs_in(&plan, shard);
     let bar = progress(total as u64, args.quiet);
     let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
-    let results = run::run(&plan, shard, jobs, || bar.inc(1))?;
+    let done = run::run_keeping(&plan, shard, jobs, args.keep_series, || bar.inc(1));
     bar.finish_and_clear();
-    let set = match chosen {
+    let (results, kept) = done?;
+    let mut set = match chosen {
         Some(s) => output::shard_file(&plan, s, &results)?,
         None => output::outputs(&plan, &results)?,
     };
+    for k in kept {
+        set.add(&k.file_name(), k.json);
+    }
     crate::write_out(&out_dir, &set)?;
     print_counts(&results);
     println!("outputs: {}", out.display());

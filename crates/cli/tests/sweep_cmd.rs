@@ -201,3 +201,77 @@ fn the_emitted_job_runs_its_shards_into_the_single_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A chosen seed is the simulator's own: with `--keep-series`, the run of
+/// a cell on seed 7 writes the very recording.json `simulate --seed 7`
+/// writes for that cell's scenario (here the file's own cut, ×5).
+#[test]
+fn a_chosen_seed_runs_what_simulate_runs_on_it() {
+    let dir = common::temp_dir("stormbreak-sweep", "seeds");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=5.0,6.0", "--seeds", "7,9"])
+        .args(["--keep-series", "--quiet", "--out"])
+        .arg(dir.join("sweep"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(dir.join("sweep/sweep.csv")).unwrap();
+    let seeds: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap())
+        .collect();
+    assert_eq!(seeds, ["7", "9", "7", "9"], "{csv}");
+    let names: Vec<String> = files(&dir.join("sweep"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cell-0-run-0.recording.json",
+            "cell-0-run-1.recording.json",
+            "cell-1-run-0.recording.json",
+            "cell-1-run-1.recording.json",
+            "report.html",
+            "summary.json",
+            "sweep.csv",
+        ]
+    );
+    let o = stormbreak()
+        .arg("simulate")
+        .arg(scenario())
+        .args(["--seed", "7", "--quiet", "--out"])
+        .arg(dir.join("sim"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kept = std::fs::read(dir.join("sweep/cell-0-run-0.recording.json")).unwrap();
+    let simulated = std::fs::read(dir.join("sim/recording.json")).unwrap();
+    assert!(
+        kept == simulated,
+        "cell 0's run on seed 7 differs from simulate --seed 7"
+    );
+    let other = std::fs::read(dir.join("sweep/cell-0-run-1.recording.json")).unwrap();
+    assert!(other != simulated, "seed 9 ran as seed 7");
+    // A bare number is a count; a range and a one-seed list are chosen seeds.
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=5.0", "--seeds", "3..1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a range includes both ends and is written A..=B"),
+        "{err}"
+    );
+    assert!(
+        err.contains("one chosen seed: 7..=7, or 7 with a trailing comma: 7,"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

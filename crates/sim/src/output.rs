@@ -121,6 +121,12 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
     doc
 }
 
+/// `recording.json`: the whole recording, as every command writes it (a
+/// sweep's `--keep-series` too, so its files equal `simulate`'s).
+pub fn recording_json(rec: &Recording) -> io::Result<Vec<u8>> {
+    serde_json::to_vec(rec).map_err(io::Error::other)
+}
+
 /// `timeseries.csv`: one row per interval × entity × metric
 /// (`t_s,kind,entity,metric,value`), loadable straight into pandas/polars.
 pub fn timeseries_csv(rec: &Recording) -> String {
@@ -261,7 +267,7 @@ impl OutputSet {
     pub fn of_recording(rec: &Recording, extra: Option<Value>) -> io::Result<Self> {
         let summary =
             serde_json::to_vec_pretty(&summary_json(rec, extra)).map_err(io::Error::other)?;
-        let full = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        let full = recording_json(rec)?;
         let mut set = Self::new();
         set.add("summary.json", summary)
             .add("recording.json", full)

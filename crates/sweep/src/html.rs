@@ -50,7 +50,7 @@ pub fn render(plan: &Plan, cells: &[CellSummary]) -> String {
          (a breach of the SLO lasting to the end of observation).</p>",
         esc(&title),
         plan.cells.len(),
-        plan.spec.seeds,
+        plan.seeds_per_cell(),
         plan.runs()
     );
     let chart = if plan.spec.samples.is_some() && plan.axes.len() >= 2 {

@@ -298,7 +298,7 @@ pub fn merge(shards: &[(String, ShardFile)]) -> Result<(Plan, OutputSet), String
             && s.runs.iter().all(|r| {
                 r.cell_index() < plan.cells.len()
                     && s.shard.has(r.cell_index())
-                    && r.run_index() < plan.spec.seeds
+                    && r.run_index() < plan.seeds_per_cell()
             });
         if !ok {
             return Err(format!(

@@ -74,21 +74,87 @@ pub fn run(
     threads: usize,
     on_done: impl Fn() + Sync,
 ) -> Result<Vec<RunResult>, String> {
+    run_keeping(plan, shard, threads, false, on_done).map(|(results, _)| results)
+}
+
+/// Most runs whose recordings `--keep-series` keeps: each is held in
+/// memory (as the `recording.json` `simulate` would write, some kB to a
+/// few MB) until the sweep's outputs are written as one set.
+pub const MAX_KEPT_RUNS: usize = 1_000;
+
+/// One run's recording, kept with `--keep-series`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSeries {
+    /// Cell index.
+    pub cell: usize,
+    /// Run within the cell.
+    pub run: u32,
+    /// Its `recording.json`, byte for byte what `stormbreak simulate
+    /// --seed SEED` writes for the cell's scenario and the run's seed.
+    pub json: Vec<u8>,
+}
+
+impl KeptSeries {
+    /// The file it is written to in the sweep's outputs.
+    pub fn file_name(&self) -> String {
+        format!("cell-{}-run-{}.recording.json", self.cell, self.run)
+    }
+}
+
+/// [`run`], also keeping every run's recording when `keep` (at most
+/// [`MAX_KEPT_RUNS`] runs, refused before anything runs).
+pub fn run_keeping(
+    plan: &Plan,
+    shard: Shard,
+    threads: usize,
+    keep: bool,
+    on_done: impl Fn() + Sync,
+) -> Result<(Vec<RunResult>, Vec<KeptSeries>), String> {
     let todo: Vec<(usize, u32)> = plan
         .cells
         .iter()
         .filter(|c| shard.has(c.index))
-        .flat_map(|c| (0..plan.spec.seeds).map(move |k| (c.index, k)))
+        .flat_map(|c| (0..plan.seeds_per_cell()).map(move |k| (c.index, k)))
         .collect();
-    map_in_order(threads, todo, |(cell, k)| run_one(plan, cell, k), on_done)
+    if keep && todo.len() > MAX_KEPT_RUNS {
+        return Err(format!(
+            "--keep-series keeps at most {MAX_KEPT_RUNS} runs' recordings (they are held in \
+             memory until the outputs are written), and this sweep has {}; use fewer cells or seeds",
+            todo.len()
+        ));
+    }
+    let done = map_in_order(
+        threads,
+        todo,
+        |(cell, k)| run_one(plan, cell, k, keep),
+        on_done,
+    )?;
+    let mut results = Vec::with_capacity(done.len());
+    let mut kept = Vec::new();
+    for (r, json) in done {
+        if let Some(json) = json {
+            kept.push(KeptSeries {
+                cell: r.cell,
+                run: r.run,
+                json,
+            });
+        }
+        results.push(r);
+    }
+    Ok((results, kept))
 }
 
 /// The number of runs `shard` holds.
 pub fn runs_in(plan: &Plan, shard: Shard) -> usize {
-    plan.cells.iter().filter(|c| shard.has(c.index)).count() * plan.spec.seeds as usize
+    plan.cells.iter().filter(|c| shard.has(c.index)).count() * plan.seeds_per_cell() as usize
 }
 
-fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
+fn run_one(
+    plan: &Plan,
+    cell: usize,
+    k: u32,
+    keep: bool,
+) -> Result<(RunResult, Option<Vec<u8>>), String> {
     let c = &plan.cells[cell];
     let who = || {
         format!(
@@ -110,13 +176,22 @@ fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
     )
     .run()
     .map_err(|e| format!("{}: {}: {e}", plan.file, who()))?;
-    Ok(RunResult {
+    let json = if keep {
+        Some(
+            stormbreak_sim::output::recording_json(&rec)
+                .map_err(|e| format!("{}: cannot encode its recording: {e}", who()))?,
+        )
+    } else {
+        None
+    };
+    let result = RunResult {
         cell,
         run: k,
         seed,
         outcome: classify(&rec, &plan.slos, c.timeline, plan.spec.classify),
         bounds_hit: rec.bounds_hit.iter().map(|b| b.count).sum(),
-    })
+    };
+    Ok((result, json))
 }
 
 /// One run's result as a shard file stores it: floats as their bits, so a
