@@ -90,7 +90,8 @@ pub struct Args {
     /// Output directory, replaced whole [default: ./stormbreak-out/<scenario>-sweep/].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// No progress bar.
+    /// No progress: neither the bar (on a terminal) nor the lines logged
+    /// every twentieth of the runs (otherwise).
     #[arg(long)]
     quiet: bool,
 }
@@ -192,10 +193,10 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let out_dir = crate::prepare_out(&out)?;
     let total = run::runs_in(&plan, shard);
-    let bar = progress(total as u64, args.quiet);
+    let progress = Progress::new(total, args.quiet);
     let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
-    let done = run::run_keeping(&plan, shard, jobs, args.keep_series, || bar.inc(1));
-    bar.finish_and_clear();
+    let done = run::run_keeping(&plan, shard, jobs, args.keep_series, || progress.inc());
+    progress.finish();
     let (results, kept) = done?;
     let mut set = match chosen {
         Some(s) => output::shard_file(&plan, s, &results)?,
@@ -260,19 +261,73 @@ fn default_out(plan: &Plan, shard: Option<Shard>) -> Result<PathBuf, String> {
     Ok(base.with_file_name(name))
 }
 
-fn progress(total: u64, quiet: bool) -> ProgressBar {
-    let target = if quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(
-        ProgressStyle::with_template("sweeping [{bar:30}] {pos}/{len} runs, ETA {eta}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    bar
+/// Progress on standard error: a bar with an ETA on a terminal, else
+/// (a CI log, `2>file`) a line every [`log_every`] runs and after the last,
+/// so a long sweep in a pipeline still shows that it advances.
+enum Progress {
+    Bar(ProgressBar),
+    Log {
+        total: usize,
+        every: usize,
+        done: std::sync::Mutex<usize>,
+    },
+}
+
+/// Runs between two progress lines when standard error is not a
+/// terminal: a twentieth of the sweep (at least one), so a sweep logs
+/// about 20 lines whatever its size.
+fn log_every(total: usize) -> usize {
+    total.div_ceil(20).max(1)
+}
+
+impl Progress {
+    fn new(total: usize, quiet: bool) -> Progress {
+        use std::io::IsTerminal;
+        if !quiet && !std::io::stderr().is_terminal() {
+            return Progress::Log {
+                total,
+                every: log_every(total),
+                done: std::sync::Mutex::new(0),
+            };
+        }
+        let target = if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+        bar.set_style(
+            ProgressStyle::with_template("sweeping [{bar:30}] {pos}/{len} runs, ETA {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        Progress::Bar(bar)
+    }
+
+    /// One more run done (called from any worker thread).
+    fn inc(&self) {
+        match self {
+            Progress::Bar(bar) => bar.inc(1),
+            Progress::Log { total, every, done } => {
+                // Counted and printed under one lock, so lines come in order.
+                let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+                *done += 1;
+                if done.is_multiple_of(*every) || *done == *total {
+                    eprintln!(
+                        "sweeping: {}/{total} runs done ({}%)",
+                        *done,
+                        *done * 100 / (*total).max(1)
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn print_counts(results: &[run::RunResult]) {

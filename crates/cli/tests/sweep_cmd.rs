@@ -74,6 +74,48 @@ fn one_and_two_jobs_write_the_same_bytes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Without a terminal (here: a pipe) progress is a line on standard error
+/// every twentieth of the runs and after the last; `--quiet` hides it.
+#[test]
+fn without_a_terminal_progress_is_logged_as_lines() {
+    let dir = common::temp_dir("stormbreak-sweep", "progress");
+    let run = |quiet: bool| {
+        let mut c = stormbreak();
+        c.arg("sweep")
+            .arg(scenario())
+            .args([
+                "--axis",
+                "action.cut.factor=2.5,6",
+                "--seeds",
+                "2",
+                "--jobs",
+                "2",
+            ])
+            .arg("--out")
+            .arg(dir.join("out"));
+        if quiet {
+            c.arg("--quiet");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = run(false);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("sweeping:")).collect();
+    assert_eq!(
+        lines,
+        [
+            "sweeping: 1/4 runs done (25%)",
+            "sweeping: 2/4 runs done (50%)",
+            "sweeping: 3/4 runs done (75%)",
+            "sweeping: 4/4 runs done (100%)",
+        ],
+        "{err}"
+    );
+    assert!(!run(true).contains("sweeping"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn three_shards_merge_into_the_single_run() {
     let dir = common::temp_dir("stormbreak-sweep", "shards");
