@@ -721,12 +721,20 @@ pub enum ActionKind {
     /// A service slows down (a bad deploy, a noisy neighbour, a slow disk):
     /// every service time that starts from now on is `factor` × its sample
     /// plus `add`. Work already in service keeps its completion time.
+    /// `capacity` says the same as `factor` the way a capacity drop is
+    /// usually reported: the share of capacity that remains, `factor = 1 /
+    /// capacity` (see [`slowdown`]).
     SlowService {
         /// Service name.
         service: String,
-        /// Multiplies each service time (default 1).
-        #[serde(default = "one")]
-        factor: f64,
+        /// Multiplies each service time (default 1; not with `capacity`).
+        #[serde(default)]
+        factor: Option<f64>,
+        /// The share of the service's capacity that remains, in (0, 1]: a
+        /// CPU cut by 80% is `capacity = 0.2`, the same as `factor = 5`
+        /// (not with `factor`).
+        #[serde(default)]
+        capacity: Option<f64>,
         /// Fixed latency added to each service time (default 0).
         #[serde(default)]
         add: Nanos,
@@ -790,8 +798,15 @@ pub enum ActionKind {
     },
 }
 
-fn one() -> f64 {
-    1.0
+/// The factor a `slow_service` multiplies service times by: `factor`, or
+/// `1 / capacity` (a service left with a share `capacity` of its capacity
+/// serves each request in `1 / capacity` times as long), else 1.
+pub fn slowdown(factor: Option<f64>, capacity: Option<f64>) -> f64 {
+    match (factor, capacity) {
+        (Some(f), _) => f,
+        (None, Some(c)) => 1.0 / c,
+        (None, None) => 1.0,
+    }
 }
 
 impl ActionKind {

@@ -930,10 +930,41 @@ impl Scenario {
             match &a.kind {
                 ActionKind::SlowService {
                     service: name,
-                    factor,
+                    factor: given,
+                    capacity,
                     add,
                 } => {
                     service(name)?;
+                    if given.is_some() && capacity.is_some() {
+                        return Err(at_key(
+                            "capacity",
+                            "slow_service: give factor or capacity, not both \
+                             (capacity = C is factor = 1/C)"
+                                .into(),
+                        ));
+                    }
+                    if let Some(c) = *capacity {
+                        if !(c.is_finite() && c > 0.0 && c <= 1.0) {
+                            return Err(at_key(
+                                "capacity",
+                                format!(
+                                    "slow_service: capacity is the share of capacity that \
+                                     remains, a number in (0, 1], got {c}"
+                                ),
+                            ));
+                        }
+                        if 1.0 / c > MAX_SLOWDOWN {
+                            return Err(at_key(
+                                "capacity",
+                                format!(
+                                    "slow_service: capacity {c} is a slowdown of more than \
+                                     {MAX_SLOWDOWN}× (capacity at least {}); beyond it, use stall",
+                                    1.0 / MAX_SLOWDOWN
+                                ),
+                            ));
+                        }
+                    }
+                    let factor = &crate::scenario::slowdown(*given, *capacity);
                     if !(factor.is_finite() && *factor > 0.0 && *factor <= MAX_SLOWDOWN) {
                         return Err(at_key(
                             "factor",
@@ -950,7 +981,9 @@ impl Scenario {
                     )?;
                     if *factor == 1.0 && *add == Nanos::ZERO {
                         return Err(here(
-                            "slow_service: give factor (≠ 1) or add (> 0); as written it changes nothing".into(),
+                            "slow_service: give factor (≠ 1) or add (> 0), or capacity (< 1) \
+                             instead of factor; as written it changes nothing"
+                                .into(),
                         ));
                     }
                 }
