@@ -83,6 +83,11 @@ pub struct Args {
     /// [default: <scenario>-sweep-out].
     #[arg(long, requires = "emit_k8s_job")]
     claim: Option<String>,
+    /// Raise or lower a limit of the engine for every run, NAME=VALUE
+    /// (repeatable; names and defaults in docs/scenarios.md, "Limits of a
+    /// run"). A run a limit stops is classed "stopped" and the sweep goes on.
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    limits: Vec<String>,
     /// Also write each run's recording, as `simulate --seed SEED` writes
     /// its recording.json, to cell-C-run-K.recording.json (at most 1 000 runs).
     #[arg(long, conflicts_with_all = ["shard", "shard_from_env", "emit_k8s_job"])]
@@ -142,6 +147,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let file = args
         .file
         .ok_or("expected a scenario FILE (or `sweep merge DIR…`)")?;
+    crate::set_limits(&args.limits)?;
     let text = crate::simulate::read_scenario(&file)?;
     let spec = match &args.spec {
         Some(path) => {
@@ -159,7 +165,8 @@ pub fn run(args: Args) -> Result<(), String> {
         },
     };
     let name = file.display().to_string();
-    let plan = Plan::new(&name, &text, spec)?;
+    let mut plan = Plan::new(&name, &text, spec)?;
+    plan.limits = crate::run_limits();
     if let Some(dir) = args.emit_k8s_job {
         let opts = JobOptions {
             image: args.image.unwrap_or_default(),
@@ -334,12 +341,22 @@ fn print_counts(results: &[run::RunResult]) {
     use stormbreak_sweep::classify::Class;
     let counts: Vec<String> = Class::ALL
         .iter()
-        .map(|c| {
+        .filter_map(|c| {
             let n = results.iter().filter(|r| r.outcome.class == *c).count();
-            format!("{n} {}", c.name())
+            // As in summary.json: `stopped` only when a run was.
+            (*c != Class::Stopped || n > 0).then(|| format!("{n} {}", c.name()))
         })
         .collect();
     println!("{} runs: {}", results.len(), counts.join(", "));
+    let stopped: Vec<&str> = results.iter().filter_map(|r| r.stopped_by).collect();
+    if let Some(first) = stopped.first() {
+        eprintln!(
+            "warning: {} runs were stopped by a limit of the engine (class \"stopped\" in sweep.csv), \
+             the first by {first}; if the runs are meant to hold more, raise it with \
+             --limit {first}=N (docs/scenarios.md, \"Limits of a run\")",
+            stopped.len()
+        );
+    }
     let bounded = results.iter().filter(|r| r.bounds_hit > 0).count();
     if bounded > 0 {
         eprintln!(

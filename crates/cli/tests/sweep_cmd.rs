@@ -317,3 +317,40 @@ fn a_chosen_seed_runs_what_simulate_runs_on_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cell a limit stops gets the class "stopped" and the sweep goes on,
+/// naming the limit and the flag that raises it.
+#[test]
+fn a_cell_stopped_by_a_limit_is_classed_stopped_and_the_sweep_goes_on() {
+    let dir = common::temp_dir("stormbreak-sweep", "stopped");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=1.1,6", "--quiet"])
+        .args(["--limit", "attempts_in_flight=300", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 runs were stopped by a limit")
+            && err.contains("--limit attempts_in_flight=N"),
+        "{err}"
+    );
+    let csv = std::fs::read_to_string(dir.join("out/sweep.csv")).unwrap();
+    let classes: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap())
+        .collect();
+    assert_eq!(classes.len(), 2, "{csv}");
+    assert_ne!(classes[0], "stopped", "{csv}");
+    assert_eq!(classes[1], "stopped", "{csv}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["classes"]["stopped"], 1);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("1 stopped"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

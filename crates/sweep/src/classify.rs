@@ -38,16 +38,20 @@ pub enum Class {
     /// Observation ended less than the observation window after the
     /// trigger: too early to say.
     Undetermined,
+    /// A limit of the engine (`engine::Limits`) stopped the run: it says
+    /// nothing about recovery, and the sweep goes on.
+    Stopped,
 }
 
 impl Class {
     /// Every class, in the order outputs list them.
-    pub const ALL: [Class; 5] = [
+    pub const ALL: [Class; 6] = [
         Class::Stable,
         Class::Recovered,
         Class::Slow,
         Class::Metastable,
         Class::Undetermined,
+        Class::Stopped,
     ];
 
     /// The name outputs use.
@@ -58,6 +62,7 @@ impl Class {
             Class::Slow => "slow",
             Class::Metastable => "metastable",
             Class::Undetermined => "undetermined",
+            Class::Stopped => "stopped",
         }
     }
 }

@@ -187,7 +187,11 @@ fn summary_json(plan: &Plan, cells: &[CellSummary]) -> Json {
             .iter()
             .map(|c| c.classes.iter().filter(|&&k| k == class).count())
             .sum();
-        counts.insert(class.name().to_owned(), n.into());
+        // `stopped` is counted only when a run was: a sweep no limit
+        // stopped writes the summary it always did.
+        if class != Class::Stopped || n > 0 {
+            counts.insert(class.name().to_owned(), n.into());
+        }
     }
     json!({
         "schema": SUMMARY_SCHEMA,

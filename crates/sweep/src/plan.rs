@@ -7,6 +7,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
+use stormbreak_sim::engine::Limits;
 use toml_edit::{DocumentMut, Value};
 
 use crate::axis::{Axis, AxisSpec, MAX_AXES};
@@ -73,6 +74,10 @@ pub struct Plan {
     pub cells: Vec<Cell>,
     /// The SLOs that define a breach.
     pub slos: Vec<Slo>,
+    /// The engine's limits for every run: the defaults unless the command
+    /// line's `--limit` set them (each cell's `[limits]` may lower them).
+    /// Not part of the spec: a spec file (a Job's) cannot raise them.
+    pub limits: Limits,
     doc: DocumentMut,
 }
 
@@ -125,6 +130,7 @@ impl Plan {
             sweep_seed,
             axes,
             cells: Vec::with_capacity(layout.len()),
+            limits: Limits::default(),
             doc,
         };
         for (index, (coords, values)) in layout.into_iter().enumerate() {

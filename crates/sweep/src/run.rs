@@ -64,6 +64,9 @@ pub struct RunResult {
     /// default app queue; see `BoundHit`): refusals no scenario asked for,
     /// so a run with any is judged partly on the engine's bound.
     pub bounds_hit: u64,
+    /// For a run of class `stopped`: the limit that stopped it (not kept
+    /// in shard files).
+    pub stopped_by: Option<&'static str>,
 }
 
 /// Runs the shard's runs of `plan` on `threads` threads, in (cell, run)
@@ -167,15 +170,17 @@ fn run_one(
         .build(&c.values)
         .map_err(|e| format!("{}: {e}", who()))?;
     let seed = plan.run_seed(c, k);
-    let rec = Engine::new(
+    // A run stopped by a limit is a result, not the sweep's end: it keeps
+    // its recording up to the stop and gets the class `stopped`.
+    let (rec, stopped) = Engine::new(
         &sc,
         RunOptions {
             seed: Some(seed),
             scale: plan.spec.scale,
         },
     )
-    .run()
-    .map_err(|e| format!("{}: {}: {e}", plan.file, who()))?;
+    .with_limits(plan.limits)
+    .run_to_stop();
     let json = if keep {
         Some(
             stormbreak_sim::output::recording_json(&rec)
@@ -184,12 +189,18 @@ fn run_one(
     } else {
         None
     };
+    let mut outcome = classify(&rec, &plan.slos, c.timeline, plan.spec.classify);
+    if stopped.is_some() {
+        outcome.class = Class::Stopped;
+        outcome.recovery = None;
+    }
     let result = RunResult {
         cell,
         run: k,
         seed,
-        outcome: classify(&rec, &plan.slos, c.timeline, plan.spec.classify),
+        outcome,
         bounds_hit: rec.bounds_hit.iter().map(|b| b.count).sum(),
+        stopped_by: stopped.as_ref().map(|e| e.limit()),
     };
     Ok((result, json))
 }
@@ -253,6 +264,7 @@ impl From<&StoredRun> for RunResult {
                 error_rate: f64::from_bits(s.error_rate_bits),
             },
             bounds_hit: s.bounds_hit,
+            stopped_by: None,
         }
     }
 }

@@ -33,7 +33,7 @@ use stormbreak_policy::shed::{Criticality, SaturationConfig};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a scenario: a [scenario] table, then [[lb]], [[gateway]], [[service]], [[route]], [[client]], [[failover]] and [[action]] tables"
+    expecting = "a scenario: a [scenario] table, then [[lb]], [[gateway]], [[service]], [[route]], [[client]], [[failover]] and [[action]] tables, and optionally [[slo]] and [limits]"
 )]
 pub struct Scenario {
     /// Name, run length, recording interval, seed.
@@ -63,10 +63,59 @@ pub struct Scenario {
     /// `stormbreak sweep`'s classification (the run itself ignores them).
     #[serde(default, rename = "slo")]
     pub slos: Vec<SloSpec>,
+    /// Lower run limits than the engine's defaults (`[limits]`); a scenario
+    /// may not raise one (only the command line's `--limit` may).
+    #[serde(default)]
+    pub limits: LimitsSpec,
     /// What validation found legal but probably unintended (a rate too low
     /// to send anything in the run, …); `stormbreak simulate` prints them.
     #[serde(skip)]
     pub warnings: Vec<ScenarioWarning>,
+}
+
+/// A scenario's `[limits]`: any of [`crate::engine::Limits`]'s, each at
+/// most its default. A scenario may lower the bounds that protect the
+/// machine running it, never lift them: that takes `--limit` on the
+/// command line of the machine's owner.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [limits] table like { attempts_in_flight = 1000000 } (names in docs/scenarios.md, \"Limits of a run\")"
+)]
+pub struct LimitsSpec {
+    /// See [`crate::engine::Limits::default_app_queue`].
+    #[serde(default)]
+    pub default_app_queue: Option<u32>,
+    /// See [`crate::engine::Limits::requests_in_flight`].
+    #[serde(default)]
+    pub requests_in_flight: Option<u32>,
+    /// See [`crate::engine::Limits::attempts_in_flight`].
+    #[serde(default)]
+    pub attempts_in_flight: Option<u32>,
+    /// See [`crate::engine::Limits::job_backlog`].
+    #[serde(default)]
+    pub job_backlog: Option<u64>,
+    /// See [`crate::engine::Limits::events_per_sim_second`].
+    #[serde(default)]
+    pub events_per_sim_second: Option<u64>,
+    /// See [`crate::engine::Limits::events_total`].
+    #[serde(default)]
+    pub events_total: Option<u64>,
+}
+
+impl LimitsSpec {
+    /// Each limit's name and the value the table gives, in
+    /// [`crate::engine::Limits::NAMES`]'s order.
+    pub fn values(&self) -> [(&'static str, Option<u64>); 6] {
+        [
+            ("default_app_queue", self.default_app_queue.map(u64::from)),
+            ("requests_in_flight", self.requests_in_flight.map(u64::from)),
+            ("attempts_in_flight", self.attempts_in_flight.map(u64::from)),
+            ("job_backlog", self.job_backlog),
+            ("events_per_sim_second", self.events_per_sim_second),
+            ("events_total", self.events_total),
+        ]
+    }
 }
 
 /// The `[scenario]` table.

@@ -181,8 +181,36 @@ impl<'a> Checker<'a> {
 }
 
 impl Scenario {
+    /// `[limits]` may only lower the engine's defaults.
+    fn check_limits(&self, ck: &Checker) -> Result<(), ScenarioError> {
+        let defaults = crate::engine::Limits::default();
+        for (name, v) in self.limits.values() {
+            let (Some(v), Some(default)) = (v, defaults.get(name)) else {
+                continue;
+            };
+            if v == 0 {
+                return Err(ck.key(
+                    &format!("limits.{name}"),
+                    format!("limits: {name} must be at least 1, got 0"),
+                ));
+            }
+            if v > default {
+                return Err(ck.key(
+                    &format!("limits.{name}"),
+                    format!(
+                        "limits: {name} = {v} is above its default {default}: a scenario may only \
+                         lower a limit, so that a shared file cannot lift the bounds protecting the \
+                         machine that runs it; raise it on the command line with --limit {name}={v}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate(&self, ck: &Checker) -> Result<(), ScenarioError> {
         self.check_meta(ck)?;
+        self.check_limits(ck)?;
         self.check_counts(ck)?;
         // Unique component names across kinds.
         let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
