@@ -65,7 +65,14 @@ fn one_and_two_jobs_write_the_same_bytes() {
     assert_eq!(one, files(&dir.join("two")));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("one/summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["schema"], "stormbreak.sweep/1");
+    assert_eq!(summary["schema"], "stormbreak.sweep/2");
+    let cell = &summary["cells"][0];
+    assert!(
+        cell["window_amplification"].as_f64().unwrap() >= 1.0,
+        "{cell}"
+    );
+    assert!(cell.get("max_interval_amplification").is_some(), "{cell}");
+    assert!(cell.get("peak_amplification").is_none(), "{cell}");
     assert_eq!(summary["runs"], 8);
     assert!(
         summary["classes"]["metastable"].as_u64().unwrap() > 0,

@@ -47,7 +47,7 @@ fn outputs_are_byte_identical_at_one_and_two_threads() {
     );
     assert_eq!(csv.lines().count(), 1 + 6 * 2, "{csv}");
     assert!(csv.starts_with(
-        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,peak_amplification,error_rate,bounds_hit\n"
+        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,max_interval_amplification,window_amplification,error_rate,bounds_hit\n"
     ));
 }
 
