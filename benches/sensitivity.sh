@@ -13,10 +13,13 @@
 #
 # OUT (default stormbreak-out/sensitivity-bench) gets part-NN/ per group
 # and table.md, the merged table: assumptions that flip the verdict first.
+# SEEDS is `replay --seeds`'s grammar (docs/sweep.md, "Seeds"): 1,2,3 or
+# 1..=3; one seed is written with a trailing comma (20260817,), since a
+# bare number is a count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-stormbreak-out/sensitivity-bench}"
-seeds="${2:-20260817}"
+seeds="${2:-20260817,}"
 scale="${3:-0.01}"
 group="${4:-4}"
 target="${CARGO_TARGET_DIR:-target}"

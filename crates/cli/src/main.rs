@@ -2,9 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use stormbreak_sim::engine::Limits;
 use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod audit_cmd;
@@ -38,7 +40,52 @@ enum Command {
     /// Run the guard reverse proxy (`--config FILE`), or validate its config (`--check FILE`).
     Guard(guard_cmd::Args),
     /// Map where a scenario stops recovering: vary fields along axes, classify every run.
-    Sweep(sweep_cmd::Args),
+    // Boxed: its flags make it twice the size of any other command's.
+    Sweep(Box<sweep_cmd::Args>),
+}
+
+/// Exit status of a run a limit of the engine stopped (`simulate`): its
+/// outputs up to the stop are in `<out>-stopped/` (docs/scenarios.md,
+/// "Limits of a run").
+const EXIT_STOPPED: u8 = 3;
+
+/// Why a command failed, and the exit status that says so.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure { message, code: 1 }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Failure {
+        Failure::from(message.to_owned())
+    }
+}
+
+/// The command line's `--limit NAME=VALUE`s, set once before anything
+/// runs: every run a command makes (simulate's, each replay variant, each
+/// sweep cell) uses them, each lowered by its scenario's `[limits]`.
+static RUN_LIMITS: OnceLock<Limits> = OnceLock::new();
+
+/// Reads `--limit`s (repeatable) into [`RUN_LIMITS`].
+fn set_limits(assignments: &[String]) -> Result<(), String> {
+    let mut limits = Limits::default();
+    for a in assignments {
+        limits.set_from(a).map_err(|e| format!("--limit: {e}"))?;
+    }
+    let _ = RUN_LIMITS.set(limits);
+    Ok(())
+}
+
+/// The limits in force (the defaults unless `--limit` set some).
+fn run_limits() -> Limits {
+    RUN_LIMITS.get().copied().unwrap_or_default()
 }
 
 /// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
@@ -68,19 +115,19 @@ fn main() -> ExitCode {
             std::process::exit(EXIT_INTERRUPTED);
         });
     }
-    let result = match cli.command {
-        Command::Replay(args) => replay::run(args),
+    let result: Result<(), Failure> = match cli.command {
+        Command::Replay(args) => replay::run(args).map_err(Failure::from),
         Command::Simulate(args) => simulate::run(args),
-        Command::Report(args) => report_cmd::run(args),
-        Command::Audit(args) => audit_cmd::run(args),
-        Command::Guard(args) => guard_cmd::run(args),
-        Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Report(args) => report_cmd::run(args).map_err(Failure::from),
+        Command::Audit(args) => audit_cmd::run(args).map_err(Failure::from),
+        Command::Guard(args) => guard_cmd::run(args).map_err(Failure::from),
+        Command::Sweep(args) => sweep_cmd::run(*args).map_err(Failure::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
         }
     }
 }

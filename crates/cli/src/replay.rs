@@ -72,11 +72,13 @@ pub struct Args {
         value_parser = crate::sensitivity_cmd::parse_changes
     )]
     pub changes: Option<crate::sensitivity_cmd::ChangeList>,
-    /// With --sensitivity: seeds every variant runs on (comma-separated)
+    /// With --sensitivity: seeds every variant runs on, in the sweep's
+    /// grammar: a list (1,2,3), a range (1..=5), one seed ("7," or 7..=7), or
+    /// a count (3: the scenario's seed and two derived from it)
     /// [default: --seed, else the scenario's].
     #[arg(
         long,
-        value_name = "LIST",
+        value_name = "SEEDS",
         requires = "sensitivity",
         conflicts_with = "seed",
         value_parser = crate::sensitivity_cmd::parse_seeds
@@ -90,6 +92,11 @@ pub struct Args {
     /// whatever it is.
     #[arg(long, value_name = "N", value_parser = crate::parallel::parse_jobs)]
     pub jobs: Option<usize>,
+    /// Raise or lower a limit of the engine, NAME=VALUE (repeatable; names
+    /// and defaults in docs/scenarios.md, "Limits of a run"). A replay a
+    /// limit stops writes nothing.
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    pub limits: Vec<String>,
 }
 
 /// A parsed `--fix` list (a newtype, so clap takes it as one value).
@@ -157,8 +164,10 @@ fn run_scenario(
     opts: RunOptions,
     quiet: bool,
 ) -> Result<Run, String> {
-    let rec = simulate_with_progress(&sc, opts, None, quiet)
-        .map_err(|e| format!("{}: {e}", sc.scenario.name))?;
+    let (rec, stopped) = simulate_with_progress(&sc, opts, None, quiet);
+    if let Some(e) = stopped {
+        return Err(format!("{}: {e}", sc.scenario.name));
+    }
     let summary = replay::summarize(&rec, fixes);
     let label = if fixes.is_empty() {
         "as it happened".to_owned()
@@ -182,6 +191,7 @@ fn run_scenario(
 }
 
 pub fn run(args: Args) -> Result<(), String> {
+    crate::set_limits(&args.limits)?;
     let opts = RunOptions {
         seed: args.seed,
         scale: args.scale,

@@ -3,6 +3,7 @@
 //! module reads the flags, shows progress and writes the outputs.
 
 use stormbreak_sim::replay;
+use stormbreak_sweep::seeds::{self, Seeds};
 use stormbreak_sweep::sensitivity::{self, Change, Plan, Spec};
 
 use crate::replay::Args;
@@ -16,33 +17,23 @@ pub fn parse_changes(s: &str) -> Result<ChangeList, String> {
     Change::parse_list(s).map(ChangeList)
 }
 
-/// A parsed `--seeds` list.
+/// A parsed `--seeds`, in the grammar `stormbreak sweep` shares
+/// (`stormbreak_sweep::seeds`).
 #[derive(Debug, Clone)]
-pub struct SeedList(Vec<u64>);
+pub struct SeedList(Seeds);
 
-/// Parses `--seeds 1,2,3` (1 to [`sensitivity::MAX_SEEDS`], duplicates removed).
+/// Parses `--seeds`: a count (`3`: the scenario's seed and two derived from
+/// it), a list (`1,2,3`) or a range (`1..=5`); one chosen seed is `7,` or
+/// `7..=7` (1 to [`sensitivity::MAX_SEEDS`] seeds).
 pub fn parse_seeds(s: &str) -> Result<SeedList, String> {
-    let mut out: Vec<u64> = Vec::new();
-    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        let n = crate::parse_u64(part)?;
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    if out.is_empty() || out.len() > sensitivity::MAX_SEEDS {
-        return Err(format!(
-            "expected 1 to {} comma-separated seeds such as 1,2,3, got {s:?}",
-            sensitivity::MAX_SEEDS
-        ));
-    }
-    Ok(SeedList(out))
+    Seeds::parse(s, sensitivity::MAX_SEEDS as u32).map(SeedList)
 }
 
 /// Runs the analysis the flags describe.
 pub fn run(args: &Args) -> Result<(), String> {
     let base = replay::scenario().map_err(|e| e.to_string())?;
     let seeds = match (&args.seeds, args.seed) {
-        (Some(list), _) => list.0.clone(),
+        (Some(list), _) => list.0.all(|k| seeds::derived(base.scenario.seed, k)),
         (None, Some(seed)) => vec![seed],
         (None, None) => vec![base.scenario.seed],
     };

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::units::format_duration;
 use stormbreak_report::REPORT_FILE;
-use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sim::engine::{Engine, RunError, RunOptions, Stopped};
 use stormbreak_sim::output::OutputSet;
 use stormbreak_sim::scenario::{self, MAX_SCENARIO_BYTES};
 use stormbreak_sim::{Recording, Scenario, output};
@@ -42,6 +42,12 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Raise or lower a limit of the engine, NAME=VALUE (repeatable):
+    /// default_app_queue, requests_in_flight, attempts_in_flight,
+    /// job_backlog, events_per_sim_second, events_total (defaults and
+    /// reasons in docs/scenarios.md, "Limits of a run").
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    pub limits: Vec<String>,
 }
 
 /// `--until` must be a duration above zero (clap prefixes the flag's name).
@@ -70,7 +76,8 @@ pub fn parse_scale(s: &str) -> Result<f64, String> {
 }
 
 /// Runs `stormbreak simulate`.
-pub fn run(args: Args) -> Result<(), String> {
+pub fn run(args: Args) -> Result<(), crate::Failure> {
+    crate::set_limits(&args.limits)?;
     let text = read_scenario(&args.file)?;
     let scenario =
         Scenario::parse(&args.file.display().to_string(), &text).map_err(|e| e.to_string())?;
@@ -90,15 +97,31 @@ pub fn run(args: Args) -> Result<(), String> {
         seed: args.seed,
         scale: args.scale,
     };
-    let rec = simulate_with_progress(&scenario, opts, args.until, args.quiet || args.json)
-        .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let (rec, stopped) =
+        simulate_with_progress(&scenario, opts, args.until, args.quiet || args.json);
     let html = stormbreak_report::render(
         &[(scenario.scenario.name.as_str(), &rec)],
         &Default::default(),
     );
-    let mut set = OutputSet::of_recording(&rec, None)
+    let stop = stopped.as_ref().map(Stopped::from);
+    let mut set = OutputSet::of_run(&rec, None, stop.as_ref())
         .map_err(|e| format!("{}: cannot encode outputs: {e}", out.display()))?;
     set.add(REPORT_FILE, html);
+    if let Some(e) = stopped {
+        // A stopped run's outputs are a set of their own, beside --out:
+        // a good earlier run there is never replaced by a partial one.
+        let beside = stopped_out(&out);
+        let dir = crate::prepare_out(&beside)?;
+        crate::write_out(&dir, &set)?;
+        return Err(crate::Failure {
+            message: format!(
+                "{}: {e}\noutputs up to the stop (summary.json \"stopped\"): {}",
+                args.file.display(),
+                beside.display()
+            ),
+            code: crate::EXIT_STOPPED,
+        });
+    }
     crate::write_out(&out_dir, &set)?;
     if args.json {
         println!(
@@ -110,6 +133,16 @@ pub fn run(args: Args) -> Result<(), String> {
         println!("outputs: {}", out.display());
     }
     Ok(())
+}
+
+/// Where a stopped run's outputs go: `<out>-stopped`, beside `out`.
+fn stopped_out(out: &Path) -> PathBuf {
+    let mut name = out
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "stormbreak-out".into());
+    name.push("-stopped");
+    out.with_file_name(name)
 }
 
 /// `--until` must end the run within the scenario, on a recording
@@ -167,14 +200,16 @@ pub fn read_scenario(path: &Path) -> Result<String, String> {
 
 /// Runs the engine in slices so a progress bar with an ETA can be drawn;
 /// the bar only appears once a run has taken more than a second. `until`
-/// stops the run early ([`Engine::stop_at`]).
+/// stops the run early ([`Engine::stop_at`]). The limits are the command
+/// line's (`--limit`). Returns the recording, up to the stop when a limit
+/// stopped the run, and that limit's error.
 pub fn simulate_with_progress(
     scenario: &Scenario,
     opts: RunOptions,
     until: Option<Nanos>,
     quiet: bool,
-) -> Result<Recording, stormbreak_sim::engine::RunError> {
-    let mut engine = Engine::new(scenario, opts);
+) -> (Recording, Option<RunError>) {
+    let mut engine = Engine::new(scenario, opts).with_limits(crate::run_limits());
     if let Some(t) = until {
         engine = engine.stop_at(t);
     }
@@ -189,22 +224,30 @@ pub fn simulate_with_progress(
     );
     bar.set_message(scenario.scenario.name.clone());
     let mut shown = false;
+    let mut stopped = None;
     for i in 1..=slices {
-        engine.run_until(end / slices * i)?;
+        if let Err(e) = engine.run_until(end / slices * i) {
+            stopped = Some(e);
+            break;
+        }
         if !quiet && !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
         }
         bar.set_position(i);
     }
-    engine.run_until(end)?;
+    if stopped.is_none()
+        && let Err(e) = engine.run_until(end)
+    {
+        stopped = Some(e);
+    }
     bar.finish_and_clear();
     if !quiet {
         for h in &engine_bounds(&engine) {
             eprintln!("{h}");
         }
     }
-    Ok(engine.finish())
+    (engine.finish(), stopped)
 }
 
 /// Lines telling which default bounds refused work, if any.

@@ -8,8 +8,10 @@ use stormbreak_policy::units::parse_duration;
 use stormbreak_sweep::classify::ClassifyOptions;
 use stormbreak_sweep::k8s::{self, JobOptions, object_name};
 use stormbreak_sweep::output::{self, SHARD_JSON};
+use stormbreak_sweep::plan::MAX_SEEDS;
 use stormbreak_sweep::plan::{Plan, SweepSpec};
 use stormbreak_sweep::run::{self, Shard};
+use stormbreak_sweep::seeds::Seeds;
 
 /// Flags of `stormbreak sweep`.
 #[derive(Debug, clap::Args)]
@@ -27,9 +29,11 @@ pub struct Args {
     /// A Latin-hypercube sample of N cells instead of the full grid.
     #[arg(long, value_name = "N")]
     samples: Option<usize>,
-    /// Runs per cell, each on its own seed.
-    #[arg(long, default_value_t = 1)]
-    seeds: u32,
+    /// Runs per cell: a count (3: seeds derived from --seed and the cell),
+    /// a list (1,2,3) or a range (1..=10) of the simulator's own seeds;
+    /// one chosen seed is 7..=7 or "7," (grammar in docs/sweep.md).
+    #[arg(long, default_value = "1", value_name = "SEEDS", value_parser = parse_seeds)]
+    seeds: Seeds,
     /// Sweep seed [default: the scenario's seed]; every run's seed derives
     /// from it and the cell's coordinates.
     #[arg(long, value_parser = crate::parse_u64)]
@@ -79,10 +83,20 @@ pub struct Args {
     /// [default: <scenario>-sweep-out].
     #[arg(long, requires = "emit_k8s_job")]
     claim: Option<String>,
+    /// Raise or lower a limit of the engine for every run, NAME=VALUE
+    /// (repeatable; names and defaults in docs/scenarios.md, "Limits of a
+    /// run"). A run a limit stops is classed "stopped" and the sweep goes on.
+    #[arg(long = "limit", value_name = "NAME=VALUE")]
+    limits: Vec<String>,
+    /// Also write each run's recording, as `simulate --seed SEED` writes
+    /// its recording.json, to cell-C-run-K.recording.json (at most 1 000 runs).
+    #[arg(long, conflicts_with_all = ["shard", "shard_from_env", "emit_k8s_job"])]
+    keep_series: bool,
     /// Output directory, replaced whole [default: ./stormbreak-out/<scenario>-sweep/].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// No progress bar.
+    /// No progress: neither the bar (on a terminal) nor the lines logged
+    /// every twentieth of the runs (otherwise).
     #[arg(long)]
     quiet: bool,
 }
@@ -117,6 +131,10 @@ struct MergeArgs {
     out: Option<PathBuf>,
 }
 
+fn parse_seeds(s: &str) -> Result<Seeds, String> {
+    Seeds::parse(s, MAX_SEEDS)
+}
+
 fn parse_duration_flag(s: &str) -> Result<Nanos, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
@@ -129,6 +147,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let file = args
         .file
         .ok_or("expected a scenario FILE (or `sweep merge DIR…`)")?;
+    crate::set_limits(&args.limits)?;
     let text = crate::simulate::read_scenario(&file)?;
     let spec = match &args.spec {
         Some(path) => {
@@ -146,7 +165,8 @@ pub fn run(args: Args) -> Result<(), String> {
         },
     };
     let name = file.display().to_string();
-    let plan = Plan::new(&name, &text, spec)?;
+    let mut plan = Plan::new(&name, &text, spec)?;
+    plan.limits = crate::run_limits();
     if let Some(dir) = args.emit_k8s_job {
         let opts = JobOptions {
             image: args.image.unwrap_or_default(),
@@ -180,14 +200,18 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let out_dir = crate::prepare_out(&out)?;
     let total = run::runs_in(&plan, shard);
-    let bar = progress(total as u64, args.quiet);
+    let progress = Progress::new(total, args.quiet);
     let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
-    let results = run::run(&plan, shard, jobs, || bar.inc(1))?;
-    bar.finish_and_clear();
-    let set = match chosen {
+    let done = run::run_keeping(&plan, shard, jobs, args.keep_series, || progress.inc());
+    progress.finish();
+    let (results, kept) = done?;
+    let mut set = match chosen {
         Some(s) => output::shard_file(&plan, s, &results)?,
         None => output::outputs(&plan, &results)?,
     };
+    for k in kept {
+        set.add(&k.file_name(), k.json);
+    }
     crate::write_out(&out_dir, &set)?;
     print_counts(&results);
     println!("outputs: {}", out.display());
@@ -244,31 +268,95 @@ fn default_out(plan: &Plan, shard: Option<Shard>) -> Result<PathBuf, String> {
     Ok(base.with_file_name(name))
 }
 
-fn progress(total: u64, quiet: bool) -> ProgressBar {
-    let target = if quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(
-        ProgressStyle::with_template("sweeping [{bar:30}] {pos}/{len} runs, ETA {eta}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    bar
+/// Progress on standard error: a bar with an ETA on a terminal, else
+/// (a CI log, `2>file`) a line every [`log_every`] runs and after the last,
+/// so a long sweep in a pipeline still shows that it advances.
+enum Progress {
+    Bar(ProgressBar),
+    Log {
+        total: usize,
+        every: usize,
+        done: std::sync::Mutex<usize>,
+    },
+}
+
+/// Runs between two progress lines when standard error is not a
+/// terminal: a twentieth of the sweep (at least one), so a sweep logs
+/// about 20 lines whatever its size.
+fn log_every(total: usize) -> usize {
+    total.div_ceil(20).max(1)
+}
+
+impl Progress {
+    fn new(total: usize, quiet: bool) -> Progress {
+        use std::io::IsTerminal;
+        if !quiet && !std::io::stderr().is_terminal() {
+            return Progress::Log {
+                total,
+                every: log_every(total),
+                done: std::sync::Mutex::new(0),
+            };
+        }
+        let target = if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+        bar.set_style(
+            ProgressStyle::with_template("sweeping [{bar:30}] {pos}/{len} runs, ETA {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        Progress::Bar(bar)
+    }
+
+    /// One more run done (called from any worker thread).
+    fn inc(&self) {
+        match self {
+            Progress::Bar(bar) => bar.inc(1),
+            Progress::Log { total, every, done } => {
+                // Counted and printed under one lock, so lines come in order.
+                let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+                *done += 1;
+                if done.is_multiple_of(*every) || *done == *total {
+                    eprintln!(
+                        "sweeping: {}/{total} runs done ({}%)",
+                        *done,
+                        *done * 100 / (*total).max(1)
+                    );
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn print_counts(results: &[run::RunResult]) {
     use stormbreak_sweep::classify::Class;
     let counts: Vec<String> = Class::ALL
         .iter()
-        .map(|c| {
+        .filter_map(|c| {
             let n = results.iter().filter(|r| r.outcome.class == *c).count();
-            format!("{n} {}", c.name())
+            // As in summary.json: `stopped` only when a run was.
+            (*c != Class::Stopped || n > 0).then(|| format!("{n} {}", c.name()))
         })
         .collect();
     println!("{} runs: {}", results.len(), counts.join(", "));
+    let stopped: Vec<&str> = results.iter().filter_map(|r| r.stopped_by).collect();
+    if let Some(first) = stopped.first() {
+        eprintln!(
+            "warning: {} runs were stopped by a limit of the engine (class \"stopped\" in sweep.csv), \
+             the first by {first}; if the runs are meant to hold more, raise it with \
+             --limit {first}=N (docs/scenarios.md, \"Limits of a run\")",
+            stopped.len()
+        );
+    }
     let bounded = results.iter().filter(|r| r.bounds_hit > 0).count();
     if bounded > 0 {
         eprintln!(

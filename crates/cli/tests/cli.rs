@@ -319,7 +319,7 @@ fn warnings_are_printed_before_the_run() {
 /// A run whose virtual time cannot advance stops on the work budget within
 /// seconds, names the file and the component, and writes no outputs.
 #[test]
-fn a_run_over_its_work_budget_stops_with_a_clear_error_and_no_outputs() {
+fn a_run_over_its_work_budget_stops_naming_the_limit_and_the_flag() {
     let dir = temp_dir("budget");
     let file = dir.join("spin.toml");
     std::fs::write(&file, include_str!("../../sim/tests/fixtures/spin.toml")).unwrap();
@@ -332,13 +332,76 @@ fn a_run_over_its_work_budget_stops_with_a_clear_error_and_no_outputs() {
         .arg(&out_dir)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("spin.toml: the run stopped at"), "{err}");
     assert!(err.contains("events per simulated second"), "{err}");
     assert!(err.contains("client \"bug\""), "{err}");
+    assert!(
+        err.contains("the limit events_per_sim_second")
+            && err.contains("--limit events_per_sim_second=N"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
-    assert!(!out_dir.join("summary.json").exists());
+    assert!(!out_dir.exists());
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out-stopped/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["stopped"]["limit"], "events_per_sim_second");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--limit` lowers (or raises) a limit; a run it stops writes what it
+/// recorded to `<out>-stopped/`, exits 3, and leaves a good earlier
+/// `--out` as it was.
+#[test]
+fn a_stopped_run_writes_beside_a_good_earlier_out_and_exits_3() {
+    let dir = temp_dir("stopped");
+    let file =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/capacity-drop.toml");
+    let out_dir = dir.join("out");
+    let run = |extra: &[&str]| {
+        stormbreak()
+            .arg("simulate")
+            .arg(&file)
+            .args(["--quiet", "--out"])
+            .arg(&out_dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let good = run(&[]);
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let before = std::fs::read(out_dir.join("summary.json")).unwrap();
+    let o = run(&["--limit", "attempts_in_flight=300"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("more than 300 attempts in flight"), "{err}");
+    assert!(err.contains("--limit attempts_in_flight=N"), "{err}");
+    assert!(err.contains("out-stopped"), "{err}");
+    assert_eq!(std::fs::read(out_dir.join("summary.json")).unwrap(), before);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out-stopped/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["stopped"]["limit"], "attempts_in_flight");
+    let at = summary["stopped"]["at_s"].as_f64().unwrap();
+    // The cut starts at 30 s; the recording ends with its last whole interval.
+    assert!((30.0..150.0).contains(&at), "{at}");
+    assert!(summary["duration_s"].as_f64().unwrap() <= at, "{summary}");
+    for f in ["recording.json", "timeseries.csv", "report.html"] {
+        assert!(dir.join("out-stopped").join(f).exists(), "{f}");
+    }
+    let o = run(&["--limit", "attempts=3"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unknown limit \"attempts\": expected one of default_app_queue"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

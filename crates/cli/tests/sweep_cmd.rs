@@ -65,12 +65,61 @@ fn one_and_two_jobs_write_the_same_bytes() {
     assert_eq!(one, files(&dir.join("two")));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("one/summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["schema"], "stormbreak.sweep/1");
+    assert_eq!(summary["schema"], "stormbreak.sweep/2");
+    let cell = &summary["cells"][0];
+    assert!(
+        cell["window_amplification"].as_f64().unwrap() >= 1.0,
+        "{cell}"
+    );
+    assert!(cell.get("max_interval_amplification").is_some(), "{cell}");
+    assert!(cell.get("peak_amplification").is_none(), "{cell}");
     assert_eq!(summary["runs"], 8);
     assert!(
         summary["classes"]["metastable"].as_u64().unwrap() > 0,
         "{summary}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without a terminal (here: a pipe) progress is a line on standard error
+/// every twentieth of the runs and after the last; `--quiet` hides it.
+#[test]
+fn without_a_terminal_progress_is_logged_as_lines() {
+    let dir = common::temp_dir("stormbreak-sweep", "progress");
+    let run = |quiet: bool| {
+        let mut c = stormbreak();
+        c.arg("sweep")
+            .arg(scenario())
+            .args([
+                "--axis",
+                "action.cut.factor=2.5,6",
+                "--seeds",
+                "2",
+                "--jobs",
+                "2",
+            ])
+            .arg("--out")
+            .arg(dir.join("out"));
+        if quiet {
+            c.arg("--quiet");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = run(false);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("sweeping:")).collect();
+    assert_eq!(
+        lines,
+        [
+            "sweeping: 1/4 runs done (25%)",
+            "sweeping: 2/4 runs done (50%)",
+            "sweeping: 3/4 runs done (75%)",
+            "sweeping: 4/4 runs done (100%)",
+        ],
+        "{err}"
+    );
+    assert!(!run(true).contains("sweeping"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -199,5 +248,116 @@ fn the_emitted_job_runs_its_shards_into_the_single_run() {
             assert!(a == b, "{n} differs");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A chosen seed is the simulator's own: with `--keep-series`, the run of
+/// a cell on seed 7 writes the very recording.json `simulate --seed 7`
+/// writes for that cell's scenario (here the file's own cut, ×5).
+#[test]
+fn a_chosen_seed_runs_what_simulate_runs_on_it() {
+    let dir = common::temp_dir("stormbreak-sweep", "seeds");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=5.0,6.0", "--seeds", "7,9"])
+        .args(["--keep-series", "--quiet", "--out"])
+        .arg(dir.join("sweep"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(dir.join("sweep/sweep.csv")).unwrap();
+    let seeds: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap())
+        .collect();
+    assert_eq!(seeds, ["7", "9", "7", "9"], "{csv}");
+    let names: Vec<String> = files(&dir.join("sweep"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cell-0-run-0.recording.json",
+            "cell-0-run-1.recording.json",
+            "cell-1-run-0.recording.json",
+            "cell-1-run-1.recording.json",
+            "report.html",
+            "summary.json",
+            "sweep.csv",
+        ]
+    );
+    let o = stormbreak()
+        .arg("simulate")
+        .arg(scenario())
+        .args(["--seed", "7", "--quiet", "--out"])
+        .arg(dir.join("sim"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kept = std::fs::read(dir.join("sweep/cell-0-run-0.recording.json")).unwrap();
+    let simulated = std::fs::read(dir.join("sim/recording.json")).unwrap();
+    assert!(
+        kept == simulated,
+        "cell 0's run on seed 7 differs from simulate --seed 7"
+    );
+    let other = std::fs::read(dir.join("sweep/cell-0-run-1.recording.json")).unwrap();
+    assert!(other != simulated, "seed 9 ran as seed 7");
+    // A bare number is a count; a range and a one-seed list are chosen seeds.
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=5.0", "--seeds", "3..1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a range includes both ends and is written A..=B"),
+        "{err}"
+    );
+    assert!(
+        err.contains("one chosen seed: 7..=7, or 7 with a trailing comma: 7,"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cell a limit stops gets the class "stopped" and the sweep goes on,
+/// naming the limit and the flag that raises it.
+#[test]
+fn a_cell_stopped_by_a_limit_is_classed_stopped_and_the_sweep_goes_on() {
+    let dir = common::temp_dir("stormbreak-sweep", "stopped");
+    let o = stormbreak()
+        .arg("sweep")
+        .arg(scenario())
+        .args(["--axis", "action.cut.factor=1.1,6", "--quiet"])
+        .args(["--limit", "attempts_in_flight=300", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 runs were stopped by a limit")
+            && err.contains("--limit attempts_in_flight=N"),
+        "{err}"
+    );
+    let csv = std::fs::read_to_string(dir.join("out/sweep.csv")).unwrap();
+    let classes: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(4).unwrap())
+        .collect();
+    assert_eq!(classes.len(), 2, "{csv}");
+    assert_ne!(classes[0], "stopped", "{csv}");
+    assert_eq!(classes[1], "stopped", "{csv}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["classes"]["stopped"], 1);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("1 stopped"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }

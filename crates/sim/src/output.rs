@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::engine::Stopped;
 use crate::record::{Cause, Recording};
 
 /// Version tag of `summary.json`; bumped on any incompatible change.
@@ -92,6 +93,12 @@ pub fn route_totals(rec: &Recording) -> Vec<RouteTotals> {
 
 /// The `summary.json` document.
 pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
+    summary_json_of(rec, extra, None)
+}
+
+/// The `summary.json` document of a run that `stopped` at a limit, or
+/// ended (`None`, the same document as [`summary_json`]).
+pub fn summary_json_of(rec: &Recording, extra: Option<Value>, stopped: Option<&Stopped>) -> Value {
     let mut doc = json!({
         "schema": SUMMARY_SCHEMA,
         "scenario": rec.scenario,
@@ -115,10 +122,24 @@ pub fn summary_json(rec: &Recording, extra: Option<Value>) -> Value {
             })).collect::<Vec<_>>(),
         },
     });
+    if let Some(s) = stopped {
+        // Only in a stopped run's summary, so an ended run's is unchanged.
+        doc["stopped"] = json!({
+            "limit": s.limit,
+            "at_s": s.at.as_secs_f64(),
+            "message": s.message,
+        });
+    }
     if let Some(extra) = extra {
         doc["replay"] = extra;
     }
     doc
+}
+
+/// `recording.json`: the whole recording, as every command writes it (a
+/// sweep's `--keep-series` too, so its files equal `simulate`'s).
+pub fn recording_json(rec: &Recording) -> io::Result<Vec<u8>> {
+    serde_json::to_vec(rec).map_err(io::Error::other)
 }
 
 /// `timeseries.csv`: one row per interval × entity × metric
@@ -259,9 +280,19 @@ impl OutputSet {
     /// The files every run writes: `summary.json` (with `extra` under
     /// `replay`), `recording.json` and `timeseries.csv`.
     pub fn of_recording(rec: &Recording, extra: Option<Value>) -> io::Result<Self> {
-        let summary =
-            serde_json::to_vec_pretty(&summary_json(rec, extra)).map_err(io::Error::other)?;
-        let full = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        Self::of_run(rec, extra, None)
+    }
+
+    /// [`OutputSet::of_recording`] of a run that `stopped` at a limit (its
+    /// `summary.json` then says so), or ended (`None`).
+    pub fn of_run(
+        rec: &Recording,
+        extra: Option<Value>,
+        stopped: Option<&Stopped>,
+    ) -> io::Result<Self> {
+        let summary = serde_json::to_vec_pretty(&summary_json_of(rec, extra, stopped))
+            .map_err(io::Error::other)?;
+        let full = recording_json(rec)?;
         let mut set = Self::new();
         set.add("summary.json", summary)
             .add("recording.json", full)

@@ -8,8 +8,8 @@
 //! moves the boundary outwards — not their numbers.
 //!
 //! The model is `scenarios/capacity-drop.toml`: 1 000 req/s on a service
-//! of 1 600 req/s (ρ = 0.625), clients that time out after 100 ms and retry
-//! twice at once with no budget, a server that serves what its callers
+//! of 1 600 req/s (ρ = 0.625), clients that time out after 4 s and retry
+//! twice after a 10 ms pause with no budget, a server that serves what its callers
 //! abandoned. A cut of depth d multiplies service times by 1/(1 − d).
 //! Nothing sets the outcome: once the queue holds more than the timeout's
 //! worth of work, every attempt times out, each request becomes three

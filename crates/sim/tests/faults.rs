@@ -291,6 +291,28 @@ flows_per_node = 1
     assert_eq!(errors(&rec, "r", Cause::FlowsExhausted, 21, 30), 0);
 }
 
+/// `capacity = 0.2` (a fifth of the capacity left) is `factor = 5`: the
+/// same run, event for event, and the same log line.
+#[test]
+fn slow_service_capacity_is_the_inverse_of_factor() {
+    let action = |how: &str| {
+        base(&format!(
+            "[[action]]\nat = \"100s\"\nfor = \"50s\"\ndo = \"slow_service\"\nservice = \"api\"\n{how}\n"
+        ))
+    };
+    let digest = |text: &str| {
+        let sc = Scenario::parse("f.toml", text).unwrap_or_else(|e| panic!("{e}"));
+        let mut e = stormbreak_sim::engine::Engine::new(&sc, Default::default());
+        e.run_until(sc.scenario.duration).unwrap();
+        e.event_digest()
+    };
+    let by_capacity = action("capacity = 0.2");
+    assert_eq!(digest(&by_capacity), digest(&action("factor = 5.0")));
+    assert_ne!(digest(&by_capacity), digest(&action("factor = 4.0")));
+    let rec = run(&by_capacity);
+    assert_eq!(rec.actions[0].what, "api: service time × 5 + 0 for 50s");
+}
+
 #[test]
 fn each_new_action_refuses_bad_fields_with_their_position() {
     let cases = [
@@ -305,6 +327,26 @@ fn each_new_action_refuses_bad_fields_with_their_position() {
         (
             "do = \"slow_service\"\nservice = \"api\"",
             "give factor (≠ 1) or add (> 0)",
+        ),
+        (
+            "do = \"slow_service\"\nservice = \"api\"\nfactor = 5.0\ncapacity = 0.2",
+            "give factor or capacity, not both (capacity = C is factor = 1/C)",
+        ),
+        (
+            "do = \"slow_service\"\nservice = \"api\"\ncapacity = 0.0",
+            "capacity is the share of capacity that remains, a number in (0, 1], got 0",
+        ),
+        (
+            "do = \"slow_service\"\nservice = \"api\"\ncapacity = 1.5",
+            "a number in (0, 1], got 1.5",
+        ),
+        (
+            "do = \"slow_service\"\nservice = \"api\"\ncapacity = 0.0005",
+            "capacity 0.0005 is a slowdown of more than 1000×",
+        ),
+        (
+            "do = \"slow_service\"\nservice = \"api\"\ncapacity = 1.0",
+            "or capacity (< 1) instead of factor; as written it changes nothing",
         ),
         (
             "do = \"set_capacity\"\nservice = \"api\"",

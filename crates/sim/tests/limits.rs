@@ -76,7 +76,10 @@ fn requests_piling_up_stop_the_run_naming_the_population() {
             at,
             component,
             what,
+            limit,
+            ..
         } => {
+            assert_eq!(limit, "requests_in_flight");
             assert_eq!(component, "client \"users\"");
             assert!(what.contains("500 requests in flight"), "{what}");
             // 500 requests at 100/s: about 5 s in.
@@ -163,4 +166,107 @@ fn defaults_leave_an_ordinary_overload_alone() {
     let mut e = engine(&text);
     while e.run_until(e.end()).unwrap() {}
     assert!(e.bounds_hit().is_empty());
+}
+
+/// A scenario's `[limits]` may lower a limit, never raise one: raising is
+/// the command line's (`--limit`), and the error says so at the key.
+#[test]
+fn a_scenario_may_lower_a_limit_but_not_raise_it() {
+    let lowered = slow_with("users", 100, "[limits]\nattempts_in_flight = 300\n");
+    let err = engine(&lowered).run().map(|_| ()).unwrap_err();
+    assert_eq!(err.limit(), "attempts_in_flight");
+    // The command line may raise the default, not past the scenario's.
+    let err = engine(&lowered)
+        .with_limits(Limits {
+            attempts_in_flight: 8_000_000,
+            ..Limits::default()
+        })
+        .run()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("more than 300 attempts"), "{err}");
+    let raised = slow_with("users", 100, "[limits]\nattempts_in_flight = 5000000\n");
+    let e = Scenario::parse("limits.toml", &raised)
+        .unwrap_err()
+        .to_string();
+    let line = raised
+        .lines()
+        .position(|l| l.starts_with("attempts_in_flight"))
+        .unwrap()
+        + 1;
+    assert!(e.starts_with(&format!("limits.toml:{line}:")), "{e}");
+    assert!(
+        e.contains("attempts_in_flight = 5000000 is above its default 4000000"),
+        "{e}"
+    );
+    assert!(e.contains("--limit attempts_in_flight=5000000"), "{e}");
+    let unknown = slow_with("users", 100, "[limits]\nattempts = 5\n");
+    let e = Scenario::parse("limits.toml", &unknown)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("attempts"), "{e}");
+    let zero = slow_with("users", 100, "[limits]\njob_backlog = 0\n");
+    let e = Scenario::parse("limits.toml", &zero)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("job_backlog must be at least 1"), "{e}");
+}
+
+/// `--limit NAME=VALUE` as the command line reads it.
+#[test]
+fn limits_are_set_by_name() {
+    let mut l = Limits::default();
+    l.set_from("attempts_in_flight=8_000_000").unwrap();
+    assert_eq!(l.attempts_in_flight, 8_000_000);
+    l.set_from(" events_total = 5 ").unwrap();
+    assert_eq!(l.get("events_total"), Some(5));
+    let e = l.set_from("attempts=3").unwrap_err();
+    assert!(
+        e.contains("expected one of default_app_queue, requests_in_flight"),
+        "{e}"
+    );
+    assert!(
+        l.set_from("attempts_in_flight")
+            .unwrap_err()
+            .contains("NAME=VALUE")
+    );
+    assert!(
+        l.set_from("attempts_in_flight=0")
+            .unwrap_err()
+            .contains("at least 1")
+    );
+    let e = l.set_from("requests_in_flight=5000000000").unwrap_err();
+    assert!(e.contains("at most 4294967295"), "{e}");
+    for name in Limits::NAMES {
+        assert!(Limits::default().get(name).is_some(), "{name}");
+    }
+}
+
+/// A run a limit stops keeps its whole intervals up to the stop; its
+/// error names the limit and the flag, its summary says it stopped.
+#[test]
+fn a_stopped_run_keeps_its_recording_up_to_the_stop() {
+    let text = slow_with("users", 100, "");
+    let (rec, err) = engine(&text)
+        .with_limits(Limits {
+            attempts_in_flight: 300,
+            ..Limits::default()
+        })
+        .run_to_stop();
+    let err = err.expect("stopped");
+    let msg = err.to_string();
+    assert!(msg.contains("It is the limit attempts_in_flight"), "{msg}");
+    assert!(msg.contains("--limit attempts_in_flight=N"), "{msg}");
+    // 100/s against a service that holds one: 300 in flight after 3 s.
+    assert!(err.at() < Nanos::from_secs(4), "{}", err.at());
+    assert_eq!(rec.duration, rec.interval * rec.intervals() as u64);
+    assert!(rec.duration <= err.at());
+    let stop = stormbreak_sim::engine::Stopped::from(&err);
+    let doc = stormbreak_sim::output::summary_json_of(&rec, None, Some(&stop));
+    assert_eq!(doc["stopped"]["limit"], "attempts_in_flight");
+    assert!(
+        stormbreak_sim::output::summary_json(&rec, None)
+            .get("stopped")
+            .is_none()
+    );
 }

@@ -20,7 +20,7 @@
 use toml_edit::{DocumentMut, Value};
 
 use crate::path::FieldPath;
-use crate::value::{Kind, display};
+use crate::value::{Kind, display, tidy};
 
 /// Most axes in one sweep.
 pub const MAX_AXES: usize = 8;
@@ -122,8 +122,7 @@ impl AxisSpec {
     /// and every value must be of its kind.
     pub fn resolve(&self, doc: &DocumentMut) -> Result<Axis, String> {
         let at = |e: String| format!("axis {:?}: {e}", self.text);
-        let current = self.path.get(doc).map_err(at)?;
-        let (kind, base) = Kind::of(current).map_err(|k| at(format!("{} is {k}", self.path)))?;
+        let (kind, base) = Kind::of_field(doc, &self.path).map_err(at)?;
         let number = |t: &Term| -> Result<f64, String> {
             match t {
                 Term::Times(m) => {
@@ -183,15 +182,7 @@ impl AxisSpec {
             values,
         };
         // Integers and durations round: refuse a grid whose points collide.
-        let shown: Vec<String> = axis.points().iter().map(display).collect();
-        for (i, s) in shown.iter().enumerate() {
-            if shown[..i].contains(s) {
-                return Err(at(format!(
-                    "the value {s} appears twice ({}); use fewer points or a wider range",
-                    shown.join(", ")
-                )));
-            }
-        }
+        axis.distinct().map_err(at)?;
         Ok(axis)
     }
 }
@@ -234,6 +225,81 @@ enum Values {
 }
 
 impl Axis {
+    /// Refuses an axis two of whose points are written the same, naming
+    /// both values as given or computed, and the rounding that made them one.
+    fn distinct(&self) -> Result<(), String> {
+        let shown: Vec<String> = self.points().iter().map(display).collect();
+        let raw = self.raw();
+        for (j, s) in shown.iter().enumerate() {
+            let Some(i) = shown[..j].iter().position(|t| t == s) else {
+                continue;
+            };
+            let (a, b) = (raw[i], raw[j]);
+            let why = match (a, b) {
+                (Some(a), Some(b)) if a != b => format!(
+                    "the values {} and {} (points {} and {}) both become {s}: {}",
+                    self.unrounded(a),
+                    self.unrounded(b),
+                    i + 1,
+                    j + 1,
+                    self.rounding()
+                ),
+                _ => format!("{s} is given twice (points {} and {})", i + 1, j + 1),
+            };
+            return Err(format!(
+                "{why}; all points: {}. Use fewer points or a wider range",
+                shown.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// A number before rounding, in the field's units.
+    fn unrounded(&self, x: f64) -> String {
+        match self.kind {
+            Kind::Duration => format!("{}ns", tidy(x)),
+            Kind::Rate => format!("{}/s", tidy(x)),
+            _ => tidy(x).to_string(),
+        }
+    }
+
+    /// How this axis's values are rounded, for [`Axis::distinct`].
+    fn rounding(&self) -> String {
+        match self.kind {
+            Kind::Integer => format!(
+                "{} takes whole numbers, and values are rounded to them",
+                self.path
+            ),
+            Kind::Duration => "durations are rounded to the nanosecond".to_owned(),
+            _ => format!(
+                "a range's computed points are rounded to {COMPUTED_DIGITS} significant digits"
+            ),
+        }
+    }
+
+    /// Each point's number before rounding (none for lists of text).
+    fn raw(&self) -> Vec<Option<f64>> {
+        match &self.values {
+            Values::Range {
+                lo,
+                hi,
+                log,
+                points,
+            } => (0..*points)
+                .map(|i| {
+                    let u = i as f64 / (*points - 1) as f64;
+                    Some(if *log {
+                        (lo.ln() + u * (hi.ln() - lo.ln())).exp()
+                    } else {
+                        lo + u * (hi - lo)
+                    })
+                })
+                .collect(),
+            Values::Numbers(v) => v.iter().map(|&x| Some(x)).collect(),
+            Values::Literals(v) => vec![None; v.len()],
+        }
+    }
+
     /// The grid's points, in order.
     pub fn points(&self) -> Vec<Value> {
         match &self.values {
@@ -377,5 +443,88 @@ retry = { max_attempts = 3, backoff = { kind = "constant", base = "10ms" } }
         assert!(e.contains("a range needs numbers"), "{e}");
         let e = points("client.users.timeout=0s..1s:log:3").unwrap_err();
         assert!(e.contains("log range needs both ends > 0"), "{e}");
+    }
+
+    /// A whole scenario, so the fields' types can be asked of it.
+    const SCENARIO: &str = r#"
+[scenario]
+name = "typed"
+duration = "60s"
+
+[[service]]
+name = "svc"
+replicas = 1
+app = { workers = 4, service_time = { dist = "exponential", mean = "1ms" } }
+
+[[route]]
+name = "r"
+path = ["svc"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = 800
+timeout = "1s"
+
+[[action]]
+id = "cut"
+role = "trigger"
+at = "10s"
+do = "slow_service"
+service = "svc"
+factor = 5
+add = 0
+"#;
+
+    fn typed(axis: &str) -> Result<Vec<String>, String> {
+        let doc: DocumentMut = SCENARIO.parse().unwrap();
+        let a = AxisSpec::parse(axis)?.resolve(&doc)?;
+        Ok(a.points().iter().map(display).collect())
+    }
+
+    #[test]
+    fn values_take_the_fields_type_not_the_literals() {
+        // `factor = 5` is an integer literal in a float field.
+        assert_eq!(
+            typed("action.cut.factor=2,2.5,2.75").unwrap(),
+            ["2.0", "2.5", "2.75"]
+        );
+        assert_eq!(
+            typed("action.cut.factor=2..3:5").unwrap(),
+            ["2.0", "2.25", "2.5", "2.75", "3.0"]
+        );
+        assert_eq!(
+            typed("action.cut.factor=0.5x,0.55x").unwrap(),
+            ["2.5", "2.75"]
+        );
+        // `add = 0` is a duration, `rate = 800` a rate.
+        assert_eq!(
+            typed("action.cut.add=0s..1s:3").unwrap(),
+            ["0", "500ms", "1s"]
+        );
+        assert_eq!(
+            typed("client.users.rate=0.6k/s,1x").unwrap(),
+            ["600/s", "800/s"]
+        );
+        // An integer field still takes whole numbers.
+        assert_eq!(typed("service.svc.app.workers=2,3").unwrap(), ["2", "3"]);
+    }
+
+    #[test]
+    fn a_refused_axis_says_which_values_collided_and_why() {
+        let e = typed("service.svc.app.workers=2,2.5,2.75").unwrap_err();
+        assert!(
+            e.contains("the values 2.5 and 2.75 (points 2 and 3) both become 3"),
+            "{e}"
+        );
+        assert!(
+            e.contains("service.svc.app.workers takes whole numbers"),
+            "{e}"
+        );
+        assert!(e.contains("all points: 2, 3, 3"), "{e}");
+        let e = typed("action.cut.factor=2,2.0").unwrap_err();
+        assert!(e.contains("2.0 is given twice (points 1 and 2)"), "{e}");
+        let e = typed("action.cut.factor=1..1.0001:5").unwrap_err();
+        assert!(e.contains("rounded to 4 significant digits"), "{e}");
     }
 }

@@ -38,16 +38,20 @@ pub enum Class {
     /// Observation ended less than the observation window after the
     /// trigger: too early to say.
     Undetermined,
+    /// A limit of the engine (`engine::Limits`) stopped the run: it says
+    /// nothing about recovery, and the sweep goes on.
+    Stopped,
 }
 
 impl Class {
     /// Every class, in the order outputs list them.
-    pub const ALL: [Class; 5] = [
+    pub const ALL: [Class; 6] = [
         Class::Stable,
         Class::Recovered,
         Class::Slow,
         Class::Metastable,
         Class::Undetermined,
+        Class::Stopped,
     ];
 
     /// The name outputs use.
@@ -58,6 +62,7 @@ impl Class {
             Class::Slow => "slow",
             Class::Metastable => "metastable",
             Class::Undetermined => "undetermined",
+            Class::Stopped => "stopped",
         }
     }
 }
@@ -216,9 +221,16 @@ pub struct Outcome {
     pub recovery: Option<Nanos>,
     /// Start of the first breached interval, if any.
     pub breach_start: Option<Nanos>,
-    /// Highest attempts per logical request in one interval, over the
-    /// SLO routes.
-    pub peak_amplification: f64,
+    /// Highest attempts per logical request in any single recording
+    /// interval, over the SLO routes. An interval's attempts include the
+    /// retries of requests started in earlier ones, so under a storm it
+    /// can exceed the clients' `max_attempts`; see `window_amplification`
+    /// for the figure over the classification's window.
+    pub max_interval_amplification: f64,
+    /// Attempts over logical requests started (first attempts), summed
+    /// over the SLO routes from the trigger's end to the end of
+    /// observation: the window `error_rate` is measured over.
+    pub window_amplification: f64,
     /// Failing share of logical requests on the SLO routes from the
     /// trigger's end to the end of observation.
     pub error_rate: f64,
@@ -269,13 +281,14 @@ pub fn classify(rec: &Recording, slos: &[Slo], tl: Timeline, opts: ClassifyOptio
         .count();
     let first = hits[..observed].iter().position(|&b| b);
     let last = hits[..observed].iter().rposition(|&b| b);
-    let (peak_amplification, error_rate) = figures(rec, slos, tl, observed);
+    let f = figures(rec, slos, tl, observed);
     let mut out = Outcome {
         class: Class::Stable,
         recovery: None,
         breach_start: first.map(|i| Nanos::from_nanos(i as u64 * step)),
-        peak_amplification,
-        error_rate,
+        max_interval_amplification: f.max_interval_amplification,
+        window_amplification: f.window_amplification,
+        error_rate: f.error_rate,
     };
     if tl.observe_until < tl.trigger_end.saturating_add(opts.observe) {
         out.class = Class::Undetermined;
@@ -298,13 +311,21 @@ pub fn classify(rec: &Recording, slos: &[Slo], tl: Timeline, opts: ClassifyOptio
     out
 }
 
-/// Peak amplification over the whole run and the error rate after the
-/// trigger, over the SLO routes.
-fn figures(rec: &Recording, slos: &[Slo], tl: Timeline, observed: usize) -> (f64, f64) {
+/// A run's figures over the SLO routes.
+struct Figures {
+    max_interval_amplification: f64,
+    window_amplification: f64,
+    error_rate: f64,
+}
+
+/// The largest single-interval amplification over the whole run, and
+/// the amplification and error rate from the trigger's end to the end of
+/// observation.
+fn figures(rec: &Recording, slos: &[Slo], tl: Timeline, observed: usize) -> Figures {
     let step = rec.interval.as_nanos().max(1);
     let from = (tl.trigger_end.as_nanos() / step) as usize;
     let mut peak: f64 = 0.0;
-    let (mut started, mut ok) = (0u64, 0u64);
+    let (mut started, mut ok, mut attempts) = (0u64, 0u64, 0u64);
     let mut seen: Vec<&str> = Vec::new();
     for slo in slos {
         if seen.contains(&slo.route.as_str()) {
@@ -323,12 +344,20 @@ fn figures(rec: &Recording, slos: &[Slo], tl: Timeline, observed: usize) -> (f64
         if from < to {
             started += r.first_attempts[from..to].iter().sum::<u64>();
             ok += r.successes[from..to].iter().sum::<u64>();
+            attempts += r.attempts[from..to].iter().sum::<u64>();
         }
     }
-    let error_rate = if started == 0 {
-        0.0
+    let (error_rate, window_amplification) = if started == 0 {
+        (0.0, 0.0)
     } else {
-        1.0 - (ok as f64 / started as f64).min(1.0)
+        (
+            1.0 - (ok as f64 / started as f64).min(1.0),
+            attempts as f64 / started as f64,
+        )
     };
-    (peak, error_rate)
+    Figures {
+        max_interval_amplification: peak,
+        window_amplification,
+        error_rate,
+    }
 }

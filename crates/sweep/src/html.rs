@@ -50,7 +50,7 @@ pub fn render(plan: &Plan, cells: &[CellSummary]) -> String {
          (a breach of the SLO lasting to the end of observation).</p>",
         esc(&title),
         plan.cells.len(),
-        plan.spec.seeds,
+        plan.seeds_per_cell(),
         plan.runs()
     );
     let chart = if plan.spec.samples.is_some() && plan.axes.len() >= 2 {
@@ -332,7 +332,7 @@ fn table(plan: &Plan, cells: &[CellSummary]) -> String {
     for a in &plan.axes {
         let _ = write!(s, "<th>{}</th>", esc(a.path.as_str()));
     }
-    s.push_str("<th>metastable</th><th>classes</th><th>recovery p50 (s)</th><th>peak amplification</th><th>error rate</th></tr></thead><tbody>");
+    s.push_str("<th>metastable</th><th>classes</th><th>recovery p50 (s)</th><th>amplification after the trigger</th><th>largest amplification in one interval</th><th>error rate</th></tr></thead><tbody>");
     for c in cells {
         let _ = write!(s, "<tr><td>{}</td>", c.cell);
         for v in &c.values {
@@ -341,12 +341,13 @@ fn table(plan: &Plan, cells: &[CellSummary]) -> String {
         let classes: Vec<&str> = c.classes.iter().map(|k| k.name()).collect();
         let _ = write!(
             s,
-            "<td>{:.0}%</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.3}</td></tr>",
+            "<td>{:.0}%</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td></tr>",
             c.share_metastable * 100.0,
             classes.join(" "),
             c.recovery_s
                 .map_or_else(String::new, |q| format!("{:.1}", q.p50)),
-            c.peak_amplification,
+            c.window_amplification,
+            c.max_interval_amplification,
             c.error_rate
         );
     }

@@ -3,7 +3,8 @@
 //! A sweep varies scenario fields along axes ([`axis`], addressed by
 //! [`path`]), builds and validates every cell's scenario before anything
 //! runs ([`plan`]), runs each cell on seeds derived from the sweep seed and
-//! the cell's coordinates on any number of threads ([`run`], on `stormbreak_sim::parallel`),
+//! the cell's coordinates, or on seeds chosen in the grammar of [`seeds`],
+//! on any number of threads ([`run`], on `stormbreak_sim::parallel`),
 //! classifies each run as stable, recovered, slow, metastable or
 //! undetermined ([`classify`]) and writes `sweep.csv`, `summary.json` and
 //! `report.html` ([`output`], [`html`]), or one shard's `shard.json` for
@@ -52,5 +53,6 @@ pub mod output;
 pub mod path;
 pub mod plan;
 pub mod run;
+pub mod seeds;
 pub mod sensitivity;
 pub mod value;

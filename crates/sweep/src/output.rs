@@ -19,9 +19,9 @@ use crate::run::{RunResult, Shard, StoredRun};
 use crate::value::display;
 
 /// `summary.json`'s schema name and version.
-pub const SUMMARY_SCHEMA: &str = "stormbreak.sweep/1";
+pub const SUMMARY_SCHEMA: &str = "stormbreak.sweep/2";
 /// `shard.json`'s schema name and version.
-pub const SHARD_SCHEMA: &str = "stormbreak.sweep-shard/1";
+pub const SHARD_SCHEMA: &str = "stormbreak.sweep-shard/2";
 /// The files of a whole sweep.
 pub const SWEEP_CSV: &str = "sweep.csv";
 /// See [`SWEEP_CSV`].
@@ -47,8 +47,11 @@ pub struct CellSummary {
     /// Recovery time quantiles (nearest rank) over recovered and slow
     /// runs, seconds.
     pub recovery_s: Option<Quantiles>,
-    /// Mean over runs of each run's peak amplification.
-    pub peak_amplification: f64,
+    /// Mean over runs of each run's largest single-interval amplification.
+    pub max_interval_amplification: f64,
+    /// Mean over runs of each run's amplification from the trigger's end
+    /// to the end of observation.
+    pub window_amplification: f64,
     /// Mean over runs of each run's error rate after the trigger.
     pub error_rate: f64,
     /// Runs in which the engine's own bounds refused requests
@@ -102,9 +105,14 @@ pub fn summarise(plan: &Plan, results: &[RunResult]) -> Vec<CellSummary> {
                         .filter_map(|r| r.outcome.recovery.map(secs))
                         .collect(),
                 ),
-                peak_amplification: runs
+                max_interval_amplification: runs
                     .iter()
-                    .map(|r| r.outcome.peak_amplification)
+                    .map(|r| r.outcome.max_interval_amplification)
+                    .sum::<f64>()
+                    / n,
+                window_amplification: runs
+                    .iter()
+                    .map(|r| r.outcome.window_amplification)
                     .sum::<f64>()
                     / n,
                 error_rate: runs.iter().map(|r| r.outcome.error_rate).sum::<f64>() / n,
@@ -155,7 +163,7 @@ pub fn csv(plan: &Plan, results: &[RunResult]) -> String {
         out.push_str(&csv_field(a.path.as_str()));
     }
     out.push_str(
-        ",seed,class,recovery_s,breach_start_s,peak_amplification,error_rate,bounds_hit\n",
+        ",seed,class,recovery_s,breach_start_s,max_interval_amplification,window_amplification,error_rate,bounds_hit\n",
     );
     for r in results {
         let c = &plan.cells[r.cell];
@@ -167,12 +175,13 @@ pub fn csv(plan: &Plan, results: &[RunResult]) -> String {
         let o = &r.outcome;
         let _ = writeln!(
             out,
-            ",{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{}",
             r.seed,
             o.class.name(),
             opt_secs(o.recovery),
             opt_secs(o.breach_start),
-            o.peak_amplification,
+            o.max_interval_amplification,
+            o.window_amplification,
             o.error_rate,
             r.bounds_hit
         );
@@ -187,7 +196,11 @@ fn summary_json(plan: &Plan, cells: &[CellSummary]) -> Json {
             .iter()
             .map(|c| c.classes.iter().filter(|&&k| k == class).count())
             .sum();
-        counts.insert(class.name().to_owned(), n.into());
+        // `stopped` is counted only when a run was: a sweep no limit
+        // stopped writes the summary it always did.
+        if class != Class::Stopped || n > 0 {
+            counts.insert(class.name().to_owned(), n.into());
+        }
     }
     json!({
         "schema": SUMMARY_SCHEMA,
@@ -298,7 +311,7 @@ pub fn merge(shards: &[(String, ShardFile)]) -> Result<(Plan, OutputSet), String
             && s.runs.iter().all(|r| {
                 r.cell_index() < plan.cells.len()
                     && s.shard.has(r.cell_index())
-                    && r.run_index() < plan.spec.seeds
+                    && r.run_index() < plan.seeds_per_cell()
             });
         if !ok {
             return Err(format!(

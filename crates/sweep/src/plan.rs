@@ -7,10 +7,12 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
+use stormbreak_sim::engine::Limits;
 use toml_edit::{DocumentMut, Value};
 
 use crate::axis::{Axis, AxisSpec, MAX_AXES};
 use crate::classify::{ClassifyOptions, Slo, Timeline, slos};
+use crate::seeds::Seeds;
 use crate::value::display;
 
 /// Most cells in one sweep (grid points or samples).
@@ -29,8 +31,9 @@ pub struct SweepSpec {
     pub axes: Vec<String>,
     /// A Latin-hypercube sample of this many cells instead of the grid.
     pub samples: Option<usize>,
-    /// Runs per cell, each on its own seed.
-    pub seeds: u32,
+    /// Runs per cell: a count, each run on a seed derived from the sweep
+    /// seed and the cell, or the seeds themselves ([`crate::seeds`]).
+    pub seeds: Seeds,
     /// The sweep seed (default: the scenario's `seed`).
     pub seed: Option<u64>,
     /// Classification windows.
@@ -71,6 +74,10 @@ pub struct Plan {
     pub cells: Vec<Cell>,
     /// The SLOs that define a breach.
     pub slos: Vec<Slo>,
+    /// The engine's limits for every run: the defaults unless the command
+    /// line's `--limit` set them (each cell's `[limits]` may lower them).
+    /// Not part of the spec: a spec file (a Job's) cannot raise them.
+    pub limits: Limits,
     doc: DocumentMut,
 }
 
@@ -87,10 +94,10 @@ impl Plan {
         if spec.axes.len() > MAX_AXES {
             return Err(format!("at most {MAX_AXES} axes, got {}", spec.axes.len()));
         }
-        if !(1..=MAX_SEEDS).contains(&spec.seeds) {
+        if !(1..=MAX_SEEDS).contains(&spec.seeds.len()) {
             return Err(format!(
-                "--seeds must be 1 to {MAX_SEEDS}, got {}",
-                spec.seeds
+                "--seeds must give 1 to {MAX_SEEDS} runs per cell, got {}",
+                spec.seeds.len()
             ));
         }
         let mut axes = Vec::with_capacity(spec.axes.len());
@@ -106,12 +113,12 @@ impl Plan {
             None => grid(&axes)?,
             Some(n) => latin_hypercube(&axes, n, sweep_seed)?,
         };
-        let runs = layout.len().saturating_mul(spec.seeds as usize);
+        let runs = layout.len().saturating_mul(spec.seeds.len() as usize);
         if runs > MAX_RUNS {
             return Err(format!(
                 "{} cells × {} seeds = {runs} runs, more than {MAX_RUNS}; use fewer points or seeds, or --samples",
                 layout.len(),
-                spec.seeds
+                spec.seeds.len()
             ));
         }
         let mut plan = Plan {
@@ -123,6 +130,7 @@ impl Plan {
             sweep_seed,
             axes,
             cells: Vec::with_capacity(layout.len()),
+            limits: Limits::default(),
             doc,
         };
         for (index, (coords, values)) in layout.into_iter().enumerate() {
@@ -154,20 +162,29 @@ impl Plan {
         Scenario::parse(&self.file, &doc.to_string()).map_err(|e| e.to_string())
     }
 
-    /// The seed of run `k` of `cell`: the sweep seed mixed with the cell's
-    /// coordinates and `k`, so it depends on nothing else (not on the
-    /// order cells run in, the thread count or the shard).
+    /// The seed of run `k` of `cell`: the `k`-th chosen seed, the
+    /// simulator's own (`--seeds 1,2,3`); for a count (`--seeds 3`), the
+    /// sweep seed mixed with the cell's coordinates and `k`, so it depends
+    /// on nothing else (not on the order cells run in, the thread count or
+    /// the shard).
     pub fn run_seed(&self, cell: &Cell, k: u32) -> u64 {
-        let mut h = splitmix(self.sweep_seed ^ 0x5357_4545_5053_4545);
-        for &c in &cell.coords {
-            h = splitmix(h ^ c as u64);
-        }
-        splitmix(h ^ u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        self.spec.seeds.seed(k, |k| {
+            let mut h = splitmix(self.sweep_seed ^ 0x5357_4545_5053_4545);
+            for &c in &cell.coords {
+                h = splitmix(h ^ c as u64);
+            }
+            splitmix(h ^ u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        })
+    }
+
+    /// Runs per cell.
+    pub fn seeds_per_cell(&self) -> u32 {
+        self.spec.seeds.len()
     }
 
     /// Total runs.
     pub fn runs(&self) -> usize {
-        self.cells.len() * self.spec.seeds as usize
+        self.cells.len() * self.seeds_per_cell() as usize
     }
 }
 
@@ -183,7 +200,7 @@ pub fn assignments(axes: &[Axis], values: &[Value]) -> String {
 /// SplitMix64's finaliser (Steele, Lea, Flood, "Fast splittable
 /// pseudorandom number generators", OOPSLA 2014): a bijective mix, so
 /// distinct inputs give distinct seeds.
-fn splitmix(mut z: u64) -> u64 {
+pub(crate) fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -256,7 +273,7 @@ impl SweepSpec {
         SweepSpec {
             axes: axes.iter().map(|s| (*s).to_owned()).collect(),
             samples: None,
-            seeds: 1,
+            seeds: Seeds::Count(1),
             seed: None,
             classify: ClassifyOptions::default(),
             scale: 1.0,

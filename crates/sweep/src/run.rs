@@ -64,6 +64,9 @@ pub struct RunResult {
     /// default app queue; see `BoundHit`): refusals no scenario asked for,
     /// so a run with any is judged partly on the engine's bound.
     pub bounds_hit: u64,
+    /// For a run of class `stopped`: the limit that stopped it (not kept
+    /// in shard files).
+    pub stopped_by: Option<&'static str>,
 }
 
 /// Runs the shard's runs of `plan` on `threads` threads, in (cell, run)
@@ -74,21 +77,87 @@ pub fn run(
     threads: usize,
     on_done: impl Fn() + Sync,
 ) -> Result<Vec<RunResult>, String> {
+    run_keeping(plan, shard, threads, false, on_done).map(|(results, _)| results)
+}
+
+/// Most runs whose recordings `--keep-series` keeps: each is held in
+/// memory (as the `recording.json` `simulate` would write, some kB to a
+/// few MB) until the sweep's outputs are written as one set.
+pub const MAX_KEPT_RUNS: usize = 1_000;
+
+/// One run's recording, kept with `--keep-series`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSeries {
+    /// Cell index.
+    pub cell: usize,
+    /// Run within the cell.
+    pub run: u32,
+    /// Its `recording.json`, byte for byte what `stormbreak simulate
+    /// --seed SEED` writes for the cell's scenario and the run's seed.
+    pub json: Vec<u8>,
+}
+
+impl KeptSeries {
+    /// The file it is written to in the sweep's outputs.
+    pub fn file_name(&self) -> String {
+        format!("cell-{}-run-{}.recording.json", self.cell, self.run)
+    }
+}
+
+/// [`run`], also keeping every run's recording when `keep` (at most
+/// [`MAX_KEPT_RUNS`] runs, refused before anything runs).
+pub fn run_keeping(
+    plan: &Plan,
+    shard: Shard,
+    threads: usize,
+    keep: bool,
+    on_done: impl Fn() + Sync,
+) -> Result<(Vec<RunResult>, Vec<KeptSeries>), String> {
     let todo: Vec<(usize, u32)> = plan
         .cells
         .iter()
         .filter(|c| shard.has(c.index))
-        .flat_map(|c| (0..plan.spec.seeds).map(move |k| (c.index, k)))
+        .flat_map(|c| (0..plan.seeds_per_cell()).map(move |k| (c.index, k)))
         .collect();
-    map_in_order(threads, todo, |(cell, k)| run_one(plan, cell, k), on_done)
+    if keep && todo.len() > MAX_KEPT_RUNS {
+        return Err(format!(
+            "--keep-series keeps at most {MAX_KEPT_RUNS} runs' recordings (they are held in \
+             memory until the outputs are written), and this sweep has {}; use fewer cells or seeds",
+            todo.len()
+        ));
+    }
+    let done = map_in_order(
+        threads,
+        todo,
+        |(cell, k)| run_one(plan, cell, k, keep),
+        on_done,
+    )?;
+    let mut results = Vec::with_capacity(done.len());
+    let mut kept = Vec::new();
+    for (r, json) in done {
+        if let Some(json) = json {
+            kept.push(KeptSeries {
+                cell: r.cell,
+                run: r.run,
+                json,
+            });
+        }
+        results.push(r);
+    }
+    Ok((results, kept))
 }
 
 /// The number of runs `shard` holds.
 pub fn runs_in(plan: &Plan, shard: Shard) -> usize {
-    plan.cells.iter().filter(|c| shard.has(c.index)).count() * plan.spec.seeds as usize
+    plan.cells.iter().filter(|c| shard.has(c.index)).count() * plan.seeds_per_cell() as usize
 }
 
-fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
+fn run_one(
+    plan: &Plan,
+    cell: usize,
+    k: u32,
+    keep: bool,
+) -> Result<(RunResult, Option<Vec<u8>>), String> {
     let c = &plan.cells[cell];
     let who = || {
         format!(
@@ -101,22 +170,39 @@ fn run_one(plan: &Plan, cell: usize, k: u32) -> Result<RunResult, String> {
         .build(&c.values)
         .map_err(|e| format!("{}: {e}", who()))?;
     let seed = plan.run_seed(c, k);
-    let rec = Engine::new(
+    // A run stopped by a limit is a result, not the sweep's end: it keeps
+    // its recording up to the stop and gets the class `stopped`.
+    let (rec, stopped) = Engine::new(
         &sc,
         RunOptions {
             seed: Some(seed),
             scale: plan.spec.scale,
         },
     )
-    .run()
-    .map_err(|e| format!("{}: {}: {e}", plan.file, who()))?;
-    Ok(RunResult {
+    .with_limits(plan.limits)
+    .run_to_stop();
+    let json = if keep {
+        Some(
+            stormbreak_sim::output::recording_json(&rec)
+                .map_err(|e| format!("{}: cannot encode its recording: {e}", who()))?,
+        )
+    } else {
+        None
+    };
+    let mut outcome = classify(&rec, &plan.slos, c.timeline, plan.spec.classify);
+    if stopped.is_some() {
+        outcome.class = Class::Stopped;
+        outcome.recovery = None;
+    }
+    let result = RunResult {
         cell,
         run: k,
         seed,
-        outcome: classify(&rec, &plan.slos, c.timeline, plan.spec.classify),
+        outcome,
         bounds_hit: rec.bounds_hit.iter().map(|b| b.count).sum(),
-    })
+        stopped_by: stopped.as_ref().map(|e| e.limit()),
+    };
+    Ok((result, json))
 }
 
 /// One run's result as a shard file stores it: floats as their bits, so a
@@ -130,7 +216,8 @@ pub struct StoredRun {
     class: Class,
     recovery_ns: Option<u64>,
     breach_start_ns: Option<u64>,
-    peak_amplification_bits: u64,
+    max_interval_amplification_bits: u64,
+    window_amplification_bits: u64,
     error_rate_bits: u64,
     #[serde(default)]
     bounds_hit: u64,
@@ -157,7 +244,8 @@ impl From<&RunResult> for StoredRun {
             class: r.outcome.class,
             recovery_ns: r.outcome.recovery.map(Nanos::as_nanos),
             breach_start_ns: r.outcome.breach_start.map(Nanos::as_nanos),
-            peak_amplification_bits: r.outcome.peak_amplification.to_bits(),
+            max_interval_amplification_bits: r.outcome.max_interval_amplification.to_bits(),
+            window_amplification_bits: r.outcome.window_amplification.to_bits(),
             error_rate_bits: r.outcome.error_rate.to_bits(),
             bounds_hit: r.bounds_hit,
         }
@@ -174,10 +262,12 @@ impl From<&StoredRun> for RunResult {
                 class: s.class,
                 recovery: s.recovery_ns.map(Nanos::from_nanos),
                 breach_start: s.breach_start_ns.map(Nanos::from_nanos),
-                peak_amplification: f64::from_bits(s.peak_amplification_bits),
+                max_interval_amplification: f64::from_bits(s.max_interval_amplification_bits),
+                window_amplification: f64::from_bits(s.window_amplification_bits),
                 error_rate: f64::from_bits(s.error_rate_bits),
             },
             bounds_hit: s.bounds_hit,
+            stopped_by: None,
         }
     }
 }

@@ -1,9 +1,13 @@
-//! The kinds of value an axis can vary, read from the field's value in the
-//! file, and how a swept value is written back in the field's own units.
+//! The kinds of value an axis can vary — what the field takes, asked of
+//! the scenario's own types, not only what the file's literal looks like —
+//! and how a swept value is written back in the field's own units.
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::units::{format_duration, parse_duration, parse_rate};
-use toml_edit::Value;
+use stormbreak_sim::Scenario;
+use toml_edit::{DocumentMut, Value};
+
+use crate::path::FieldPath;
 
 /// What a field holds, as the file writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +44,42 @@ impl Kind {
                 }
             }
             _ => return Err("a date, which cannot be swept".to_owned()),
+        })
+    }
+
+    /// The kind of the field at `path`, and the file's value as a number.
+    ///
+    /// The literal says what the file holds; the scenario's types say what
+    /// the field takes. A number literal is checked against them with a
+    /// probe value read by [`Scenario::check_types`]: a field that takes
+    /// `"1s"` is a duration (`add = 0`), one that takes `"1/s"` a rate
+    /// (`rate = 800`), and an integer literal in a field that takes `5.5`
+    /// is a float (`factor = 5`), so its axis values are not rounded to
+    /// whole numbers. A document that does not read as a scenario at all
+    /// is left to the literal (its own error comes from building it).
+    pub fn of_field(doc: &DocumentMut, path: &FieldPath) -> Result<(Kind, Option<f64>), String> {
+        let (kind, base) = Kind::of(path.get(doc)?).map_err(|k| format!("{path} is {k}"))?;
+        let (Kind::Integer | Kind::Float, Some(n)) = (kind, base) else {
+            return Ok((kind, base));
+        };
+        let reads = |d: &DocumentMut| Scenario::check_types("probe", &d.to_string()).is_ok();
+        if !reads(doc) {
+            return Ok((kind, base));
+        }
+        let takes = |probe: Value| {
+            let mut d = doc.clone();
+            path.set(&mut d, probe).is_ok() && reads(&d)
+        };
+        Ok(if takes(Value::from("1s")) {
+            // A bare number in a duration field is nanoseconds (only 0 is
+            // accepted), which is what `n` already is.
+            (Kind::Duration, Some(n))
+        } else if takes(Value::from("1/s")) {
+            (Kind::Rate, Some(n))
+        } else if kind == Kind::Integer && takes(Value::from(n + 0.5)) {
+            (Kind::Float, Some(n))
+        } else {
+            (kind, Some(n))
         })
     }
 

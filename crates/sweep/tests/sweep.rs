@@ -12,7 +12,7 @@ const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
 /// 3 × 2 cells × 2 seeds on the capacity drop: depth and length of the cut.
 fn spec() -> SweepSpec {
     let mut s = SweepSpec::grid(&["action.cut.factor=2.5,5,6", "action.cut.for=0.5x..1x:2"]);
-    s.seeds = 2;
+    s.seeds = 2.into();
     s
 }
 
@@ -47,7 +47,7 @@ fn outputs_are_byte_identical_at_one_and_two_threads() {
     );
     assert_eq!(csv.lines().count(), 1 + 6 * 2, "{csv}");
     assert!(csv.starts_with(
-        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,peak_amplification,error_rate,bounds_hit\n"
+        "cell,run,action.cut.factor,action.cut.for,seed,class,recovery_s,breach_start_s,max_interval_amplification,window_amplification,error_rate,bounds_hit\n"
     ));
 }
 
@@ -86,7 +86,7 @@ fn three_shards_merge_into_exactly_one_runs_outputs() {
 fn a_shard_of_another_sweep_is_refused() {
     let plan = Plan::new("capacity-drop.toml", SCENARIO, spec()).unwrap();
     let mut other_spec = spec();
-    other_spec.seeds = 1;
+    other_spec.seeds = 1.into();
     let other = Plan::new("capacity-drop.toml", SCENARIO, other_spec).unwrap();
     let mk = |p: &Plan, i: usize| {
         let shard = Shard { index: i, count: 2 };
@@ -148,7 +148,10 @@ fn errors_name_the_path_and_what_exists() {
     let e = plan(&["client.app.timeout=fast,slow"]);
     assert!(e.contains("expected a duration"), "{e}");
     let e = plan(&["service.db.app.workers=1..3:5"]);
-    assert!(e.contains("appears twice"), "{e}");
+    assert!(
+        e.contains("the values 1.5 and 2 (points 2 and 3) both become 2"),
+        "{e}"
+    );
     let e = plan(&["client.app.rate"]);
     assert!(e.contains("expected PATH=LO..HI:N"), "{e}");
     let e = plan(&["client.app.budget.kind=ratio"]);
@@ -272,4 +275,34 @@ rate = "1/s"
     let back = read_shard(SHARD_JSON, shard.get(SHARD_JSON).unwrap()).unwrap();
     let (_, merged) = merge(&[("shard".to_owned(), back)]).unwrap();
     assert_eq!(files(&merged), files(&set));
+}
+
+/// Chosen seeds (`--seeds 1..=2`) are every cell's seeds as given, travel
+/// in the spec to the shards, and the shards merge into the single run.
+#[test]
+fn chosen_seeds_are_every_cells_and_shards_keep_them() {
+    let mut chosen = spec();
+    chosen.seeds = stormbreak_sweep::seeds::Seeds::parse("1..=2", 1000).unwrap();
+    let plan = Plan::new("capacity-drop.toml", SCENARIO, chosen).unwrap();
+    for c in &plan.cells {
+        assert_eq!([plan.run_seed(c, 0), plan.run_seed(c, 1)], [1, 2]);
+    }
+    let results = run::run(&plan, Shard::ALL, 2, || {}).unwrap();
+    assert!(results.iter().all(|r| r.seed == u64::from(r.run) + 1));
+    let whole = output::outputs(&plan, &results).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_slice(whole.get("summary.json").unwrap()).unwrap();
+    assert_eq!(summary["spec"]["seeds"], serde_json::json!([1, 2]));
+    let mut shards = Vec::new();
+    for i in 0..2 {
+        let shard = Shard { index: i, count: 2 };
+        let r = run::run(&plan, shard, 1, || {}).unwrap();
+        let set = output::shard_file(&plan, shard, &r).unwrap();
+        shards.push((
+            format!("s{i}"),
+            read_shard("x", set.get(SHARD_JSON).unwrap()).unwrap(),
+        ));
+    }
+    let (_, merged) = merge(&shards).unwrap();
+    assert_eq!(files(&merged), files(&whole));
 }

@@ -270,10 +270,11 @@ impl Engine {
         self.flight.peak = self.flight.peak.max(live);
         if live > self.limits.attempts_in_flight as usize {
             let err = super::RunError::InFlight {
+                limit: "attempts_in_flight",
                 at: self.now,
                 component: format!("route {:?}", self.rec.routes[route.ix()].series.name),
                 what: format!(
-                    "more than {} attempts in flight in the run (Limits::attempts_in_flight)",
+                    "more than {} attempts in flight in the run",
                     self.limits.attempts_in_flight
                 ),
             };

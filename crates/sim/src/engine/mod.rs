@@ -82,7 +82,7 @@ use stormbreak_policy::failover::Failover;
 
 pub use attempt::Res;
 pub use audit::AuditError;
-pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError};
+pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError, Stopped};
 
 use self::attempt::Flight;
 use self::autoscale::Autoscaler;
@@ -251,6 +251,8 @@ pub struct Engine {
     stalls: fault::Stalls,
     rec: Recorder,
     limits: Limits,
+    /// The scenario's `[limits]`: what [`Engine::with_limits`] lowers to.
+    lowering: crate::scenario::LimitsSpec,
     /// Set by the first bound hit that stops the run.
     stopped: Option<RunError>,
     budget: Budget,
@@ -477,12 +479,12 @@ impl Engine {
                     }),
                     workers: fleet.per_pod(s.app.workers),
                     // `queue = 0` is no queue at all, at any scale.
-                    app_queue_cap: s
-                        .app
-                        .queue
-                        .map_or(Limits::default().default_app_queue, |q| {
+                    app_queue_cap: s.app.queue.map_or(
+                        Limits::default().lowered_to(&sc.limits).default_app_queue,
+                        |q| {
                             if q == 0 { 0 } else { fleet.per_pod(q) }
-                        }),
+                        },
+                    ),
                     app_queue_is_default: s.app.queue.is_none(),
                     drop_expired: s.app.drop_expired,
                     service_time: s.app.service_time.sampler(),
@@ -626,7 +628,8 @@ impl Engine {
             stalls: fault::Stalls::new(rec.comps.len()),
             timeline,
             rec,
-            limits: Limits::default(),
+            limits: Limits::default().lowered_to(&sc.limits),
+            lowering: sc.limits.clone(),
             stopped: None,
             budget: Budget::default(),
         };
@@ -681,8 +684,11 @@ impl Engine {
         &self.rec.bound_hits
     }
 
-    /// Replaces the run's bounds (before the run starts).
+    /// Replaces the run's bounds (before the run starts): `limits` (the
+    /// command line's), each lowered to the scenario's `[limits]` where
+    /// that is lower.
     pub fn with_limits(mut self, limits: Limits) -> Self {
+        let limits = limits.lowered_to(&self.lowering);
         self.limits = limits;
         for svc in self.services.iter_mut().filter(|s| s.app_queue_is_default) {
             svc.app_queue_cap = limits.default_app_queue;
@@ -771,6 +777,20 @@ impl Engine {
         Ok(self.finish())
     }
 
+    /// Runs to the end, or to a limit: the recording either way (a stopped
+    /// one holds the whole intervals before the stop), and the error that
+    /// stopped it.
+    pub fn run_to_stop(mut self) -> (Recording, Option<RunError>) {
+        let stopped = loop {
+            match self.run_until(self.end) {
+                Ok(true) => {}
+                Ok(false) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        (self.finish(), stopped)
+    }
+
     /// Stops the run with `err` unless it has already stopped.
     pub(crate) fn stop(&mut self, err: RunError) {
         self.stopped.get_or_insert(err);
@@ -795,10 +815,7 @@ impl Engine {
             return;
         }
         let what = if total {
-            format!(
-                "more than {} events in all (Limits::events_total)",
-                self.limits.events_total
-            )
+            format!("more than {} events in all", self.limits.events_total)
         } else {
             format!(
                 "{} events in {} of simulated time, over the budget of {} events per simulated second",
@@ -816,6 +833,11 @@ impl Engine {
                 .map_or_else(|| "nothing".to_owned(), |ev| self.describe(ev))
         );
         self.stop(RunError::WorkBudget {
+            limit: if total {
+                "events_total"
+            } else {
+                "events_per_sim_second"
+            },
             at: self.now,
             what,
             component,

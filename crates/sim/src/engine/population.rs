@@ -105,10 +105,11 @@ impl Engine {
         if pop.busy >= pop.workers || !pop.backlog.is_empty() {
             if pop.backlog.len() as u64 >= self.limits.job_backlog {
                 let err = super::RunError::InFlight {
+                    limit: "job_backlog",
                     at: self.now,
                     component: format!("client {:?}", pop.name),
                     what: format!(
-                        "more than {} jobs wait for a worker (Limits::job_backlog)",
+                        "more than {} jobs wait for a worker",
                         self.limits.job_backlog
                     ),
                 };
@@ -126,10 +127,11 @@ impl Engine {
         let pop = &mut self.pops[p.ix()];
         if pop.busy >= self.limits.requests_in_flight {
             let err = super::RunError::InFlight {
+                limit: "requests_in_flight",
                 at: now,
                 component: format!("client {:?}", pop.name),
                 what: format!(
-                    "more than {} requests in flight (Limits::requests_in_flight)",
+                    "more than {} requests in flight",
                     self.limits.requests_in_flight
                 ),
             };

@@ -275,12 +275,19 @@ impl Engine {
             };
         }
         let rec = self.rec;
+        // A stopped run's recording ends with its last whole interval.
+        let duration = if self.stopped.is_some() {
+            let whole = rec.routes.first().map_or(0, |r| r.series.attempts.len());
+            rec.interval * whole as u64
+        } else {
+            self.end
+        };
         Recording {
             scenario: rec.meta.scenario,
             seed: rec.meta.seed,
             scale: rec.meta.scale,
             interval: rec.interval,
-            duration: self.end,
+            duration,
             clock_origin_s: rec.meta.clock_origin_s,
             routes: rec.routes.into_iter().map(|r| r.series).collect(),
             components: rec.comps,

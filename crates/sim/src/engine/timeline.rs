@@ -246,15 +246,19 @@ impl Planned {
             ActionKind::SlowService {
                 service,
                 factor,
+                capacity,
                 add,
-            } => (
-                Action::SlowService {
-                    svc: names.service(service),
-                    factor: *factor,
-                    add: *add,
-                },
-                format!("{service}: service time × {factor} + {add}"),
-            ),
+            } => {
+                let factor = crate::scenario::slowdown(*factor, *capacity);
+                (
+                    Action::SlowService {
+                        svc: names.service(service),
+                        factor,
+                        add: *add,
+                    },
+                    format!("{service}: service time × {factor} + {add}"),
+                )
+            }
             ActionKind::SetCapacity {
                 service,
                 workers,

@@ -33,7 +33,7 @@ use stormbreak_policy::shed::{Criticality, SaturationConfig};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a scenario: a [scenario] table, then [[lb]], [[gateway]], [[service]], [[route]], [[client]], [[failover]] and [[action]] tables"
+    expecting = "a scenario: a [scenario] table, then [[lb]], [[gateway]], [[service]], [[route]], [[client]], [[failover]] and [[action]] tables, and optionally [[slo]] and [limits]"
 )]
 pub struct Scenario {
     /// Name, run length, recording interval, seed.
@@ -63,10 +63,59 @@ pub struct Scenario {
     /// `stormbreak sweep`'s classification (the run itself ignores them).
     #[serde(default, rename = "slo")]
     pub slos: Vec<SloSpec>,
+    /// Lower run limits than the engine's defaults (`[limits]`); a scenario
+    /// may not raise one (only the command line's `--limit` may).
+    #[serde(default)]
+    pub limits: LimitsSpec,
     /// What validation found legal but probably unintended (a rate too low
     /// to send anything in the run, …); `stormbreak simulate` prints them.
     #[serde(skip)]
     pub warnings: Vec<ScenarioWarning>,
+}
+
+/// A scenario's `[limits]`: any of [`crate::engine::Limits`]'s, each at
+/// most its default. A scenario may lower the bounds that protect the
+/// machine running it, never lift them: that takes `--limit` on the
+/// command line of the machine's owner.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [limits] table like { attempts_in_flight = 1000000 } (names in docs/scenarios.md, \"Limits of a run\")"
+)]
+pub struct LimitsSpec {
+    /// See [`crate::engine::Limits::default_app_queue`].
+    #[serde(default)]
+    pub default_app_queue: Option<u32>,
+    /// See [`crate::engine::Limits::requests_in_flight`].
+    #[serde(default)]
+    pub requests_in_flight: Option<u32>,
+    /// See [`crate::engine::Limits::attempts_in_flight`].
+    #[serde(default)]
+    pub attempts_in_flight: Option<u32>,
+    /// See [`crate::engine::Limits::job_backlog`].
+    #[serde(default)]
+    pub job_backlog: Option<u64>,
+    /// See [`crate::engine::Limits::events_per_sim_second`].
+    #[serde(default)]
+    pub events_per_sim_second: Option<u64>,
+    /// See [`crate::engine::Limits::events_total`].
+    #[serde(default)]
+    pub events_total: Option<u64>,
+}
+
+impl LimitsSpec {
+    /// Each limit's name and the value the table gives, in
+    /// [`crate::engine::Limits::NAMES`]'s order.
+    pub fn values(&self) -> [(&'static str, Option<u64>); 6] {
+        [
+            ("default_app_queue", self.default_app_queue.map(u64::from)),
+            ("requests_in_flight", self.requests_in_flight.map(u64::from)),
+            ("attempts_in_flight", self.attempts_in_flight.map(u64::from)),
+            ("job_backlog", self.job_backlog),
+            ("events_per_sim_second", self.events_per_sim_second),
+            ("events_total", self.events_total),
+        ]
+    }
 }
 
 /// The `[scenario]` table.
@@ -721,12 +770,20 @@ pub enum ActionKind {
     /// A service slows down (a bad deploy, a noisy neighbour, a slow disk):
     /// every service time that starts from now on is `factor` × its sample
     /// plus `add`. Work already in service keeps its completion time.
+    /// `capacity` says the same as `factor` the way a capacity drop is
+    /// usually reported: the share of capacity that remains, `factor = 1 /
+    /// capacity` (see [`slowdown`]).
     SlowService {
         /// Service name.
         service: String,
-        /// Multiplies each service time (default 1).
-        #[serde(default = "one")]
-        factor: f64,
+        /// Multiplies each service time (default 1; not with `capacity`).
+        #[serde(default)]
+        factor: Option<f64>,
+        /// The share of the service's capacity that remains, in (0, 1]: a
+        /// CPU cut by 80% is `capacity = 0.2`, the same as `factor = 5`
+        /// (not with `factor`).
+        #[serde(default)]
+        capacity: Option<f64>,
         /// Fixed latency added to each service time (default 0).
         #[serde(default)]
         add: Nanos,
@@ -790,8 +847,15 @@ pub enum ActionKind {
     },
 }
 
-fn one() -> f64 {
-    1.0
+/// The factor a `slow_service` multiplies service times by: `factor`, or
+/// `1 / capacity` (a service left with a share `capacity` of its capacity
+/// serves each request in `1 / capacity` times as long), else 1.
+pub fn slowdown(factor: Option<f64>, capacity: Option<f64>) -> f64 {
+    match (factor, capacity) {
+        (Some(f), _) => f,
+        (None, Some(c)) => 1.0 / c,
+        (None, None) => 1.0,
+    }
 }
 
 impl ActionKind {
@@ -951,6 +1015,29 @@ impl Scenario {
         scenario.validate(&ck)?;
         scenario.warnings = ck.into_warnings();
         Ok(scenario)
+    }
+
+    /// Whether `text` reads into the scenario's types, without the checks
+    /// of values, references and graph that [`Scenario::parse`] adds after
+    /// it. `stormbreak sweep` asks it which kind of value a field takes: a
+    /// float field written `factor = 5` still takes `2.5`, an integer field
+    /// does not.
+    pub fn check_types(file: &str, text: &str) -> Result<(), ScenarioError> {
+        if text.len() > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError {
+                file: file.to_owned(),
+                line_col: None,
+                message: too_large(),
+            });
+        }
+        let serde_error = |e: toml::de::Error| ScenarioError {
+            file: file.to_owned(),
+            line_col: e.span().map(|s| line_col(text, s.start)),
+            message: messages::user_terms(e.message().trim()),
+        };
+        let doc = DeTable::parse(text).map_err(serde_error)?;
+        Scenario::deserialize(toml::de::Deserializer::from(doc)).map_err(serde_error)?;
+        Ok(())
     }
 
     /// Component names to kinds.

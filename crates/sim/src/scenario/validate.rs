@@ -181,8 +181,36 @@ impl<'a> Checker<'a> {
 }
 
 impl Scenario {
+    /// `[limits]` may only lower the engine's defaults.
+    fn check_limits(&self, ck: &Checker) -> Result<(), ScenarioError> {
+        let defaults = crate::engine::Limits::default();
+        for (name, v) in self.limits.values() {
+            let (Some(v), Some(default)) = (v, defaults.get(name)) else {
+                continue;
+            };
+            if v == 0 {
+                return Err(ck.key(
+                    &format!("limits.{name}"),
+                    format!("limits: {name} must be at least 1, got 0"),
+                ));
+            }
+            if v > default {
+                return Err(ck.key(
+                    &format!("limits.{name}"),
+                    format!(
+                        "limits: {name} = {v} is above its default {default}: a scenario may only \
+                         lower a limit, so that a shared file cannot lift the bounds protecting the \
+                         machine that runs it; raise it on the command line with --limit {name}={v}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate(&self, ck: &Checker) -> Result<(), ScenarioError> {
         self.check_meta(ck)?;
+        self.check_limits(ck)?;
         self.check_counts(ck)?;
         // Unique component names across kinds.
         let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
@@ -930,10 +958,41 @@ impl Scenario {
             match &a.kind {
                 ActionKind::SlowService {
                     service: name,
-                    factor,
+                    factor: given,
+                    capacity,
                     add,
                 } => {
                     service(name)?;
+                    if given.is_some() && capacity.is_some() {
+                        return Err(at_key(
+                            "capacity",
+                            "slow_service: give factor or capacity, not both \
+                             (capacity = C is factor = 1/C)"
+                                .into(),
+                        ));
+                    }
+                    if let Some(c) = *capacity {
+                        if !(c.is_finite() && c > 0.0 && c <= 1.0) {
+                            return Err(at_key(
+                                "capacity",
+                                format!(
+                                    "slow_service: capacity is the share of capacity that \
+                                     remains, a number in (0, 1], got {c}"
+                                ),
+                            ));
+                        }
+                        if 1.0 / c > MAX_SLOWDOWN {
+                            return Err(at_key(
+                                "capacity",
+                                format!(
+                                    "slow_service: capacity {c} is a slowdown of more than \
+                                     {MAX_SLOWDOWN}× (capacity at least {}); beyond it, use stall",
+                                    1.0 / MAX_SLOWDOWN
+                                ),
+                            ));
+                        }
+                    }
+                    let factor = &crate::scenario::slowdown(*given, *capacity);
                     if !(factor.is_finite() && *factor > 0.0 && *factor <= MAX_SLOWDOWN) {
                         return Err(at_key(
                             "factor",
@@ -950,7 +1009,9 @@ impl Scenario {
                     )?;
                     if *factor == 1.0 && *add == Nanos::ZERO {
                         return Err(here(
-                            "slow_service: give factor (≠ 1) or add (> 0); as written it changes nothing".into(),
+                            "slow_service: give factor (≠ 1) or add (> 0), or capacity (< 1) \
+                             instead of factor; as written it changes nothing"
+                                .into(),
                         ));
                     }
                 }
