@@ -1000,7 +1000,10 @@ fn sb104_a_scale_up_too_slow_for_a_2x_peak_and_v2beta2_is_read() {
         // peak (15 + 45 s), then 1 pod per 60 s: 10 → 20 at 60 + 9 × 60.
         let m = &f[0].message;
         assert!(m.contains("needs 20 replicas"), "{m}");
-        assert!(m.contains("gets there in 600 s (the HPA controller's law"), "{m}");
+        assert!(
+            m.contains("gets there in 600 s (the HPA controller's law"),
+            "{m}"
+        );
         assert_eq!(f[0].pos.line, 23, "points at scaleUp");
     }
     let disabled = SLOW_UP.replace(

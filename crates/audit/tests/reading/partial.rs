@@ -250,7 +250,11 @@ fn run(fs: &[(String, String)]) -> (Report, stormbreak_audit::model::Inventory) 
 /// was built from, `Chain::uses`), all of that chain's objects: its route
 /// object, each hop's object and position, and what it was built from (the
 /// Service resolved, the DestinationRules consulted, the destination's
-/// workloads and their autoscalers, the callers).
+/// workloads and their autoscalers, the callers). A retry finding (SB3xx)
+/// is about the route's retry policy and budget, which the route and its
+/// DestinationRules set: its support is those alone, never the Service or
+/// the workloads behind the route (whose absence leaves an unknown hop,
+/// not a route without retries).
 fn depended_on(
     f: &stormbreak_audit::finding::Finding,
     r: &Report,
@@ -282,14 +286,30 @@ fn depended_on(
     for a in &inv.autoscalers {
         file_of.insert(k(a.kind, &a.namespace, &a.name), a.src.pos.file.to_string());
     }
+    let retry_rule = f.rule.starts_with("SB3");
+    let policy = |o: &String| {
+        [
+            "DestinationRule ",
+            "VirtualService ",
+            "HTTPRoute ",
+            "HAProxy ",
+        ]
+        .iter()
+        .any(|k| o.starts_with(k))
+    };
     let mut files = BTreeSet::from([f.pos.file.to_string()]);
     let mut objects = BTreeSet::from([f.object.clone()]);
     for c in &r.chains {
         let mut of_chain: BTreeSet<String> = c.hops.iter().map(|h| h.object.clone()).collect();
         of_chain.insert(c.object.clone());
         of_chain.extend(c.uses.iter().cloned());
-        if of_chain.contains(&f.object) {
-            files.insert(c.pos.file.to_string());
+        if !of_chain.contains(&f.object) {
+            continue;
+        }
+        files.insert(c.pos.file.to_string());
+        if retry_rule {
+            objects.extend(of_chain.into_iter().filter(policy));
+        } else {
             files.extend(c.hops.iter().map(|h| h.pos.file.to_string()));
             objects.extend(of_chain);
         }
