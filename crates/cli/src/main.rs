@@ -9,6 +9,7 @@ use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod audit_cmd;
 mod guard_cmd;
+mod lab_cmd;
 mod parallel;
 mod replay;
 mod report_cmd;
@@ -39,6 +40,8 @@ enum Command {
     Guard(guard_cmd::Args),
     /// Map where a scenario stops recovering: vary fields along axes, classify every run.
     Sweep(sweep_cmd::Args),
+    /// Run a scenario file for real on loopback (backends, guard sidecars, open-loop clients) and record it.
+    Lab(lab_cmd::Args),
 }
 
 /// Exit status after SIGINT, SIGTERM or SIGHUP (the handler cannot tell
@@ -75,6 +78,8 @@ fn main() -> ExitCode {
         Command::Audit(args) => audit_cmd::run(args),
         Command::Guard(args) => guard_cmd::run(args),
         Command::Sweep(args) => sweep_cmd::run(args),
+        // Its own exit codes: a finished run may be invalid (docs/lab.md).
+        Command::Lab(args) => return lab_cmd::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
