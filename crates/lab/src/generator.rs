@@ -52,6 +52,9 @@ pub async fn open_loop<F, Fut>(
     let mut live = true;
     let mut next = current.next_after(t, &mut rng).filter(|&n| n < end);
     loop {
+        if next.is_none() && !live {
+            return; // nothing more to send, and no rate change can come
+        }
         let sleep = async {
             match next {
                 Some(n) => tokio::time::sleep_until(origin + std::time::Duration::from(n)).await,
