@@ -11,6 +11,7 @@ use stormbreak_sim::output::{self, FileWriter, FsWriter, OutDir, OutputSet};
 
 mod audit_cmd;
 mod guard_cmd;
+mod lab_cmd;
 mod parallel;
 mod replay;
 mod report_cmd;
@@ -42,6 +43,8 @@ enum Command {
     /// Map where a scenario stops recovering: vary fields along axes, classify every run.
     // Boxed: its flags make it twice the size of any other command's.
     Sweep(Box<sweep_cmd::Args>),
+    /// Run a scenario file for real on loopback (backends, guard sidecars, open-loop clients) and record it.
+    Lab(lab_cmd::Args),
 }
 
 /// Exit status of a run a limit of the engine stopped (`simulate`): its
@@ -122,6 +125,8 @@ fn main() -> ExitCode {
         Command::Audit(args) => audit_cmd::run(args).map_err(Failure::from),
         Command::Guard(args) => guard_cmd::run(args).map_err(Failure::from),
         Command::Sweep(args) => sweep_cmd::run(*args).map_err(Failure::from),
+        // Its own exit codes: a finished run may be invalid (docs/lab.md).
+        Command::Lab(args) => return lab_cmd::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

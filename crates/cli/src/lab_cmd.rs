@@ -1,0 +1,119 @@
+//! `stormbreak lab FILE`: the scenario run for real on loopback (crate
+//! `stormbreak-lab`, documented in docs/lab.md), written as a run's
+//! outputs plus `lab.json`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use stormbreak_lab::{LabOptions, LabPlan, Stop};
+use stormbreak_report::REPORT_FILE;
+use stormbreak_sim::Scenario;
+use stormbreak_sim::output::{OutputSet, summary_json};
+
+/// The lab's side file: per-interval figures only a real run has.
+pub const LAB_FILE: &str = "lab.json";
+
+/// Flags of `stormbreak lab`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scenario file (TOML); see docs/scenarios.md and docs/lab.md for what the lab runs.
+    pub file: PathBuf,
+    /// Output directory, replaced whole [default: ./stormbreak-out/<scenario name>-lab/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// RNG seed; overrides the scenario's `seed`.
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
+    pub seed: Option<u64>,
+    /// Run this fraction of the traffic with pods scaled alike; replicas × F must be whole.
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = crate::simulate::parse_scale)]
+    pub scale: f64,
+    /// Longest scenario duration the lab agrees to run, in seconds (1 to 3600).
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub duration_cap: u64,
+}
+
+/// Runs `stormbreak lab`: 0 for a valid run, [`stormbreak_lab::EXIT_INVALID`]
+/// for a finished but invalid one (outputs written), 1 on an error.
+pub fn main(args: Args) -> ExitCode {
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(stormbreak_lab::EXIT_INVALID),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<bool, String> {
+    let file = args.file.display().to_string();
+    let text = crate::simulate::read_scenario(&args.file)?;
+    let scenario = Scenario::parse(&file, &text).map_err(|e| e.to_string())?;
+    for w in &scenario.warnings {
+        eprintln!("warning: {w}");
+    }
+    let opts = LabOptions {
+        seed: args.seed,
+        scale: args.scale,
+        duration_cap: std::time::Duration::from_secs(args.duration_cap),
+        ..LabOptions::default()
+    };
+    let plan = LabPlan::new(&scenario, &opts).map_err(|e| format!("{file}: {e}"))?;
+    let out = match args.out {
+        Some(out) => out,
+        None => crate::default_out(&format!("{}-lab", scenario.scenario.name))
+            .map_err(|e| format!("{file}: {e}"))?,
+    };
+    let out_dir = crate::prepare_out(&out)?;
+    eprintln!(
+        "lab: running {:?} for {} on loopback",
+        plan.name,
+        stormbreak_policy::units::format_duration(plan.duration)
+    );
+    let run = stormbreak_lab::run(&plan, &Stop::default()).map_err(|e| format!("{file}: {e}"))?;
+    let rec = &run.recording;
+    let html = stormbreak_report::render(&[(plan.name.as_str(), rec)], &Default::default());
+    let mut set = OutputSet::of_recording(rec, None)
+        .map_err(|e| format!("{}: cannot encode outputs: {e}", out.display()))?;
+    let figures = serde_json::to_value(&run.figures).expect("plain data");
+    let mut summary = summary_json(rec, None);
+    summary["lab"] = figures.clone();
+    set.add(
+        "summary.json",
+        serde_json::to_vec_pretty(&summary).expect("plain data"),
+    );
+    let side = serde_json::json!({
+        "schema": "stormbreak.lab/1",
+        "interval_s": rec.interval.as_secs_f64(),
+        "figures": figures,
+        "routes": run.series,
+    });
+    set.add(
+        LAB_FILE,
+        serde_json::to_vec_pretty(&side).expect("plain data"),
+    );
+    set.add(REPORT_FILE, html);
+    crate::write_out(&out_dir, &set)?;
+    print!("{}", crate::table::route_table(rec));
+    let f = &run.figures;
+    println!(
+        "lab: wall {:.1} s, CPU {} s; slip p99 {:.2} ms, timer lateness p99 {:.2} ms, dropped {} of {}, listen overflows {}",
+        f.wall_s,
+        f.cpu_s.map_or("?".to_owned(), |c| format!("{c:.1}")),
+        f.validity.slip_p99_ms,
+        f.validity.timer_late_p99_ms,
+        f.validity.dropped,
+        f.validity.intended,
+        f.validity
+            .listen_overflows
+            .map_or("?".to_owned(), |o| o.to_string()),
+    );
+    println!("outputs: {}", out.display());
+    if !f.validity.valid {
+        eprintln!("lab: this run is INVALID:");
+        for r in &f.validity.reasons {
+            eprintln!("  - {r}");
+        }
+    }
+    Ok(f.validity.valid)
+}

@@ -1,0 +1,42 @@
+//! `stormbreak lab`: a scenario file run for real, on loopback, and
+//! recorded as the simulator records it.
+//!
+//! Each scenario element maps to a real part (`docs/lab.md` has the table
+//! and every gap): a service pod is a backend that serves by sleeping
+//! (`backend`), its sidecar an in-process `stormbreak guard` (`sidecar`),
+//! a client population an open-loop generator (`generator`, `schedule`)
+//! whose requests go through the `stormbreak-client` retry layer
+//! (`client`). `support` refuses, by name and before anything starts,
+//! every feature the lab cannot run yet; `plan` applies `--scale` and the
+//! run's bounds; `runner` runs and tears down; `record` turns the run into
+//! the simulator's `Recording`; `validity` judges whether the run can be
+//! trusted.
+//!
+//! ```no_run
+//! let text = std::fs::read_to_string("scenarios/lab-capacity-drop.toml").unwrap();
+//! let sc = stormbreak_sim::Scenario::parse("lab-capacity-drop.toml", &text).unwrap();
+//! let plan = stormbreak_lab::LabPlan::new(&sc, &Default::default()).unwrap();
+//! let run = stormbreak_lab::run(&plan, &Default::default()).unwrap();
+//! assert!(run.figures.validity.valid, "{:?}", run.figures.validity.reasons);
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod client;
+pub mod generator;
+pub mod plan;
+pub mod record;
+pub mod runner;
+pub mod schedule;
+pub mod sidecar;
+pub mod support;
+pub mod validity;
+
+pub use plan::{LabOptions, LabPlan, PlanError};
+pub use runner::{LabError, LabFigures, LabRun, Stop, run};
+
+/// Exit status of `stormbreak lab` for a run that finished but is invalid
+/// (Nagios' UNKNOWN): its outputs are written, its summary says why.
+pub const EXIT_INVALID: u8 = 3;

@@ -1,0 +1,357 @@
+//! A scenario turned into what the lab starts: pods per service at
+//! `--scale`, populations with their rates, the timeline it applies, and
+//! the run's bounds, all checked before anything binds a port.
+
+use std::time::Duration;
+
+use stormbreak_policy::Nanos;
+use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::retry::RetryConfig;
+use stormbreak_sim::Scenario;
+use stormbreak_sim::dist::ServiceTimeSpec;
+use stormbreak_sim::scenario::{ActionKind, SidecarSpec};
+
+use crate::support;
+
+/// What an app whose `queue` is left unset may hold per pod: the
+/// simulator's `Limits::default_app_queue`, so both refuse at the same
+/// depth.
+pub const DEFAULT_APP_QUEUE: u32 = 100_000;
+/// Most logical requests one population may have in flight; a send that
+/// finds this many is counted as dropped (k6's `dropped_iterations`).
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4_096;
+/// Most sends the whole run may make (rates × duration, bounded from
+/// above before the run starts).
+pub const MAX_SENDS: f64 = 2_000_000.0;
+/// Most pods the lab starts (each is a listening socket and, with a
+/// sidecar, a guard).
+pub const MAX_PODS: u32 = 64;
+/// Most recording intervals of a lab run.
+pub const MAX_INTERVALS: u64 = 10_000;
+
+/// Flags of a lab run.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// Overrides the scenario's `seed`.
+    pub seed: Option<u64>,
+    /// Traffic and pods scaled alike (`replicas × scale` must be whole).
+    pub scale: f64,
+    /// Longest scenario `duration` the lab agrees to run.
+    pub duration_cap: Duration,
+    /// Per-population cap on logical requests in flight.
+    pub max_in_flight: u32,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            seed: None,
+            scale: 1.0,
+            duration_cap: Duration::from_secs(120),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+/// One service: identical pods, each a backend and maybe a sidecar.
+#[derive(Debug, Clone)]
+pub struct ServicePlan {
+    /// Component name.
+    pub name: String,
+    /// Pods started (replicas × scale).
+    pub pods: u32,
+    /// App workers per pod.
+    pub workers: u32,
+    /// App queue per pod (0: none).
+    pub app_queue: u32,
+    /// Service time, slept.
+    pub service_time: ServiceTimeSpec,
+    /// The sidecar's limit and queue, run by a guard in front of each pod.
+    pub sidecar: Option<SidecarSpec>,
+}
+
+/// One client population.
+#[derive(Debug, Clone)]
+pub struct ClientPlan {
+    /// Population name.
+    pub name: String,
+    /// Index of its route in [`LabPlan::routes`].
+    pub route: usize,
+    /// Index of the route's service.
+    pub service: usize,
+    /// Rate at time zero (per second, scaled).
+    pub rate: f64,
+    /// Later changes: (at, rate, ramp), rates scaled.
+    pub steps: Vec<(Nanos, f64, Nanos)>,
+    /// Per-attempt timeout.
+    pub timeout: Nanos,
+    /// Retry policy, `per_try_timeout` set to `timeout`.
+    pub retry: Option<RetryConfig>,
+    /// Retry budget (`None`: unbudgeted, as the simulator's default).
+    pub budget: Option<BudgetConfig>,
+    /// Whether `Retry-After` is waited for.
+    pub honour_retry_after: bool,
+}
+
+/// A timeline action the lab applies.
+#[derive(Debug, Clone)]
+pub enum LabAction {
+    /// Service times that start from `at` on are `factor × sample + add`.
+    SlowService {
+        /// Index into [`LabPlan::services`].
+        service: usize,
+        /// Multiplier.
+        factor: f64,
+        /// Added latency.
+        add: Nanos,
+    },
+    /// A population's rate from now on (scaled).
+    SetRate {
+        /// Index into [`LabPlan::clients`].
+        client: usize,
+        /// Per second.
+        rate: f64,
+    },
+}
+
+/// An action on the timeline: applied at `at`, undone at `until` if set.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    /// When it applies.
+    pub at: Nanos,
+    /// When it is undone (`at + for`).
+    pub until: Option<Nanos>,
+    /// What it does.
+    pub action: LabAction,
+    /// Human description, as the simulator words it in its recording.
+    pub what: String,
+}
+
+/// Everything a lab run starts.
+#[derive(Debug, Clone)]
+pub struct LabPlan {
+    /// Scenario name.
+    pub name: String,
+    /// Run length.
+    pub duration: Nanos,
+    /// Recording interval.
+    pub interval: Nanos,
+    /// Seed used.
+    pub seed: u64,
+    /// Scale used.
+    pub scale: f64,
+    /// Seconds after midnight of time zero.
+    pub clock_origin_s: u64,
+    /// Route names, scenario order.
+    pub routes: Vec<String>,
+    /// Services, scenario order.
+    pub services: Vec<ServicePlan>,
+    /// Populations, scenario order.
+    pub clients: Vec<ClientPlan>,
+    /// Timeline, in time order.
+    pub actions: Vec<Timed>,
+    /// Per-population cap on logical requests in flight.
+    pub max_in_flight: u32,
+}
+
+/// Why a scenario cannot be run by the lab.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Features the lab does not run yet, one per line.
+    #[error(
+        "the lab cannot run this scenario yet; nothing was started. Not supported:\n  - {}",
+        .0.join("\n  - ")
+    )]
+    Unsupported(Vec<String>),
+    /// A bound of the run.
+    #[error("{0}")]
+    Bound(String),
+}
+
+fn ns_secs(n: Nanos) -> f64 {
+    n.as_nanos() as f64 / 1e9
+}
+
+impl LabPlan {
+    /// Checks `sc` against what the lab runs and its bounds, and builds the
+    /// plan; nothing is started.
+    pub fn new(sc: &Scenario, opts: &LabOptions) -> Result<LabPlan, PlanError> {
+        let mut refused = support::unsupported(sc);
+        let scale = opts.scale;
+        let mut services = Vec::new();
+        for s in &sc.services {
+            let exact = s.replicas as f64 * scale;
+            let pods = exact.round();
+            if pods < 1.0 || (exact - pods).abs() > 1e-9 {
+                refused.push(format!(
+                    "[[service]] {:?}: --scale {scale} gives {exact} pods of {}; the lab runs whole \
+                     pods of the scenario's shape only",
+                    s.name.get_ref(),
+                    s.replicas
+                ));
+            }
+            services.push(ServicePlan {
+                name: s.name.get_ref().clone(),
+                pods: pods.max(1.0) as u32,
+                workers: s.app.workers,
+                app_queue: s.app.queue.unwrap_or(DEFAULT_APP_QUEUE),
+                service_time: s.app.service_time,
+                sidecar: s.sidecar.clone(),
+            });
+        }
+        if !refused.is_empty() {
+            return Err(PlanError::Unsupported(refused));
+        }
+        let pods: u32 = services.iter().map(|s| s.pods).sum();
+        if pods > MAX_PODS {
+            return Err(PlanError::Bound(format!(
+                "{pods} pods at --scale {scale}; the lab starts at most {MAX_PODS}"
+            )));
+        }
+        let meta = &sc.scenario;
+        let cap = Nanos::from(opts.duration_cap);
+        if meta.duration > cap {
+            return Err(PlanError::Bound(format!(
+                "duration = {} is longer than the lab's --duration-cap {}s; shorten the scenario \
+                 or raise the cap",
+                stormbreak_policy::units::format_duration(meta.duration),
+                opts.duration_cap.as_secs()
+            )));
+        }
+        if meta.duration.as_nanos() / meta.interval.as_nanos().max(1) > MAX_INTERVALS {
+            return Err(PlanError::Bound(format!(
+                "more than {MAX_INTERVALS} recording intervals; use a longer interval"
+            )));
+        }
+        let routes: Vec<String> = sc.routes.iter().map(|r| r.name.get_ref().clone()).collect();
+        let service_ix = |name: &str| services.iter().position(|s| s.name == name);
+        let mut clients = Vec::new();
+        for c in &sc.clients {
+            let route = sc.route_index(c.route.get_ref()).expect("validated route");
+            let service =
+                service_ix(sc.routes[route].path[0].get_ref()).expect("checked one-service route");
+            let retry = c.retry.clone().map(|mut r| {
+                r.per_try_timeout = Some(c.timeout);
+                r
+            });
+            clients.push(ClientPlan {
+                name: c.name.get_ref().clone(),
+                route,
+                service,
+                rate: c.rate * scale,
+                steps: c
+                    .steps
+                    .iter()
+                    .map(|s| (s.at, s.rate * scale, s.ramp))
+                    .collect(),
+                timeout: c.timeout,
+                retry,
+                budget: c.budget.clone(),
+                honour_retry_after: c.honour_retry_after,
+            });
+        }
+        let mut actions = Vec::new();
+        for a in &sc.actions {
+            let a = a.get_ref();
+            let until = a.lasts.map(|d| a.at + d);
+            let action = match &a.kind {
+                ActionKind::SlowService {
+                    service,
+                    factor,
+                    capacity,
+                    add,
+                } => LabAction::SlowService {
+                    service: service_ix(service).expect("validated service"),
+                    // The simulator's own reading of factor or capacity.
+                    factor: stormbreak_sim::scenario::slowdown(*factor, *capacity),
+                    add: *add,
+                },
+                ActionKind::SetRate { client, rate } => LabAction::SetRate {
+                    client: clients
+                        .iter()
+                        .position(|c| &c.name == client)
+                        .expect("validated client"),
+                    rate: rate * scale,
+                },
+                _ => unreachable!("support::unsupported refused it"),
+            };
+            let what = describe(&action, &services, &clients);
+            actions.push(Timed {
+                at: a.at,
+                until,
+                // The simulator's wording, so both recordings read alike.
+                what: match a.lasts {
+                    Some(d) => format!("{what} for {d}"),
+                    None => what,
+                },
+                action,
+            });
+        }
+        actions.sort_by_key(|t| t.at);
+        // The most any population could send: its highest rate for the
+        // whole run (rates are piecewise linear between these points).
+        let sends: f64 = clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let set = actions.iter().filter_map(|t| match t.action {
+                    LabAction::SetRate { client, rate } if client == i => Some(rate),
+                    _ => None,
+                });
+                let peak = c
+                    .steps
+                    .iter()
+                    .map(|s| s.1)
+                    .chain(set)
+                    .fold(c.rate, f64::max);
+                peak * ns_secs(meta.duration)
+            })
+            .sum();
+        if sends > MAX_SENDS {
+            return Err(PlanError::Bound(format!(
+                "up to {sends:.0} requests in {}; the lab sends at most {MAX_SENDS:.0} in a run \
+                 (lower the rates or use --scale)",
+                stormbreak_policy::units::format_duration(meta.duration)
+            )));
+        }
+        Ok(LabPlan {
+            name: meta.name.clone(),
+            duration: meta.duration,
+            interval: meta.interval,
+            seed: opts.seed.unwrap_or(meta.seed),
+            scale,
+            clock_origin_s: meta
+                .clock_origin
+                .as_deref()
+                .and_then(stormbreak_sim::scenario::parse_clock)
+                .unwrap_or(0),
+            routes,
+            services,
+            clients,
+            actions,
+            max_in_flight: opts.max_in_flight,
+        })
+    }
+
+    /// Number of recording intervals (the last may be partial, as in the
+    /// simulator).
+    pub fn intervals(&self) -> usize {
+        self.duration.as_nanos().div_ceil(self.interval.as_nanos()) as usize
+    }
+}
+
+fn describe(a: &LabAction, services: &[ServicePlan], clients: &[ClientPlan]) -> String {
+    match a {
+        LabAction::SlowService {
+            service,
+            factor,
+            add,
+        } => format!(
+            "{}: service time × {factor} + {add}",
+            services[*service].name
+        ),
+        LabAction::SetRate { client, rate } => {
+            format!("{}: rate set to {rate}/s", clients[*client].name)
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The lab's one integration-test binary: short real runs on loopback
+//! (a few seconds, tiny rates) and the refusals.
+
+mod common;
+mod mapping;
+mod refusals;
+mod teardown;
