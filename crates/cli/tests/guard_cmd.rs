@@ -411,12 +411,17 @@ fn admin_listener_serves_metrics_and_logs_each_change_with_who_and_what() {
 #[test]
 fn audit_finds_no_blind_autoscaler_in_deploy() {
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
-    let out = bin()
-        .args(["audit", "--format", "json", "--fail-on", "info", deploy])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let audit = |paths: &[String]| {
+        let out = bin()
+            .args(["audit", "--format", "json", "--fail-on", "info"])
+            .args(paths)
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), json)
+    };
+    let (code, json) = audit(&[deploy.to_string()]);
     // The audit read both autoscalers and the workload they scale...
     assert_eq!(
         json["counts"]["read"]["HorizontalPodAutoscaler"], 1,
@@ -424,9 +429,22 @@ fn audit_finds_no_blind_autoscaler_in_deploy() {
     );
     assert_eq!(json["counts"]["read"]["ScaledObject"], 1, "{json}");
     assert_eq!(json["counts"]["read"]["Deployment"], 1, "{json}");
-    // ...and found nothing at all, so no SB101-SB103 (blind autoscaler).
-    assert_eq!(json["findings"], serde_json::json!([]), "{json}");
-    assert_eq!(out.status.code(), Some(0));
+    // ...and found one thing only: the two are alternatives for one
+    // Deployment (SB109, "apply one"), never a blind autoscaler.
+    let rules: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["SB109"], "{json}");
+    assert_eq!(code, Some(1));
+    // Each applied alone: nothing at all.
+    for one in ["hpa", "keda"] {
+        let (code, json) = audit(&[format!("{deploy}/guard.yaml"), format!("{deploy}/{one}")]);
+        assert_eq!(json["findings"], serde_json::json!([]), "{one}: {json}");
+        assert_eq!(code, Some(0), "{one}");
+    }
 }
 
 #[test]
