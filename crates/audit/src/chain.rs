@@ -112,6 +112,11 @@ pub struct Chain {
     pub workload: Option<usize>,
     /// A retry budget exists on the path (`maxRetries` on the pool).
     pub budget: bool,
+    /// Faults the calling proxy injects on the route (a VirtualService's
+    /// `fault`): aborted requests never reach the hops, and the route's
+    /// own retries do not retry them ([`model::fault`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<model::fault::Fault>,
     /// Every workload the destination Service sends to (all the
     /// Deployments its selector matches, narrowed to the route's subset).
     #[serde(skip)]
@@ -926,6 +931,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     first_to_saturate: None,
                     workload: None,
                     budget: false,
+                    fault: None,
                     workloads: Vec::new(),
                     uses: Vec::new(),
                 };
@@ -947,7 +953,17 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
         }
     }
     let ingress = inv.workloads.iter().find(|w| is_ingress(w));
-    for ro in &inv.routes {
+    // A VirtualService that loses every host it names to another routes
+    // nothing (said by SB304).
+    let lost: std::collections::HashSet<usize> = model::vs_order::shadowed(inv)
+        .into_iter()
+        .filter(|s| s.everywhere)
+        .map(|s| s.loser)
+        .collect();
+    for (ri, ro) in inv.routes.iter().enumerate() {
+        if lost.contains(&ri) {
+            continue;
+        }
         // A gateway applies only the VirtualServices exported to its
         // namespace (Istio 1.27 "Virtual Service", `exportTo`): one hidden
         // from the ingress gateway routes nothing there.
@@ -1090,6 +1106,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
                     first_to_saturate: None,
                     workload: wi,
                     budget,
+                    fault: r.fault.clone(),
                     workloads: ws,
                     uses,
                 });
@@ -1135,6 +1152,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
             first_to_saturate: None,
             workload: ws.first().copied(),
             budget,
+            fault: None,
             workloads: ws,
             uses,
         });
@@ -1174,6 +1192,7 @@ pub fn build(inv: &Inventory, opts: &ChainOptions) -> Vec<Chain> {
             first_to_saturate: None,
             workload: None,
             budget,
+            fault: None,
             workloads: Vec::new(),
             uses,
         });

@@ -2,6 +2,8 @@
 //! positive is a bug), on the fixtures under tests/fixtures/.
 
 mod common;
+#[path = "rules/route_policy.rs"]
+mod route_policy;
 
 use common::*;
 use stormbreak_audit::finding::Severity;

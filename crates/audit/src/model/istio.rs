@@ -216,6 +216,64 @@ pub struct VsHttpRoute {
     /// Retry policy (unset: Istio's default policy).
     #[serde(default)]
     pub retries: Option<HttpRetry>,
+    /// Match conditions (empty: the route matches every request).
+    #[serde(default, rename = "match")]
+    pub matches: Vec<serde_json::Value>,
+    /// Fault injection at the calling proxy.
+    #[serde(default)]
+    pub fault: Option<HttpFault>,
+}
+
+/// `HTTPFaultInjection`: delays and aborts the calling proxy injects
+/// before the request is routed (Istio 1.27 "Virtual Service",
+/// `HTTPFaultInjection`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpFault {
+    /// `delay`.
+    #[serde(default)]
+    pub delay: Option<FaultDelay>,
+    /// `abort`.
+    #[serde(default)]
+    pub abort: Option<FaultAbort>,
+}
+
+/// `HTTPFaultInjection.Delay`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultDelay {
+    /// `fixedDelay` (a duration such as `5s`).
+    #[serde(default)]
+    pub fixed_delay: Option<String>,
+    /// `percentage.value`.
+    #[serde(default)]
+    pub percentage: Option<Percent>,
+    /// Deprecated integer `percent`.
+    #[serde(default)]
+    pub percent: Option<f64>,
+}
+
+/// `HTTPFaultInjection.Abort`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultAbort {
+    /// `httpStatus`.
+    #[serde(default)]
+    pub http_status: Option<i64>,
+    /// `grpcStatus` (a gRPC status name).
+    #[serde(default)]
+    pub grpc_status: Option<String>,
+    /// `percentage.value`.
+    #[serde(default)]
+    pub percentage: Option<Percent>,
+}
+
+/// `Percent`: `value` in [0, 100].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Percent {
+    /// The percentage.
+    #[serde(default)]
+    pub value: Option<f64>,
 }
 
 /// `HTTPRouteDestination`.
@@ -340,6 +398,10 @@ pub struct HttpRouteSpec {
     /// Hostnames.
     #[serde(default)]
     pub hostnames: Vec<String>,
+    /// What the route attaches to: Gateways, or a Service (GAMMA mesh
+    /// routing).
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
     /// Rules.
     #[serde(default)]
     pub rules: Vec<HttpRouteRule>,
@@ -358,6 +420,34 @@ pub struct HttpRouteRule {
     /// `retry` (GEP-1731; Standard channel since Gateway API v1.7.0).
     #[serde(default)]
     pub retry: Option<HttpRouteRetry>,
+}
+
+/// `ParentReference` (Gateway API v1.3): `group` defaults to
+/// `gateway.networking.k8s.io`, `kind` to `Gateway`, `namespace` to the
+/// route's.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ParentRef {
+    /// API group (absent: `gateway.networking.k8s.io`; `""` for a Service).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind (absent: `Gateway`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace (absent: the route's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// Gateway API `Gateway.spec` (only the class is read).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    /// `gatewayClassName`: which implementation runs the Gateway.
+    #[serde(default)]
+    pub gateway_class_name: String,
 }
 
 /// `HTTPBackendRef`.

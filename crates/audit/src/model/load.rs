@@ -40,6 +40,7 @@ pub fn load(sources: &[Source]) -> Inventory {
         }
     }
     inv.namespaces = namespaces;
+    super::gateway_api::resolve(&mut inv);
     inv.reindex();
     inv
 }
@@ -151,6 +152,11 @@ pub const KNOWN_VERSIONS: &[(&str, &str, &[&str])] = &[
     (
         "gateway.networking.k8s.io",
         "HTTPRoute",
+        &["v1", "v1beta1", "v1alpha2"],
+    ),
+    (
+        "gateway.networking.k8s.io",
+        "Gateway",
         &["v1", "v1beta1", "v1alpha2"],
     ),
 ];
@@ -296,6 +302,7 @@ impl Inventory {
             mut sidecars,
             mut service_entries,
             mut haproxy,
+            mut gateway_classes,
             ignores,
             counts,
             mut findings,
@@ -312,6 +319,7 @@ impl Inventory {
         self.sidecars.append(&mut sidecars);
         self.service_entries.append(&mut service_entries);
         self.haproxy.append(&mut haproxy);
+        self.gateway_classes.append(&mut gateway_classes);
         for (k, v) in ignores {
             self.ignores.entry(k).or_default().extend(v);
         }
@@ -662,6 +670,15 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
         ("networking.istio.io", _, "VirtualService") => {
             if let Some(o) = typed::<Object<istio::VirtualServiceSpec>>(inv, raw) {
                 virtual_service(inv, raw, o);
+            }
+        }
+        ("gateway.networking.k8s.io", _, "Gateway") => {
+            if let Some(o) = typed::<Object<istio::GatewaySpec>>(inv, raw) {
+                count(inv, "Gateway");
+                record_ignores(inv, "Gateway", &o.metadata, None);
+                let (namespace, name) = names(&o.metadata);
+                inv.gateway_classes
+                    .insert((namespace, name), o.spec.gateway_class_name);
             }
         }
         ("gateway.networking.k8s.io", _, "HTTPRoute") => {
@@ -1060,6 +1077,18 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
         } else {
             s.pos.clone()
         };
+        let fault = match r.fault.as_ref().map(super::fault::Fault::read) {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                inv.findings.push(parse_finding(
+                    s.line_of("fault"),
+                    &k,
+                    format!("http[{index}].{e}"),
+                ));
+                None
+            }
+            None => None,
+        };
         routes.push(HttpRouteInfo {
             index,
             // Istio reads a destination host as its own config does: a
@@ -1080,6 +1109,9 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
             timeout,
             retry,
             pos,
+            catch_all: r.matches.is_empty(),
+            fault,
+            gateway_api: None,
         });
     }
     // Read as the destinations are: Istio resolves every host of its own
@@ -1105,6 +1137,15 @@ fn virtual_service(inv: &mut Inventory, raw: &RawObject, o: Object<istio::Virtua
             .cloned()
             .collect(),
         routes,
+        gateways: o
+            .spec
+            .gateways
+            .iter()
+            .take(workload::MAX_CALLS)
+            .cloned()
+            .collect(),
+        created: o.metadata.creation_timestamp.clone(),
+        parents: Vec::new(),
     });
 }
 
@@ -1139,15 +1180,16 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
             .retry
             .as_ref()
             .and_then(|rt| duration_field(inv, &s, &k, "backoff", rt.backoff.as_ref()));
-        let mut retry = match &r.retry {
-            // Gateway API leaves retries without a `retry` field to the
-            // implementation; none is counted (no false amplification).
-            None => {
-                RetryLayer::none("HTTPRoute without retry (implementation default not counted)")
-            }
-            Some(rt) => RetryLayer::gateway_api(rt.attempts, &rt.codes, backoff),
+        // Who runs the route decides what an unset retry means; known only
+        // once every Gateway is read (`gateway_api::resolve`).
+        let spec = super::gateway_api::RuleSpec {
+            retry: r
+                .retry
+                .as_ref()
+                .map(|rt| (rt.attempts, rt.codes.clone(), backoff)),
+            request: timeout,
+            backend_request: per_try,
         };
-        retry.per_try = per_try;
         routes.push(HttpRouteInfo {
             index,
             destinations: r
@@ -1162,19 +1204,40 @@ fn http_route(inv: &mut Inventory, raw: &RawObject, o: Object<istio::HttpRouteSp
                 .collect(),
             subsets: vec![None; r.backend_refs.len()],
             timeout,
-            retry,
+            retry: RetryLayer::none("HTTPRoute (implementation not yet known)"),
             pos: s.pos.clone(),
+            // Gateway API picks a rule by match specificity, not order.
+            catch_all: false,
+            fault: None,
+            gateway_api: Some(spec),
         });
     }
+    let parents: Vec<(String, String, String)> = o
+        .spec
+        .parent_refs
+        .iter()
+        .take(workload::MAX_CALLS)
+        .map(|p| {
+            let kind = p.kind.clone().unwrap_or_else(|| "Gateway".into());
+            let ns = p.namespace.clone().unwrap_or_else(|| namespace.clone());
+            (kind, ns, p.name.clone())
+        })
+        .collect();
+    // Attached only to Services (GAMMA), the route is applied by the
+    // callers' sidecars, as a mesh VirtualService is.
+    let at_gateway = parents.is_empty() || parents.iter().any(|p| p.0 != "Service");
     inv.routes.push(RouteObject {
         src: s,
         kind: "HTTPRoute",
         namespace,
         name,
         hosts: o.spec.hostnames.clone(),
-        at_gateway: true,
+        at_gateway,
         export_to: Vec::new(),
         routes,
+        gateways: Vec::new(),
+        created: o.metadata.creation_timestamp.clone(),
+        parents,
     });
 }
 

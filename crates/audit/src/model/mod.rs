@@ -3,10 +3,13 @@
 
 pub mod behavior;
 pub mod calls;
+pub mod fault;
+pub mod gateway_api;
 pub mod istio;
 mod load;
 pub mod pool;
 pub mod retry;
+pub mod vs_order;
 pub mod workload;
 
 use std::collections::{BTreeMap, HashMap};
@@ -268,6 +271,16 @@ pub struct HttpRouteInfo {
     pub retry: RetryLayer,
     /// Where the route is written.
     pub pos: Pos,
+    /// True when the route has no match condition: it takes every
+    /// request that reaches it, so no route after it (in its object or
+    /// in one merged after it) is ever used.
+    pub catch_all: bool,
+    /// Faults the calling proxy injects on this route (a VirtualService's
+    /// `fault`).
+    pub fault: Option<fault::Fault>,
+    /// A Gateway API rule as written, until the implementation that runs
+    /// it is known ([`gateway_api::resolve`]); None for a VirtualService.
+    pub gateway_api: Option<gateway_api::RuleSpec>,
 }
 
 /// A VirtualService or Gateway API HTTPRoute.
@@ -292,6 +305,14 @@ pub struct RouteObject {
     pub export_to: Vec<String>,
     /// The routes.
     pub routes: Vec<HttpRouteInfo>,
+    /// A VirtualService's `gateways` as written (empty: `mesh`).
+    pub gateways: Vec<String>,
+    /// `metadata.creationTimestamp` (absent in most manifests): Istio
+    /// orders VirtualServices by it, then by name and namespace.
+    pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// An HTTPRoute's `parentRefs` as (kind, namespace, name), defaults
+    /// applied.
+    pub parents: Vec<(String, String, String)>,
 }
 
 impl RouteObject {
@@ -414,6 +435,8 @@ pub struct Inventory {
     pub service_entries: Vec<ServiceEntry>,
     /// HAProxy configs.
     pub haproxy: Vec<haproxy::Config>,
+    /// Gateway API Gateways: (namespace, name) → `gatewayClassName`.
+    pub gateway_classes: BTreeMap<(String, String), String>,
     /// Suppressions by object key (`Kind namespace/name`).
     pub ignores: BTreeMap<String, Vec<Ignore>>,
     /// Counts.

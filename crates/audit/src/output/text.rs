@@ -4,7 +4,9 @@
 use std::fmt::Write;
 
 use crate::Report;
+use crate::chain::Chain;
 use crate::finding::Severity;
+use crate::model::FailureClass;
 use crate::units::trim;
 
 /// Renders the report as text.
@@ -43,6 +45,7 @@ pub fn render(r: &Report, chains: bool) -> String {
                     h.name, lim, h.how
                 );
             }
+            retries(&mut s, c);
         }
         s.push('\n');
     }
@@ -59,4 +62,37 @@ pub fn render(r: &Report, chains: bool) -> String {
         r.chains.len()
     );
     s
+}
+
+/// A chain's retry layers (outermost first), route timeout and injected
+/// faults, under its hops.
+fn retries(s: &mut String, c: &Chain) {
+    let _ = writeln!(s, "    retries, outermost first:");
+    if c.retries.is_empty() {
+        let _ = writeln!(s, "      none");
+    }
+    for l in &c.retries {
+        let on: Vec<&str> = FailureClass::ALL
+            .iter()
+            .zip(l.on)
+            .filter(|(_, on)| *on)
+            .map(|(class, _)| class.name())
+            .collect();
+        let count = if l.retries == 0 || on.is_empty() {
+            "no retries".to_string()
+        } else {
+            format!("{} retries on {}", l.retries, on.join(", "))
+        };
+        let _ = writeln!(s, "      {count}: {}", l.what);
+    }
+    if let Some(t) = c.timeout {
+        let _ = writeln!(s, "    route timeout {}", crate::units::show(t));
+    }
+    if let Some(f) = &c.fault {
+        let _ = writeln!(
+            s,
+            "    fault injection at the calling proxy: {} (before the route's retries)",
+            f.describe()
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod autoscaler_basics;
 mod backup_headroom;
 mod blind_autoscaler;
 mod failover_headroom;
+mod fault_injection;
 mod frontend_over_servers;
 mod fullconn;
 mod hop_below;
@@ -15,6 +16,7 @@ mod per_try;
 mod pool_scale;
 pub(crate) mod retry_amplification;
 mod scale_down_flaps;
+mod shadowed_route;
 mod slow_scale_up;
 mod zero_unlimited;
 
@@ -68,6 +70,8 @@ pub const RULES: &[RuleInfo] = &[
     retry_amplification::RULE,
     per_try::RULE,
     no_budget::RULE,
+    shadowed_route::RULE,
+    fault_injection::RULE,
     zero_unlimited::RULE,
     outlier_all::RULE,
     backup_headroom::RULE,
@@ -103,6 +107,8 @@ pub fn run(ctx: &Ctx<'_>) -> Vec<Finding> {
     retry_amplification::check(ctx, &mut out);
     per_try::check(ctx, &mut out);
     no_budget::check(ctx, &mut out);
+    shadowed_route::check(ctx, &mut out);
+    fault_injection::check(ctx, &mut out);
     zero_unlimited::check(ctx, &mut out);
     outlier_all::check(ctx, &mut out);
     backup_headroom::check(ctx, &mut out);

@@ -22,6 +22,11 @@ pub fn audit_fixture(name: &str) -> Report {
 
 /// Audits in-memory files: (name, text); names ending in .cfg are HAProxy.
 pub fn audit_texts(files: &[(&str, &str)]) -> Report {
+    audit_with(files, &ChainOptions::default())
+}
+
+/// [`audit_texts`] with chain options.
+pub fn audit_with(files: &[(&str, &str)], opts: &ChainOptions) -> Report {
     let sources = files
         .iter()
         .map(|(n, t)| Source {
@@ -39,7 +44,7 @@ pub fn audit_texts(files: &[(&str, &str)]) -> Report {
             sources,
             findings: Vec::new(),
         },
-        &ChainOptions::default(),
+        opts,
     )
     .0
 }
