@@ -165,6 +165,40 @@ fn sb203_per_caller_pool_that_does_not_grow_with_replicas() {
     );
 }
 
+/// A second, fixed Deployment `cart-v1` behind the same Service, listed
+/// first: the autoscaled one is not the first workload.
+const CART_V1: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cart-v1, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: cart, v: "1"}}
+  template:
+    metadata: {labels: {app: cart, v: "1"}, annotations: {stormbreak.io/workers: "16"}}
+    spec:
+      containers: [{name: cart, image: cart:1}]
+---
+"#;
+
+#[test]
+fn sb203_sums_every_workload_behind_the_service() {
+    // cart-v1 2 × 16 + cart 4 × 16 = 96 at the minimums; 48 ≤ 96 fires
+    // although the first workload has no autoscaler; the reach is
+    // 2 × 16 + 20 × 16 = 352.
+    let text = format!("{CART_V1}{}", POOL_SCALE.replace("POOL", "48"));
+    let r = audit_texts(&[("cart.yaml", &text)]);
+    let f = of(&r, "SB203");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    let m = &f[0].message;
+    assert!(m.contains("2 workloads behind the Service"), "{m}");
+    assert!(m.contains("= 96"), "{m}");
+    assert!(m.contains("352 requests"), "{m}");
+    // 100 is above both minimums together: quiet, although it is below
+    // the autoscaled one's reach alone.
+    let roomy = format!("{CART_V1}{}", POOL_SCALE.replace("POOL", "100"));
+    assert!(of(&audit_texts(&[("cart.yaml", &roomy)]), "SB203").is_empty());
+}
+
 #[test]
 fn sb203_quiet_when_the_pool_leaves_room_to_scale() {
     let r = audit_texts(&[("cart.yaml", &POOL_SCALE.replace("POOL", "400"))]);
