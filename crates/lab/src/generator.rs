@@ -16,7 +16,7 @@ use stormbreak_policy::Nanos;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::schedule::ArrivalSchedule;
+use stormbreak_sim::engine::rate::RateSchedule;
 
 /// Where a generator reports its sends.
 pub trait SendLog: Send + Sync {
@@ -33,7 +33,7 @@ pub trait SendLog: Send + Sync {
 /// that was due while the generator was busy is made at once, late, and
 /// its slip recorded.
 pub async fn open_loop<F, Fut>(
-    mut schedule: watch::Receiver<Arc<ArrivalSchedule>>,
+    mut schedule: watch::Receiver<Arc<RateSchedule>>,
     seed: u64,
     origin: Instant,
     end: Nanos,
@@ -131,13 +131,13 @@ mod tests {
         }
     }
 
-    fn schedule(rate: f64) -> watch::Receiver<Arc<ArrivalSchedule>> {
-        watch::channel(Arc::new(ArrivalSchedule::new(rate, &[]))).1
+    fn schedule(rate: f64) -> watch::Receiver<Arc<RateSchedule>> {
+        watch::channel(Arc::new(RateSchedule::new(rate, &[]))).1
     }
 
     /// The schedule's own draws, for comparison.
     fn draws(rate: f64, seed: u64, end: Nanos) -> Vec<Nanos> {
-        let s = ArrivalSchedule::new(rate, &[]);
+        let s = RateSchedule::new(rate, &[]);
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let mut t = Nanos::ZERO;
         let mut v = Vec::new();
@@ -211,13 +211,12 @@ mod tests {
     async fn a_rate_change_takes_effect_at_its_instant() {
         let log = Arc::new(Recorded::default());
         let origin = Instant::now();
-        let (tx, rx) = watch::channel(Arc::new(ArrivalSchedule::new(0.0, &[])));
+        let (tx, rx) = watch::channel(Arc::new(RateSchedule::new(0.0, &[])));
         let changer = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-            tx.send_replace(Arc::new(ArrivalSchedule::constant_from(
-                Nanos::from_secs(2),
-                200.0,
-            )));
+            tx.send_replace(Arc::new(
+                RateSchedule::new(0.0, &[]).constant_from(Nanos::from_secs(2), 200.0),
+            ));
             // Keep the sender until the end, so the loop keeps listening.
             tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         });

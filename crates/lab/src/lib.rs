@@ -4,7 +4,7 @@
 //! Each scenario element maps to a real part (`docs/lab.md` has the table
 //! and every gap): a service pod is a backend that serves by sleeping
 //! (`backend`), its sidecar an in-process `stormbreak guard` (`sidecar`),
-//! a client population an open-loop generator (`generator`, `schedule`)
+//! a client population an open-loop generator (`generator`, drawing from the simulator's own `engine::rate::RateSchedule`)
 //! whose requests go through the `stormbreak-client` retry layer
 //! (`client`). `support` refuses, by name and before anything starts,
 //! every feature the lab cannot run yet; `plan` applies `--scale` and the
@@ -29,7 +29,6 @@ pub mod generator;
 pub mod plan;
 pub mod record;
 pub mod runner;
-pub mod schedule;
 pub mod sidecar;
 pub mod support;
 pub mod validity;

@@ -83,6 +83,8 @@ pub struct ClientPlan {
     pub rate: f64,
     /// Later changes: (at, rate, ramp), rates scaled.
     pub steps: Vec<(Nanos, f64, Nanos)>,
+    /// The daily cycle the rate is multiplied by, as the simulator's.
+    pub diurnal: Option<stormbreak_sim::scenario::DiurnalSpec>,
     /// Per-attempt timeout.
     pub timeout: Nanos,
     /// Retry policy, `per_try_timeout` set to `timeout`.
@@ -244,6 +246,7 @@ impl LabPlan {
                     .iter()
                     .map(|s| (s.at, s.rate * scale, s.ramp))
                     .collect(),
+                diurnal: c.diurnal.clone(),
                 timeout: c.timeout,
                 retry,
                 budget: c.budget.clone(),

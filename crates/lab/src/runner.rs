@@ -24,9 +24,9 @@ use crate::client::{AttemptService, Caller, Pods};
 use crate::generator::{self, SendLog};
 use crate::plan::{LabAction, LabPlan};
 use crate::record::{Gauges, LabSeries, Recorder};
-use crate::schedule::ArrivalSchedule;
 use crate::sidecar;
 use crate::validity::{self, Delays, HostCounters, Validity};
+use stormbreak_sim::engine::rate::RateSchedule;
 
 /// How long teardown may take before the runtime is dropped regardless.
 pub const TEARDOWN: Duration = Duration::from_secs(3);
@@ -194,7 +194,9 @@ async fn run_on_runtime(
         .collect();
     let mut schedules = Vec::new();
     for client in &plan.clients {
-        let (tx, rx) = watch::channel(Arc::new(ArrivalSchedule::new(client.rate, &client.steps)));
+        let (tx, rx) = watch::channel(Arc::new(
+            RateSchedule::new(client.rate, &client.steps).with_diurnal(client.diurnal.as_ref()),
+        ));
         schedules.push(tx);
         let attempts = AttemptService::new(
             service_pods[client.service].clone(),
@@ -362,7 +364,7 @@ async fn timeline(
     plan: LabPlan,
     start: Instant,
     slowdowns: Vec<Arc<Slowdown>>,
-    schedules: Vec<watch::Sender<Arc<ArrivalSchedule>>>,
+    schedules: Vec<watch::Sender<Arc<RateSchedule>>>,
     applied: Arc<std::sync::Mutex<Vec<AppliedAction>>>,
 ) {
     // (time, action index, undo?) in time order; undoing comes first at a tie.
@@ -391,8 +393,10 @@ async fn timeline(
             (LabAction::SlowService { service, .. }, true) => slowdowns[*service].remove(i),
             (LabAction::SetRate { client, rate }, _) => {
                 let now = Nanos::from(start.elapsed());
-                schedules[*client]
-                    .send_replace(Arc::new(ArrivalSchedule::constant_from(now, *rate)));
+                // A `set_rate` keeps the population's daily cycle, as in
+                // the simulator.
+                let next = schedules[*client].borrow().constant_from(now, *rate);
+                schedules[*client].send_replace(Arc::new(next));
             }
         }
         let what = if undo {

@@ -81,6 +81,26 @@ fn the_same_seed_intends_the_same_sends() {
     assert_eq!(a.series[0].intended, b.series[0].intended);
 }
 
+#[test]
+fn a_daily_cycle_shapes_the_intended_sends_as_in_the_simulator() {
+    // 40/s × (1 + 0.9 cos(2π (t − 1 s) / 4 s)): about 63 intended sends
+    // in [0, 1 s) around the peak, about 17 in [2 s, 3 s) at the trough.
+    let text = BACKEND
+        .replace("duration = \"3s\"", "duration = \"4s\"")
+        .replace(
+            "rate = \"150/s\"",
+            "rate = \"40/s\"\ndiurnal = { amplitude = 0.9, period = \"4s\", peak_at = \"1s\" }",
+        );
+    let rec = run(&plan(&text), &Stop::default()).unwrap();
+    let intended = &rec.series[0].intended;
+    assert!(
+        intended[0] > 2 * intended[2],
+        "peak interval {} vs trough {}: {intended:?}",
+        intended[0],
+        intended[2]
+    );
+}
+
 const SIDECAR: &str = r#"
 [scenario]
 name = "sidecar"

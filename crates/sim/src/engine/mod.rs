@@ -66,7 +66,7 @@ mod limits;
 mod line_timer;
 mod population;
 pub mod ramp;
-mod rate;
+pub mod rate;
 mod recorder;
 mod scale;
 mod service;

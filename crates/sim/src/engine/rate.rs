@@ -1,7 +1,11 @@
 //! Open-loop arrivals: a piecewise-linear rate, optionally times a daily
 //! cycle, sampled as a non-homogeneous Poisson process by thinning.
+//!
+//! Public because the arrival law is one: `stormbreak lab` draws its
+//! intended send times from this same schedule, so a lab run and a
+//! simulation of one scenario and seed ask for the same arrivals.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rand::Rng;
 use rand_distr::{Distribution, Exp1};
@@ -21,20 +25,38 @@ struct Piece {
 
 /// `1 + amplitude · cos(2π (t − peak) / period)`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Diurnal {
+struct Diurnal {
     amplitude: f64,
     period: Nanos,
     peak: Nanos,
 }
 
-/// A population's rate over time.
-#[derive(Debug, Clone)]
-pub(crate) struct RateSchedule {
+/// A population's rate over time, per second.
+///
+/// # Example
+///
+/// ```
+/// use rand::SeedableRng;
+/// use stormbreak_policy::Nanos;
+/// use stormbreak_sim::engine::rate::RateSchedule;
+///
+/// // 100/s, then 1000/s from 10 s on.
+/// let s = RateSchedule::new(100.0, &[(Nanos::from_secs(10), 1000.0, Nanos::ZERO)]);
+/// assert_eq!(s.rate_at(Nanos::from_secs(12)), 1000.0);
+/// let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+/// let first = s.next_after(Nanos::ZERO, &mut rng).unwrap();
+/// assert!(first > Nanos::ZERO);
+/// ```
+#[derive(Debug)]
+pub struct RateSchedule {
     pieces: Vec<Piece>,
     diurnal: Option<Diurnal>,
     /// The piece the last draw ended in. Arrivals are drawn at a clock that
     /// never goes back, so the next draw almost always starts there.
-    hint: Cell<usize>,
+    /// Relaxed: a stale hint is only checked and then rescanned, so any
+    /// value a thread sees is safe (the lab shares a schedule between
+    /// tasks; the simulator has one thread).
+    hint: AtomicUsize,
     /// Piece ends never decrease (steps in time order, none inside another's
     /// ramp): only then does a piece that holds `now` equal the first piece
     /// ending after `now`, which is what the hint stands for.
@@ -58,10 +80,21 @@ fn ceil_ns(v: f64) -> u64 {
     }
 }
 
+impl Clone for RateSchedule {
+    fn clone(&self) -> Self {
+        RateSchedule {
+            pieces: self.pieces.clone(),
+            diurnal: self.diurnal,
+            hint: AtomicUsize::new(self.hint.load(Ordering::Relaxed)),
+            ends_sorted: self.ends_sorted,
+        }
+    }
+}
+
 impl RateSchedule {
     /// `initial` from time 0, then each step `(at, rate, ramp)`: a linear
     /// ramp over `ramp` to `rate`, starting at `at`.
-    pub(crate) fn new(initial: f64, steps: &[(Nanos, f64, Nanos)]) -> Self {
+    pub fn new(initial: f64, steps: &[(Nanos, f64, Nanos)]) -> Self {
         let mut pieces = Vec::with_capacity(steps.len() * 2 + 1);
         let (mut t, mut r) = (Nanos::ZERO, initial);
         let mut push = |start, end, a, b| {
@@ -87,13 +120,13 @@ impl RateSchedule {
         RateSchedule {
             pieces,
             diurnal: None,
-            hint: Cell::new(0),
+            hint: AtomicUsize::new(0),
             ends_sorted,
         }
     }
 
     /// Adds (or keeps none of) a daily cycle.
-    pub(crate) fn with_diurnal(mut self, d: Option<&DiurnalSpec>) -> Self {
+    pub fn with_diurnal(mut self, d: Option<&DiurnalSpec>) -> Self {
         self.diurnal = d.map(|d| Diurnal {
             amplitude: d.amplitude,
             period: d.period,
@@ -103,7 +136,7 @@ impl RateSchedule {
     }
 
     /// A constant `rate` from `now` on, keeping this schedule's daily cycle.
-    pub(crate) fn constant_from(&self, now: Nanos, rate: f64) -> Self {
+    pub fn constant_from(&self, now: Nanos, rate: f64) -> Self {
         RateSchedule {
             diurnal: self.diurnal,
             ..RateSchedule::new(0.0, &[(now, rate, Nanos::ZERO)])
@@ -121,11 +154,25 @@ impl RateSchedule {
         }
     }
 
+    /// The rate at `t`, per second (the daily cycle included).
+    pub fn rate_at(&self, t: Nanos) -> f64 {
+        let Some(p) = self.pieces.iter().find(|p| t < p.end) else {
+            return 0.0;
+        };
+        let base = if p.rate_at_start == p.rate_at_end {
+            p.rate_at_start
+        } else {
+            let frac = (t - p.start).as_nanos() as f64 / (p.end - p.start).as_nanos() as f64;
+            p.rate_at_start + (p.rate_at_end - p.rate_at_start) * frac
+        };
+        base * self.cycle(t)
+    }
+
     /// The first piece ending after `now`: the hinted one when it is, else
     /// a scan.
     #[inline]
     fn first_piece_after(&self, now: Nanos) -> Option<usize> {
-        let h = self.hint.get();
+        let h = self.hint.load(Ordering::Relaxed);
         if self.ends_sorted && self.pieces[h].end > now && (h == 0 || self.pieces[h - 1].end <= now)
         {
             return Some(h);
@@ -134,7 +181,7 @@ impl RateSchedule {
     }
 
     /// The next arrival strictly after `now`, or `None` if the rate stays 0.
-    pub(crate) fn next_after<R: Rng + ?Sized>(&self, mut now: Nanos, rng: &mut R) -> Option<Nanos> {
+    pub fn next_after<R: Rng + ?Sized>(&self, mut now: Nanos, rng: &mut R) -> Option<Nanos> {
         let mut i = self.first_piece_after(now)?;
         let amp = self.diurnal.map_or(0.0, |d| d.amplitude);
         loop {
@@ -161,7 +208,7 @@ impl RateSchedule {
                 i += 1;
                 continue;
             }
-            self.hint.set(i);
+            self.hint.store(i, Ordering::Relaxed);
             if p.rate_at_start == p.rate_at_end && self.diurnal.is_none() {
                 return Some(cand);
             }
