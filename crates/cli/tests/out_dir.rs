@@ -429,3 +429,129 @@ fn numeric_flags_reject_bad_values_by_name_and_range() {
     assert_eq!(seed_of(&out), 7);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A 60 s lab run: two pods, each a backend and a sidecar guard.
+const LAB_LONG: &str = r#"
+[scenario]
+name = "lab-signal"
+duration = "60s"
+interval = "1s"
+
+[[service]]
+name = "api"
+replicas = 2
+sidecar = { limit = 2, queue = 2, queue_timeout = "100ms" }
+app = { workers = 1, queue = 5, service_time = { dist = "constant", value = "20ms" } }
+
+[[route]]
+name = "r"
+path = ["api"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "20/s"
+timeout = "500ms"
+"#;
+
+/// Inodes of the sockets `pid` holds open (`/proc/PID/fd`).
+#[cfg(target_os = "linux")]
+fn socket_inodes(pid: u32) -> Vec<String> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect()
+}
+
+/// IPv4 TCP addresses in LISTEN state (`/proc/net/tcp`, state 0A) whose
+/// socket inode is one of `inodes`.
+#[cfg(target_os = "linux")]
+fn listening_ports(inodes: &[String]) -> Vec<std::net::SocketAddr> {
+    let table = fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+            if *state != "0A" || !inodes.iter().any(|i| i == inode) {
+                return None;
+            }
+            let (ip, port) = local.split_once(':')?;
+            // The address is the kernel's u32 in host (little-endian) order.
+            let ip = u32::from_str_radix(ip, 16).ok()?.to_le_bytes();
+            let port = u16::from_str_radix(port, 16).ok()?;
+            Some(std::net::SocketAddr::from((ip, port)))
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_stops_a_lab_run_and_leaves_no_listening_port_and_no_output() {
+    for sig in ["INT", "TERM"] {
+        let dir = temp_dir(&format!("lab-{sig}"));
+        let file = dir.join("lab.toml");
+        fs::write(&file, LAB_LONG).unwrap();
+        let out = dir.join("out");
+        let child = Running(
+            stormbreak()
+                .arg("lab")
+                .arg(&file)
+                .arg("--out")
+                .arg(&out)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let pid = child.0.id();
+        // Two backends and two sidecar guards listen once the run is up;
+        // the deadline only guards against a hang.
+        let deadline = Instant::now() + HANG_GUARD;
+        let ports = loop {
+            let ports = listening_ports(&socket_inodes(pid));
+            if ports.len() >= 4 {
+                break ports;
+            }
+            assert!(Instant::now() < deadline, "the lab never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        for a in &ports {
+            assert!(
+                a.ip().is_loopback(),
+                "{a}: the lab listens on loopback only"
+            );
+            assert!(
+                std::net::TcpStream::connect(a).is_ok(),
+                "{a} is read as listening but refuses: the check could not fail"
+            );
+        }
+        let mut child = child;
+        signal(&child, sig);
+        let status = child.wait();
+        assert_eq!(status.code(), Some(130), "SIG{sig}: the handler exits 130");
+        for a in ports {
+            assert!(
+                std::net::TcpStream::connect(a).is_err(),
+                "SIG{sig}: {a} still accepts after the lab ended"
+            );
+        }
+        assert!(
+            !out.exists(),
+            "SIG{sig}: a stopped lab run writes no outputs"
+        );
+        assert_eq!(
+            others(&dir, &["lab.toml"]),
+            Vec::<String>::new(),
+            "SIG{sig}: no temporary directory remains"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
