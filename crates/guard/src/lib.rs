@@ -74,6 +74,7 @@ mod tls;
 pub mod trace;
 
 pub use config::{ConfigError, GuardConfig};
+pub use limit::{REFUSED_HEADER, Refusal};
 pub use stats::Stats;
 
 use std::net::SocketAddr;

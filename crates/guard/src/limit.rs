@@ -66,12 +66,14 @@ impl ConcurrencyLimit {
         s.0.try_acquire(now)
     }
 
-    /// Admits now, or after waiting in the queue; `None` when refused.
-    pub(crate) async fn acquire(self: &Arc<Self>) -> Option<LimitPermit> {
+    /// Admits now, or after waiting in the queue; else why not.
+    pub(crate) async fn acquire(self: &Arc<Self>) -> Result<LimitPermit, Refusal> {
         if let Some(permit) = self.try_acquire() {
-            return Some(self.permit(permit));
+            return Ok(self.permit(permit));
         }
-        let queue = self.queue.as_ref()?;
+        let Some(queue) = self.queue.as_ref() else {
+            return Err(Refusal::Full);
+        };
         // Claim a queue slot, or be refused: the queue never grows past its size.
         if self
             .waiting
@@ -80,7 +82,7 @@ impl ConcurrencyLimit {
             })
             .is_err()
         {
-            return None;
+            return Err(Refusal::Full);
         }
         let _slot = WaitSlot(&self.waiting);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from(queue.timeout);
@@ -90,10 +92,10 @@ impl ConcurrencyLimit {
             // Registered before the retry, so a release in between is not missed.
             notified.as_mut().enable();
             if let Some(permit) = self.try_acquire() {
-                return Some(self.permit(permit));
+                return Ok(self.permit(permit));
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return None;
+                return Err(Refusal::QueueTimeout);
             }
         }
     }
@@ -157,6 +159,31 @@ impl ConcurrencyLimit {
     }
 }
 
+/// Why the limit refused a request: the guard answers both alike, with
+/// the saturation table's status, and says which in
+/// [`REFUSED_HEADER`] (the simulator records them as `limit_rejected`
+/// and `queue_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The limit was reached and the queue (if any) was full.
+    Full,
+    /// The request waited its queue's `timeout` without a slot.
+    QueueTimeout,
+}
+
+impl Refusal {
+    /// The value of [`REFUSED_HEADER`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Full => "limit",
+            Refusal::QueueTimeout => "queue_timeout",
+        }
+    }
+}
+
+/// The response header that names a limit refusal's cause.
+pub const REFUSED_HEADER: &str = "x-stormbreak-refused";
+
 /// How a route's limiter counts an answer with `status`: a server error is
 /// a drop (the upstream is overloaded or failing), anything else a sample
 /// of its round-trip time. The simulator counts alike
@@ -214,10 +241,10 @@ mod tests {
         let l = fixed(2, None);
         let a = l.acquire().await.unwrap();
         let _b = l.acquire().await.unwrap();
-        assert!(l.acquire().await.is_none());
+        assert_eq!(l.acquire().await.err(), Some(Refusal::Full));
         assert_eq!(l.saturation(), 1.0);
         a.finish(Outcome::Success);
-        assert!(l.acquire().await.is_some());
+        assert!(l.acquire().await.is_ok());
     }
 
     #[tokio::test(start_paused = true)]
@@ -234,7 +261,7 @@ mod tests {
                 l.acquire()
                     .await
                     .map(|p| p.finish(Outcome::Success))
-                    .is_some()
+                    .is_ok()
             }
         });
         tokio::task::yield_now().await;
@@ -243,14 +270,18 @@ mod tests {
             1.0,
             "one in flight, one waiting: all room used"
         );
-        assert!(l.acquire().await.is_none(), "the one-slot queue is full");
+        assert_eq!(
+            l.acquire().await.err(),
+            Some(Refusal::Full),
+            "the one-slot queue is full"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         held.finish(Outcome::Success);
         assert!(waiter.await.unwrap(), "admitted when the slot came back");
         // Now a waiter that nobody releases for: refused at its timeout.
         let _held = l.acquire().await.unwrap();
         let start = tokio::time::Instant::now();
-        assert!(l.acquire().await.is_none());
+        assert_eq!(l.acquire().await.err(), Some(Refusal::QueueTimeout));
         assert_eq!(start.elapsed(), std::time::Duration::from_millis(100));
     }
 }
@@ -282,7 +313,7 @@ mod knee {
                 let (limit, inflight, done) = (limit.clone(), inflight.clone(), done.clone());
                 tokio::spawn(async move {
                     while tokio::time::Instant::now() < end {
-                        let Some(permit) = limit.acquire().await else {
+                        let Ok(permit) = limit.acquire().await else {
                             tokio::time::sleep(Duration::from_millis(1)).await;
                             continue;
                         };

@@ -194,6 +194,8 @@ pub(crate) struct RouteMetrics {
     dependency_calls: [Counter; 7],
     /// Requests answered 502 because their dependency check failed for good.
     pub(crate) dependency_failed: Counter,
+    /// Limit refusals by cause: [full, queue timeout].
+    limit_refused: [Counter; 2],
 }
 
 impl RouteMetrics {
@@ -207,6 +209,15 @@ impl RouteMetrics {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class].inc();
         self.latency.observe(latency.as_secs_f64());
+    }
+
+    /// Counts one refusal of the route's concurrency limit by its cause.
+    pub(crate) fn limit_refused(&self, refusal: crate::limit::Refusal) {
+        let i = match refusal {
+            crate::limit::Refusal::Full => 0,
+            crate::limit::Refusal::QueueTimeout => 1,
+        };
+        self.limit_refused[i].inc();
     }
 
     /// Counts one request shed for `reason`.
@@ -384,6 +395,7 @@ struct RouteFamilies {
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
     dependency_calls: Family<OutcomeLabel, Counter>,
     dependency_failed: Family<RouteLabel, Counter>,
+    limit_refused: Family<ShedLabel, Counter>,
 }
 
 /// The per-cluster counter families, to resolve a cluster's handles from.
@@ -493,6 +505,16 @@ impl RouteFamilies {
                 })
             }),
             dependency_failed: self.dependency_failed.get_or_create_owned(&l),
+            limit_refused: [
+                crate::limit::Refusal::Full,
+                crate::limit::Refusal::QueueTimeout,
+            ]
+            .map(|r| {
+                self.limit_refused.get_or_create_owned(&ShedLabel {
+                    route: name.to_owned(),
+                    reason: r.name(),
+                })
+            }),
         }
     }
 }
@@ -591,6 +613,12 @@ impl Metrics {
             "Requests answered 502 unforwarded because their dependency check failed for good, by route",
             dependency_failed.clone(),
         );
+        let limit_refused = Family::<ShedLabel, Counter>::default();
+        r.register(
+            "limit_refused",
+            "Requests the route's concurrency limit refused, by route and reason: limit (limit reached, queue full or absent) or queue_timeout (waited the queue's timeout); each answer also names it in X-Stormbreak-Refused",
+            limit_refused.clone(),
+        );
         let client_family = Family::<ReasonLabel, Counter>::default();
         r.register(
             "client_errors",
@@ -611,6 +639,7 @@ impl Metrics {
                 latency,
                 dependency_calls,
                 dependency_failed,
+                limit_refused,
             },
             routes: Mutex::new(Vec::new()),
             cluster_families: ClusterFamilies::new(&mut r),

@@ -27,7 +27,7 @@ use crate::dependency::{self, Dependency};
 use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
-use crate::limit::ConcurrencyLimit;
+use crate::limit::{ConcurrencyLimit, Refusal};
 use crate::metrics::{
     ClusterGauge, Gauges, LimitGauge, Metrics, RouteMetrics, ShedReason, UpstreamError,
     UpstreamRejected,
@@ -678,7 +678,8 @@ impl Proxy {
             };
             route.m.shed(reason);
             note.decision = Decision::Shed(reason);
-            return shed::answer(shed.decision).expect("a shed is a rejection");
+            let answer = shed::answer(shed.decision).expect("a shed is a rejection");
+            return shed::refused(answer, reason.name());
         }
         // A restore in progress admits each site's current fraction only.
         {
@@ -687,7 +688,10 @@ impl Proxy {
                 route.m.shed(ShedReason::Restore);
                 note.decision = Decision::Shed(ShedReason::Restore);
                 let (status, after) = self.saturation_answer();
-                return shed::reject(status, after, "restore in progress: not yet admitted");
+                return shed::refused(
+                    shed::reject(status, after, "restore in progress: not yet admitted"),
+                    ShedReason::Restore.name(),
+                );
             }
         }
         if let Some(rate) = &route.rate_limit
@@ -696,7 +700,10 @@ impl Proxy {
             bump(&self.stats.rate_limited);
             route.m.rate_limited.inc();
             note.decision = Decision::RateLimited;
-            return shed::reject(429, Some(wait.retry_after), "rate limited");
+            return shed::refused(
+                shed::reject(429, Some(wait.retry_after), "rate limited"),
+                "rate_limit",
+            );
         }
         let (parts, incoming) = request.into_parts();
         let (body, retryable) = match self
@@ -708,13 +715,20 @@ impl Proxy {
         };
         let permit = match &route.limit {
             Some(limit) => match limit.acquire().await {
-                Some(p) => Some(p),
-                None => {
+                Ok(p) => Some(p),
+                Err(refusal) => {
                     bump(&self.stats.shed);
                     route.m.shed(ShedReason::Limit);
+                    route.m.limit_refused(refusal);
                     note.decision = Decision::Limited;
                     let (status, after) = self.saturation_answer();
-                    return shed::reject(status, after, "over the route's concurrency limit");
+                    let reason = match refusal {
+                        Refusal::Full => "over the route's concurrency limit",
+                        Refusal::QueueTimeout => {
+                            "over the route's concurrency limit: the queue wait timed out"
+                        }
+                    };
+                    return shed::refused(shed::reject(status, after, reason), refusal.name());
                 }
             },
             None => None,
@@ -924,8 +938,8 @@ impl Proxy {
         };
         let permit = match &cluster.limit {
             Some(limit) => match limit.acquire().await {
-                Some(p) => Some(p),
-                None => {
+                Ok(p) => Some(p),
+                Err(_) => {
                     cluster.m.rejected(UpstreamRejected::Limit);
                     return Err(AttemptError::NoEndpoint);
                 }

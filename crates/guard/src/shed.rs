@@ -78,6 +78,18 @@ pub(crate) fn reject(status: u16, retry_after: Option<Nanos>, reason: &str) -> R
     response
 }
 
+/// Names in [`crate::limit::REFUSED_HEADER`] why the guard itself refused
+/// a request (`rule`, `saturation`, `restore`, `rate_limit`, `limit`,
+/// `queue_timeout`): a client, or `stormbreak lab`, tells a queue timeout
+/// from a full limit or a shed without parsing the body.
+pub(crate) fn refused(mut response: Response<Body>, why: &'static str) -> Response<Body> {
+    response.headers_mut().insert(
+        http::HeaderName::from_static(crate::limit::REFUSED_HEADER),
+        HeaderValue::from_static(why),
+    );
+    response
+}
+
 /// The response for a shed decision, `None` for admit.
 pub(crate) fn answer(decision: Decision) -> Option<Response<Body>> {
     match decision {

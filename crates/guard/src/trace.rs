@@ -213,8 +213,8 @@ impl LimitPath {
             });
         }
         match self.limit.acquire().await {
-            Some(permit) => Ok(Admitted(permit)),
-            None => {
+            Ok(permit) => Ok(Admitted(permit)),
+            Err(_) => {
                 let (status, retry_after) = crate::shed::full_answer(&self.shedder);
                 Err(Refused {
                     status,

@@ -227,6 +227,7 @@ async fn metrics_parse_count_what_was_sent_and_keep_labels_to_config_names() {
         "reason=full",
         "reason=evicted",
         "reason=at_cap",
+        "reason=queue_timeout",
         "outcome=ok",
         "outcome=bad_status",
         "outcome=timeout",

@@ -237,6 +237,69 @@ queue = { size = 6, timeout = "10s" }"#,
 }
 
 #[tokio::test]
+async fn a_queue_timeout_is_told_apart_from_a_full_limit() {
+    // Limit 1 with a one-slot queue of 300 ms: the first request holds the
+    // slot, the second waits and times out, a third finds the queue full.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = gate.clone();
+    let b = backend_async(move |_| {
+        let held = held.clone();
+        async move {
+            let _ = held.acquire().await.map(|p| p.forget());
+            status(200)
+        }
+    })
+    .await;
+    let toml = Config::edge()
+        .cluster("app", &[b.addr], "")
+        .route(
+            "app",
+            "app",
+            r#"limit = { kind = "fixed", limit = 1 }
+queue = { size = 1, timeout = "300ms" }"#,
+        )
+        .toml();
+    let g = guard(&toml).await;
+    let edge = g.local_addr("edge").unwrap();
+    let first = tokio::spawn(async move { send(&http1_client(), get(edge, "/")).await.0 });
+    // Bounded waits for the guard to see each request (not timing asserts).
+    let seen = |n: u64| {
+        let g = &g;
+        async move {
+            for _ in 0..500 {
+                if g.stats().requests() >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("the guard never saw {n} requests");
+        }
+    };
+    seen(1).await;
+    let second = tokio::spawn(async move { send(&http1_client(), get(edge, "/")).await.0 });
+    seen(2).await;
+    // The queue is full: saturation 1.0 sheds the (critical by default)
+    // request before it reaches the limit, and says so.
+    let (third, _) = send(&http1_client(), get(edge, "/")).await;
+    assert_eq!(third.status, 503);
+    assert_eq!(third.headers["x-stormbreak-refused"], "saturation");
+    let second = second.await.unwrap();
+    assert_eq!(second.status, 503);
+    assert_eq!(second.headers["x-stormbreak-refused"], "queue_timeout");
+    gate.add_permits(10);
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 200);
+    assert!(first.headers.get("x-stormbreak-refused").is_none());
+    let text = g.metrics_text();
+    for (reason, n) in [("limit", 0), ("queue_timeout", 1)] {
+        let line = format!(
+            "stormbreak_guard_limit_refused_total{{route=\"app\",reason=\"{reason}\"}} {n}"
+        );
+        assert!(text.contains(&line), "{line} in\n{text}");
+    }
+}
+
+#[tokio::test]
 async fn a_unique_key_flood_keeps_the_rate_limiter_within_its_key_cap() {
     let b = backend(|_| status(200)).await;
     let g = guard(&one_route(

@@ -101,17 +101,23 @@ impl Drop for Pending {
 
 /// The recording's cause of an answer that is not a success, whether the
 /// service itself refused it, and whether the lab had no cause for it.
-fn cause_of(status: u16, app_refused: bool) -> (Cause, bool, bool) {
-    match status {
-        503 if app_refused => (Cause::LimitRejected, true, false),
-        // The sidecar's refusal: limit and queue full, or a queue timeout
-        // (the guard answers both alike; docs/lab.md, "Gaps").
-        503 => (Cause::LimitRejected, true, false),
+/// `guard` is the sidecar guard's own refusal, named in its
+/// `X-Stormbreak-Refused` header (docs/guard.md).
+fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool, bool) {
+    match (status, guard) {
+        (503, _) if app_refused => (Cause::LimitRejected, true, false),
+        // The sidecar's limit: full, or a wait in its queue timed out.
+        (_, Some("limit")) => (Cause::LimitRejected, true, false),
+        (_, Some("queue_timeout")) => (Cause::QueueTimeout, true, false),
+        // A shed by the sidecar (saturation, an operator rule, a restore,
+        // its rate limit): recorded by status, as the simulator does.
+        (_, Some(_)) => (Cause::shed(status), true, false),
         // The sidecar could not reach its app.
-        502 => (Cause::Unavailable, true, false),
-        504 => (Cause::Timeout, false, false),
-        429 => (Cause::Shed429, true, false),
-        403 => (Cause::Shed403, true, false),
+        (502, None) => (Cause::Unavailable, true, false),
+        (503, None) => (Cause::LimitRejected, true, false),
+        (504, None) => (Cause::Timeout, false, false),
+        (429, None) => (Cause::Shed429, true, false),
+        (403, None) => (Cause::Shed403, true, false),
         _ => (Cause::Unavailable, false, true),
     }
 }
@@ -179,8 +185,14 @@ impl Service<LabRequest> for AttemptService {
                     } else if parts.status.is_success() {
                         rec.success(route, latency);
                     } else {
-                        let (cause, refused, unclassified) =
-                            cause_of(status, parts.headers.contains_key(REFUSED_HEADER));
+                        let (cause, refused, unclassified) = cause_of(
+                            status,
+                            parts.headers.contains_key(REFUSED_HEADER),
+                            parts
+                                .headers
+                                .get(stormbreak_guard::REFUSED_HEADER)
+                                .and_then(|v| v.to_str().ok()),
+                        );
                         rec.failure(route, service, cause, refused, unclassified);
                     }
                     Ok(http::Response::from_parts(parts, ()))

@@ -127,6 +127,23 @@ timeout = "2s"
 "#;
 
 #[test]
+fn a_sidecar_queue_timeout_is_recorded_apart_from_a_full_limit() {
+    // One slot held 200 ms, two queue places each waiting at most 50 ms:
+    // a waiter times out unless the slot frees within 50 ms of its
+    // arrival; an arrival that finds both places taken is refused at once.
+    let text = SIDECAR
+        .replace(
+            "sidecar = { limit = 1 }",
+            "sidecar = { limit = 1, queue = 2, queue_timeout = \"50ms\" }",
+        )
+        .replace("value = \"100ms\"", "value = \"200ms\"");
+    let rec = run(&plan(&text), &Stop::default()).unwrap().recording;
+    let all = &rec.routes[0].errors;
+    assert!(errors(&rec, Cause::QueueTimeout) > 0, "{all:?}");
+    assert!(errors(&rec, Cause::LimitRejected) > 0, "{all:?}");
+}
+
+#[test]
 fn a_sidecar_guard_caps_what_reaches_the_app() {
     let lab = run(&plan(SIDECAR), &Stop::default()).unwrap();
     let rec = &lab.recording;
