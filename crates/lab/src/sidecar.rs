@@ -38,6 +38,7 @@ name = "{LISTENER}"
 bind = "127.0.0.1:0"
 protocol = "http1"
 max_connections = 10000
+backlog = {backlog}
 request_timeout = "1h"
 idle_timeout = "1h"
 
@@ -58,7 +59,8 @@ status = 503
 retry_after = "0"
 thresholds = {{ sheddable = "never", sheddable_plus = "never", critical = "never", critical_plus = "never" }}
 "#,
-        limit = spec.limit
+        limit = spec.limit,
+        backlog = crate::backend::BACKEND_BACKLOG,
     )
 }
 
