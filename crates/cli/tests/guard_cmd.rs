@@ -12,7 +12,7 @@ use std::time::Duration;
 #[allow(dead_code)]
 mod common;
 // The guard's own test config builder (std only, made to be shared).
-#[path = "../../guard/tests/common/config.rs"]
+#[path = "../../guard/tests/it/common/config.rs"]
 mod guard_config;
 
 use common::temp_dir;

@@ -25,7 +25,7 @@
 //! Timeouts are outcomes of the trace (the simulator applies a hop's
 //! `timeout` in its engine, not the retry policy's per-try deadline), so
 //! the retry blocks here set no per-try or overall timeout; the guard's own
-//! deadlines are tested in `crates/guard/tests/policies.rs`.
+//! deadlines are tested in `crates/guard/tests/it/policies.rs`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};

@@ -2,16 +2,14 @@
 //! serves with its policies in force (403 on the token route, a keyed
 //! limit on archives, budgeted retries, metrics on the admin listener).
 
-mod common;
-
+use crate::common::files::TempDir;
+use crate::common::*;
 use bytes::Bytes;
-use common::files::TempDir;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 use stormbreak_guard::{Guard, GuardConfig};
 
-const EXAMPLE: &str = include_str!("../../../examples/github-edge.toml");
+const EXAMPLE: &str = include_str!("../../../../examples/github-edge.toml");
 
 #[test]
 fn the_example_is_valid_as_shipped() {

@@ -3,13 +3,11 @@
 //! effect on the next request and are listed with who made them; an admin
 //! listener off loopback without a token is refused.
 
-mod common;
-
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 use prometheus_parse::{LineInfo, Scrape, Value};
@@ -507,7 +505,7 @@ async fn clusters_count_attempts_by_outcome_endpoints_show_ejection_and_health_a
 #[tokio::test]
 async fn mutations_need_the_token_take_effect_and_are_listed_with_who_made_them() {
     let b = app().await;
-    let dir = common::files::TempDir::new("guard-admin-mutations");
+    let dir = crate::common::files::TempDir::new("guard-admin-mutations");
     let token = dir.write("admin.token", "s3cret-token\n");
     let admin_cfg = format!(
         "bind = \"127.0.0.1:0\"\ntoken_file = {:?}",
@@ -743,7 +741,7 @@ async fn an_admin_listener_off_loopback_needs_a_token() {
 #[tokio::test]
 async fn post_drain_needs_the_token_and_starts_a_clean_drain() {
     let b = app().await;
-    let dir = common::files::TempDir::new("guard-admin-drain");
+    let dir = crate::common::files::TempDir::new("guard-admin-drain");
     let token = dir.write("admin.token", "s3cret-token\n");
     let admin_cfg = format!(
         "bind = \"127.0.0.1:0\"\ntoken_file = {:?}",

@@ -7,16 +7,14 @@
 //! A listener at its cap refuses or queues (`at_cap`), with the backlog
 //! asked.
 
-#[path = "listeners/at_cap.rs"]
 mod at_cap;
-mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use http_body_util::BodyExt;
 use stormbreak_guard::{Guard, GuardConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -447,7 +445,7 @@ async fn a_steady_loop_on_a_kept_listener_fails_nothing_across_listener_reloads(
 #[tokio::test]
 async fn a_route_restoring_every_listener_takes_an_added_one_as_a_site_for_its_next_restore() {
     let b = backend(|_| status(200)).await;
-    let dir = common::files::TempDir::new("guard-listeners-restore");
+    let dir = crate::common::files::TempDir::new("guard-listeners-restore");
     let token = dir.write("token", "tok\n");
     let admin = format!(
         "[admin]\nbind = \"127.0.0.1:0\"\ntoken_file = {:?}\n",

@@ -1,12 +1,10 @@
 //! Graceful drain: once asked, the guard stops accepting, finishes the
 //! requests in flight, and ends with no connection left.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[tokio::test]
 async fn a_drain_stops_accepting_and_finishes_the_requests_in_flight() {

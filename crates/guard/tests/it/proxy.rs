@@ -1,12 +1,10 @@
 //! The proxy core over loopback: HTTP/1.1 and h2c in and out, header
 //! hygiene, routing, never an open proxy, hardening.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

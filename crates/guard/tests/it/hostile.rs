@@ -7,13 +7,11 @@
 //! Every connection a test opens is bounded in count and time, and every
 //! wait is guarded by a timeout that only catches a hang.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::common::{Config, backend, guard, status};
 use bytes::Bytes;
-use common::{Config, backend, guard, status};
 use http::Response;
 use http_body_util::Full;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -92,7 +90,7 @@ async fn assert_served(edge: SocketAddr) {
 
 /// A guard whose listener `edge` has `listener_extra` lines, in front of a
 /// backend answering 200.
-async fn edge_to_ok(listener_extra: &str) -> (stormbreak_guard::Guard, common::Backend) {
+async fn edge_to_ok(listener_extra: &str) -> (stormbreak_guard::Guard, crate::common::Backend) {
     let b = backend(|_| ok()).await;
     let toml = Config::new()
         .listener("edge", listener_extra)
@@ -176,7 +174,7 @@ breaker = { consecutive_failures = 5, sliding_window_size = 0, wait_duration_in_
 async fn an_http2_client_that_resets_its_stream_is_counted_as_gone_not_as_upstream_trouble() {
     let release = std::sync::Arc::new(tokio::sync::Notify::new());
     let held = release.clone();
-    let b = common::backend_async(move |_| {
+    let b = crate::common::backend_async(move |_| {
         let held = held.clone();
         async move {
             // Held until the test ends (bounded by the hang guard).
@@ -195,12 +193,12 @@ async fn an_http2_client_that_resets_its_stream_is_counted_as_gone_not_as_upstre
         .toml();
     let g = guard(&toml).await;
     let edge = g.local_addr("edge").unwrap();
-    let client = common::h2c_client();
+    let client = crate::common::h2c_client();
     for _ in 0..3 {
         let before = b.hits();
         let pending = tokio::spawn({
             let client = client.clone();
-            async move { client.request(common::get(edge, "/slow")).await }
+            async move { client.request(crate::common::get(edge, "/slow")).await }
         });
         let reached = tokio::time::timeout(HANG, async {
             while b.hits() == before {
@@ -232,7 +230,7 @@ async fn an_http2_client_that_resets_its_stream_is_counted_as_gone_not_as_upstre
 
 /// A guard with a catch-all route and two guarded by 403 shed rules: the
 /// path `/admin` and the host `internal.example`.
-async fn guarded(forward_path: &str) -> (stormbreak_guard::Guard, common::Backend) {
+async fn guarded(forward_path: &str) -> (stormbreak_guard::Guard, crate::common::Backend) {
     let b = backend(|seen| {
         let mut r = ok();
         let path = seen.head.uri.path_and_query().map_or("", |p| p.as_str());
@@ -390,7 +388,7 @@ fn metric(text: &str, prefix: &str) -> u64 {
 #[tokio::test]
 async fn silent_connections_cannot_lock_an_operator_out_of_the_admin_api() {
     let b = backend(|_| ok()).await;
-    let dir = common::files::TempDir::new("guard-hostile-admin");
+    let dir = crate::common::files::TempDir::new("guard-hostile-admin");
     let token = dir.write("admin.token", "s3cret\n");
     let toml = Config::edge()
         .cluster("app", &[b.addr], "")
@@ -608,7 +606,7 @@ async fn one_client_address_cannot_take_every_connection_slot() {
 #[tokio::test]
 async fn a_half_closed_client_still_gets_its_answer() {
     let b = backend(|_| ok()).await;
-    let g = guard(&common::one_route(&b, "", "")).await;
+    let g = guard(&crate::common::one_route(&b, "", "")).await;
     let edge = g.local_addr("edge").unwrap();
     for raw in [
         "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n",
@@ -625,7 +623,7 @@ async fn a_half_closed_client_still_gets_its_answer() {
 #[tokio::test]
 async fn ambiguous_framing_never_smuggles_a_request_to_the_backend() {
     let b = backend(|_| ok()).await;
-    let g = guard(&common::one_route(&b, "", "")).await;
+    let g = guard(&crate::common::one_route(&b, "", "")).await;
     let edge = g.local_addr("edge").unwrap();
     // Each probe is one request by its framing, with a second hidden in
     // the body under another reading; the backend must see at most one.
@@ -669,7 +667,7 @@ async fn ambiguous_framing_never_smuggles_a_request_to_the_backend() {
 #[tokio::test]
 async fn an_http2_rapid_reset_flood_is_cut_off_and_others_are_served() {
     let b = backend(|_| ok()).await;
-    let g = guard(&common::one_route(&b, "", "")).await;
+    let g = guard(&crate::common::one_route(&b, "", "")).await;
     let edge = g.local_addr("edge").unwrap();
     let mut s = TcpStream::connect(edge).await.unwrap();
     let mut flood = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();

@@ -3,13 +3,11 @@
 //! one starts afresh), admin overrides outlive a reload, and an invalid
 //! config or an `[admin]` change is refused with the old config kept.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::files::TempDir;
+use crate::common::*;
 use bytes::Bytes;
-use common::files::TempDir;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 use stormbreak_guard::Guard;

@@ -1,13 +1,11 @@
 //! TLS listeners: certificates from files (generated here with rcgen),
 //! ALPN choosing h2 or HTTP/1.1, with a hyper client and with curl.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -17,13 +15,13 @@ use tokio::net::TcpStream;
 /// A self-signed `localhost` certificate and its key, in a directory
 /// removed when dropped.
 struct Certs {
-    dir: common::files::TempDir,
+    dir: crate::common::files::TempDir,
     cert_pem: String,
 }
 
 fn certs(tag: &str) -> Certs {
     let key = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let dir = common::files::TempDir::new(&format!("guard-tls-{tag}"));
+    let dir = crate::common::files::TempDir::new(&format!("guard-tls-{tag}"));
     let cert_pem = key.cert.pem();
     dir.write("cert.pem", &cert_pem);
     dir.write("key.pem", key.signing_key.serialize_pem());

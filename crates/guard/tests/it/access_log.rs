@@ -3,14 +3,12 @@
 //! its rate (the excess dropped and counted); config errors with positions.
 //! (The gate's timing in virtual time is a unit test in src/access_log.rs.)
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::files::TempDir;
-use common::*;
+use crate::common::files::TempDir;
+use crate::common::*;
 use serde_json::Value;
 use stormbreak_guard::GuardConfig;
 

@@ -2,16 +2,14 @@
 //! with Retry-After, keyed rate limits under a unique-key flood; a route's
 //! dependency check (`dependency`).
 
-mod common;
-#[path = "policies/dependency.rs"]
 mod dependency;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 
