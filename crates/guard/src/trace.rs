@@ -5,7 +5,7 @@
 //!
 //! It exists so a test can feed the guard and the simulator the same
 //! synthetic trace of attempt outcomes and compare their decisions
-//! (`crates/equivalence/tests/trace.rs`); nothing in the proxy goes
+//! (`crates/equivalence/tests/it/trace.rs`); nothing in the proxy goes
 //! through it. Time is tokio's clock, so under
 //! `#[tokio::test(start_paused = true)]` it is virtual.
 //!

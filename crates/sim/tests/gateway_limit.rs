@@ -162,7 +162,7 @@ fn adaptive_limits_settle_near_the_knee_and_keep_latency_low() {
     // (config, band of the settled limit against the knee K = 20). Envoy's
     // controller and windowed Vegas settle just past the knee; windowed
     // Gradient2 above it, at its rtt tolerance (1.5 K + its queue, and its
-    // long average creeps up), as crates/policy/tests/limit_closed_loop.rs
+    // long average creeps up), as crates/policy/tests/it/limit_closed_loop.rs
     // derives for each.
     for (limit, lo, hi) in [
         (r#"limit = { kind = "envoy_gradient" }"#, 20.0, 40.0),

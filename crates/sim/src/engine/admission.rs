@@ -2,7 +2,7 @@
 //! gateway instance, fed as `stormbreak guard` feeds a route's `limit`.
 //!
 //! Public so the workspace's trace-equivalence test
-//! (`crates/equivalence/tests/limit.rs`) can drive this glue, not a copy
+//! (`crates/equivalence/tests/it/limit.rs`) can drive this glue, not a copy
 //! of it, beside the guard's.
 //!
 //! The glue's choices, each the guard's:

@@ -4,7 +4,7 @@
 //! woken.
 //!
 //! Public so the workspace's trace-equivalence test
-//! (`crates/equivalence/tests/restore.rs`) can drive this glue, not a copy
+//! (`crates/equivalence/tests/it/restore.rs`) can drive this glue, not a copy
 //! of it, beside the guard's restore.
 //!
 //! The engine calls [`RampGate::admit`] for each attempt reaching the LB,

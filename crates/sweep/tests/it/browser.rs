@@ -1,5 +1,5 @@
 //! The sweep's report.html in a real headless Chromium, as the run report
-//! is checked (`crates/report/tests/browser.rs`): the page logs nothing to
+//! is checked (`crates/report/tests/it/browser.rs`): the page logs nothing to
 //! the console, the heatmap drew every cell with a visible size, and the
 //! 50% contour is a visible line.
 //!
@@ -15,7 +15,7 @@ use stormbreak_sweep::output;
 use stormbreak_sweep::plan::{Plan, SweepSpec};
 use stormbreak_sweep::run::{self, Shard};
 
-const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
+const SCENARIO: &str = include_str!("../../../../scenarios/capacity-drop.toml");
 
 fn find_chromium() -> Option<String> {
     std::env::var("STORMBREAK_CHROMIUM")

@@ -7,8 +7,7 @@ use stormbreak_policy::autoscale::{
     ResourceName, ScalingPolicy, ScalingRules,
 };
 
-mod common;
-use common::allocations_during;
+use crate::common::allocations_during;
 
 const PODS: usize = 100;
 const SYNCS: u64 = 10_000;

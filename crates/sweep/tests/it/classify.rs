@@ -158,7 +158,7 @@ fn a_run_ending_too_soon_after_the_trigger_is_undetermined() {
     );
 }
 
-const CAPACITY_DROP: &str = include_str!("../../../scenarios/capacity-drop.toml");
+const CAPACITY_DROP: &str = include_str!("../../../../scenarios/capacity-drop.toml");
 
 /// The shipped capacity drop (80% for 10 s) is metastable; 60% for 10 s
 /// recovers; the 80% cut with a 10% budget recovers (the cases of

@@ -7,7 +7,7 @@ use stormbreak_sweep::output::{self, SHARD_JSON, merge, read_shard};
 use stormbreak_sweep::plan::{Plan, SweepSpec};
 use stormbreak_sweep::run::{self, Shard};
 
-const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
+const SCENARIO: &str = include_str!("../../../../scenarios/capacity-drop.toml");
 
 /// 3 × 2 cells × 2 seeds on the capacity drop: depth and length of the cut.
 fn spec() -> SweepSpec {

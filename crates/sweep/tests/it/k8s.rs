@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use stormbreak_sweep::k8s::{CONFIGMAP_FILE, JOB_FILE, JobOptions, check, manifests};
 use stormbreak_sweep::plan::{Plan, SweepSpec};
 
-const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
+const SCENARIO: &str = include_str!("../../../../scenarios/capacity-drop.toml");
 
 fn plan(text: &str) -> Plan {
     Plan::new(

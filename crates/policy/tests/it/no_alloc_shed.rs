@@ -14,8 +14,7 @@ use stormbreak_policy::shed::{
     Shedder, ThrottleConfig,
 };
 
-mod common;
-use common::allocations_during;
+use crate::common::allocations_during;
 
 const N: u64 = 10_000;
 

@@ -13,8 +13,7 @@ use stormbreak_policy::limit::{
     WindowedConfig,
 };
 
-mod common;
-use common::allocations_during;
+use crate::common::allocations_during;
 
 const DECISIONS: u64 = 10_000;
 

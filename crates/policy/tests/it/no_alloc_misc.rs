@@ -8,8 +8,7 @@ use stormbreak_policy::breaker::{Breaker, BreakerConfig};
 use stormbreak_policy::failover::{Failover, FailoverConfig, RegionRates};
 use stormbreak_policy::ramp::{Ramp, RampConfig, StagedRestore, StagedRestoreConfig};
 
-mod common;
-use common::allocations_during;
+use crate::common::allocations_during;
 
 const DECISIONS: u64 = 10_000;
 

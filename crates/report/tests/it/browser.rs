@@ -8,8 +8,6 @@
 //! `STORMBREAK_CHROMIUM` to use another binary. Without a browser the test
 //! fails when `CI` is set and is skipped with a notice otherwise.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -188,11 +186,11 @@ fn report_renders_in_headless_chromium() {
 
     // Two runs overlaid, 10 s intervals over 8.5 h: long enough that every
     // line is downsampled.
-    let happened = common::storm(false, 10);
-    let fixed = common::storm(true, 10);
+    let happened = crate::common::storm(false, 10);
+    let fixed = crate::common::storm(true, 10);
     let html = render(
         &[("as happened", &happened), ("with follow-ups", &fixed)],
-        &common::extras(),
+        &crate::common::extras(),
     );
     let dir = target_dir().join("report-example");
     write_report(&dir, &html).unwrap();

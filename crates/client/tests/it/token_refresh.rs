@@ -5,7 +5,8 @@
 //! show what each layer contributes.
 
 #[allow(dead_code)]
-#[path = "../examples/token_refresh.rs"]
+// Relative to this file's directory, tests/it/.
+#[path = "../../examples/token_refresh.rs"]
 mod example;
 
 use std::time::Duration;

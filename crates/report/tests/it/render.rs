@@ -3,8 +3,6 @@
 //! simulator run re-rendered from its `recording.json`; and
 //! `docs/outputs.md` covering every column the outputs write.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -23,13 +21,19 @@ fn charts(html: &str) -> Vec<&str> {
 }
 
 fn two_runs() -> (Recording, Recording) {
-    (common::storm(false, 10), common::storm(true, 10))
+    (
+        crate::common::storm(false, 10),
+        crate::common::storm(true, 10),
+    )
 }
 
 #[test]
 fn the_page_is_self_contained() {
     let (a, b) = two_runs();
-    let html = render(&[("as happened", &a), ("fixed", &b)], &common::extras());
+    let html = render(
+        &[("as happened", &a), ("fixed", &b)],
+        &crate::common::extras(),
+    );
     // The only URL is the SVG namespace; nothing is fetched.
     let without_ns = html.replace("http://www.w3.org/2000/svg", "");
     for needle in [
@@ -126,7 +130,7 @@ fn two_runs_overlay_on_the_same_axes_with_one_style_per_run() {
 #[test]
 fn long_runs_stay_small_and_lines_bounded() {
     // 1 s intervals over 8.5 h: 30 600 points per line before downsampling.
-    let a = common::storm(false, 1);
+    let a = crate::common::storm(false, 1);
     let html = render(&[("as happened", &a)], &ReportExtras::default());
     assert!(html.len() < 1_500_000, "report is {} bytes", html.len());
     for c in charts(&html) {
@@ -148,7 +152,7 @@ fn long_runs_stay_small_and_lines_bounded() {
 #[test]
 fn rendering_is_deterministic_and_escapes_names() {
     let (a, b) = two_runs();
-    let extras = common::extras();
+    let extras = crate::common::extras();
     let one = render(&[("a <b>", &a), ("fixed", &b)], &extras);
     let two = render(&[("a <b>", &a), ("fixed", &b)], &extras);
     assert_eq!(one, two);

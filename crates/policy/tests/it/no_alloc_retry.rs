@@ -19,8 +19,7 @@ use stormbreak_policy::retry::{
     retry_after_from_reset_epoch,
 };
 
-mod common;
-use common::allocations_during;
+use crate::common::allocations_during;
 
 const DECISIONS: u64 = 10_000;
 
