@@ -90,3 +90,117 @@ fn sidecar_saturation_autoscaler_scales_out_and_errors_stop() {
     let err = late_error_rate(&rec);
     assert!(err < 0.01, "errors should stop once scaled out, got {err}");
 }
+
+/// `[service.autoscaler] behavior` in virtual time: the simulated HPA's
+/// replica series follows the policy crate's [`StepResponse`] of the same
+/// behaviour, sync by sync.
+mod behavior {
+    use super::run;
+    use stormbreak_policy::Nanos;
+    use stormbreak_policy::autoscale::{Behavior, StepResponse};
+    use stormbreak_sim::record::Recording;
+
+    const FROM: u32 = 2;
+    const MAX: u32 = 10;
+    const SYNC_S: u64 = 15;
+    const INTERVAL_S: u64 = 5;
+    /// The load steps up at 61 s, between the syncs at 60 s and 75 s; the
+    /// sync at 75 s is the first to see it (14 of its 15 s overloaded).
+    const FIRST_SYNC_S: u64 = 75;
+
+    /// One-worker pods of 10/s each; nothing arrives until 61 s (CPU 0,
+    /// the HPA holds `min`), then 300/s, three times what `max` pods serve,
+    /// so from its first sync on every pod is busy and the recommendation
+    /// (≥ 10 × the current replicas at a 0.1 target) stays above `max`:
+    /// the response is that of a step from `min` to `max`. `pod_start = 0`
+    /// makes the recorded ready pods the replicas the HPA set.
+    fn scenario(behavior: &str) -> String {
+        format!(
+            r#"
+[scenario]
+name = "hpa-behavior"
+duration = "10m"
+interval = "{INTERVAL_S}s"
+
+[[service]]
+name = "svc"
+replicas = {FROM}
+app = {{ workers = 1, queue = 10, service_time = {{ dist = "exponential", mean = "100ms" }} }}
+autoscaler = {{ metric = "app_cpu", target = 0.1, min = {FROM}, max = {MAX}, pod_start = "0"{behavior} }}
+
+[[route]]
+name = "r"
+path = ["svc"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = 0
+timeout = "10s"
+
+[[client.step]]
+at = "61s"
+rate = "300/s"
+"#
+        )
+    }
+
+    /// Ready pods 5 s after each sync from the first one after the step
+    /// (the gauge of interval i is read at (i + 1) × 5 s, never on a sync).
+    fn after_each_sync(rec: &Recording) -> Vec<u32> {
+        let replicas = &rec.component("svc").unwrap().replicas;
+        let index = |t_s: u64| (t_s / INTERVAL_S - 1) as usize;
+        let before = &replicas[..index(FIRST_SYNC_S)];
+        assert!(
+            before.iter().all(|&r| r == f64::from(FROM)),
+            "scaled before the first sync that saw the step: {before:?}"
+        );
+        (FIRST_SYNC_S + INTERVAL_S..rec.duration.as_nanos() / 1_000_000_000)
+            .step_by(SYNC_S as usize)
+            .map(|t| replicas[index(t)] as u32)
+            .collect()
+    }
+
+    fn predicted(behavior: &Behavior, syncs: usize) -> Vec<u32> {
+        StepResponse::new(behavior, Nanos::from_secs(SYNC_S), FROM, MAX)
+            .take(syncs)
+            .map(|(_, r)| r)
+            .collect()
+    }
+
+    /// One pod per minute: 3 at the first sync, then one more every fourth
+    /// sync (each minute's look-back holds one scale event), 10 at 420 s.
+    #[test]
+    fn a_pods_policy_paces_the_scale_up_as_the_step_response_predicts() {
+        let text = scenario(
+            r#", behavior = { scale_up = { policies = [{ type = "Pods", value = 1, period = "60s" }] } }"#,
+        );
+        let rec = run(&text);
+        let got = after_each_sync(&rec);
+        let sc = stormbreak_sim::Scenario::parse("b.toml", &text).unwrap();
+        let b = sc.services[0]
+            .autoscaler
+            .as_ref()
+            .unwrap()
+            .behavior
+            .clone()
+            .unwrap();
+        let want = predicted(&b, got.len());
+        assert_eq!(got, want);
+        // The prediction itself: the slow pace, reaching max at 420 s.
+        assert_eq!(&want[..5], [3, 3, 3, 3, 4]);
+        assert_eq!(want.iter().position(|&r| r == MAX), Some(28));
+    }
+
+    /// Without `behavior`, Kubernetes' defaults: max(100 %, 4 pods) per
+    /// 15 s, so 2 → 6 → 10 in two syncs; the run above would fail if its
+    /// behaviour were ignored.
+    #[test]
+    fn without_behavior_the_scale_up_is_kubernetes_default() {
+        let rec = run(&scenario(""));
+        let got = after_each_sync(&rec);
+        let want = predicted(&Behavior::default(), got.len());
+        assert_eq!(got, want);
+        assert_eq!(&want[..3], [6, 10, 10]);
+    }
+}

@@ -534,3 +534,215 @@ fn too_many_routes_points_at_the_first_one_over() {
     let line = 23 + 9_999 * 4 + 2;
     assert!(e.starts_with(&format!("broken.toml:{line}:")), "{e}");
 }
+
+/// `[service.autoscaler] behavior`: the policy crate's `Behavior`, its
+/// errors at the offending value with the field path and what was expected.
+mod autoscaler_behavior {
+    use super::{GOOD, err, rejected_at};
+    use stormbreak_policy::Nanos;
+    use stormbreak_policy::autoscale::{ScalingPolicy, SelectPolicy};
+
+    const UP: &str = r#"scale_up = { select_policy = "Max", policies = [{ type = "Pods", value = 1, period = "60s" }] }"#;
+
+    /// GOOD with an autoscaler whose behavior is `behavior` (line 13).
+    fn with(behavior: &str) -> String {
+        GOOD.replace(
+            "replicas = 1",
+            &format!(
+                "replicas = 2\nautoscaler = {{ metric = \"app_cpu\", target = 0.6, min = 2, max = 40, pod_start = \"30s\", behavior = {{ {behavior} }} }}"
+            ),
+        )
+    }
+
+    /// `line:column` of the first `needle` in `text`.
+    fn pos(text: &str, needle: &str) -> String {
+        let at = text.find(needle).expect("needle in text");
+        let line = text[..at].matches('\n').count() + 1;
+        let col = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+        format!("{line}:{col}")
+    }
+
+    /// The example of docs/scenarios.md, an inline table over several lines.
+    #[test]
+    fn the_documented_example_parses() {
+        let example = r#"autoscaler = { metric = "app_cpu", target = 0.6, min = 2, max = 40, pod_start = "30s",
+  behavior = { scale_up = { stabilization_window = "0s", select_policy = "Max",
+                            policies = [{ type = "Pods", value = 1, period = "60s" }] },
+               scale_down = { stabilization_window = "300s" } } }"#;
+        let text = GOOD.replace("replicas = 1", &format!("replicas = 2\n{example}"));
+        let sc = stormbreak_sim::Scenario::parse("ok.toml", &text).unwrap();
+        let b = sc.services[0].autoscaler.as_ref().unwrap().behavior.clone();
+        let b = b.unwrap();
+        assert_eq!(
+            b.scale_up.policies.as_deref(),
+            Some(&[ScalingPolicy::pods(1, Nanos::from_secs(60))][..])
+        );
+        assert_eq!(b.scale_up.select_policy, Some(SelectPolicy::Max));
+        assert_eq!(
+            b.scale_down.stabilization_window,
+            Some(Nanos::from_secs(300))
+        );
+        // Left out: taken from Kubernetes' defaults when the HPA is built.
+        assert_eq!(b.scale_down.policies, None);
+    }
+
+    #[test]
+    fn a_policy_period_outside_0_to_30m_is_named_with_its_path() {
+        for (period, got) in [("0s", "got 0"), ("31m", "got 31m")] {
+            let text = with(&UP.replace(r#""60s""#, &format!("{period:?}")));
+            rejected_at(
+                &text,
+                &pos(&text, &format!("{period:?}")),
+                &format!(
+                    r#"service "svc": autoscaler.behavior.scale_up.policies[0].period must be in (0s, 30m], {got}"#
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn a_policy_value_of_zero_is_named_with_its_path() {
+        let text = with(&UP.replace("value = 1", "value = 0"));
+        rejected_at(
+            &text,
+            &pos(&text, "0, period"),
+            r#"service "svc": autoscaler.behavior.scale_up.policies[0].value must be ≥ 1, got 0"#,
+        );
+    }
+
+    #[test]
+    fn unknown_fields_inside_behavior_are_refused_with_the_known_ones() {
+        let text = with(&format!("{UP}, scale_dwn = {{}}"));
+        rejected_at(
+            &text,
+            &pos(&text, "scale_dwn"),
+            "unknown field `scale_dwn`, expected `scale_up` or `scale_down`",
+        );
+        // Kubernetes' own spelling is not the format's.
+        let text = with("scale_down = { stabilizationWindowSeconds = 300 }");
+        rejected_at(
+            &text,
+            &pos(&text, "stabilizationWindowSeconds"),
+            "unknown field `stabilizationWindowSeconds`, expected one of `stabilization_window`, `select_policy`, `policies`, `tolerance`",
+        );
+        let text = with(
+            r#"scale_up = { policies = [{ type = "Pods", value = 1, period = "60s", every = "1m" }] }"#,
+        );
+        rejected_at(
+            &text,
+            &pos(&text, "every"),
+            "unknown field `every`, expected one of `type`, `value`, `period`",
+        );
+    }
+
+    #[test]
+    fn a_bad_select_policy_or_type_lists_kubernetes_values() {
+        let text = with(&UP.replace(r#""Max""#, r#""Fastest""#));
+        rejected_at(
+            &text,
+            &pos(&text, r#""Fastest""#),
+            "unknown value `Fastest`, expected one of `Max`, `Min`, `Disabled`",
+        );
+        let text = with(&UP.replace(r#""Pods""#, r#""pods""#));
+        rejected_at(
+            &text,
+            &pos(&text, r#""pods""#),
+            "unknown value `pods`, expected `Pods` or `Percent`",
+        );
+    }
+
+    #[test]
+    fn windows_and_policy_counts_have_bounds() {
+        let text = with(r#"scale_down = { stabilization_window = "61m" }"#);
+        rejected_at(
+            &text,
+            &pos(&text, r#""61m""#),
+            r#"service "svc": autoscaler.behavior.scale_down.stabilization_window must be ≤ 1h, got 1h1m"#,
+        );
+        let one = r#"{ type = "Percent", value = 10, period = "15s" }"#;
+        let eleven = [one; 11].join(", ");
+        let text = with(&format!("scale_down = {{ policies = [{eleven}] }}"));
+        rejected_at(
+            &text,
+            &pos(&text, "[{"),
+            r#"service "svc": autoscaler.behavior.scale_down.policies must be a list of at most 10 policies, got 11 policies"#,
+        );
+        let text = with("scale_down = { policies = [] }");
+        rejected_at(
+            &text,
+            &pos(&text, "[]"),
+            "scale_down.policies must be a list of at least one policy when given",
+        );
+    }
+
+    /// The history the HPA allocates is one entry per sync over its longest
+    /// window: a 1 ns sync period once asked for 4.8 TB and aborted.
+    #[test]
+    fn a_sync_period_too_short_for_the_history_is_refused() {
+        let text = GOOD.replace(
+            "replicas = 1",
+            "replicas = 2\nautoscaler = { metric = \"app_cpu\", target = 0.6, min = 2, max = 4, pod_start = \"0\", sync_period = \"1ns\" }",
+        );
+        rejected_at(
+            &text,
+            &pos(&text, r#""1ns""#),
+            r#"service "svc": autoscaler.sync_period must be at least 3ms"#,
+        );
+    }
+
+    #[test]
+    fn the_sub_table_form_reads_alike_and_errors_point_into_it() {
+        let text = GOOD.replace(
+            "\n[[route]]",
+            "\n[service.autoscaler]\nmetric = \"app_cpu\"\ntarget = 0.6\nmin = 1\nmax = 4\npod_start = \"30s\"\n\n[service.autoscaler.behavior.scale_up]\nselect_policy = \"Min\"\npolicies = [{ type = \"Pods\", value = 1, period = \"30m1s\" }]\n\n[[route]]",
+        );
+        rejected_at(
+            &text,
+            &pos(&text, r#""30m1s""#),
+            r#"service "svc": autoscaler.behavior.scale_up.policies[0].period must be in (0s, 30m], got 30m1s"#,
+        );
+        let ok = text.replace("30m1s", "30m");
+        let sc = stormbreak_sim::Scenario::parse("ok.toml", &ok).unwrap();
+        let up = sc.services[0]
+            .autoscaler
+            .as_ref()
+            .unwrap()
+            .behavior
+            .clone()
+            .unwrap()
+            .scale_up;
+        assert_eq!(up.select_policy, Some(SelectPolicy::Min));
+    }
+
+    #[test]
+    fn behavior_type_errors_never_name_rust_types() {
+        for b in [
+            "scale_up = 5",
+            "scale_up = { policies = 5 }",
+            "scale_up = { policies = [5] }",
+            "scale_up = { select_policy = 5 }",
+            r#"scale_up = { policies = [{ type = 5, value = 1, period = "1m" }] }"#,
+        ] {
+            let e = err(&with(b));
+            for t in [
+                "Behavior",
+                "ScalingRules",
+                "ScalingPolicy",
+                "PolicyKind",
+                "SelectPolicy",
+                "struct ",
+                "enum ",
+            ] {
+                assert!(!e.contains(t), "{t} in: {e}");
+            }
+        }
+        let e = err(&GOOD.replace(
+            "replicas = 1",
+            "replicas = 2\nautoscaler = { metric = \"app_cpu\", target = 0.6, min = 2, max = 4, pod_start = \"0\", behavior = 5 }",
+        ));
+        assert!(
+            e.contains("expected a behavior table like { scale_up = {"),
+            "{e}"
+        );
+    }
+}

@@ -10,7 +10,8 @@
 
 use toml_edit::{DocumentMut, Item, Value};
 
-/// Most segments in one path (the deepest scenario field has six).
+/// Most segments in one path (the deepest scenario field has eight:
+/// `service.api.autoscaler.behavior.scale_up.policies.0.period`).
 pub const MAX_SEGMENTS: usize = 16;
 
 /// A place in the document: how to get from the root to one value.

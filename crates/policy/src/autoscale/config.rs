@@ -315,6 +315,19 @@ const MAX_POLICY_PERIOD: Nanos = Nanos::from_secs(30 * 60);
 /// Kubernetes' ceiling on `stabilizationWindowSeconds`.
 const MAX_STABILIZATION_WINDOW: Nanos = Nanos::HOUR;
 
+/// Most policies one direction may list. Kubernetes' API sets no maximum;
+/// this crate does, because every sync walks each policy over its period's
+/// scale events, and real HPAs list one to three.
+pub const MAX_POLICIES: usize = 10;
+
+/// Most syncs the history may span: the longest stabilization window or
+/// policy period divided by `sync_period`. [`Hpa`](super::Hpa) keeps one
+/// entry per sync over that span in each of its three rings, allocated up
+/// front, so a 1 ns sync period with the default 300 s window would ask for
+/// terabytes; 100 000 entries is 1.6 MB a ring, and allows a 3 ms sync
+/// period with the defaults, 36 ms with a 1 h window.
+pub const MAX_HISTORY_SYNCS: u64 = 100_000;
+
 impl HpaConfig {
     /// Checks every rule the API server and the controller would enforce.
     ///
@@ -375,7 +388,33 @@ impl HpaConfig {
         }
         check_rules("behavior.scale_up", &self.behavior.scale_up)?;
         check_rules("behavior.scale_down", &self.behavior.scale_down)?;
-        Ok(())
+        self.check_history()
+    }
+
+    /// The history's span in syncs stays within [`MAX_HISTORY_SYNCS`]
+    /// (windows and periods with the defaults filled in, as `Hpa::new` will).
+    fn check_history(&self) -> Result<(), FieldError> {
+        let (up, down) = super::rules_of(&self.behavior);
+        let span = up
+            .stabilization_window
+            .max(down.stabilization_window)
+            .max(up.longest_period())
+            .max(down.longest_period());
+        if span.div_ceil(self.sync_period) <= MAX_HISTORY_SYNCS {
+            return Ok(());
+        }
+        let shortest = Nanos::from_nanos(span.as_nanos().div_ceil(MAX_HISTORY_SYNCS));
+        Err(FieldError::new(
+            FAMILY,
+            "sync_period",
+            format!(
+                "at least {} (the history keeps one entry per sync over the longest \
+                 stabilization window or policy period, {}, and at most {MAX_HISTORY_SYNCS})",
+                crate::units::format_duration(shortest),
+                crate::units::format_duration(span),
+            ),
+            crate::units::format_duration(self.sync_period),
+        ))
     }
 
     /// Index of a container name in [`pod_containers`](Self::pod_containers).
@@ -517,6 +556,14 @@ fn check_rules(path: &str, rules: &ScalingRules) -> Result<(), FieldError> {
                 format!("{path}.policies"),
                 "a list of at least one policy when given (omit it for the defaults)",
                 "[]",
+            ));
+        }
+        if policies.len() > MAX_POLICIES {
+            return Err(FieldError::new(
+                FAMILY,
+                format!("{path}.policies"),
+                format!("a list of at most {MAX_POLICIES} policies"),
+                format!("{} policies", policies.len()),
             ));
         }
         for (i, p) in policies.iter().enumerate() {
@@ -818,6 +865,53 @@ mod tests {
             })),
             "autoscale: behavior.scale_down.tolerance must be a finite number ≥ 0, got -0.1"
         );
+    }
+
+    #[test]
+    fn a_direction_lists_at_most_ten_policies() {
+        let with_up = |n: usize| HpaConfig {
+            behavior: Behavior {
+                scale_up: ScalingRules {
+                    policies: Some(vec![ScalingPolicy::pods(1, Nanos::from_secs(15)); n]),
+                    ..ScalingRules::default()
+                },
+                scale_down: ScalingRules::default(),
+            },
+            ..HpaConfig::default()
+        };
+        assert_eq!(with_up(MAX_POLICIES).validate(), Ok(()));
+        assert_eq!(
+            error_of(with_up(MAX_POLICIES + 1)),
+            "autoscale: behavior.scale_up.policies must be a list of at most 10 policies, got 11 policies"
+        );
+    }
+
+    #[test]
+    fn the_history_spans_a_bounded_number_of_syncs() {
+        // Default 300 s down window: 3 ms syncs are 100 000 entries, 2 ms too many.
+        let with_sync = |sync: Nanos| HpaConfig {
+            sync_period: sync,
+            ..HpaConfig::default()
+        };
+        assert_eq!(with_sync(Nanos::from_millis(3)).validate(), Ok(()));
+        assert_eq!(
+            error_of(with_sync(Nanos::NANOSECOND)),
+            "autoscale: sync_period must be at least 3ms (the history keeps one entry per sync \
+             over the longest stabilization window or policy period, 5m, and at most 100000), got 1ns"
+        );
+        // An omitted window still counts with its default; a longer policy period counts too.
+        let long_period = HpaConfig {
+            sync_period: Nanos::from_millis(3),
+            behavior: Behavior {
+                scale_up: ScalingRules {
+                    policies: Some(vec![ScalingPolicy::pods(1, 30 * Nanos::MINUTE)]),
+                    ..ScalingRules::default()
+                },
+                scale_down: ScalingRules::default(),
+            },
+            ..HpaConfig::default()
+        };
+        assert!(error_of(long_period).contains("at least 18ms"));
     }
 
     #[test]

@@ -69,9 +69,9 @@ mod view;
 
 pub use behavior::{ScaleLimit, Stabilization};
 pub use config::{
-    Behavior, DEFAULT_DOWNSCALE_STABILIZATION, HpaConfig, MetricSpec, MetricTarget, PolicyKind,
-    ResourceName, ScalingPolicy, ScalingRules, SelectPolicy, default_scale_down_policies,
-    default_scale_up_policies,
+    Behavior, DEFAULT_DOWNSCALE_STABILIZATION, HpaConfig, MAX_HISTORY_SYNCS, MAX_POLICIES,
+    MetricSpec, MetricTarget, PolicyKind, ResourceName, ScalingPolicy, ScalingRules, SelectPolicy,
+    default_scale_down_policies, default_scale_up_policies,
 };
 pub use replicas::{MetricError, MetricReading};
 pub use step::StepResponse;
@@ -145,8 +145,9 @@ impl ScaleDecision {
 /// `desired` to the workload, and report the new `spec.replicas` in the next
 /// view. History (recommendations, scale events) lives in rings sized at
 /// construction for one entry per `sync_period` over the longest window or
-/// policy period; syncing much more often than `sync_period` shortens the
-/// effective look-back instead of allocating.
+/// policy period (at most [`MAX_HISTORY_SYNCS`] entries, which
+/// [`HpaConfig::validate`] enforces); syncing much more often than
+/// `sync_period` shortens the effective look-back instead of allocating.
 ///
 /// Differences from the controller, all deliberate: the `behavior` path is
 /// always used (its defaults reproduce the legacy path); plain metric values

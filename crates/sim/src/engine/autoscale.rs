@@ -2,14 +2,11 @@
 //! simulated pods on its own sync clock, and the pods it starts and stops.
 
 use stormbreak_policy::Nanos;
-use stormbreak_policy::autoscale::{
-    ContainerSample, Hpa, HpaConfig, MetricId, MetricSpec, MetricTarget, PodStatus, PodTable,
-    ResourceName,
-};
+use stormbreak_policy::autoscale::{ContainerSample, Hpa, MetricId, PodStatus, PodTable};
 
 use super::ids::ServiceId;
 use super::{Engine, Ev};
-use crate::scenario::{AutoscalerSpec, ScaleMetric};
+use crate::scenario::AutoscalerSpec;
 
 /// What the simulator measured on one pod since the last sync.
 #[derive(Debug, Clone, Copy)]
@@ -39,33 +36,10 @@ pub(crate) struct Autoscaler {
 pub(crate) const SIDECAR_CPU_SHARE: f64 = 0.1;
 
 impl Autoscaler {
-    /// Builds the HPA for a validated spec.
+    /// Builds the HPA for a validated spec (validation ran the same
+    /// [`AutoscalerSpec::hpa_config`] through the same `validate`).
     pub(crate) fn new(spec: &AutoscalerSpec) -> Self {
-        let pct = (spec.target * 100.0).round() as u32;
-        let metric = match spec.metric {
-            ScaleMetric::AppCpu => MetricSpec::ContainerResource {
-                name: ResourceName::Cpu,
-                container: "app".into(),
-                target: MetricTarget::Utilization {
-                    average_utilization: pct,
-                },
-            },
-            ScaleMetric::PodCpu => MetricSpec::cpu_utilization(pct),
-            ScaleMetric::SidecarSaturation => MetricSpec::Pods {
-                metric: "sidecar_saturation".into(),
-                target: MetricTarget::AverageValue {
-                    average_value: spec.target,
-                },
-            },
-        };
-        let config = HpaConfig {
-            min_replicas: spec.min,
-            max_replicas: spec.max,
-            metrics: vec![metric],
-            pod_containers: vec!["app".into(), "sidecar".into()],
-            sync_period: spec.sync_period,
-            ..HpaConfig::default()
-        };
+        let config = spec.hpa_config();
         let period = config.sync_period;
         Autoscaler {
             hpa: Hpa::new(&config).expect("validated autoscaler"),

@@ -95,7 +95,7 @@ use self::lb::{Lb, LbPools};
 use self::population::Population;
 use self::rate::RateSchedule;
 use self::recorder::{Meta, Recorder};
-use self::scale::{FleetScale, scaled};
+use self::scale::{FleetScale, scale_pod_policies, scaled};
 use self::service::{Service, Sidecar};
 use self::timeline::Planned;
 use crate::queue::{EventQueue, Lane};
@@ -461,6 +461,7 @@ impl Engine {
                     let mut a = a.clone();
                     a.min = fleet.pods(a.min);
                     a.max = fleet.pods(a.max).max(a.min);
+                    scale_pod_policies(&mut a, fleet);
                     Autoscaler::new(&a)
                 });
                 let mut svc = Service {

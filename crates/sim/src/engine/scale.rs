@@ -1,5 +1,9 @@
 //! How `--scale F` shrinks a topology.
 
+use stormbreak_policy::autoscale::PolicyKind;
+
+use crate::scenario::AutoscalerSpec;
+
 /// `n × scale`, rounded, at least 1.
 pub(crate) fn scaled(n: u32, scale: f64) -> u32 {
     ((n as f64 * scale).round() as u32).max(1)
@@ -40,6 +44,23 @@ impl FleetScale {
     }
 }
 
+/// A `Pods` scaling policy counts pods, so it converts with them, like the
+/// autoscaler's `min` and `max` (rounded, at least 1): 1 pod per minute on
+/// 400 pods stays a quarter percent of the fleet per minute as 4 pods.
+/// `Percent` policies need nothing. Kubernetes' default scale-up policy
+/// (4 pods per 15 s, when `behavior` leaves `policies` out) is not
+/// converted, so runs without `behavior` are the same as before it.
+pub(crate) fn scale_pod_policies(a: &mut AutoscalerSpec, fleet: FleetScale) {
+    let Some(b) = a.behavior.as_mut() else { return };
+    for rules in [&mut b.scale_up, &mut b.scale_down] {
+        for p in rules.policies.iter_mut().flatten() {
+            if p.kind == PolicyKind::Pods {
+                p.value = fleet.pods(p.value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FleetScale;
@@ -71,5 +92,46 @@ mod tests {
         let f = FleetScale::new(40, 0.03);
         assert_eq!(f.pods(160), 4);
         assert_eq!(f.per_pod(1), 1, "never a capacity of zero");
+    }
+
+    #[test]
+    fn pods_policies_convert_with_the_pods_and_percentages_do_not() {
+        use super::scale_pod_policies;
+        use crate::scenario::{AutoscalerSpec, ScaleMetric};
+        use stormbreak_policy::Nanos;
+        use stormbreak_policy::autoscale::{Behavior, ScalingPolicy, ScalingRules};
+        let minute = Nanos::from_secs(60);
+        let rules = ScalingRules {
+            policies: Some(vec![
+                ScalingPolicy::pods(200, minute),
+                ScalingPolicy::pods(1, minute),
+                ScalingPolicy::percent(10, minute),
+            ]),
+            ..ScalingRules::default()
+        };
+        let mut a = AutoscalerSpec {
+            metric: ScaleMetric::AppCpu,
+            target: 0.6,
+            min: 40,
+            max: 160,
+            pod_start: minute,
+            sync_period: Nanos::from_secs(15),
+            behavior: Some(Behavior {
+                scale_up: rules.clone(),
+                scale_down: rules,
+            }),
+        };
+        scale_pod_policies(&mut a, FleetScale::new(400, 0.01));
+        let b = a.behavior.unwrap();
+        for r in [b.scale_up, b.scale_down] {
+            assert_eq!(
+                r.policies.unwrap(),
+                [
+                    ScalingPolicy::pods(2, minute),
+                    ScalingPolicy::pods(1, minute),
+                    ScalingPolicy::percent(10, minute)
+                ]
+            );
+        }
     }
 }

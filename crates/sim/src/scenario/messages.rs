@@ -63,6 +63,22 @@ const TYPES: &[(&str, &str)] = &[
         "a ramp table like { steps = [0.1, 0.5, 1.0], hold = \"5m\" }",
     ),
     (
+        "Behavior",
+        "a behavior table like { scale_up = { policies = [{ type = \"Pods\", value = 1, \
+         period = \"60s\" }] }, scale_down = { stabilization_window = \"300s\" } }",
+    ),
+    (
+        "ScalingRules",
+        "a scaling rules table like { stabilization_window = \"0s\", select_policy = \"Max\", \
+         policies = [{ type = \"Percent\", value = 100, period = \"15s\" }] }",
+    ),
+    (
+        "ScalingPolicy",
+        "a policy table like { type = \"Pods\", value = 4, period = \"15s\" }",
+    ),
+    ("PolicyKind", "\"Pods\" or \"Percent\""),
+    ("SelectPolicy", "\"Max\", \"Min\" or \"Disabled\""),
+    (
         "ErrorGuardConfig",
         "a guard table like { window = \"60s\", error_rate_threshold = 0.05 }",
     ),

@@ -17,11 +17,13 @@ use toml::de::DeTable;
 
 use crate::dist::ServiceTimeSpec;
 
+mod hpa;
 mod messages;
 mod spans;
 mod specs;
 mod validate;
 pub use specs::{FieldProblem, check_budget, check_limit, check_retry};
+use stormbreak_policy::autoscale::Behavior;
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::failover::FailoverConfig;
 use stormbreak_policy::limit::{LimitConfig, QueueConfig};
@@ -399,6 +401,11 @@ pub struct AutoscalerSpec {
     /// default 15 s as in Kubernetes), independent of the recording interval.
     #[serde(default = "default_hpa_sync")]
     pub sync_period: Nanos,
+    /// `spec.behavior`: stabilization windows and rate policies per
+    /// direction, the policy crate's [`Behavior`] read unchanged. Absent,
+    /// or any direction or field left out: Kubernetes' default for it.
+    #[serde(default)]
+    pub behavior: Option<Behavior>,
 }
 
 fn default_hpa_sync() -> Nanos {

@@ -14,6 +14,7 @@ use stormbreak_policy::shed::Criticality;
 use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
+use super::hpa::table_field;
 use super::spans::Doc;
 use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
@@ -665,6 +666,19 @@ impl Scenario {
                     ),
                 ));
             }
+            // The configuration the engine will run, checked by the policy
+            // crate's own rules (behavior's bounds among them).
+            a.hpa_config().validate().map_err(|e| {
+                let (dotted, spelt) = table_field(&e);
+                ck.key(
+                    &format!("{p}.autoscaler.{dotted}"),
+                    format!(
+                        "{who}: autoscaler.{spelt} must be {}, got {}",
+                        e.expected(),
+                        e.got()
+                    ),
+                )
+            })?;
         }
         Ok(())
     }

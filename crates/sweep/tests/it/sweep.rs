@@ -306,3 +306,68 @@ fn chosen_seeds_are_every_cells_and_shards_keep_them() {
     let (_, merged) = merge(&shards).unwrap();
     assert_eq!(files(&merged), files(&whole));
 }
+
+/// An autoscaler's `behavior` is the policy crate's table, reached by the
+/// same paths as any field: durations sweep as durations, pod counts as
+/// whole numbers, and a cell the policy's bounds refuse is named before
+/// anything runs.
+#[test]
+fn an_autoscaler_behavior_field_is_an_axis_like_any_other() {
+    let text = r#"[scenario]
+name = "hpa"
+duration = "2m"
+
+[[service]]
+name = "api"
+replicas = 2
+app = { workers = 4, service_time = { dist = "exponential", mean = "10ms" } }
+autoscaler = { metric = "app_cpu", target = 0.6, min = 2, max = 20, pod_start = "30s",
+  behavior = { scale_up = { policies = [{ type = "Pods", value = 1, period = "60s" }] } } }
+
+[[route]]
+name = "r"
+path = ["api"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "100/s"
+timeout = "1s"
+
+[[client.step]]
+at = "30s"
+rate = "300/s"
+role = "trigger"
+"#;
+    let up = "service.api.autoscaler.behavior.scale_up.policies.0";
+    let plan = Plan::new(
+        "hpa.toml",
+        text,
+        SweepSpec::grid(&[
+            &format!("{up}.period=15s..60s:2"),
+            &format!("{up}.value=1..4:4"),
+        ]),
+    )
+    .unwrap();
+    let kinds: Vec<_> = plan.axes.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            stormbreak_sweep::value::Kind::Duration,
+            stormbreak_sweep::value::Kind::Integer
+        ]
+    );
+    assert_eq!(plan.cells.len(), 8);
+    let e = Plan::new(
+        "hpa.toml",
+        text,
+        SweepSpec::grid(&[&format!("{up}.period=60s,31m")]),
+    )
+    .unwrap_err();
+    assert!(e.starts_with("cell 1 ("), "{e}");
+    assert!(
+        e.contains("hpa.toml:10:78: ")
+            && e.contains("policies[0].period must be in (0s, 30m], got 31m"),
+        "{e}"
+    );
+}
