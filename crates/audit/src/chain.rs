@@ -457,6 +457,29 @@ fn pool_hop(
     (Some(hop), budget)
 }
 
+/// The per-caller pool a [`HopKind::Pool`] hop was read from: that of the
+/// DestinationRule its `object` names, or of the subset its name says
+/// ([`pool_hop`] writes `DestinationRule ns/name subset S pool` when a
+/// subset's pool replaced the host's). Read-only, for the scenario export,
+/// which models a pool per calling proxy.
+pub fn pool_of<'a>(inv: &'a Inventory, hop: &Hop) -> Option<&'a model::PoolLimits> {
+    if hop.kind != HopKind::Pool {
+        return None;
+    }
+    let dr = inv
+        .destination_rules
+        .iter()
+        .find(|d| model::key("DestinationRule", &d.namespace, &d.name) == hop.object)?;
+    let rest = hop
+        .name
+        .strip_prefix(&format!("DestinationRule {}/{}", dr.namespace, dr.name))?
+        .strip_suffix(" pool")?;
+    match rest.strip_prefix(" subset ") {
+        Some(subset) => dr.subsets.iter().find(|(n, _)| n == subset).map(|(_, p)| p),
+        None => rest.is_empty().then_some(&dr.pool),
+    }
+}
+
 /// Every workload a Service selects, as indices in inventory order:
 /// Kubernetes sends a Service's traffic to each ready pod its selector
 /// matches, whichever Deployment made it (v1 and v2 of a workload alike).
