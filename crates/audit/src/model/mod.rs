@@ -6,6 +6,7 @@ pub mod calls;
 pub mod istio;
 mod load;
 pub mod pool;
+pub mod proxy;
 pub mod retry;
 pub mod workload;
 
@@ -410,6 +411,10 @@ pub struct Inventory {
     pub inbound: Vec<InboundLimit>,
     /// Sidecar resources with egress hosts.
     pub sidecars: Vec<SidecarEgress>,
+    /// ProxyConfig resources that set `concurrency`.
+    pub proxy_configs: Vec<proxy::ProxyConfigObject>,
+    /// Mesh configs' proxy defaults (the `istio` ConfigMap, IstioOperators).
+    pub mesh_defaults: Vec<proxy::MeshDefaults>,
     /// ServiceEntries.
     pub service_entries: Vec<ServiceEntry>,
     /// HAProxy configs.
