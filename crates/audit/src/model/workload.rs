@@ -254,6 +254,30 @@ fn requested(c: &Container) -> Vec<String> {
         .collect()
 }
 
+/// The value of the first of `flags` among `tokens` (`--flag N`,
+/// `--flag=N`); `min:max` (Puma's `--threads 1:16`) gives the max.
+fn flag_value(tokens: &[&str], flags: &[&str]) -> Option<(u32, String)> {
+    for (i, a) in tokens.iter().enumerate() {
+        for flag in flags {
+            let v = if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+                Some(v)
+            } else if a == flag {
+                tokens.get(i + 1).copied()
+            } else {
+                None
+            };
+            let Some(v) = v.map(|v| v.trim_matches(|c| c == '"' || c == '\'')) else {
+                continue;
+            };
+            let max = v.rsplit_once(':').map_or(v, |(_, m)| m);
+            if let Some(n) = max.parse::<u32>().ok().filter(|n| *n > 0) {
+                return Some((n, format!("{flag} {v}")));
+            }
+        }
+    }
+    None
+}
+
 fn workers_of(c: &Container) -> Option<(u32, String)> {
     for e in c.env.iter().flatten() {
         if WORKER_ENV.contains(&e.name.as_str())
@@ -266,28 +290,33 @@ fn workers_of(c: &Container) -> Option<(u32, String)> {
             return Some((n, format!("env {}={n} of container {:?}", e.name, c.name)));
         }
     }
-    let args: Vec<&str> = c
+    // Each argument split at spaces: a shell line (`sh -c "exec gunicorn
+    // --workers 8 app:app"`) or `GUNICORN_CMD_ARGS` is one string.
+    let cmd_args = c
+        .env
+        .iter()
+        .flatten()
+        .filter(|e| e.name == "GUNICORN_CMD_ARGS")
+        .filter_map(|e| e.value.as_deref());
+    let tokens: Vec<&str> = c
         .command
         .iter()
         .flatten()
         .chain(c.args.iter().flatten())
         .map(String::as_str)
+        .chain(cmd_args)
+        .flat_map(str::split_whitespace)
         .collect();
-    for (i, a) in args.iter().enumerate() {
-        for flag in ["--workers", "--threads", "-w"] {
-            let v = if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
-                Some(v)
-            } else if *a == flag {
-                args.get(i + 1).copied()
-            } else {
-                None
-            };
-            if let Some(n) = v.and_then(|v| v.parse::<u32>().ok()).filter(|n| *n > 0) {
-                return Some((n, format!("argument {flag} {n} of container {:?}", c.name)));
-            }
-        }
-    }
-    None
+    let workers = flag_value(&tokens, &["--workers", "-w"]);
+    let threads = flag_value(&tokens, &["--threads"]);
+    let (n, how) = match (workers, threads) {
+        // Gunicorn runs `threads` threads in each worker process (more than
+        // one thread selects its gthread worker): workers × threads.
+        (Some((w, wh)), Some((t, th))) => (w.saturating_mul(t), format!("{wh} × {th}")),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => return None,
+    };
+    Some((n, format!("argument {how} of container {:?}", c.name)))
 }
 
 /// The well-known node label of a region.
