@@ -10,16 +10,32 @@
 //!   disabled if either the namespace label `istio-injection` or the pod
 //!   label (or legacy annotation) `sidecar.istio.io/inject` disables it;
 //!   enabled if either enables it or the namespace has `istio.io/rev`; a
-//!   pod that already has an `istio-proxy` container is injected.
-//! - Proxy resources: `sidecar.istio.io/proxyCPU` and `proxyCPULimit`
-//!   (Istio 1.27 "Resource Annotations",
-//!   <https://istio.io/v1.27/docs/reference/config/annotations/>), else the
-//!   chart defaults `global.proxy.resources` (requests 100m, limits 2000m),
-//!   marked as defaults; `proxy.istio.io/config` `concurrency` bounds the
-//!   proxy's worker threads, so its usable cores.
+//!   pod that already has an `istio-proxy` container is injected. When the
+//!   Namespace is not among the inputs, a pod is taken as injected (said
+//!   so, an assumption) if its own annotations configure an Istio proxy or
+//!   an Istio object of its namespace configures its sidecar.
+//! - Proxy CPU as the injection template writes it (istio/istio 1.27,
+//!   `manifests/charts/istio-control/istio-discovery/files/injection-template.yaml`,
+//!   template `resources`,
+//!   <https://github.com/istio/istio/blob/1.27.0/manifests/charts/istio-control/istio-discovery/files/injection-template.yaml>):
+//!   any of `sidecar.istio.io/proxyCPU`, `proxyMemory`, `proxyCPULimit`,
+//!   `proxyMemoryLimit` (Istio 1.27 "Resource Annotations",
+//!   <https://istio.io/v1.27/docs/reference/config/annotations/>) replaces
+//!   the chart defaults `global.proxy.resources` (requests 100m, limits
+//!   2000m) whole, so `proxyCPU` alone leaves no CPU limit; without any,
+//!   the chart defaults, marked as defaults.
+//! - Worker threads: `proxy.istio.io/config` `concurrency`, else a
+//!   ProxyConfig or the mesh config ([`super::proxy`]); unset, Istio's
+//!   agent takes the CPU limit rounded up (`ISTIO_CPU_LIMIT`,
+//!   pilot/cmd/pilot-agent/config/config.go), and with no limit the
+//!   node's allocatable CPU (Kubernetes v1.33 "Downward API", fallback for
+//!   resource limits): a number no config holds. They bound the proxy's
+//!   usable cores.
 //! - App workers (not in any Kubernetes field): the pod annotation
 //!   `stormbreak.io/workers`, else an environment variable among
-//!   [`WORKER_ENV`], else a `--workers N` / `--threads N` / `-w N` argument.
+//!   [`WORKER_ENV`], else `--workers N` / `-w N` and `--threads N` in the
+//!   arguments or `GUNICORN_CMD_ARGS`, split at spaces (a shell line is one
+//!   argument); both: workers × threads, as gunicorn runs them.
 
 use std::collections::BTreeMap;
 
