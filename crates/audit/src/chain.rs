@@ -208,6 +208,13 @@ pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimi
                 )
             });
         }
+        // An inferred injection makes every sidecar number an assumption,
+        // said where the number is.
+        let inferred = sc.inferred.as_deref();
+        let note = |how: String| match inferred {
+            Some(why) => format!("{how} [{why}]"),
+            None => how,
+        };
         // By the namespace index, in inventory order: a scan of every
         // limit per workload made the audit quadratic in services
         // (docs/BENCHMARKS.md §8).
@@ -222,9 +229,9 @@ pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimi
             match &l.limit {
                 InboundKind::Pool(p) => {
                     if let Some((n, how)) = p.in_flight() {
-                        consider(n as f64, false, &|| {
+                        consider(n as f64, inferred.is_some(), &|| {
                             (
-                                format!("{what} inboundConnectionPool: {how}"),
+                                note(format!("{what} inboundConnectionPool: {how}")),
                                 l.src.line_of("inboundConnectionPool"),
                             )
                         });
@@ -232,25 +239,25 @@ pub fn pod_limits(inv: &Inventory, w: &Workload, opts: &ChainOptions) -> PodLimi
                 }
                 InboundKind::RateLimit(r) => consider(r * latency, true, &|| {
                     (
-                        format!(
+                        note(format!(
                             "{what} local rate limit {} req/s × assumed latency {} (Little's law)",
                             trim(*r),
                             show(opts.assumed_latency)
-                        ),
+                        )),
                         l.src.line_of("token_bucket"),
                     )
                 }),
-                InboundKind::Adaptive(m) => consider(*m as f64, false, &|| {
+                InboundKind::Adaptive(m) => consider(*m as f64, inferred.is_some(), &|| {
                     (
-                        format!(
+                        note(format!(
                             "{what} adaptive concurrency max_concurrency_limit {m} (the live limit may be lower)"
-                        ),
+                        )),
                         l.src.line_of("max_concurrency_limit"),
                     )
                 }),
-                InboundKind::MaxRequests(m) => consider(*m as f64, false, &|| {
+                InboundKind::MaxRequests(m) => consider(*m as f64, inferred.is_some(), &|| {
                     (
-                        format!("{what} inbound circuit breaker max_requests {m}"),
+                        note(format!("{what} inbound circuit breaker max_requests {m}")),
                         l.src.line_of("max_requests"),
                     )
                 }),

@@ -80,6 +80,225 @@ fn sb103_quiet_when_nothing_says_which_saturates_first() {
 }
 
 #[test]
+fn sb101_fires_on_a_helm_chart_whose_namespace_is_not_among_the_inputs() {
+    // `helm template` output: no namespace, no Namespace object; the pod's
+    // own proxy annotations say it is meshed, so the audit assumes the
+    // injection and says so (a warning).
+    let r = audit_fixture("sidecar-helm");
+    let f = of(&r, "SB101");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    for part in [
+        "injection assumed: Namespace default is not among the inputs",
+        "sidecar.istio.io/proxyCPU",
+        "admits 50 concurrent requests per pod",
+        "the app has 64 (argument --workers 64 of container \"cart\")",
+    ] {
+        assert!(f[0].message.contains(part), "{part}: {}", f[0].message);
+    }
+    // Quiet: the pod opts out, the namespace is there without injection,
+    // or nothing in the inputs says the pod has a proxy at all.
+    let text = read("sidecar-helm/rendered.yaml");
+    let opted_out = text.replacen(
+        "      labels:\n        app.kubernetes.io/name: cart\n",
+        "      labels:\n        sidecar.istio.io/inject: \"false\"\n        app.kubernetes.io/name: cart\n",
+        1,
+    );
+    let unlabelled =
+        format!("{text}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: default}}\n");
+    let plain = text
+        .replace("        sidecar.istio.io/proxyCPU: \"50m\"\n", "")
+        .replace("        sidecar.istio.io/proxyCPULimit: \"200m\"\n", "")
+        .replace("      annotations:\n", "");
+    for (what, t) in [
+        ("opted out", &opted_out),
+        ("unlabelled", &unlabelled),
+        ("plain", &plain),
+    ] {
+        assert_ne!(t, &text, "{what}: the fixture changed");
+        let r = audit_texts(&[("rendered.yaml", t)]);
+        assert!(ids(&r).is_empty(), "{what}: {:?}", r.findings);
+    }
+}
+
+#[test]
+fn sb101_fires_on_an_inbound_pool_when_the_namespace_is_missing() {
+    // The 2026-08-17 shape without its Namespace: the Sidecar's inbound
+    // pool acts only on an injected pod, so the pod is taken as meshed,
+    // said so, and the finding is a warning (an error when the Namespace
+    // states the injection, sb101_container_resource_on_the_app_...).
+    let text = read("blind/auth.yaml");
+    let start = text.find("apiVersion: apps/v1").unwrap();
+    let r = audit_texts(&[("auth.yaml", &text[start..])]);
+    let f = of(&r, "SB101");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].message
+            .contains("Sidecar auth/auth sets an inbound limit on its sidecar")
+            && f[0]
+                .message
+                .contains("Namespace auth is not among the inputs"),
+        "{}",
+        f[0].message
+    );
+    // Quiet: the Namespace is there and does not enable injection.
+    let unlabelled = text.replace("  labels:\n    istio-injection: enabled\n", "");
+    assert_ne!(unlabelled, text);
+    let r = audit_texts(&[("auth.yaml", &unlabelled)]);
+    assert!(ids(&r).is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb103_fires_when_a_proxy_config_sets_the_worker_threads() {
+    // Chart defaults (2 cores) but one worker thread mesh-wide: 1 core,
+    // 5000 req/s, 250 concurrent at 50 ms, below gunicorn's 8 × 40.
+    let r = audit_fixture("sidecar-threads");
+    let f = of(&r, "SB103");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    for part in [
+        "admits 250 concurrent",
+        "ProxyConfig istio-system/mesh-wide (of the root namespace) concurrency: 1",
+        "Istio chart defaults",
+        "the app has 320 (argument --workers 8 × --threads 40",
+    ] {
+        assert!(f[0].message.contains(part), "{part}: {}", f[0].message);
+    }
+    // Quiet: the namespace's own ProxyConfig gives two threads (500
+    // concurrent), over the root namespace's.
+    let text = read("sidecar-threads/shop.yaml");
+    let two = format!(
+        "{text}---\napiVersion: networking.istio.io/v1beta1\nkind: ProxyConfig\nmetadata: {{name: shop, namespace: shop}}\nspec:\n  concurrency: 2\n"
+    );
+    let r = audit_texts(&[("shop.yaml", &two)]);
+    assert!(ids(&r).is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb103_fires_on_a_kubectl_list_with_a_workload_proxy_config() {
+    // proxyCPU alone sets no CPU limit, and the ProxyConfig selecting the
+    // pods gives one worker thread: 250 concurrent, below 4 × 128.
+    let r = audit_fixture("sidecar-list");
+    let f = of(&r, "SB103");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    for part in [
+        "concurrency 1 worker threads (no CPU limit)",
+        "ProxyConfig prod/api (selecting the pod) concurrency: 1",
+        "injection assumed",
+        "--workers 4 × --threads 128",
+    ] {
+        assert!(f[0].message.contains(part), "{part}: {}", f[0].message);
+    }
+    // Quiet: without the ProxyConfig the proxy has no CPU limit and no
+    // thread count, so a worker per core of a node the configs do not
+    // size: no number, no claim.
+    let text = read("sidecar-list/kubectl-get.yaml");
+    let cut = text
+        .find("- apiVersion: networking.istio.io/v1beta1")
+        .unwrap();
+    let r = audit_texts(&[("kubectl-get.yaml", &text[..cut])]);
+    assert!(ids(&r).is_empty(), "{:?}", r.findings);
+}
+
+#[test]
+fn sb103_proxy_cpu_alone_leaves_the_proxy_without_a_cpu_limit() {
+    // Istio's injection template: any resource annotation replaces the
+    // chart's requests and limits whole, so proxyCPU alone means no CPU
+    // limit (and no worker-thread bound), not the chart's 2000m.
+    let text = read("sidecar-threads/shop.yaml");
+    let cut = text.find("apiVersion: networking.istio.io").unwrap();
+    let end = text[cut..].find("---\n").unwrap() + cut + 4;
+    let base = format!("{}{}", &text[..cut], &text[end..]).replace(
+        "\"--workers\", \"8\", \"--threads\", \"40\"",
+        "\"--workers\", \"640\"",
+    );
+    let annotated = |ann: &str| {
+        base.replacen(
+            "      labels: {app: orders}\n",
+            &format!("      labels: {{app: orders}}\n      annotations:\n{ann}"),
+            1,
+        )
+    };
+    let cpu_only = annotated("        sidecar.istio.io/proxyCPU: 100m\n");
+    let memory_only = annotated("        sidecar.istio.io/proxyMemory: 256Mi\n");
+    for (what, t) in [("proxyCPU", &cpu_only), ("proxyMemory", &memory_only)] {
+        let r = audit_texts(&[("shop.yaml", t)]);
+        assert!(ids(&r).is_empty(), "{what}: {:?}", r.findings);
+    }
+    // Fires: the chart defaults (2 cores, 500 concurrent < 640), or a
+    // stated limit.
+    let limited = annotated(
+        "        sidecar.istio.io/proxyCPU: 100m\n        sidecar.istio.io/proxyCPULimit: 2000m\n",
+    );
+    for (what, t) in [("defaults", &base), ("limit", &limited)] {
+        let r = audit_texts(&[("shop.yaml", t)]);
+        let f = of(&r, "SB103");
+        assert_eq!(f.len(), 1, "{what}: {:?}", r.findings);
+        assert!(
+            f[0].message.contains("admits 500 concurrent"),
+            "{what}: {}",
+            f[0].message
+        );
+    }
+    let r = audit_texts(&[("shop.yaml", &base)]);
+    assert!(
+        of(&r, "SB103")[0]
+            .message
+            .contains("Istio chart defaults global.proxy.resources"),
+        "the default is named as such"
+    );
+}
+
+#[test]
+fn sb102_on_istio_defaults_says_the_proxy_numbers_are_assumed() {
+    // No proxy annotation: the chart's 100m request and 2000m limit decide
+    // the pod's CPU ceiling, and the finding says they are assumed.
+    let text = read("pod-cpu/web.yaml")
+        .replace("        sidecar.istio.io/proxyCPU: 100m\n", "")
+        .replace("        sidecar.istio.io/proxyCPULimit: 100m\n", "")
+        .replace(
+            "        proxy.istio.io/config: |\n          concurrency: 2\n",
+            "",
+        )
+        .replace("      annotations:\n", "")
+        .replace("[\"--workers\", \"40\"]", "[\"--workers\", \"5000\"]")
+        .replace("requests: {cpu: \"1\"}", "requests: {cpu: \"4\"}");
+    let r = audit_texts(&[("web.yaml", &text)]);
+    let f = of(&r, "SB102");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(
+        f[0].message.contains("4.1 cores requested")
+            && f[0]
+                .message
+                .contains("the proxy's numbers rest on an assumption: Istio chart defaults"),
+        "{}",
+        f[0].message
+    );
+    // proxyCPULimit alone is the request too (Kubernetes copies a limit
+    // into a missing request): 4 + 2 cores requested, so the ceiling is
+    // (2 + 0.4) / 6 = 40%, under a 50% target; with the chart's 100m
+    // request it is 58.5%, over it (quiet).
+    let limit_only = text.replacen(
+        "      labels: {app: web}\n",
+        "      labels: {app: web}\n      annotations:\n        sidecar.istio.io/proxyCPULimit: \"2\"\n",
+        1,
+    );
+    let at_50 = |t: &str| t.replace("averageUtilization: 70", "averageUtilization: 50");
+    let r = audit_texts(&[("web.yaml", &at_50(&text))]);
+    assert!(of(&r, "SB102").is_empty(), "defaults: {:?}", r.findings);
+    let r = audit_texts(&[("web.yaml", &at_50(&limit_only))]);
+    let f = of(&r, "SB102");
+    assert_eq!(f.len(), 1, "limit only: {:?}", r.findings);
+    assert!(
+        f[0].message.contains("6 cores requested = 40.0% < 50.0%"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
 fn sb201_a_pool_of_one_in_front_of_forty_workers() {
     let r = audit_fixture("circuit-breaker");
     let f = of(&r, "SB201");
@@ -1864,6 +2083,37 @@ fn sb107_a_utilisation_target_needs_requests() {
     let h_mem = hpa_on("shop", "kind: Deployment, name: cart", 2, 10, &mem);
     let r = audit_texts(&[("cart.yaml", &cart(CPU_REQUEST)), ("hpa.yaml", &h_mem)]);
     assert_eq!(of(&r, "SB107").len(), 1, "{:?}", r.findings);
+    // The injected proxy counts: proxyMemory alone leaves it without a CPU
+    // request (any resource annotation replaces the chart's whole).
+    let meshed = |ann: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop, labels: {{istio-injection: enabled}}}}\n---\n{}",
+            cart(CPU_REQUEST).replacen(
+                "metadata: {labels: {app: cart}}",
+                &format!("metadata: {{labels: {{app: cart}}, annotations: {{{ann}}}}}"),
+                1
+            )
+        )
+    };
+    let r = audit_texts(&[
+        ("cart.yaml", &meshed("sidecar.istio.io/proxyMemory: 256Mi")),
+        ("hpa.yaml", &h),
+    ]);
+    let f = of(&r, "SB107");
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert!(
+        f[0].message.contains("container(s) istio-proxy"),
+        "{}",
+        f[0].message
+    );
+    let r = audit_texts(&[
+        (
+            "cart.yaml",
+            &meshed("sidecar.istio.io/proxyMemory: 256Mi, sidecar.istio.io/proxyCPU: 50m"),
+        ),
+        ("hpa.yaml", &h),
+    ]);
+    assert!(of(&r, "SB107").is_empty(), "{:?}", r.findings);
     // Quiet: a request, a limit alone (copied into the request), or a
     // metric that is not a utilisation.
     for (res, metrics) in [

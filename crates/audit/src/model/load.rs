@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use super::istio::{self, Object};
+use super::proxy::{self, ProxySettings};
 use super::workload::{self, decide_sidecar, ignores};
 use super::*;
 use crate::finding::Severity;
@@ -22,8 +23,27 @@ pub fn load(sources: &[Source]) -> Inventory {
     let mut inv = read_sources(sources);
     report_duplicates(&mut inv);
     let namespaces = std::mem::take(&mut inv.namespaces);
-    for w in &mut inv.workloads {
-        decide_sidecar(w, namespaces.get(&w.namespace));
+    let mut workloads = std::mem::take(&mut inv.workloads);
+    let settings = ProxySettings::new(&inv.proxy_configs, &inv.mesh_defaults);
+    let mut inbound_by_ns: BTreeMap<&str, Vec<&InboundLimit>> = BTreeMap::new();
+    for l in &inv.inbound {
+        inbound_by_ns
+            .entry(l.namespace.as_str())
+            .or_default()
+            .push(l);
+    }
+    for w in &mut workloads {
+        let ns_labels = namespaces.get(&w.namespace);
+        let configured_by = ns_labels
+            .is_none()
+            .then(|| sidecar_configured_by(w, &inbound_by_ns, &settings))
+            .flatten();
+        let view = workload::MeshView {
+            ns_labels,
+            settings: &settings,
+            configured_by,
+        };
+        decide_sidecar(w, &view);
         // A pod pinned to a node is where that node's labels say; what the
         // pod spec pins itself wins.
         if let Some(labels) = w.node.as_ref().and_then(|n| inv.nodes.get(n)) {
@@ -39,10 +59,47 @@ pub fn load(sources: &[Source]) -> Inventory {
                 .push(parse_finding(w.src.pos.clone(), &w.key(), p));
         }
     }
+    drop(settings);
+    inv.workloads = workloads;
     inv.namespaces = namespaces;
     super::gateway_api::resolve(&mut inv);
     inv.reindex();
     inv
+}
+
+/// The first object among the inputs that configures the sidecar of `w`
+/// in its own namespace (an inbound limit or a ProxyConfig that selects
+/// it or covers its namespace), named: such an object acts on injected
+/// pods only. The root namespace's ProxyConfig covers every namespace and
+/// so says nothing of this one.
+fn sidecar_configured_by(
+    w: &Workload,
+    inbound_by_ns: &BTreeMap<&str, Vec<&InboundLimit>>,
+    settings: &ProxySettings<'_>,
+) -> Option<String> {
+    let applies =
+        |sel: Option<&BTreeMap<String, String>>| sel.is_none_or(|s| selects(s, &w.pod_labels));
+    if let Some(l) = inbound_by_ns
+        .get(w.namespace.as_str())
+        .into_iter()
+        .flatten()
+        .find(|l| applies(l.selector.as_ref()))
+    {
+        return Some(format!(
+            "{} {}/{} sets an inbound limit on its sidecar",
+            l.kind, l.namespace, l.name
+        ));
+    }
+    let root = settings.root_namespace("");
+    (w.namespace != root)
+        .then(|| settings.applying_in(&w.namespace, &w.pod_labels))
+        .flatten()
+        .map(|c| {
+            format!(
+                "ProxyConfig {}/{} configures its proxy",
+                c.namespace, c.name
+            )
+        })
 }
 
 /// The same object (kind, namespace, name) defined in two files: a warning
@@ -132,6 +189,7 @@ pub const KNOWN_VERSIONS: &[(&str, &str, &[&str])] = &[
     ("", "Node", &["v1"]),
     ("", "Pod", &["v1"]),
     ("", "Service", &["v1"]),
+    ("", "ConfigMap", &["v1"]),
     ("apps", "Deployment", &["v1"]),
     ("apps", "StatefulSet", &["v1"]),
     ("apps", "DaemonSet", &["v1"]),
@@ -149,6 +207,9 @@ pub const KNOWN_VERSIONS: &[(&str, &str, &[&str])] = &[
     ("networking.istio.io", "ServiceEntry", ISTIO_VERSIONS),
     // EnvoyFilter was never promoted past v1alpha3 (Istio 1.27 reference).
     ("networking.istio.io", "EnvoyFilter", &["v1alpha3"]),
+    // ProxyConfig exists at v1beta1 only (istio/api, proxy_config.proto).
+    ("networking.istio.io", "ProxyConfig", &["v1beta1"]),
+    ("install.istio.io", "IstioOperator", &["v1alpha1"]),
     (
         "gateway.networking.k8s.io",
         "HTTPRoute",
@@ -300,6 +361,8 @@ impl Inventory {
             mut routes,
             mut inbound,
             mut sidecars,
+            mut proxy_configs,
+            mut mesh_defaults,
             mut service_entries,
             mut haproxy,
             mut gateway_classes,
@@ -317,6 +380,8 @@ impl Inventory {
         self.routes.append(&mut routes);
         self.inbound.append(&mut inbound);
         self.sidecars.append(&mut sidecars);
+        self.proxy_configs.append(&mut proxy_configs);
+        self.mesh_defaults.append(&mut mesh_defaults);
         self.service_entries.append(&mut service_entries);
         self.haproxy.append(&mut haproxy);
         self.gateway_classes.append(&mut gateway_classes);
@@ -716,6 +781,27 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                 service_entry(inv, raw, o);
             }
         }
+        ("networking.istio.io", _, "ProxyConfig") => {
+            if let Some(o) = typed::<Object<proxy::ProxyConfigSpec>>(inv, raw) {
+                proxy_config(inv, raw, o);
+            }
+        }
+        (_, "v1", "ConfigMap") => mesh_config_map(inv, raw),
+        ("install.istio.io", _, "IstioOperator") => {
+            if let Some(o) = typed::<Object<proxy::IstioOperatorSpec>>(inv, raw) {
+                count(inv, "IstioOperator");
+                let (namespace, name) = names(&o.metadata);
+                if let Some(mc) = o.spec.mesh_config {
+                    mesh_defaults(
+                        inv,
+                        raw,
+                        format!("IstioOperator {namespace}/{name}"),
+                        o.spec.revision.unwrap_or_default(),
+                        mc,
+                    );
+                }
+            }
+        }
         ("networking.istio.io", _, "EnvoyFilter") => {
             if let Some(o) = typed::<Object<istio::EnvoyFilterSpec>>(inv, raw) {
                 envoy_filter(inv, raw, o);
@@ -728,6 +814,98 @@ fn object(inv: &mut Inventory, raw: &RawObject) {
                 .or_default() += 1;
         }
     }
+}
+
+fn proxy_config(inv: &mut Inventory, raw: &RawObject, o: Object<proxy::ProxyConfigSpec>) {
+    count(inv, "ProxyConfig");
+    let (namespace, name) = names(&o.metadata);
+    let source = src(raw);
+    let concurrency = match proxy::concurrency(o.spec.concurrency) {
+        Ok(c) => c,
+        Err(e) => {
+            inv.findings.push(parse_finding(
+                source.line_of("concurrency"),
+                &key("ProxyConfig", &namespace, &name),
+                format!("ProxyConfig spec.{e}"),
+            ));
+            None
+        }
+    };
+    inv.proxy_configs.push(proxy::ProxyConfigObject {
+        src: source,
+        namespace,
+        name,
+        selector: o.spec.selector.map(|s| s.match_labels),
+        concurrency,
+    });
+}
+
+/// The `istio` (or `istio-<revision>`) ConfigMap's `mesh` key: the mesh
+/// config istiod reads. Any other ConfigMap is skipped, as before.
+fn mesh_config_map(inv: &mut Inventory, raw: &RawObject) {
+    #[derive(serde::Deserialize, Default)]
+    struct Named {
+        #[serde(default)]
+        metadata: ObjectMeta,
+        #[serde(default)]
+        data: BTreeMap<String, String>,
+    }
+    let named = raw.parse::<Named>().ok();
+    let revision = named
+        .as_ref()
+        .and_then(|n| n.metadata.name.as_deref())
+        .and_then(proxy::mesh_config_map_revision);
+    let (Some(n), Some(revision)) = (named, revision) else {
+        *inv.counts
+            .skipped
+            .entry(format!("{} ({})", raw.kind, raw.api_version))
+            .or_default() += 1;
+        return;
+    };
+    let Some(text) = n.data.get("mesh") else {
+        *inv.counts
+            .skipped
+            .entry(format!("{} ({})", raw.kind, raw.api_version))
+            .or_default() += 1;
+        return;
+    };
+    count(inv, "ConfigMap");
+    let (namespace, name) = names(&n.metadata);
+    let what = format!("ConfigMap {namespace}/{name}");
+    match serde_saphyr::from_str_with_options::<proxy::MeshConfig>(text, yaml::options()) {
+        Ok(mc) => mesh_defaults(inv, raw, what, revision, mc),
+        Err(e) => inv.findings.push(parse_finding(
+            src(raw).line_of("mesh"),
+            &key("ConfigMap", &namespace, &name),
+            format!("data.mesh (Istio mesh config): {e}"),
+        )),
+    }
+}
+
+fn mesh_defaults(
+    inv: &mut Inventory,
+    raw: &RawObject,
+    what: String,
+    revision: String,
+    mc: proxy::MeshConfig,
+) {
+    let source = src(raw);
+    let written = mc.default_config.and_then(|d| d.concurrency);
+    let concurrency = proxy::concurrency(written).unwrap_or_else(|e| {
+        inv.findings.push(parse_finding(
+            source.line_of("concurrency"),
+            &what,
+            format!("meshConfig.defaultConfig.{e}"),
+        ));
+        None
+    });
+    inv.mesh_defaults.push(proxy::MeshDefaults {
+        src: source,
+        what,
+        revision,
+        root_namespace: mc.root_namespace.filter(|r| !r.is_empty()),
+        concurrency,
+    });
 }
 
 fn workload(

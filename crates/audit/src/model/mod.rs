@@ -8,6 +8,7 @@ pub mod gateway_api;
 pub mod istio;
 mod load;
 pub mod pool;
+pub mod proxy;
 pub mod retry;
 pub mod vs_order;
 pub mod workload;
@@ -431,6 +432,10 @@ pub struct Inventory {
     pub inbound: Vec<InboundLimit>,
     /// Sidecar resources with egress hosts.
     pub sidecars: Vec<SidecarEgress>,
+    /// ProxyConfig resources that set `concurrency`.
+    pub proxy_configs: Vec<proxy::ProxyConfigObject>,
+    /// Mesh configs' proxy defaults (the `istio` ConfigMap, IstioOperators).
+    pub mesh_defaults: Vec<proxy::MeshDefaults>,
     /// ServiceEntries.
     pub service_entries: Vec<ServiceEntry>,
     /// HAProxy configs.

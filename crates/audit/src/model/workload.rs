@@ -10,16 +10,32 @@
 //!   disabled if either the namespace label `istio-injection` or the pod
 //!   label (or legacy annotation) `sidecar.istio.io/inject` disables it;
 //!   enabled if either enables it or the namespace has `istio.io/rev`; a
-//!   pod that already has an `istio-proxy` container is injected.
-//! - Proxy resources: `sidecar.istio.io/proxyCPU` and `proxyCPULimit`
-//!   (Istio 1.27 "Resource Annotations",
-//!   <https://istio.io/v1.27/docs/reference/config/annotations/>), else the
-//!   chart defaults `global.proxy.resources` (requests 100m, limits 2000m),
-//!   marked as defaults; `proxy.istio.io/config` `concurrency` bounds the
-//!   proxy's worker threads, so its usable cores.
+//!   pod that already has an `istio-proxy` container is injected. When the
+//!   Namespace is not among the inputs, a pod is taken as injected (said
+//!   so, an assumption) if its own annotations configure an Istio proxy or
+//!   an Istio object of its namespace configures its sidecar.
+//! - Proxy CPU as the injection template writes it (istio/istio 1.27,
+//!   `manifests/charts/istio-control/istio-discovery/files/injection-template.yaml`,
+//!   template `resources`,
+//!   <https://github.com/istio/istio/blob/1.27.0/manifests/charts/istio-control/istio-discovery/files/injection-template.yaml>):
+//!   any of `sidecar.istio.io/proxyCPU`, `proxyMemory`, `proxyCPULimit`,
+//!   `proxyMemoryLimit` (Istio 1.27 "Resource Annotations",
+//!   <https://istio.io/v1.27/docs/reference/config/annotations/>) replaces
+//!   the chart defaults `global.proxy.resources` (requests 100m, limits
+//!   2000m) whole, so `proxyCPU` alone leaves no CPU limit; without any,
+//!   the chart defaults, marked as defaults.
+//! - Worker threads: `proxy.istio.io/config` `concurrency`, else a
+//!   ProxyConfig or the mesh config ([`super::proxy`]); unset, Istio's
+//!   agent takes the CPU limit rounded up (`ISTIO_CPU_LIMIT`,
+//!   pilot/cmd/pilot-agent/config/config.go), and with no limit the
+//!   node's allocatable CPU (Kubernetes v1.33 "Downward API", fallback for
+//!   resource limits): a number no config holds. They bound the proxy's
+//!   usable cores.
 //! - App workers (not in any Kubernetes field): the pod annotation
 //!   `stormbreak.io/workers`, else an environment variable among
-//!   [`WORKER_ENV`], else a `--workers N` / `--threads N` / `-w N` argument.
+//!   [`WORKER_ENV`], else `--workers N` / `-w N` and `--threads N` in the
+//!   arguments or `GUNICORN_CMD_ARGS`, split at spaces (a shell line is one
+//!   argument); both: workers × threads, as gunicorn runs them.
 
 use std::collections::BTreeMap;
 
@@ -76,20 +92,30 @@ pub struct ContainerInfo {
 /// The Istio proxy of a pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SidecarInfo {
-    /// CPU request, cores.
-    pub cpu_request: f64,
+    /// CPU request, cores (None: none, so no pod-level CPU utilisation).
+    pub cpu_request: Option<f64>,
     /// CPU limit, cores (None: no limit).
     pub cpu_limit: Option<f64>,
-    /// Worker threads (`concurrency`; 0 or None: not set).
+    /// Resources (`cpu`, `memory`) the proxy requests, written or implied.
+    pub requested: Vec<String>,
+    /// Worker threads as configured (`concurrency`; 0: one per core of
+    /// the node). None: not configured, so Istio derives them from the CPU
+    /// limit, rounded up, or from the node's cores when there is none.
     pub concurrency: Option<u32>,
     /// Where the numbers come from.
     pub source: String,
     /// True when the CPU numbers are the chart defaults.
     pub defaults: bool,
+    /// Why injection is assumed, when no label or container states it.
+    pub inferred: Option<String>,
 }
 
 impl SidecarInfo {
-    /// Cores the proxy can use: its CPU limit, capped by its worker threads.
+    /// Cores the proxy can use: its CPU limit, capped by its worker
+    /// threads. Unset concurrency follows the limit (`ISTIO_CPU_LIMIT`,
+    /// rounded up: never below it); with neither a limit nor a thread
+    /// count, Envoy runs a worker per core of a node the configs do not
+    /// size, so None.
     pub fn usable_cores(&self) -> Option<(f64, String)> {
         match (self.cpu_limit, self.concurrency.filter(|c| *c > 0)) {
             (Some(l), Some(c)) if (c as f64) < l => Some((
@@ -100,9 +126,18 @@ impl SidecarInfo {
                 ),
             )),
             (Some(l), _) => Some((l, format!("CPU limit {} cores", crate::units::trim(l)))),
-            (None, Some(c)) => Some((c as f64, format!("concurrency {c} worker threads"))),
+            (None, Some(c)) => Some((
+                c as f64,
+                format!("concurrency {c} worker threads (no CPU limit)"),
+            )),
             (None, None) => None,
         }
+    }
+
+    /// True when an assumption decides the proxy's numbers: the chart
+    /// defaults (a cluster may install others) or an inferred injection.
+    pub fn assumed(&self) -> bool {
+        self.defaults || self.inferred.is_some()
     }
 }
 
@@ -182,7 +217,7 @@ impl Workload {
             sum += c.cpu_request?;
         }
         if let Some(s) = &self.sidecar {
-            sum += s.cpu_request;
+            sum += s.cpu_request?;
         }
         Some(sum)
     }
@@ -235,6 +270,30 @@ fn requested(c: &Container) -> Vec<String> {
         .collect()
 }
 
+/// The value of the first of `flags` among `tokens` (`--flag N`,
+/// `--flag=N`); `min:max` (Puma's `--threads 1:16`) gives the max.
+fn flag_value(tokens: &[&str], flags: &[&str]) -> Option<(u32, String)> {
+    for (i, a) in tokens.iter().enumerate() {
+        for flag in flags {
+            let v = if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+                Some(v)
+            } else if a == flag {
+                tokens.get(i + 1).copied()
+            } else {
+                None
+            };
+            let Some(v) = v.map(|v| v.trim_matches(|c| c == '"' || c == '\'')) else {
+                continue;
+            };
+            let max = v.rsplit_once(':').map_or(v, |(_, m)| m);
+            if let Some(n) = max.parse::<u32>().ok().filter(|n| *n > 0) {
+                return Some((n, format!("{flag} {v}")));
+            }
+        }
+    }
+    None
+}
+
 fn workers_of(c: &Container) -> Option<(u32, String)> {
     for e in c.env.iter().flatten() {
         if WORKER_ENV.contains(&e.name.as_str())
@@ -247,28 +306,33 @@ fn workers_of(c: &Container) -> Option<(u32, String)> {
             return Some((n, format!("env {}={n} of container {:?}", e.name, c.name)));
         }
     }
-    let args: Vec<&str> = c
+    // Each argument split at spaces: a shell line (`sh -c "exec gunicorn
+    // --workers 8 app:app"`) or `GUNICORN_CMD_ARGS` is one string.
+    let cmd_args = c
+        .env
+        .iter()
+        .flatten()
+        .filter(|e| e.name == "GUNICORN_CMD_ARGS")
+        .filter_map(|e| e.value.as_deref());
+    let tokens: Vec<&str> = c
         .command
         .iter()
         .flatten()
         .chain(c.args.iter().flatten())
         .map(String::as_str)
+        .chain(cmd_args)
+        .flat_map(str::split_whitespace)
         .collect();
-    for (i, a) in args.iter().enumerate() {
-        for flag in ["--workers", "--threads", "-w"] {
-            let v = if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
-                Some(v)
-            } else if *a == flag {
-                args.get(i + 1).copied()
-            } else {
-                None
-            };
-            if let Some(n) = v.and_then(|v| v.parse::<u32>().ok()).filter(|n| *n > 0) {
-                return Some((n, format!("argument {flag} {n} of container {:?}", c.name)));
-            }
-        }
-    }
-    None
+    let workers = flag_value(&tokens, &["--workers", "-w"]);
+    let threads = flag_value(&tokens, &["--threads"]);
+    let (n, how) = match (workers, threads) {
+        // Gunicorn runs `threads` threads in each worker process (more than
+        // one thread selects its gthread worker): workers × threads.
+        (Some((w, wh)), Some((t, th))) => (w.saturating_mul(t), format!("{wh} × {th}")),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => return None,
+    };
+    Some((n, format!("argument {how} of container {:?}", c.name)))
 }
 
 /// The well-known node label of a region.
@@ -464,93 +528,227 @@ pub fn from_template(
     }
 }
 
-/// Decides injection and the proxy's settings, given the namespace labels.
-pub fn decide_sidecar(w: &mut Workload, ns_labels: Option<&BTreeMap<String, String>>) {
+/// What decides a pod's injection and proxy settings beyond the pod itself.
+#[derive(Debug)]
+pub struct MeshView<'a> {
+    /// The labels of the pod's namespace (None: the Namespace is not among
+    /// the inputs).
+    pub ns_labels: Option<&'a BTreeMap<String, String>>,
+    /// ProxyConfigs and mesh configs.
+    pub settings: &'a super::proxy::ProxySettings<'a>,
+    /// An object among the inputs that acts only on this pod's sidecar (a
+    /// Sidecar's inbound pool, an inbound EnvoyFilter, a ProxyConfig),
+    /// named: evidence that the pod is meshed when its namespace's labels
+    /// are not known.
+    pub configured_by: Option<String>,
+}
+
+/// The four resource annotations of the injection template; any one of
+/// them replaces the chart's `global.proxy.resources` whole.
+pub const RESOURCE_ANNOTATIONS: [&str; 4] = [
+    "sidecar.istio.io/proxyCPU",
+    "sidecar.istio.io/proxyMemory",
+    "sidecar.istio.io/proxyCPULimit",
+    "sidecar.istio.io/proxyMemoryLimit",
+];
+
+/// The first pod annotation that configures an Istio proxy (any key of the
+/// `sidecar.istio.io`, `*.sidecar.istio.io` or `proxy.istio.io` domains
+/// but `sidecar.istio.io/inject`, which also says "no").
+fn proxy_annotation(annotations: &BTreeMap<String, String>) -> Option<&str> {
+    annotations.keys().map(String::as_str).find(|k| {
+        let domain = k.split_once('/').map_or("", |(d, _)| d);
+        *k != "sidecar.istio.io/inject"
+            && (domain == "sidecar.istio.io"
+                || domain.ends_with(".sidecar.istio.io")
+                || domain == "proxy.istio.io")
+    })
+}
+
+/// Whether the pod is injected, and, when that is inferred rather than
+/// stated, why.
+fn injection(w: &Workload, view: &MeshView<'_>) -> Option<Option<String>> {
     let pod = w
         .pod_labels
         .get("sidecar.istio.io/inject")
         .or_else(|| w.pod_annotations.get("sidecar.istio.io/inject"))
         .map(String::as_str);
-    let ns = ns_labels
+    let ns = view
+        .ns_labels
         .and_then(|l| l.get("istio-injection"))
         .map(String::as_str);
-    let rev = ns_labels.is_some_and(|l| l.contains_key("istio.io/rev"))
+    let rev = view
+        .ns_labels
+        .is_some_and(|l| l.contains_key("istio.io/rev"))
         || w.pod_labels.contains_key("istio.io/rev");
-    let injected = if w.proxy_container.is_some() {
-        true
-    } else if pod == Some("false") || ns == Some("disabled") {
-        false
-    } else {
-        pod == Some("true") || ns == Some("enabled") || rev
-    };
-    if !injected {
-        return;
+    if w.proxy_container.is_some() {
+        return Some(None);
     }
-    let mut sources = Vec::new();
-    let (mut req, mut lim, mut defaults) = (
-        DEFAULT_PROXY_CPU_REQUEST,
-        Some(DEFAULT_PROXY_CPU_LIMIT),
-        true,
-    );
+    if pod == Some("false") || ns == Some("disabled") {
+        return None;
+    }
+    if pod == Some("true") || ns == Some("enabled") || rev {
+        return Some(None);
+    }
+    if view.ns_labels.is_some() {
+        return None;
+    }
+    // The namespace's labels are not among the inputs (a Helm chart or a
+    // folder of one team's objects rarely holds its Namespace): a pod
+    // whose own annotations configure its proxy, or that an Istio object
+    // configures the sidecar of, is meshed by every sign the inputs give.
+    let sign = proxy_annotation(&w.pod_annotations)
+        .map(|a| format!("its pod annotation {a} configures an Istio proxy"))
+        .or_else(|| view.configured_by.clone())?;
+    Some(Some(format!(
+        "injection assumed: Namespace {} is not among the inputs to say, and {sign}",
+        w.namespace
+    )))
+}
+
+/// The revision that injects the pod: its namespace's `istio.io/rev`
+/// (unless `istio-injection` names the default one), else its own
+/// `istio.io/rev` label, else the default (`""`).
+fn revision(w: &Workload, ns_labels: Option<&BTreeMap<String, String>>) -> String {
+    let ns_rev = ns_labels
+        .filter(|l| !l.contains_key("istio-injection"))
+        .and_then(|l| l.get("istio.io/rev"));
+    ns_rev
+        .or_else(|| w.pod_labels.get("istio.io/rev"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The proxy's CPU request and limit as the injection template writes them
+/// (istio/istio 1.27, `injection-template.yaml`, template `resources`):
+/// an `istio-proxy` container already in the pod is what runs; else any of
+/// [`RESOURCE_ANNOTATIONS`] replaces the chart's `global.proxy.resources`
+/// whole, each annotation giving its own field only (`proxyCPU` alone: no
+/// CPU limit; `proxyMemory` alone: no CPU request nor limit); else the chart
+/// defaults. Kubernetes copies a limit into a missing request.
+struct Resources {
+    request: Option<f64>,
+    limit: Option<f64>,
+    requested: Vec<String>,
+    source: String,
+    defaults: bool,
+}
+
+fn resources(w: &mut Workload) -> Resources {
     if let Some(p) = &w.proxy_container {
-        req = p.cpu_request.unwrap_or(0.0);
-        lim = p.cpu_limit;
-        defaults = false;
-        sources.push("the istio-proxy container's resources".to_string());
+        return Resources {
+            request: p.cpu_request.or(p.cpu_limit),
+            limit: p.cpu_limit,
+            requested: p.requested.clone(),
+            source: "the istio-proxy container's resources".into(),
+            defaults: false,
+        };
     }
-    for (ann, is_limit) in [
-        ("sidecar.istio.io/proxyCPU", false),
-        ("sidecar.istio.io/proxyCPULimit", true),
+    let written: Vec<(&str, String)> = RESOURCE_ANNOTATIONS
+        .iter()
+        .filter_map(|a| w.pod_annotations.get(*a).map(|v| (*a, v.clone())))
+        .collect();
+    if written.is_empty() {
+        return Resources {
+            request: Some(DEFAULT_PROXY_CPU_REQUEST),
+            limit: Some(DEFAULT_PROXY_CPU_LIMIT),
+            requested: vec!["cpu".into(), "memory".into()],
+            source: "Istio chart defaults global.proxy.resources (requests 100m, limits 2000m)"
+                .into(),
+            defaults: true,
+        };
+    }
+    let mut cpu = |ann: &str| -> Option<f64> {
+        let v = w.pod_annotations.get(ann)?;
+        parse_cpu(v)
+            .map_err(|e| w.problems.push(format!("annotation {ann}: {e}")))
+            .ok()
+    };
+    let (request, limit) = (
+        cpu("sidecar.istio.io/proxyCPU"),
+        cpu("sidecar.istio.io/proxyCPULimit"),
+    );
+    let mut requested = Vec::new();
+    for (what, a, b) in [
+        (
+            "cpu",
+            "sidecar.istio.io/proxyCPU",
+            "sidecar.istio.io/proxyCPULimit",
+        ),
+        (
+            "memory",
+            "sidecar.istio.io/proxyMemory",
+            "sidecar.istio.io/proxyMemoryLimit",
+        ),
     ] {
-        if let Some(v) = w.pod_annotations.get(ann) {
-            match parse_cpu(v) {
-                Ok(c) => {
-                    if is_limit {
-                        lim = Some(c)
-                    } else {
-                        req = c
-                    }
-                    defaults = false;
-                    sources.push(format!("{ann}: {v}"));
-                }
-                Err(e) => w.problems.push(format!("annotation {ann}: {e}")),
-            }
+        if written.iter().any(|(k, _)| *k == a || *k == b) {
+            requested.push(what.to_string());
         }
     }
-    if defaults {
-        sources.push("Istio chart defaults (requests 100m, limits 2000m)".into());
+    let mut source: Vec<String> = written.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    if limit.is_none() {
+        source.push(
+            "no CPU limit (any resource annotation replaces the chart's global.proxy.resources whole)"
+                .into(),
+        );
     }
-    let mut concurrency = None;
+    Resources {
+        request: request.or(limit),
+        limit,
+        requested,
+        source: source.join(", "),
+        defaults: false,
+    }
+}
+
+/// The worker threads set by the pod's `proxy.istio.io/config` annotation,
+/// else a ProxyConfig or the mesh config, and where.
+fn configured_concurrency(
+    w: &mut Workload,
+    view: &MeshView<'_>,
+    revision: &str,
+) -> Option<(u32, String)> {
     if let Some(cfg) = w.pod_annotations.get("proxy.istio.io/config") {
-        #[derive(serde::Deserialize)]
-        struct ProxyConfig {
-            #[serde(default)]
-            concurrency: Option<i64>,
-        }
-        match serde_saphyr::from_str_with_options::<ProxyConfig>(
+        let read = serde_saphyr::from_str_with_options::<super::proxy::ProxyConfigFields>(
             cfg,
             crate::inputs::yaml::options(),
-        ) {
-            Ok(p) => match p.concurrency {
-                Some(c) if (0..=1024).contains(&c) => {
-                    concurrency = Some(c as u32);
-                    sources.push(format!("proxy.istio.io/config concurrency: {c}"));
-                }
-                Some(c) => w.problems.push(format!(
-                    "annotation proxy.istio.io/config: concurrency: expected 0 to 1024, got {c}"
-                )),
-                None => {}
-            },
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|p| super::proxy::concurrency(p.concurrency));
+        match read {
+            Ok(Some(c)) => return Some((c, format!("proxy.istio.io/config concurrency: {c}"))),
+            Ok(None) => {}
             Err(e) => w
                 .problems
                 .push(format!("annotation proxy.istio.io/config: {e}")),
         }
     }
+    view.settings
+        .concurrency(&w.namespace, &w.pod_labels, revision)
+}
+
+/// Decides injection and the proxy's settings.
+pub fn decide_sidecar(w: &mut Workload, view: &MeshView<'_>) {
+    let Some(inferred) = injection(w, view) else {
+        return;
+    };
+    let r = resources(w);
+    let revision = revision(w, view.ns_labels);
+    let mut sources = vec![r.source];
+    let concurrency = configured_concurrency(w, view, &revision).map(|(c, how)| {
+        sources.push(how);
+        c
+    });
+    if let Some(why) = &inferred {
+        sources.insert(0, why.clone());
+    }
     w.sidecar = Some(SidecarInfo {
-        cpu_request: req,
-        cpu_limit: lim,
+        cpu_request: r.request,
+        cpu_limit: r.limit,
+        requested: r.requested,
         concurrency,
         source: sources.join("; "),
-        defaults,
+        defaults: r.defaults,
+        inferred,
     });
 }

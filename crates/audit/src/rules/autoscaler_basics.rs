@@ -172,13 +172,21 @@ fn target_and_requests(ctx: &Ctx<'_>, a: &Autoscaler, out: &mut Vec<Finding>) {
         let Some((resource, container)) = utilization_resource(m) else {
             continue;
         };
-        let lacking: Vec<&str> = w
+        let mut lacking: Vec<&str> = w
             .containers
             .iter()
             .filter(|c| container.is_none_or(|n| c.name == n))
             .filter(|c| !c.requested.iter().any(|r| r == resource))
             .map(|c| c.name.as_str())
             .collect();
+        // The injected proxy counts too: a resource annotation leaves out
+        // the requests it does not name (see decide_sidecar).
+        if let Some(sc) = &w.sidecar
+            && container.is_none_or(|n| n == "istio-proxy")
+            && !sc.requested.iter().any(|r| r == resource)
+        {
+            lacking.push("istio-proxy");
+        }
         if lacking.is_empty() {
             continue;
         }

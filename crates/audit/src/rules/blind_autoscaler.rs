@@ -120,10 +120,20 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 let rate = s / ctx.opts.assumed_latency.as_secs_f64();
                 let by_rate = rate * crate::chain::PROXY_CPU_PER_REQUEST.as_secs_f64();
                 let proxy = cores.min(by_rate);
-                let sev = if by_rate < cores {
+                // The proxy's cores and request are the chart defaults, or
+                // its injection is inferred: an assumption decides it.
+                let sev = if by_rate < cores || sc.assumed() {
                     Severity::Warning
                 } else {
                     sev
+                };
+                let resting = if sc.assumed() {
+                    format!(
+                        " (the proxy's numbers rest on an assumption: {})",
+                        sc.source
+                    )
+                } else {
+                    String::new()
                 };
                 // The app is starved behind the full sidecar: it works only
                 // on the s requests admitted out of the a it could take.
@@ -131,7 +141,7 @@ pub fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 let ceiling = (proxy + app_request * (s / a)) / requests;
                 if ceiling < *target {
                     out.push(Finding { rule: POD_CPU.id, severity: sev, pos: h.src.line_of("metrics"), object: hk.clone(), message: format!(
-                        "{hk} scales {} on pod CPU at {}%, but with the sidecar full the pod's CPU is at most (proxy {} cores [the smaller of its usable {} cores and {} req/s × 0.20 ms] + app {} cores × {}/{} admitted) / {} cores requested = {}% < {}%: {why}",
+                        "{hk} scales {} on pod CPU at {}%, but with the sidecar full the pod's CPU is at most (proxy {} cores [the smaller of its usable {} cores and {} req/s × 0.20 ms] + app {} cores × {}/{} admitted) / {} cores requested = {}% < {}%{resting}: {why}",
                         w.key(), pct(*target), trim(proxy), trim(cores), trim(rate), trim(app_request), trim(s), trim(a), trim(requests), pct(ceiling), pct(*target)
                     ) });
                 }

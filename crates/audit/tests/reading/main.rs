@@ -6,4 +6,5 @@ mod common;
 
 mod haproxy;
 mod inputs;
+mod istio_proxy;
 mod partial;
