@@ -1,9 +1,10 @@
-//! `--export-scenario` and HPA behavior: the scenario format has no field
-//! for it, so the export says so beside the autoscaler, and the file still
-//! parses as a scenario.
+//! `--export-scenario`: HPA behavior travels as the autoscaler's
+//! `behavior` table and the simulator runs it; every hop of a printed
+//! chain is in the export.
 
 use stormbreak_audit::chain::ChainOptions;
 use stormbreak_audit::inputs::{Collected, Format, Source};
+use stormbreak_policy::autoscale::{ScalingPolicy, ScalingRules};
 use stormbreak_sim::scenario::Scenario;
 
 /// An HPA'd cart with the given behavior, exported.
@@ -26,7 +27,7 @@ fn export(behavior: &str) -> String {
 }
 
 #[test]
-fn a_written_behavior_is_marked_not_carried_and_the_export_still_parses() {
+fn a_written_behavior_is_carried_as_the_policy_crates_behavior() {
     let text = export(
         "  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 30\n      policies:\n      - {type: Pods, value: 1, periodSeconds: 60}\n",
     );
@@ -34,7 +35,7 @@ fn a_written_behavior_is_marked_not_carried_and_the_export_still_parses() {
         .lines()
         .find(|l| l.contains("HPA behavior"))
         .expect("a behavior note");
-    assert!(line.starts_with("# NOT CARRIED"), "{line}");
+    assert!(!text.contains("NOT CARRIED: HPA behavior"), "{text}");
     assert!(line.contains("scaleUp defaults"), "{line}");
     assert!(
         line.contains(
@@ -42,12 +43,20 @@ fn a_written_behavior_is_marked_not_carried_and_the_export_still_parses() {
         ),
         "{line}"
     );
-    assert!(line.contains("has no behavior field"), "{line}");
-    assert!(
-        text.contains("autoscaler = { metric = \"app_cpu\""),
-        "{text}"
+    let sc = Scenario::parse("cart.toml", &text).expect("the export parses");
+    let carried = sc.services[0]
+        .autoscaler
+        .as_ref()
+        .and_then(|a| a.behavior.clone())
+        .expect("the autoscaler carries its behavior");
+    let down = &carried.scale_down;
+    assert_eq!(down.stabilization_window, Some(Nanos::from_secs(30)));
+    assert_eq!(
+        down.policies.as_deref(),
+        Some(&[ScalingPolicy::pods(1, Nanos::from_secs(60))][..])
     );
-    Scenario::parse("cart.toml", &text).expect("the export parses");
+    // scaleUp was not written: Kubernetes' defaults, spelt out.
+    assert_eq!(carried.scale_up, ScalingRules::scale_up_default());
 }
 
 #[test]
@@ -425,4 +434,140 @@ fn a_pool_bound_by_max_connections_queues_its_pending_requests_and_one_by_reques
     assert!(pool.queue.is_none(), "{text}");
     let sat = pool.saturation.as_ref().expect("the refusal's answer");
     assert_eq!((sat.status, sat.retry_after), (503, None), "no Retry-After");
+}
+
+// ---------------------------------------------------------------------------
+// Issue 41, item 6: an exported HPA behavior simulates the scale-up timing
+// the policy crate's HPA computes.
+
+mod hpa_timing {
+    use super::*;
+    use stormbreak_policy::autoscale::{Behavior, StepResponse};
+    use stormbreak_sim::engine::{Engine, RunOptions};
+
+    const FROM: u32 = 2;
+    const MAX: u32 = 10;
+    const SYNC_S: u64 = 15;
+    const INTERVAL_S: u64 = 5;
+    /// The load steps up at 61 s; the HPA syncs at 15 s, 30 s, …, so the
+    /// sync at 75 s is the first to see it.
+    const FIRST_SYNC_S: u64 = 75;
+
+    /// A one-worker Deployment under an HPA at 10 % CPU with one pod a
+    /// minute as its scaleUp policy, in the shapes `kubectl` writes.
+    const MANIFESTS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cart, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: cart}}
+  template:
+    metadata: {labels: {app: cart}, annotations: {stormbreak.io/workers: \"1\"}}
+    spec:
+      containers:
+      - name: cart
+        image: cart:1
+        resources: {requests: {cpu: 500m}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cart, namespace: shop}
+spec: {selector: {app: cart}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: cart, namespace: shop}
+spec:
+  hosts: [cart]
+  http:
+  - route:
+    - destination: {host: cart}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cart, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: cart, apiVersion: apps/v1}
+  minReplicas: 2
+  maxReplicas: 10
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 10}}
+  behavior:
+    scaleUp:
+      policies:
+      - {type: Pods, value: 1, periodSeconds: 60}
+";
+
+    fn exported() -> String {
+        let c = Collected {
+            sources: vec![Source {
+                name: "cart.yaml".into(),
+                format: Format::Yaml,
+                bytes: MANIFESTS.as_bytes().to_vec(),
+            }],
+            findings: Vec::new(),
+        };
+        let opts = ChainOptions::default();
+        let (report, inv) = stormbreak_audit::audit(c, &opts);
+        stormbreak_audit::export::scenario(&inv, &report.chains, &opts, &Default::default())
+            .expect("exports")
+    }
+
+    /// The export as written, with only what a step test needs changed:
+    /// pods ready at once (so ready pods are the replicas the HPA set), and
+    /// the population idle until 61 s, then at three times what `max` pods
+    /// serve (10 × 1 worker ÷ the assumed 50 ms), so from its first sync on
+    /// the recommendation stays above `max`.
+    fn as_step(text: &str) -> String {
+        let mut out = String::new();
+        for line in text.lines() {
+            let line = line.replace("pod_start = \"30s\"", "pod_start = \"0\"");
+            let line = if line.starts_with("rate = ") {
+                "rate = 0".to_string()
+            } else if line.starts_with("interval = ") {
+                format!("interval = \"{INTERVAL_S}s\"")
+            } else {
+                line
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out.push_str("\n[[client.step]]\nat = \"61s\"\nrate = \"600/s\"\n");
+        out
+    }
+
+    #[test]
+    fn an_exported_behavior_scales_up_as_the_policy_crates_hpa_computes() {
+        let text = exported();
+        assert!(text.contains("behavior = {"), "{text}");
+        let text = as_step(&text);
+        let sc = Scenario::parse("cart.toml", &text).expect("the export parses");
+        let a = sc.services[0].autoscaler.as_ref().expect("an autoscaler");
+        assert_eq!((a.min, a.max), (FROM, MAX), "{text}");
+        let behavior: Behavior = a.behavior.clone().expect("behavior carried");
+        let rec = Engine::new(&sc, RunOptions::default())
+            .run()
+            .expect("the run stays within its bounds");
+        let replicas = &rec
+            .component(sc.services[0].name.get_ref())
+            .unwrap()
+            .replicas;
+        // Ready pods are gauged at the end of each interval: the gauge 5 s
+        // after each sync from the first one after the step.
+        let at = |t_s: u64| replicas[(t_s / INTERVAL_S - 1) as usize] as u32;
+        let end_s = rec.duration.as_nanos() / 1_000_000_000;
+        let got: Vec<u32> = (FIRST_SYNC_S..end_s - INTERVAL_S)
+            .step_by(SYNC_S as usize)
+            .map(|sync| at(sync + INTERVAL_S))
+            .collect();
+        let want: Vec<u32> = StepResponse::new(&behavior, Nanos::from_secs(SYNC_S), FROM, MAX)
+            .take(got.len())
+            .map(|(_, r)| r)
+            .collect();
+        assert_eq!(got, want, "ready pods after each sync vs the step response");
+        // One pod a minute: max is reached seven minutes after the first
+        // sync, where Kubernetes' defaults would take two syncs.
+        assert_eq!(want.iter().position(|&r| r == MAX), Some(28));
+    }
 }

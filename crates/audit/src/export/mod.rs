@@ -36,9 +36,9 @@
 //! several routes reach) are written once and shared. Traffic:
 //! `--load ROUTE=RATE`, else 80% of the chain's first-to-saturate capacity
 //! by Little's law, else 100/s, split over the chain's routes by pods. An
-//! HPA's `behavior` has no field in the format: it is written as a
-//! comment, marked NOT CARRIED when it is not Kubernetes' default
-//! ([`behavior_note`]).
+//! HPA's `behavior`, when not Kubernetes' default, is the autoscaler's
+//! `behavior` table, the policy crate's `Behavior` serialised
+//! ([`behavior_note`] says so above it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;

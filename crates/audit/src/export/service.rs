@@ -4,9 +4,7 @@
 use std::fmt::Write;
 
 use super::names::one_line;
-use super::{
-    ASSUMED_WORKERS, MAX_PODS, MAX_SLOTS, SCENARIO_FORMAT, STAND_IN_WORKERS, UNLIMITED_SIDECAR,
-};
+use super::{ASSUMED_WORKERS, MAX_PODS, MAX_SLOTS, STAND_IN_WORKERS, UNLIMITED_SIDECAR};
 use crate::chain::{ChainOptions, HopKind, pod_limits, replicas};
 use crate::model::behavior::Behavior;
 use crate::model::{Inventory, Metric, Workload};
@@ -147,8 +145,19 @@ pub(crate) fn service_block(
             } else {
                 ""
             };
+            // A written behavior travels as the policy crate's `Behavior`,
+            // which the simulator's HPA runs; the defaults need no field.
+            let mut behavior = String::new();
             if let Some(b) = &a.behavior {
                 let _ = writeln!(s, "{}", behavior_note(b));
+                if !(b.up.default && b.down.default) {
+                    match super::inline::inline(&b.to_policy()) {
+                        Ok(t) => behavior = format!(", behavior = {t}"),
+                        Err(e) => {
+                            let _ = writeln!(s, "# NOT CARRIED: HPA behavior: {e}");
+                        }
+                    }
+                }
             }
             let min = a.min.clamp(1, sl.replicas);
             // The format wants the replicas within the bounds; the chain
@@ -163,7 +172,7 @@ pub(crate) fn service_block(
             }
             let _ = writeln!(
                 s,
-                "autoscaler = {{ metric = \"{metric}\", target = {}, min = {min}, max = {max}, pod_start = \"30s\" }}   # {} {}/{}; pod_start: ASSUMPTION{mark}",
+                "autoscaler = {{ metric = \"{metric}\", target = {}, min = {min}, max = {max}, pod_start = \"30s\"{behavior} }}   # {} {}/{}; pod_start: ASSUMPTION{mark}",
                 trim(target),
                 a.kind,
                 a.namespace,
@@ -188,12 +197,12 @@ pub(crate) fn stand_in(name: &str, replicas: u32, why: &str, lat: &str) -> Strin
     )
 }
 
-/// The comment that carries an HPA's `behavior` into the scenario: the
-/// scenario format (docs/scenarios.md, `[service.autoscaler]`, this
-/// release) has no field for it, and the simulator's HPA always runs
-/// Kubernetes' default behavior. Defaults lose nothing; anything else is
-/// written out as NOT CARRIED, so whoever runs the scenario sees which
-/// scaling the run does not reproduce.
+/// The comment above an exported autoscaler that says how its HPA
+/// `behavior` travels: Kubernetes' defaults need no field (the simulator's
+/// HPA applies them); anything else is written as the autoscaler's
+/// `behavior` table (docs/scenarios.md, `autoscaler.behavior`), which the
+/// simulator's HPA runs with the policy crate's law, the one this audit's
+/// SB104/SB105 read.
 pub fn behavior_note(b: &Behavior) -> String {
     if b.up.default && b.down.default {
         return "# HPA behavior: Kubernetes' defaults, which the simulator's HPA applies".into();
@@ -206,7 +215,7 @@ pub fn behavior_note(b: &Behavior) -> String {
         }
     };
     format!(
-        "# NOT CARRIED: HPA behavior ({}; {}). The scenario format has no behavior field ({SCENARIO_FORMAT}); the simulated HPA uses Kubernetes' defaults (scaleUp: max of 100% and 4 pods per 15 s, no window; scaleDown: 100% per 15 s, 300 s window), so its scaling differs from this HPA's",
+        "# HPA behavior ({}; {}): carried in `behavior` below and run by the simulator's HPA",
         side("scaleUp", &b.up),
         side("scaleDown", &b.down)
     )
