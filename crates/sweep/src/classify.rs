@@ -14,7 +14,7 @@ use stormbreak_sim::scenario::{ActionRole, DEFAULT_SLO_WINDOW};
 
 /// `--recover-within`'s default: a breach that ends within a minute of the
 /// trigger's end is a recovery (the known cases of
-/// `crates/sim/tests/metastability.rs` return within a minute).
+/// `crates/sim/tests/it/metastability.rs` return within a minute).
 pub const DEFAULT_RECOVER_WITHIN: Nanos = Nanos::from_secs(60);
 
 /// The error rate of the SLO a sweep applies to each client route when the

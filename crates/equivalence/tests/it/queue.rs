@@ -18,7 +18,7 @@
 //! milliseconds, and a wait times out on the whole millisecond after its
 //! deadline, never at the same instant as another event. The simulator
 //! side times a wait out at that same instant; the engine itself times it
-//! out at the deadline (`crates/sim/tests/gateway_limit.rs`). A waiter
+//! out at the deadline (`crates/sim/tests/it/gateway_limit.rs`). A waiter
 //! woken by a release runs before the next event, as the engine admits it
 //! within the release.
 

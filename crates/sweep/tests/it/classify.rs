@@ -1,5 +1,5 @@
 //! Classification on the known cases: the spike of
-//! `crates/sim/tests/metastability.rs` (naive retries stay metastable; no
+//! `crates/sim/tests/it/metastability.rs` (naive retries stay metastable; no
 //! retries, or a 10% budget, recover) and the capacity drop of
 //! `scenarios/capacity-drop.toml`, plus the edges of each class.
 
@@ -162,7 +162,7 @@ const CAPACITY_DROP: &str = include_str!("../../../../scenarios/capacity-drop.to
 
 /// The shipped capacity drop (80% for 10 s) is metastable; 60% for 10 s
 /// recovers; the 80% cut with a 10% budget recovers (the cases of
-/// `crates/sim/tests/capacity_drop.rs`).
+/// `crates/sim/tests/it/capacity_drop.rs`).
 #[test]
 fn the_capacity_drop_cases() {
     let text = CAPACITY_DROP;

@@ -3,8 +3,6 @@
 //! at once, until `give_up_after`. One event sends a whole burst
 //! (`Ev::ClientRetry { sends }`); this checks that every send of it counts.
 
-mod common;
-
 use stormbreak_policy::Nanos;
 
 #[test]
@@ -41,7 +39,7 @@ do = "stall"
 targets = ["token"]
 mode = "fail"
 "#;
-    let rec = common::run_audited(text, Some(3), Nanos::from_secs(1));
+    let rec = crate::common::run_audited(text, Some(3), Nanos::from_secs(1));
     let r = &rec.routes[0];
     // After the first 10 s every interval sees operations at every stage:
     // its attempts are 13 times its operations, up to the Poisson swing

@@ -2,15 +2,13 @@
 //! before and not after, and waiters admitted in time cost no event (the
 //! pod keeps one timer for its whole line, `engine/service.rs`).
 
-mod common;
-
 use stormbreak_policy::Nanos;
 use stormbreak_sim::record::{Cause, Recording};
 
 /// Audited every simulated second: the pod's one queue timer keeps its
 /// invariant throughout, not only at the end.
 fn run(text: &str) -> Recording {
-    common::run_audited(text, Some(11), Nanos::from_secs(1))
+    crate::common::run_audited(text, Some(11), Nanos::from_secs(1))
 }
 
 fn scenario(sidecar: &str, service_time: &str, rate: &str, duration: &str) -> String {

@@ -6,10 +6,8 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::record::{Cause, Recording};
 
-mod common;
-
 fn run(text: &str) -> Recording {
-    common::run_audited(text, None, Nanos::from_secs(7))
+    crate::common::run_audited(text, None, Nanos::from_secs(7))
 }
 
 /// One LB node in front of a fast service; `instances` processes sending

@@ -47,7 +47,7 @@ fn stopped(text: &str, limits: Limits) -> RunError {
 /// once: attempts a nanosecond apart, virtual time all but frozen.
 #[test]
 fn a_loop_that_cannot_advance_time_hits_the_work_budget() {
-    let text = include_str!("fixtures/spin.toml");
+    let text = include_str!("../fixtures/spin.toml");
     let err = engine(text).run().map(|_| ()).unwrap_err();
     match &err {
         RunError::WorkBudget { at, component, .. } => {

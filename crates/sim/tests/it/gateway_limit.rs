@@ -6,8 +6,6 @@
 //! limiter's books balance at every step (the audit); bad tables are
 //! refused with their place in the file.
 
-mod common;
-
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::record::Cause;
@@ -60,7 +58,7 @@ fn a_fixed_limit_before_an_uncongested_service_loses_as_erlang_b_says() {
         "400/s",
         "1000s",
     );
-    let rec = common::run_audited(&text, Some(7), Nanos::from_secs(50));
+    let rec = crate::common::run_audited(&text, Some(7), Nanos::from_secs(50));
     let route = &rec.routes[0];
     let attempts: u64 = route.attempts.iter().sum();
     let refused: u64 = route
@@ -102,7 +100,7 @@ fn instances_split_the_limit_and_scale_like_pods() {
         "600/s",
         "200s",
     );
-    let rec = common::run_audited(&text, Some(3), Nanos::from_secs(20));
+    let rec = crate::common::run_audited(&text, Some(3), Nanos::from_secs(20));
     let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
     assert!(gw.limit.iter().all(|&l| l == 40.0), "{:?}", gw.limit);
     assert!(gw.replicas.iter().all(|&n| n == 2.0));
@@ -138,7 +136,7 @@ fn late_mean(xs: &[f64]) -> f64 {
 /// minutes: the knee is 20 in flight.
 fn overloaded(limit: &str) -> (f64, f64, f64) {
     let text = chain(limit, 20, "10ms", "3k/s", "600s");
-    let rec = common::run_audited(&text, Some(11), Nanos::from_secs(60));
+    let rec = crate::common::run_audited(&text, Some(11), Nanos::from_secs(60));
     let gw = rec.components.iter().find(|c| c.name == "gw").unwrap();
     let route = &rec.routes[0];
     let late = route.successes.len() / 2;
@@ -287,7 +285,7 @@ fn classes_are_shed_by_saturation_as_a_trunk_reservation_loss_system() {
     // and 200/s from 32 to 39, departures n·10/s (trunk reservation; its
     // stationary law is the product of the rates). Sheddable requests are
     // lost in states ≥ 32, critical ones in state 40 only.
-    let rec = common::run_audited(&classes("200/s", ""), Some(5), Nanos::from_secs(50));
+    let rec = crate::common::run_audited(&classes("200/s", ""), Some(5), Nanos::from_secs(50));
     let mut p = vec![1.0_f64];
     for n in 1..=40u32 {
         let lambda = if n - 1 < 32 { 400.0 } else { 200.0 };
@@ -327,13 +325,13 @@ fn an_lb_shed_rule_may_name_a_class() {
             "\n[[action]]\nat = \"0s\"\ndo = \"shed\"\nlb = \"edge\"\nroute = \"{route}\"\nclass = \"sheddable\"\nstatus = 403\n"
         )
     };
-    let rec = common::run_audited(
+    let rec = crate::common::run_audited(
         &classes("20/s", &rule("users")),
         Some(5),
         Nanos::from_secs(50),
     );
     assert_eq!(refused(&rec, "users", &[Cause::Shed403]), 0.0);
-    let rec = common::run_audited(
+    let rec = crate::common::run_audited(
         &classes("20/s", &rule("bulk")),
         Some(5),
         Nanos::from_secs(50),
@@ -386,7 +384,7 @@ fn a_queue_before_a_fixed_limit_loses_and_holds_as_mmck_says() {
         "250/s",
         "2000s",
     );
-    let rec = common::run_audited(&text, Some(9), Nanos::from_secs(100));
+    let rec = crate::common::run_audited(&text, Some(9), Nanos::from_secs(100));
     let (c, n, a) = (20usize, 40usize, 25.0_f64);
     let mut p = vec![1.0_f64];
     for k in 1..=n {
@@ -435,7 +433,7 @@ fn a_queued_request_waits_at_most_its_timeout() {
         "200/s",
         "300s",
     );
-    let rec = common::run_audited(&text, Some(4), Nanos::from_secs(30));
+    let rec = crate::common::run_audited(&text, Some(4), Nanos::from_secs(30));
     let route = &rec.routes[0];
     let timed_out: u64 = route
         .errors
@@ -472,8 +470,8 @@ fn bad_queue_tables_are_refused_with_their_place() {
 fn the_shipped_class_scenario_sheds_batch_work_and_keeps_people_served() {
     // scenarios/gateway-classes.toml: batch demand triples for a minute in
     // front of a limited gateway; the sheddable class takes the refusals.
-    let text = include_str!("../../../scenarios/gateway-classes.toml");
-    let rec = common::run_audited(text, None, Nanos::from_secs(20));
+    let text = include_str!("../../../../scenarios/gateway-classes.toml");
+    let rec = crate::common::run_audited(text, None, Nanos::from_secs(20));
     let all = Cause::ALL;
     let batch = refused(&rec, "batch", &all);
     let people = refused(&rec, "people", &all);
@@ -487,7 +485,7 @@ fn the_shipped_class_scenario_sheds_batch_work_and_keeps_people_served() {
     );
     // Without the classes (everyone critical) people lose their share.
     let flat = text.replace("criticality = \"sheddable\"\n", "");
-    let rec = common::run_audited(&flat, None, Nanos::from_secs(20));
+    let rec = crate::common::run_audited(&flat, None, Nanos::from_secs(20));
     let people_flat = refused(&rec, "people", &all);
     assert!(
         people_flat > 0.05,

@@ -5,10 +5,8 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::record::{Cause, Recording};
 
-mod common;
-
 fn run(text: &str) -> Recording {
-    common::run_audited(text, None, Nanos::from_secs(5))
+    crate::common::run_audited(text, None, Nanos::from_secs(5))
 }
 
 /// 10-second intervals `[from, to)` of a route's series, summed.

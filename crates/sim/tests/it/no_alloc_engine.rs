@@ -11,8 +11,6 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 
-mod common;
-
 struct Counting;
 
 thread_local! {
@@ -131,7 +129,7 @@ retry = { max_attempts = 2, backoff = { base = "20ms" } }
 /// 10 s added 91 kB between 10 and 60 minutes, 11 % of this heap.
 #[test]
 fn a_locked_in_storm_holds_the_same_heap_25_minutes_later() {
-    let text = common::metastable("1800s", "300s", common::NAIVE);
+    let text = crate::common::metastable("1800s", "300s", crate::common::NAIVE);
     let sc = Scenario::parse("storm.toml", &text).unwrap();
     let mut engine = Engine::new(&sc, RunOptions::default());
     reset_peak();

@@ -19,7 +19,7 @@
 use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 
-const SCENARIO: &str = include_str!("../../../scenarios/capacity-drop.toml");
+const SCENARIO: &str = include_str!("../../../../scenarios/capacity-drop.toml");
 
 /// Goodput share (successes / logical requests started) in the last 30 s
 /// of a run with a cut of `depth` lasting `secs`, at `rate` req/s.

@@ -19,12 +19,10 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::engine::{Engine, RunOptions};
 use stormbreak_sim::record::Recording;
 
-mod common;
-
-use common::{NAIVE, SPIKE_END_S, SPIKE_START_S};
+use crate::common::{NAIVE, SPIKE_END_S, SPIKE_START_S};
 
 fn scenario(retry: &str) -> String {
-    common::metastable("300s", "10s", retry)
+    crate::common::metastable("300s", "10s", retry)
 }
 
 const BUDGETED: &str = r#"retry = { max_attempts = 4, backoff = { kind = "constant", base = "0" } }

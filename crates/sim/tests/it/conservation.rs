@@ -9,11 +9,9 @@ use stormbreak_policy::Nanos;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::record::Cause;
 
-mod common;
-
 /// Runs `text` to its end, auditing the conservation law every `step`.
 fn run_audited(text: &str, seed: u64, step: Nanos) -> stormbreak_sim::Recording {
-    common::run_audited(text, Some(seed), step)
+    crate::common::run_audited(text, Some(seed), step)
 }
 
 const PODSHIFT: &str = r#"
