@@ -10,7 +10,7 @@ use stormbreak_audit::inputs::haproxy;
 use stormbreak_audit::inputs::{self, InputOptions};
 use stormbreak_audit::{Report, audit};
 
-use crate::common::{self, audit_fixture, audit_texts, of};
+use crate::common::{audit_fixture, audit_texts, of};
 
 fn chain<'a>(r: &'a Report, route_start: &str) -> Vec<&'a Chain> {
     r.chains
@@ -86,7 +86,7 @@ fn a_condition_false_everywhere_is_not_read_and_a_true_one_is_read_plainly() {
 fn retries_inside_a_defined_branch_make_two_chains_each_naming_its_branch() {
     let c = inputs::collect(
         &[],
-        &[common::fixtures().join("haproxy-conditional/retries.cfg")],
+        &[crate::common::fixtures().join("haproxy-conditional/retries.cfg")],
         &InputOptions::default(),
         &mut std::io::empty(),
     )
@@ -152,7 +152,7 @@ fn unbalanced_blocks_and_unknown_predicates_are_reported_at_their_line() {
 
 #[test]
 fn named_defaults_and_from_are_inherited() {
-    let (c, e) = parse(&common::read("haproxy-defaults/haproxy.cfg"));
+    let (c, e) = parse(&crate::common::read("haproxy-defaults/haproxy.cfg"));
     assert!(e.is_empty(), "{e:?}");
     let p = |n: &str| c.proxies.iter().find(|p| p.name == n).unwrap();
     let site = p("site");
@@ -232,7 +232,7 @@ fn server_template_declares_its_servers() {
             .any(|f| f.message.contains("backend batch has 200 server slots")),
         "{sb202:#?}"
     );
-    let (c, _) = parse(&common::read("haproxy-template/haproxy.cfg"));
+    let (c, _) = parse(&crate::common::read("haproxy-template/haproxy.cfg"));
     let batch = c.backend("batch").unwrap();
     let names: Vec<_> = batch.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["job3", "job4", "job5", "job6"]);
@@ -296,7 +296,7 @@ fn environment_values_are_unknown_never_zero_nor_literal() {
     }
     assert!(env[0].route.contains("unknown"), "{}", env[0].route);
     // Never 0 (which HAProxy reads as unlimited) and never dropped.
-    let (c, _) = parse(&common::read("haproxy-quoting/haproxy.cfg"));
+    let (c, _) = parse(&crate::common::read("haproxy-quoting/haproxy.cfg"));
     let b = c
         .proxies
         .iter()

@@ -1,8 +1,5 @@
 //! How the audit reads its inputs (issue 40): as Kubernetes, Istio and
-//! HAProxy read them. One test binary, one module per class of input.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! HAProxy read them. One module per class of input.
 
 mod haproxy;
 mod inputs;

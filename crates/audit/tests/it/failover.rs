@@ -1,8 +1,6 @@
 //! SB503: locality failover targets without room, both ways.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn fixture(west: u32) -> String {
     read("failover/reviews.yaml").replace("replicas: WEST", &format!("replicas: {west}"))

@@ -3,7 +3,7 @@
 //! one host resolve as Istio resolves them (SB304), fault injection is on
 //! the chain (SB305), and the text chains show every retry layer.
 
-use super::common::*;
+use crate::common::*;
 use stormbreak_audit::chain::Chain;
 use stormbreak_audit::finding::Severity;
 use stormbreak_audit::model::FailureClass;

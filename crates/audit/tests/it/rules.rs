@@ -1,11 +1,9 @@
 //! Every rule where it must fire and where it must stay quiet (a false
 //! positive is a bug), on the fixtures under tests/fixtures/.
 
-mod common;
-#[path = "rules/route_policy.rs"]
 mod route_policy;
 
-use common::*;
+use crate::common::*;
 use stormbreak_audit::finding::Severity;
 
 #[test]

@@ -2,11 +2,9 @@
 //! (never a panic, a hang or unbounded memory). Property tests run the
 //! parsers over arbitrary bytes within a fixed case budget.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use stormbreak_audit::chain::ChainOptions;
 use stormbreak_audit::inputs::{self, InputOptions, haproxy, yaml};

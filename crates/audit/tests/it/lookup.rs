@@ -2,9 +2,7 @@
 //! then the root namespace; `exportTo`; short names, FQDNs and wildcards.
 //! Each case where a rule must apply and where it must not.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use stormbreak_audit::chain::HopKind;
 
 /// The fixture without the documents naming these DestinationRules.
