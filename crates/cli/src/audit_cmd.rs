@@ -111,7 +111,9 @@ pub fn run(args: Args) -> Result<(), String> {
         let loads = export::parse_loads(&args.load).unwrap_or_else(|e| usage(e));
         let text = export::scenario(&inv, &report.chains, &chain_opts, &loads)
             .unwrap_or_else(|e| usage(e));
-        std::fs::write(path, text)
+        // A temporary file beside it, then a rename: an error or a signal
+        // never leaves a half-written scenario (and no temporary survives).
+        stormbreak_sim::output::write_atomic(path, text.as_bytes())
             .unwrap_or_else(|e| usage(format!("{}: cannot write: {e}", path.display())));
         eprintln!("scenario written to {}", path.display());
     }

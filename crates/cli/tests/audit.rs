@@ -209,6 +209,28 @@ fn sarif_validates_against_the_2_1_0_schema() {
 }
 
 #[test]
+fn an_export_that_cannot_be_written_says_so_and_leaves_no_temporary_file() {
+    // The target is a directory: the rename fails after the temporary file
+    // was written; the error names the path and the temporary is gone.
+    let dir = common::temp_dir("audit-export", "unwritable");
+    let target = dir.join("scenario.toml");
+    std::fs::create_dir(&target).unwrap();
+    let o = audit(&[
+        fixture("blind").to_str().unwrap(),
+        "--export-scenario",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("scenario.toml: cannot write"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["scenario.toml"], "only the directory that was there");
+}
+
+#[test]
 fn export_scenario_round_trips_and_the_blind_autoscaler_shows_in_the_simulator() {
     let dir = common::temp_dir("audit-export", "blind");
     let file = dir.join("blind.toml");
