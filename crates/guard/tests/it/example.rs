@@ -23,7 +23,7 @@ fn the_example_is_valid_as_shipped() {
     );
     assert!(c.routes.iter().any(|r| r.failover_policy.is_some()));
     // Failover needs every failing primary endpoint ejectable (the run is in
-    // crates/cli/tests/guard_cmd.rs, on the real binary).
+    // crates/cli/tests/it/guard_cmd.rs, on the real binary).
     let api = c.clusters.iter().find(|c| c.name == "api-cus").unwrap();
     assert_eq!(api.outlier.as_ref().unwrap().max_ejection_percent, 100);
     assert!(c.routes.iter().any(|r| r.rate_limit.is_some()));

@@ -1,5 +1,5 @@
 //! Temporary files for the guard's tests, std only (the CLI's tests have
-//! their own `TempDir` in crates/cli/tests/common).
+//! their own `TempDir` in crates/cli/tests/it/common).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

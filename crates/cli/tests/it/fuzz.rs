@@ -22,8 +22,7 @@
 //! `STORMBREAK_FUZZ_CASES=K` runs K cases instead of [`CASES`] (e.g. a long
 //! soak run).
 
-#[path = "fuzz_cases/bounded.rs"]
-mod bounded;
+use crate::bounded;
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -59,7 +58,7 @@ struct Seed {
 }
 
 fn seeds() -> Vec<Seed> {
-    let docs = include_str!("../../../docs/scenarios.md");
+    let docs = include_str!("../../../../docs/scenarios.md");
     let example = docs
         .split("## The smallest useful scenario")
         .nth(1)
@@ -70,12 +69,12 @@ fn seeds() -> Vec<Seed> {
         ("docs-example", example, 0.1),
         (
             "metastable-100k",
-            include_str!("../../../benches/scenarios/metastable-100k.toml"),
+            include_str!("../../../../benches/scenarios/metastable-100k.toml"),
             0.01,
         ),
         (
             "github-2026-08-17",
-            include_str!("../../../scenarios/github-2026-08-17.toml"),
+            include_str!("../../../../scenarios/github-2026-08-17.toml"),
             0.01,
         ),
         ("gateways", include_str!("fuzz_cases/gateways.toml"), 1.0),

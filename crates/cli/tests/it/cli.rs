@@ -4,17 +4,15 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
-
 fn stormbreak() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
 }
 
-fn temp_dir(name: &str) -> common::TempDir {
-    common::temp_dir("stormbreak-cli", name)
+fn temp_dir(name: &str) -> crate::common::TempDir {
+    crate::common::temp_dir("stormbreak-cli", name)
 }
 
-use common::SMALL;
+use crate::common::SMALL;
 
 #[test]
 fn a_broken_scenario_is_reported_with_its_location() {
@@ -61,7 +59,7 @@ fn a_bad_scale_is_rejected_by_the_parser() {
 /// output directory and the terminal table, failing on a non-zero exit.
 /// Runs `simulate` on `scenario` in a fresh directory, which lives as long
 /// as the returned guard.
-fn simulate(name: &str, scenario: &str) -> (common::TempDir, PathBuf, String) {
+fn simulate(name: &str, scenario: &str) -> (crate::common::TempDir, PathBuf, String) {
     let dir = temp_dir(name);
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, scenario).unwrap();
@@ -322,7 +320,7 @@ fn warnings_are_printed_before_the_run() {
 fn a_run_over_its_work_budget_stops_naming_the_limit_and_the_flag() {
     let dir = temp_dir("budget");
     let file = dir.join("spin.toml");
-    std::fs::write(&file, include_str!("../../sim/tests/fixtures/spin.toml")).unwrap();
+    std::fs::write(&file, include_str!("../../../sim/tests/fixtures/spin.toml")).unwrap();
     let out_dir = dir.join("out");
     let out = stormbreak()
         .arg("simulate")

@@ -7,7 +7,6 @@ use std::process::Command;
 
 // Shared helpers; this file needs only `temp_dir`.
 #[allow(dead_code)]
-mod common;
 
 fn stormbreak() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
@@ -56,7 +55,7 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn one_and_two_jobs_write_the_same_bytes() {
-    let dir = common::temp_dir("stormbreak-sweep", "jobs");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "jobs");
     sweep(&dir.join("one"), &["--jobs", "1"]);
     sweep(&dir.join("two"), &["--jobs", "2"]);
     let one = files(&dir.join("one"));
@@ -85,7 +84,7 @@ fn one_and_two_jobs_write_the_same_bytes() {
 /// every twentieth of the runs and after the last; `--quiet` hides it.
 #[test]
 fn without_a_terminal_progress_is_logged_as_lines() {
-    let dir = common::temp_dir("stormbreak-sweep", "progress");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "progress");
     let run = |quiet: bool| {
         let mut c = stormbreak();
         c.arg("sweep")
@@ -125,7 +124,7 @@ fn without_a_terminal_progress_is_logged_as_lines() {
 
 #[test]
 fn three_shards_merge_into_the_single_run() {
-    let dir = common::temp_dir("stormbreak-sweep", "shards");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "shards");
     sweep(&dir.join("whole"), &[]);
     let mut merge = stormbreak();
     merge.args(["sweep", "merge"]);
@@ -142,7 +141,7 @@ fn three_shards_merge_into_the_single_run() {
 
 #[test]
 fn a_bad_axis_is_refused_before_anything_runs() {
-    let dir = common::temp_dir("stormbreak-sweep", "bad");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "bad");
     let o = stormbreak()
         .arg("sweep")
         .arg(scenario())
@@ -172,7 +171,7 @@ fn a_bad_axis_is_refused_before_anything_runs() {
 /// shards gives what one machine writes.
 #[test]
 fn the_emitted_job_runs_its_shards_into_the_single_run() {
-    let dir = common::temp_dir("stormbreak-sweep", "k8s");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "k8s");
     let o = stormbreak()
         .arg("sweep")
         .arg(scenario())
@@ -256,7 +255,7 @@ fn the_emitted_job_runs_its_shards_into_the_single_run() {
 /// writes for that cell's scenario (here the file's own cut, ×5).
 #[test]
 fn a_chosen_seed_runs_what_simulate_runs_on_it() {
-    let dir = common::temp_dir("stormbreak-sweep", "seeds");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "seeds");
     let o = stormbreak()
         .arg("sweep")
         .arg(scenario())
@@ -329,7 +328,7 @@ fn a_chosen_seed_runs_what_simulate_runs_on_it() {
 /// naming the limit and the flag that raises it.
 #[test]
 fn a_cell_stopped_by_a_limit_is_classed_stopped_and_the_sweep_goes_on() {
-    let dir = common::temp_dir("stormbreak-sweep", "stopped");
+    let dir = crate::common::temp_dir("stormbreak-sweep", "stopped");
     let o = stormbreak()
         .arg("sweep")
         .arg(scenario())

@@ -3,8 +3,6 @@
 //! `--export-scenario` round-tripping through the simulator.
 
 #[allow(dead_code)]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -176,7 +174,7 @@ fn sarif_validates_against_the_2_1_0_schema() {
         let tmp;
         if extra.is_some() {
             // One suppressed finding, so `suppressions` is validated too.
-            tmp = common::temp_dir("audit-sarif", dir);
+            tmp = crate::common::temp_dir("audit-sarif", dir);
             let text = std::fs::read_to_string(fixture("circuit-breaker/httpbin.yaml")).unwrap().replace("  name: httpbin\nspec:\n  host", "  name: httpbin\n  annotations:\n    ignore-check.stormbreak.io/SB501: \"test\"\nspec:\n  host");
             std::fs::write(tmp.join("h.yaml"), text).unwrap();
             args[0] = tmp.to_str().unwrap().to_string();
@@ -212,7 +210,7 @@ fn sarif_validates_against_the_2_1_0_schema() {
 fn an_export_that_cannot_be_written_says_so_and_leaves_no_temporary_file() {
     // The target is a directory: the rename fails after the temporary file
     // was written; the error names the path and the temporary is gone.
-    let dir = common::temp_dir("audit-export", "unwritable");
+    let dir = crate::common::temp_dir("audit-export", "unwritable");
     let target = dir.join("scenario.toml");
     std::fs::create_dir(&target).unwrap();
     let o = audit(&[
@@ -232,7 +230,7 @@ fn an_export_that_cannot_be_written_says_so_and_leaves_no_temporary_file() {
 
 #[test]
 fn export_scenario_round_trips_and_the_blind_autoscaler_shows_in_the_simulator() {
-    let dir = common::temp_dir("audit-export", "blind");
+    let dir = crate::common::temp_dir("audit-export", "blind");
     let file = dir.join("blind.toml");
     let o = audit(&[
         fixture("blind").to_str().unwrap(),
@@ -286,7 +284,7 @@ fn export_scenario_round_trips_and_the_blind_autoscaler_shows_in_the_simulator()
 
 #[test]
 fn export_scenario_without_a_metric_blind_spot_scales_out() {
-    let dir = common::temp_dir("audit-export", "quiet");
+    let dir = crate::common::temp_dir("audit-export", "quiet");
     let file = dir.join("quiet.toml");
     let o = audit(&[
         fixture("blind-quiet").to_str().unwrap(),
@@ -316,7 +314,7 @@ fn export_scenario_without_a_metric_blind_spot_scales_out() {
 
 #[test]
 fn export_rejects_a_load_for_an_unknown_route() {
-    let dir = common::temp_dir("audit-export", "bad-load");
+    let dir = crate::common::temp_dir("audit-export", "bad-load");
     let o = audit(&[
         fixture("blind").to_str().unwrap(),
         "--export-scenario",
@@ -330,7 +328,7 @@ fn export_rejects_a_load_for_an_unknown_route() {
 
 #[test]
 fn haproxy_flag_reads_any_file_name_and_max_file_size_is_a_flag() {
-    let dir = common::temp_dir("audit-haproxy", "flag");
+    let dir = crate::common::temp_dir("audit-haproxy", "flag");
     std::fs::copy(fixture("edge/haproxy.cfg"), dir.join("edge.conf")).unwrap();
     let conf = dir.join("edge.conf");
     let o = audit(&[
@@ -432,7 +430,7 @@ fn the_shipped_deploy_has_no_blind_autoscaler_even_behind_a_limiting_sidecar() {
 
     // Behind a sidecar that admits 10 requests a pod, the shipped HPA (on
     // the guard's saturation) is still not blind ...
-    let dir = common::temp_dir("audit-deploy", "mesh");
+    let dir = crate::common::temp_dir("audit-deploy", "mesh");
     let shipped = std::fs::read_to_string(root.join("hpa/hpa.yaml")).unwrap();
     guard_in_a_mesh(&dir, &shipped);
     let o = audit(&[dir.to_str().unwrap(), "--format", "json"]);

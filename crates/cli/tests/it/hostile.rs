@@ -13,8 +13,7 @@
 //! Each class was fixed by the scenario caps (`stormbreak_sim::scenario`'s
 //! `MAX_*`) or the engine's run bounds (`stormbreak_sim::engine::Limits`).
 
-#[path = "fuzz_cases/bounded.rs"]
-mod bounded;
+use crate::bounded;
 
 use std::path::Path;
 

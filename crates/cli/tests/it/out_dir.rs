@@ -10,8 +10,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-mod common;
-
 /// Only guards against a hang; a passing run takes milliseconds.
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
@@ -23,11 +21,11 @@ fn stormbreak() -> Command {
     cmd
 }
 
-fn temp_dir(name: &str) -> common::TempDir {
-    common::temp_dir("stormbreak-outdir", name)
+fn temp_dir(name: &str) -> crate::common::TempDir {
+    crate::common::temp_dir("stormbreak-outdir", name)
 }
 
-use common::SMALL;
+use crate::common::SMALL;
 
 /// Ends the process when dropped, so a failing test leaves none running.
 struct Running(Child);

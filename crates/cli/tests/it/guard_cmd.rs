@@ -10,12 +10,11 @@ use std::time::Duration;
 
 // Shared helpers; this file needs only `temp_dir` (removed on drop).
 #[allow(dead_code)]
-mod common;
 // The guard's own test config builder (std only, made to be shared).
-#[path = "../../guard/tests/it/common/config.rs"]
+#[path = "../../../guard/tests/it/common/config.rs"]
 mod guard_config;
 
-use common::temp_dir;
+use crate::common::temp_dir;
 use guard_config::Config;
 
 fn bin() -> Command {
@@ -662,7 +661,7 @@ fn metric(admin: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn the_github_edge_example_restores_site_by_site_and_fails_over_and_back() {
-    let example = include_str!("../../../examples/github-edge.toml");
+    let example = include_str!("../../../../examples/github-edge.toml");
     let (web, cus_a, cus_b, nva, token, codeload) = (
         Upstream::start("web"),
         Upstream::start("cus"),

@@ -9,7 +9,6 @@ use std::process::Command;
 
 // Shared helpers; this file needs only `temp_dir`.
 #[allow(dead_code)]
-mod common;
 
 const ONLY: &str = "service.auth-cus.app.service_time.mean,lb.haproxy-cus.flows_per_node";
 
@@ -40,7 +39,7 @@ fn sensitivity(out: &Path, jobs: &str) -> String {
 
 #[test]
 fn two_assumptions_same_bytes_whatever_the_jobs_and_a_verdict_each() {
-    let dir = common::temp_dir("stormbreak-sensitivity", "jobs");
+    let dir = crate::common::temp_dir("stormbreak-sensitivity", "jobs");
     let table = sensitivity(&dir.join("one"), "1");
     sensitivity(&dir.join("two"), "2");
     for f in ["sensitivity.json", "sensitivity.md"] {
@@ -121,7 +120,7 @@ fn assumptions_are_listed_by_name_and_unknown_ones_refused() {
     );
     assert!(!list.contains("lb.haproxy-cus.nodes"), "a fact: {list}");
 
-    let dir = common::temp_dir("stormbreak-sensitivity", "refused");
+    let dir = crate::common::temp_dir("stormbreak-sensitivity", "refused");
     let o = stormbreak()
         .args([
             "replay",
