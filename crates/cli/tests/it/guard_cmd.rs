@@ -8,8 +8,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-// Shared helpers; this file needs only `temp_dir` (removed on drop).
-#[allow(dead_code)]
 // The guard's own test config builder (std only, made to be shared).
 #[path = "../../../guard/tests/it/common/config.rs"]
 mod guard_config;

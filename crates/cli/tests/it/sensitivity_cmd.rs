@@ -7,9 +7,6 @@
 use std::path::Path;
 use std::process::Command;
 
-// Shared helpers; this file needs only `temp_dir`.
-#[allow(dead_code)]
-
 const ONLY: &str = "service.auth-cus.app.service_time.mean,lb.haproxy-cus.flows_per_node";
 
 fn stormbreak() -> Command {

@@ -5,9 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-// Shared helpers; this file needs only `temp_dir`.
-#[allow(dead_code)]
-
 fn stormbreak() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stormbreak"))
 }
