@@ -466,7 +466,7 @@ fn pool_hop(
 
 /// The per-caller pool a [`HopKind::Pool`] hop was read from: that of the
 /// DestinationRule its `object` names, or of the subset its name says
-/// ([`pool_hop`] writes `DestinationRule ns/name subset S pool` when a
+/// (`pool_hop` writes `DestinationRule ns/name subset S pool` when a
 /// subset's pool replaced the host's). Read-only, for the scenario export,
 /// which models a pool per calling proxy.
 pub fn pool_of<'a>(inv: &'a Inventory, hop: &Hop) -> Option<&'a model::PoolLimits> {
