@@ -167,34 +167,85 @@ pub fn window_intervals(interval: Nanos) -> usize {
 /// 5-minute figures. `NaN` (a gap) where nothing was answered in the
 /// window, where the simulator's copy says 0.
 pub fn trailing_error_rate(r: &RouteSeries, w: usize) -> Vec<f64> {
-    let w = w.max(1);
-    // u128: a sum of u64 counts cannot overflow, even unchecked.
-    let counts: Vec<(u128, u128)> = (0..route_len(r))
-        .map(|i| {
+    trailing_ratio(
+        (0..route_len(r)).map(|i| {
             let failed: u128 = r
                 .errors
                 .get(i)
                 .map_or(0, |e| e.iter().map(|&c| c as u128).sum());
             let ok = r.successes.get(i).map_or(0, |&s| s as u128);
             (failed, failed + ok)
-        })
-        .collect();
-    let (mut f, mut t) = (0u128, 0u128);
+        }),
+        w,
+    )
+}
+
+/// Amplification over trailing windows of `w` intervals, one value per
+/// interval: all attempts over first attempts summed over the window
+/// (shorter at the start of the run). Unlike the per-interval ratio it
+/// cannot read above the clients' attempts per request for long: the
+/// retries an interval sends belong to requests of the window's earlier
+/// intervals, which the window counts too. `NaN` where the window holds
+/// no first attempt.
+pub fn trailing_amplification(r: &RouteSeries, w: usize) -> Vec<f64> {
+    trailing_ratio(
+        (0..route_len(r)).map(|i| {
+            let attempts = r.attempts.get(i).map_or(0, |&a| a as u128);
+            let first = r.first_attempts.get(i).map_or(0, |&f| f as u128);
+            (attempts, first)
+        }),
+        w,
+    )
+}
+
+/// `Σ num / Σ den` over trailing windows of `w` (at least 1) of `counts`,
+/// one value per element; `NaN` where the window's `den` is 0. u128: a sum
+/// of u64 counts cannot overflow, even unchecked.
+fn trailing_ratio(counts: impl Iterator<Item = (u128, u128)>, w: usize) -> Vec<f64> {
+    let w = w.max(1);
+    let counts: Vec<(u128, u128)> = counts.collect();
+    let (mut num, mut den) = (0u128, 0u128);
     let mut out = Vec::with_capacity(counts.len());
     for i in 0..counts.len() {
-        f += counts[i].0;
-        t += counts[i].1;
+        num += counts[i].0;
+        den += counts[i].1;
         if i >= w {
-            f -= counts[i - w].0;
-            t -= counts[i - w].1;
+            num -= counts[i - w].0;
+            den -= counts[i - w].1;
         }
-        out.push(if t == 0 {
+        out.push(if den == 0 {
             f64::NAN
         } else {
-            f as f64 / t as f64
+            num as f64 / den as f64
         });
     }
     out
+}
+
+/// The headline window of a run as a reader should see it named: "30
+/// intervals of 10 s"; one interval when intervals are 5 minutes or longer.
+pub fn window_phrase(intervals: usize, dt_s: f64) -> String {
+    format!(
+        "{intervals} interval{} of {}",
+        if intervals == 1 { "" } else { "s" },
+        human_duration(dt_s)
+    )
+}
+
+/// `10 s`, `5 min`, `2 h 30 min`: a length of time as it reads best.
+pub fn human_duration(s: f64) -> String {
+    if s >= 3600.0 {
+        let m = (s / 60.0).round() as u64;
+        if m.is_multiple_of(60) {
+            format!("{} h", m / 60)
+        } else {
+            format!("{} h {} min", m / 60, m % 60)
+        }
+    } else if s >= 60.0 {
+        format!("{} min", crate::svg::trim_num(s / 60.0, 1))
+    } else {
+        format!("{} s", crate::svg::trim_num(s, 3))
+    }
 }
 
 /// All attempts / first attempts; `NaN` without first attempts.

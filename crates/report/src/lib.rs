@@ -59,9 +59,10 @@ pub const REPORT_FILE: &str = "report.html";
 /// by `stormbreak report DIR` so a re-rendered report keeps its tables.
 pub const EXTRAS_FILE: &str = "report-extras.json";
 
-/// A route counts as degraded in an interval when its error rate
-/// (failed / answered attempts) is at least this; the headline table's
-/// "degraded" and "recovered at" columns use it.
+/// A route counts as degraded at the end of a headline window (the trailing
+/// 5 minutes) when its error rate over it (failed / answered attempts) is
+/// at least this; the headline table's "degraded" and "recovered at"
+/// columns and the "Degraded at the end" card use it.
 pub const DEGRADED_ERROR_RATE: f64 = 0.05;
 
 /// A table of text cells shown in the report as given (cells are escaped).

@@ -7,7 +7,8 @@ use stormbreak_sim::Recording;
 
 use crate::charts::{
     self, Action, DEMAND, Figure, Frame, GOODPUT, OFFERED, Order, Run, Size, amplification, at_f,
-    at_u, entity_legend, entity_lines, error_rate, has_limit, latency, route_len, saturation,
+    at_u, entity_legend, entity_lines, error_rate, has_limit, human_duration, latency, route_len,
+    saturation,
 };
 use crate::svg::{Line, ScaleKind, Stroke, Unit, escape, fmt_clock, fmt_value};
 use crate::{DEGRADED_ERROR_RATE, ReportExtras, Table};
@@ -273,21 +274,6 @@ fn header(h: &mut String, runs: &[Run], title: &str, extras: &ReportExtras) {
     );
 }
 
-fn human_duration(s: f64) -> String {
-    if s >= 3600.0 {
-        let m = (s / 60.0).round() as u64;
-        if m.is_multiple_of(60) {
-            format!("{} h", m / 60)
-        } else {
-            format!("{} h {} min", m / 60, m % 60)
-        }
-    } else if s >= 60.0 {
-        format!("{} min", crate::svg::trim_num(s / 60.0, 1))
-    } else {
-        format!("{} s", crate::svg::trim_num(s, 3))
-    }
-}
-
 /// `12 345 678`, grouped with narrow no-break spaces.
 fn fmt_int(n: u64) -> String {
     let digits = n.to_string();
@@ -320,6 +306,49 @@ fn peak<'a, T>(
     best
 }
 
+/// The trailing window a run's route figures are judged over: the whole
+/// intervals that fit in the headline's 5 minutes, as the error-rate and
+/// amplification charts draw them and `stormbreak replay` judges paths.
+fn headline_window(run: &Run) -> usize {
+    charts::window_intervals(run.rec.interval)
+}
+
+/// "trailing 5-min window (30 intervals of 10 s)", or "per interval of
+/// 5 min" when one interval fills the window: what a card or table says its
+/// figure is taken over.
+fn window_words(run: &Run) -> String {
+    let w = headline_window(run);
+    if w > 1 {
+        format!(
+            "trailing 5-min window ({})",
+            charts::window_phrase(w, run.dt)
+        )
+    } else {
+        format!("per interval of {}", human_duration(run.dt))
+    }
+}
+
+/// Route `r`'s error rate over the headline window, one value per interval.
+fn windowed_error_rate(run: &Run, r: &stormbreak_sim::record::RouteSeries) -> Vec<f64> {
+    charts::trailing_error_rate(r, headline_window(run))
+}
+
+/// Route `r`'s amplification over the headline window, one value per
+/// interval.
+fn windowed_amplification(run: &Run, r: &stormbreak_sim::record::RouteSeries) -> Vec<f64> {
+    charts::trailing_amplification(r, headline_window(run))
+}
+
+/// The highest finite value among named series, with where and when.
+fn highest<'a>(v: &'a [(&'a str, Vec<f64>)]) -> Option<(f64, &'a str, usize)> {
+    peak(v.iter().map(|(n, s)| (*n, s)), |s| s.len(), |s, i| s[i])
+}
+
+/// Key figures: each card is taken over the same window as the chart it
+/// summarises and says which (the error rate and amplification over the
+/// headline's trailing 5-minute window, saturation per interval), so a
+/// card can never read 100 % for one 10-second interval while the table
+/// and the chart say 21 %.
 fn key_figures(h: &mut String, runs: &[Run]) {
     h.push_str(r#"<h2 id="key">Key figures</h2>"#);
     for (ri, run) in runs.iter().enumerate() {
@@ -334,7 +363,17 @@ fn key_figures(h: &mut String, runs: &[Run]) {
             );
         }
         h.push_str(r#"<div class="cards">"#);
-        let routes = || rec.routes.iter().map(|r| (r.name.as_str(), r));
+        let window = window_words(run);
+        let errors: Vec<(&str, Vec<f64>)> = rec
+            .routes
+            .iter()
+            .map(|r| (r.name.as_str(), windowed_error_rate(run, r)))
+            .collect();
+        let amplifications: Vec<(&str, Vec<f64>)> = rec
+            .routes
+            .iter()
+            .map(|r| (r.name.as_str(), windowed_amplification(run, r)))
+            .collect();
         let when = |i: usize| charts::clock(origin, run.t(i), run.dt);
         let card = |h: &mut String, k: &str, v: String, s: String, bad: bool| {
             let _ = write!(
@@ -346,19 +385,19 @@ fn key_figures(h: &mut String, runs: &[Run]) {
                 escape(&s)
             );
         };
-        match peak(routes(), |r| route_len(r), |r, i| error_rate(r, i)) {
+        match highest(&errors) {
             Some((0.0, _, _)) => card(
                 h,
                 "Peak error rate",
                 "0%".into(),
-                "no attempt failed".into(),
+                format!("no attempt failed · {window}"),
                 false,
             ),
             Some((v, name, i)) => card(
                 h,
                 "Peak error rate",
                 fmt_value(v, Unit::Fraction),
-                format!("{name} at {}", when(i)),
+                format!("{name} at {} · {window}", when(i)),
                 v >= DEGRADED_ERROR_RATE,
             ),
             None => card(
@@ -369,12 +408,12 @@ fn key_figures(h: &mut String, runs: &[Run]) {
                 false,
             ),
         }
-        match peak(routes(), |r| route_len(r), |r, i| amplification(r, i)) {
+        match highest(&amplifications) {
             Some((v, name, i)) => card(
                 h,
                 "Peak amplification",
                 fmt_value(v, Unit::Factor),
-                format!("attempts per request, {name} at {}", when(i)),
+                format!("attempts per request, {name} at {} · {window}", when(i)),
                 v >= 2.0,
             ),
             None => card(
@@ -396,7 +435,11 @@ fn key_figures(h: &mut String, runs: &[Run]) {
                 h,
                 "Peak saturation",
                 fmt_value(v, Unit::Fraction),
-                format!("in-flight / limit, {name} at {}", when(i)),
+                format!(
+                    "in-flight / limit, {name} at {} · at an interval's end, every {}",
+                    when(i),
+                    human_duration(run.dt)
+                ),
                 v >= 0.999,
             ),
             None => card(
@@ -407,14 +450,10 @@ fn key_figures(h: &mut String, runs: &[Run]) {
                 false,
             ),
         }
-        let still: Vec<&str> = rec
-            .routes
+        let still: Vec<&str> = errors
             .iter()
-            .filter(|r| {
-                let n = route_len(r);
-                n > 0 && error_rate(r, n - 1) >= DEGRADED_ERROR_RATE
-            })
-            .map(|r| r.name.as_str())
+            .filter(|(_, e)| e.last().is_some_and(|&v| v >= DEGRADED_ERROR_RATE))
+            .map(|(n, _)| *n)
             .collect();
         card(
             h,
@@ -422,11 +461,11 @@ fn key_figures(h: &mut String, runs: &[Run]) {
             format!("{} of {}", still.len(), rec.routes.len()),
             if still.is_empty() {
                 format!(
-                    "no route above {} errors in the last interval",
+                    "no route at or above {} errors over the last {window}",
                     fmt_value(DEGRADED_ERROR_RATE, Unit::Fraction)
                 )
             } else {
-                format!("routes: {}", still.join(", "))
+                format!("routes: {} · last {window}", still.join(", "))
             },
             !still.is_empty(),
         );
@@ -579,77 +618,111 @@ impl EntityFigure<'_> {
     }
 }
 
+/// Lines of a per-route ratio over the headline window (solid), with its
+/// raw per-interval value faint behind: at a 10 s interval and a small
+/// scale a route answers a handful of attempts per interval, and its raw
+/// ratio alone is a band of noise. Also whether any run was smoothed (a
+/// window of one interval is the raw value: nothing to draw behind it) and
+/// how the window reads.
+struct WindowedLines {
+    lines: Vec<Line>,
+    smoothed: bool,
+    window: String,
+}
+
+fn windowed_lines(
+    runs: &[Run],
+    names: &[String],
+    order: &Order,
+    windowed: impl Fn(&Run, &stormbreak_sim::record::RouteSeries) -> Vec<f64>,
+    raw: impl Fn(&stormbreak_sim::record::RouteSeries, usize) -> f64,
+    unit: Unit,
+) -> WindowedLines {
+    let windows: Vec<usize> = runs.iter().map(headline_window).collect();
+    let smoothed = windows.iter().any(|&w| w > 1);
+    let mut lines = Vec::new();
+    if smoothed {
+        lines = charts::styled_entity_lines(
+            runs,
+            names,
+            order,
+            |run: &Run, name: &str| {
+                let r = run.route(name).filter(|_| headline_window(run) > 1)?;
+                Some(run.series(route_len(r), |i| raw(r, i)))
+            },
+            unit,
+            Stroke::Faint,
+            ", raw",
+        );
+    }
+    lines.extend(charts::styled_entity_lines(
+        runs,
+        names,
+        order,
+        |run: &Run, name: &str| {
+            let v = windowed(run, run.route(name)?);
+            Some(run.series(v.len(), |i| v[i]))
+        },
+        unit,
+        Stroke::Normal,
+        if smoothed { ", 5-min window" } else { "" },
+    ));
+    let window = match (runs.first(), windows.first()) {
+        (Some(run), Some(&w)) if windows.iter().all(|&x| x == w) => {
+            charts::window_phrase(w, run.dt)
+        }
+        _ => "the whole intervals that fit in 5 minutes, per run".to_owned(),
+    };
+    WindowedLines {
+        lines,
+        smoothed,
+        window,
+    }
+}
+
+/// The legend entries naming the two strokes of a smoothed figure.
+fn window_strokes(smoothed: bool) -> Vec<(Stroke, String)> {
+    if smoothed {
+        vec![
+            (Stroke::Normal, "5-min window".into()),
+            (Stroke::Faint, "raw, per interval".into()),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The error rate over the trailing 5-minute window the headline figures
-/// use, with the raw per-interval rate faint behind it: at a 10 s interval
-/// and a small scale, a route answers a handful of attempts per interval and
-/// its raw rate alone is a band of noise from 0 to 100 %.
+/// use, with the raw per-interval rate faint behind it.
 fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = route_names(runs);
     let order = Order::new(&names);
-    let windows: Vec<usize> = runs
-        .iter()
-        .map(|r| charts::window_intervals(r.rec.interval))
-        .collect();
     let mut chart = frame.chart(
         Size::Wide,
         ScaleKind::Linear,
         Unit::Fraction,
         "Error rate per route over a trailing 5-minute window, raw per-interval rate faint behind",
     );
-    let windowed = |run: &Run, name: &str| {
-        let r = run.route(name)?;
-        let w = charts::window_intervals(run.rec.interval);
-        let rates = charts::trailing_error_rate(r, w);
-        Some(run.series(rates.len(), |i| rates[i]))
-    };
-    let raw = |run: &Run, name: &str| {
-        let r = run.route(name)?;
-        Some(run.series(route_len(r), |i| error_rate(r, i)))
-    };
-    // A window of one interval is the raw rate: nothing to draw behind it.
-    let smoothed = windows.iter().any(|&w| w > 1);
-    if smoothed {
-        chart.lines = charts::styled_entity_lines(
-            runs,
-            &names,
-            &order,
-            |run: &Run, name: &str| {
-                (charts::window_intervals(run.rec.interval) > 1)
-                    .then(|| raw(run, name))
-                    .flatten()
-            },
-            Unit::Fraction,
-            Stroke::Faint,
-            ", raw",
-        );
-    }
-    chart.lines.extend(charts::styled_entity_lines(
+    let w = windowed_lines(
         runs,
         &names,
         &order,
-        windowed,
+        windowed_error_rate,
+        error_rate,
         Unit::Fraction,
-        Stroke::Normal,
-        if smoothed { ", 5-min window" } else { "" },
-    ));
-    let window = match (runs.first(), windows.first()) {
-        (Some(run), Some(&w)) if windows.iter().all(|&x| x == w) => format!(
-            "{w} interval{} of {}",
-            if w == 1 { "" } else { "s" },
-            human_duration(run.dt)
-        ),
-        _ => "the whole intervals that fit in 5 minutes, per run".to_owned(),
-    };
-    let caption = if smoothed {
+    );
+    chart.lines = w.lines;
+    let caption = if w.smoothed {
         format!(
-            "Failed attempts over answered attempts (failed + successful), every cause counted: refusals, timeouts, resets, failed dependencies, shedding. Solid: over the trailing 5-minute window the headline figures use ({window}); faint: each interval on its own."
+            "Failed attempts over answered attempts (failed + successful), every cause counted: refusals, timeouts, resets, failed dependencies, shedding. Solid: over the trailing 5-minute window the headline figures use ({}); faint: each interval on its own.",
+            w.window
         )
     } else {
         "Failed attempts over answered attempts (failed + successful) in each interval, every cause counted: refusals, timeouts, resets, failed dependencies, shedding. An interval is as long as the headline figures' 5-minute window, or longer.".to_owned()
     };
     Figure {
         id: "fig-errors".into(),
-        title: if smoothed {
+        title: if w.smoothed {
             "Error rate per route (5-min window)".into()
         } else {
             "Error rate per route".into()
@@ -657,36 +730,54 @@ fn error_rate_figure(runs: &[Run], frame: &Frame) -> Figure {
         caption,
         chart,
         legend: entity_legend(&names, &order),
-        strokes: if smoothed {
-            vec![
-                (Stroke::Normal, "5-min window".into()),
-                (Stroke::Faint, "raw, per interval".into()),
-            ]
-        } else {
-            Vec::new()
-        },
+        strokes: window_strokes(w.smoothed),
     }
 }
 
+/// Amplification over the same trailing window as the error rate, raw
+/// per-interval value faint behind: an interval's attempts include retries
+/// of requests started in earlier intervals, so the raw ratio can read
+/// above the clients' attempts per request, which the window's cannot for
+/// long.
 fn amplification_figure(runs: &[Run], frame: &Frame) -> Figure {
     let names = route_names(runs);
-    let mut figure = EntityFigure {
+    let order = Order::new(&names);
+    let mut chart = frame.chart(
+        Size::Wide,
+        ScaleKind::Linear,
+        Unit::Factor,
+        "Amplification per route over a trailing 5-minute window, raw per-interval value faint behind",
+    );
+    let w = windowed_lines(
+        runs,
+        &names,
+        &order,
+        windowed_amplification,
+        amplification,
+        Unit::Factor,
+    );
+    chart.lines = w.lines;
+    chart.reference = Some(1.0);
+    let caption = if w.smoothed {
+        format!(
+            "All attempts over first attempts: 1× means no retries; the dotted line marks 1×. Solid: over the trailing 5-minute window the headline figures use ({}); faint: each interval on its own, which counts retries of requests started in earlier intervals and so can read above the attempts a client makes per request.",
+            w.window
+        )
+    } else {
+        "All attempts over first attempts in each interval: 1× means no retries; the dotted line marks 1×. An interval is as long as the headline figures' 5-minute window, or longer.".to_owned()
+    };
+    Figure {
         id: "fig-amplification".into(),
-        title: "Amplification per route".into(),
-        caption: "All attempts over first attempts in each interval: 1× means no retries; the dotted line marks 1×.",
-        label: "Amplification per route".into(),
-        size: Size::Wide,
-        kind: ScaleKind::Linear,
-        unit: Unit::Factor,
-        names: &names,
-        order: &names,
+        title: if w.smoothed {
+            "Amplification per route (5-min window)".into()
+        } else {
+            "Amplification per route".into()
+        },
+        caption,
+        chart,
+        legend: entity_legend(&names, &order),
+        strokes: window_strokes(w.smoothed),
     }
-    .build(runs, frame, |run, name| {
-        let r = run.route(name)?;
-        Some(run.series(route_len(r), |i| amplification(r, i)))
-    });
-    figure.chart.reference = Some(1.0);
-    figure
 }
 
 fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
@@ -738,10 +829,15 @@ fn route_panels(runs: &[Run], frame: &Frame) -> Vec<Figure> {
                     } else {
                         String::new()
                     };
+                    let peak_rate = windowed_error_rate(run, r)
+                        .into_iter()
+                        .filter(|v| v.is_finite())
+                        .fold(0.0, f64::max);
                     caption.push(format!(
-                        "{who}amplification {} over the run, peak error rate {}",
+                        "{who}amplification {} over the run, peak error rate {} ({})",
                         fmt_value(t.amplification, Unit::Factor),
-                        fmt_value(t.peak_error_rate, Unit::Fraction)
+                        fmt_value(peak_rate, Unit::Fraction),
+                        window_words(run)
                     ));
                 }
             }
@@ -1030,10 +1126,16 @@ pub fn headline_table(runs: &[Run]) -> Table {
             let Some(t) = run.route_totals(&name) else {
                 continue;
             };
-            let n = route_len(r);
+            let rates = windowed_error_rate(run, r);
+            let n = rates.len();
             let degraded: Vec<usize> = (0..n)
-                .filter(|&i| error_rate(r, i) >= DEGRADED_ERROR_RATE)
+                .filter(|&i| rates[i] >= DEGRADED_ERROR_RATE)
                 .collect();
+            let peak_rate = rates
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max);
             let when = |i: usize| charts::clock(run.rec.clock_origin_s, run.t(i), run.dt);
             let (from, to) = match (degraded.first(), degraded.last()) {
                 (Some(&a), Some(&b)) if b + 1 < n => (when(a), when(b + 1)),
@@ -1050,7 +1152,7 @@ pub fn headline_table(runs: &[Run]) -> Table {
                 fmt_value(t.amplification, Unit::Factor),
                 fmt_int(t.successes),
                 fmt_int(t.failed),
-                fmt_value(t.peak_error_rate, Unit::Fraction),
+                fmt_value(peak_rate, Unit::Fraction),
                 from,
                 to,
             ]);
@@ -1062,7 +1164,9 @@ pub fn headline_table(runs: &[Run]) -> Table {
         columns,
         rows,
         note: Some(format!(
-            "Requests are first attempts; amplification is attempts over requests. A route is degraded in an interval when its error rate is at least {}; \"degraded from\" is the end of the first such interval, \"recovered at\" the end of the first interval after the last one.",
+            "Requests are first attempts; amplification is attempts over requests, over the whole run. The peak error rate and the degraded times are taken over the {} that the error-rate chart draws and the key figures use: a route is degraded at the end of a window whose error rate is at least {}; \"degraded from\" is the end of the first such window, \"recovered at\" the end of the first window under it after the last one (a window trails its end, so recovery began up to a window earlier).",
+            runs.first()
+                .map_or_else(|| "trailing 5-min window".to_owned(), window_words),
             fmt_value(DEGRADED_ERROR_RATE, Unit::Fraction)
         )),
     }

@@ -479,3 +479,83 @@ fn the_error_rate_chart_draws_the_headline_window_over_the_raw_rate() {
     assert!(!fig.contains(r#"class="raw""#) && !fig.contains("5-min window"));
     assert_eq!(fig.matches(r#"<path class="series""#).count(), 1);
 }
+
+/// The key-figure card of `title`: its value and the line under it.
+fn card(html: &str, title: &str) -> (String, String) {
+    let c = html
+        .split(&format!(r#"<div class="k">{title}</div>"#))
+        .nth(1)
+        .expect("the card");
+    let text = |class: &str| {
+        let t = c
+            .split(&format!(r#"<div class="{class}">"#))
+            .nth(1)
+            .unwrap();
+        t[..t.find("</div>").unwrap()].to_owned()
+    };
+    (text("v"), text("s"))
+}
+
+/// The key figures are taken over the window their charts draw and the
+/// headline table uses, and say which: a burst that fails every attempt
+/// for 100 s reads 33.3 % over the 5-minute window on the card, in the
+/// table and on the chart's solid line, not the 100 % of its worst
+/// 10-second interval.
+#[test]
+fn key_figure_cards_use_the_headline_window_and_name_it() {
+    let rec = burst(10);
+    let html = render(&[("run", &rec)], &ReportExtras::default());
+    let (v, s) = card(&html, "Peak error rate");
+    assert_eq!(v, "33.3%", "{s}");
+    assert!(
+        s.contains("archive at") && s.contains("trailing 5-min window (30 intervals of 10 s)"),
+        "{s}"
+    );
+    let rows = table_rows(&html, "Routes: headline figures");
+    assert_eq!(rows[0][6], "33.3%", "{:?}", rows[0]);
+    let (_, s) = card(&html, "Degraded at the end");
+    assert!(s.contains("last trailing 5-min window"), "{s}");
+    let storm = crate::common::storm(false, 10);
+    let (_, s) = card(
+        &render(&[("run", &storm)], &ReportExtras::default()),
+        "Peak saturation",
+    );
+    assert!(s.contains("at an interval&#39;s end, every 10 s"), "{s}");
+
+    // One interval fills the window: the card says it is per interval, and
+    // its worst interval is the whole figure.
+    let html = render(&[("run", &burst(300))], &ReportExtras::default());
+    let (v, s) = card(&html, "Peak error rate");
+    assert_eq!(v, "100%", "{s}");
+    assert!(s.contains("per interval of 5 min"), "{s}");
+}
+
+/// A retry burst in one interval (8 attempts for 4 requests, the retries
+/// of requests started earlier) reads 2× raw; over the 5-minute window the
+/// card and the amplification chart's solid line read the 124 attempts
+/// over 120 requests the window holds.
+#[test]
+fn the_amplification_card_and_chart_use_the_headline_window() {
+    let mut rec = burst(10);
+    let r = &mut rec.routes[0];
+    for e in r.errors.iter_mut() {
+        *e = [0; stormbreak_sim::record::Cause::ALL.len()];
+    }
+    r.successes.iter_mut().for_each(|s| *s = 4);
+    r.attempts[40] = 8;
+    r.successes[40] = 8;
+    let html = render(&[("run", &rec)], &ReportExtras::default());
+    let (v, s) = card(&html, "Peak amplification");
+    assert_eq!(v, "1.03×", "{s}");
+    assert!(s.contains("trailing 5-min window"), "{s}");
+    let fig = html
+        .split(r#"id="fig-amplification""#)
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .expect("the amplification figure");
+    assert!(
+        fig.contains("<title>archive, raw (peak 2×)</title>"),
+        "{fig}"
+    );
+    assert!(fig.contains("<title>archive, 5-min window (peak 1.03×)</title>"));
+}
