@@ -862,7 +862,11 @@ impl GuardConfig {
         let root = DeTable::parse(text).map_err(serde_error)?;
         let config = GuardConfig::deserialize(toml::de::Deserializer::from(root.clone()))
             .map_err(serde_error)?;
-        let doc = Doc { file, text, root };
+        let doc = Doc {
+            file,
+            text,
+            spans: stormbreak_spans::Spans::new(root),
+        };
         config.validate(&doc)?;
         let mut config = config;
         config.spans = Spans::of(&doc, config.listeners.len(), config.admin.is_some());

@@ -47,7 +47,7 @@ impl AutoscalerSpec {
 }
 
 /// The autoscaler table's field that a [`HpaConfig`] error names, dotted
-/// for [`super::spans::Doc`] (`behavior.scale_up.policies.0.period`) and
+/// for [`stormbreak_spans::Spans`] (`behavior.scale_up.policies.0.period`) and
 /// as the user spells it (`behavior.scale_up.policies[0].period`).
 pub(crate) fn table_field(e: &FieldError) -> (String, String) {
     let field = e.field();

@@ -19,7 +19,6 @@ use crate::dist::ServiceTimeSpec;
 
 mod hpa;
 mod messages;
-mod spans;
 mod specs;
 mod validate;
 pub use specs::{FieldProblem, check_budget, check_limit, check_retry};
@@ -969,12 +968,7 @@ pub fn too_large() -> String {
     )
 }
 
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
+pub(crate) use stormbreak_spans::line_col;
 
 /// What kind of component a name refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1017,7 +1011,7 @@ impl Scenario {
         let doc = DeTable::parse(text).map_err(serde_error)?;
         let mut scenario = Scenario::deserialize(toml::de::Deserializer::from(doc.clone()))
             .map_err(serde_error)?;
-        let doc = spans::Doc::new(doc);
+        let doc = stormbreak_spans::Spans::new(doc);
         let ck = validate::Checker::new(file, text, &doc);
         scenario.validate(&ck)?;
         scenario.warnings = ck.into_warnings();

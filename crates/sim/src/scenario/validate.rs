@@ -15,7 +15,7 @@ use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
 use super::hpa::table_field;
-use super::spans::Doc;
+use stormbreak_spans::Spans as Doc;
 use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
     MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INSTANCES, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE,
