@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use stormbreak_sim::Recording;
+use stormbreak_sim::output::write_atomic;
 
 mod charts;
 mod page;
@@ -224,23 +225,6 @@ pub fn read_extras(dir: &Path) -> Result<Option<ReportExtras>, FileError> {
         invalid,
     })?;
     Ok(Some(extras))
-}
-
-fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".to_owned());
-    let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    fs::write(&tmp, contents)?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]
