@@ -47,17 +47,7 @@ pub struct JobOptions {
 /// An object name from the scenario's name: lower-case letters, digits and
 /// `-`, at most 52 characters (so suffixes stay within 63).
 pub fn object_name(scenario: &str) -> String {
-    let mut s: String = scenario
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    s = s.trim_matches('-').to_owned();
+    let mut s = stormbreak_policy::names::slug(scenario);
     s.truncate(46);
     let s = s.trim_end_matches('-');
     if s.is_empty() {

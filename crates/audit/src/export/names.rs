@@ -4,22 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A config name as a scenario component name: lower-case ASCII letters,
 /// digits and single dashes.
-pub(crate) fn ident(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    while out.contains("--") {
-        out = out.replace("--", "-");
-    }
-    out.trim_matches('-').to_string()
-}
+pub(crate) use stormbreak_policy::names::slug as ident;
 
 /// Text from the configs made safe for a `#` comment: a line break in a
 /// name would end the comment and leave the rest as TOML.
