@@ -59,15 +59,7 @@ pub(crate) async fn serve(
             }
         };
         let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                // Out of file descriptors and the like: back off briefly
-                // instead of spinning on the error.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = crate::accept::accept(&listener) => accepted,
             _ = shutdown.changed() => return,
             () = drained(&mut draining) => return,
             () = leaving(&mut phase) => return,

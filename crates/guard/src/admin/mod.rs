@@ -479,13 +479,7 @@ pub(crate) async fn serve(
     let roster = Roster::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT);
     loop {
         let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = crate::accept::accept(&listener) => accepted,
             _ = shutdown.changed() => return,
         };
         let metrics = admin.live.get().metrics.clone();
