@@ -26,6 +26,7 @@ impl Clock {
         self.origin + Duration::from(at)
     }
 
+    #[cfg(feature = "testing")] // only `trace` uses it
     /// `at` as time on this clock (zero before its origin).
     pub(crate) fn since(&self, at: Instant) -> Nanos {
         Nanos::from(at.saturating_duration_since(self.origin))

@@ -24,8 +24,9 @@
 //! GCRA), `metrics` (the OpenMetrics exposition, label
 //! sets bounded by the config), `admin` (its own listener: `/metrics`,
 //! `/state`, token-guarded runtime overrides of shed rules, retry policies
-//! and staged restores) and [`trace`] (the retry loop without sockets, for
-//! the trace-equivalence test against the simulator).
+//! and staged restores) and `trace` (the retry loop without sockets, for
+//! the trace-equivalence test against the simulator; behind the `testing`
+//! feature, a test seam).
 //!
 //! Every decision is the policy crate's, driven with tokio's clock (so a
 //! test can pause it) and a seeded RNG; nothing here re-implements one.
@@ -72,6 +73,8 @@ mod shed;
 mod stats;
 mod target;
 mod tls;
+// Test seam for `crates/equivalence` (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod trace;
 
 pub use config::{ConfigError, GuardConfig};

@@ -195,9 +195,11 @@ pub(crate) struct Tally {
 /// failed call's result, which the retry policy judges as an attempt's.
 pub(crate) type CheckOf<B> = Result<(), AttemptOf<B>>;
 
+#[cfg(feature = "testing")] // only `trace` uses it
 /// A check that is never made, for [`run`].
 type NoCheck<B> = fn(Option<tokio::time::Instant>) -> std::future::Ready<CheckOf<B>>;
 
+#[cfg(feature = "testing")] // only `trace` uses it
 /// Sends attempts made by `attempt` until the policy says success or give
 /// up; returns the last attempt's result and what the loop did. Without a
 /// policy, one attempt.

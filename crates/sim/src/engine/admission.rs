@@ -79,6 +79,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    #[cfg(feature = "testing")] // only the equivalence test reads it
     /// The answer a client gets: the HTTP status and `Retry-After`, as the
     /// guard sends them for the same refusal.
     pub fn answer(self) -> (u16, Option<Nanos>) {
@@ -229,6 +230,7 @@ impl Admission {
         *w = w.saturating_sub(1);
     }
 
+    #[cfg(feature = "testing")] // only the equivalence test reads it
     /// The queue's timeout, when there is a queue.
     pub fn queue_timeout(&self) -> Option<Nanos> {
         self.queue.as_ref().map(|q| q.timeout)

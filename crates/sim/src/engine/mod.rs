@@ -49,12 +49,20 @@
 //! ties in the event queue broken by scheduling order, no hash-map iteration
 //! anywhere: same scenario, seed and scale give byte-identical recordings.
 
+// Test seam: public only for `crates/equivalence` (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod admission;
+#[cfg(not(feature = "testing"))]
+mod admission;
 mod attempt;
 mod audit;
 mod autoscale;
 mod backlog;
+// Test seam: public only for `crates/equivalence` (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod caller;
+#[cfg(not(feature = "testing"))]
+mod caller;
 mod conn;
 mod deadline;
 mod failover;
@@ -65,7 +73,11 @@ mod lb;
 mod limits;
 mod line_timer;
 mod population;
+// Test seam: public only for `crates/equivalence` (feature `testing`).
+#[cfg(feature = "testing")]
 pub mod ramp;
+#[cfg(not(feature = "testing"))]
+mod ramp;
 pub mod rate;
 mod recorder;
 mod scale;

@@ -115,6 +115,7 @@ impl RampGate {
         }
     }
 
+    #[cfg(feature = "testing")] // only the equivalence test reads it
     /// The restore's state, for inspection.
     pub fn restore(&self) -> &StagedRestore {
         &self.restore
