@@ -53,40 +53,9 @@ pub struct Args {
     /// time, and report which the verdict rests on (docs/replay.md).
     #[arg(long, conflicts_with_all = ["fixed", "fix", "ablation", "compare", "json"])]
     pub sensitivity: bool,
-    /// With --sensitivity: only these assumptions (comma-separated names
-    /// such as service.auth-cus.app.service_time.mean; --list-assumptions).
-    #[arg(
-        long,
-        value_name = "NAMES",
-        requires = "sensitivity",
-        value_delimiter = ','
-    )]
-    pub only: Vec<String>,
-    /// With --sensitivity: the changes made to each assumption
-    /// [default: -25%,-10%,+10%,+25%].
-    #[arg(
-        long,
-        value_name = "LIST",
-        requires = "sensitivity",
-        allow_hyphen_values = true,
-        value_parser = crate::sensitivity_cmd::parse_changes
-    )]
-    pub changes: Option<crate::sensitivity_cmd::ChangeList>,
-    /// With --sensitivity: seeds every variant runs on, in the sweep's
-    /// grammar: a list (1,2,3), a range (1..=5), one seed ("7," or 7..=7), or
-    /// a count (3: the scenario's seed and two derived from it)
-    /// [default: --seed, else the scenario's].
-    #[arg(
-        long,
-        value_name = "SEEDS",
-        requires = "sensitivity",
-        conflicts_with = "seed",
-        value_parser = crate::sensitivity_cmd::parse_seeds
-    )]
-    pub seeds: Option<crate::sensitivity_cmd::SeedList>,
-    /// With --sensitivity: print the assumptions it would vary, and exit.
-    #[arg(long, requires = "sensitivity")]
-    pub list_assumptions: bool,
+    /// The flags only --sensitivity reads.
+    #[command(flatten)]
+    pub sensitivity_flags: crate::sensitivity_cmd::Flags,
     /// Simulations to run at once for --ablation, --compare and
     /// --sensitivity [default: the cores available]. Outputs are the same
     /// whatever it is.
@@ -207,7 +176,16 @@ pub fn run(args: Args) -> Result<(), String> {
         return ablation(&args, opts, quiet);
     }
     if args.sensitivity {
-        return crate::sensitivity_cmd::run(&args);
+        return crate::sensitivity_cmd::run(
+            &args.sensitivity_flags,
+            &crate::sensitivity_cmd::Common {
+                seed: args.seed,
+                scale: args.scale,
+                out: args.out.as_deref(),
+                quiet: args.quiet,
+                jobs: args.jobs,
+            },
+        );
     }
     let variant = if args.compare {
         "compare".to_owned()

@@ -6,7 +6,63 @@ use stormbreak_sim::replay;
 use stormbreak_sweep::seeds::{self, Seeds};
 use stormbreak_sweep::sensitivity::{self, Change, Plan, Spec};
 
-use crate::replay::Args;
+use std::path::Path;
+
+/// The flags of `stormbreak replay` that only `--sensitivity` reads,
+/// flattened into the replay's own (their `requires = "sensitivity"`
+/// names the replay's flag: clap resolves ids across a flatten).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Flags {
+    /// With --sensitivity: only these assumptions (comma-separated names
+    /// such as service.auth-cus.app.service_time.mean; --list-assumptions).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        requires = "sensitivity",
+        value_delimiter = ','
+    )]
+    pub only: Vec<String>,
+    /// With --sensitivity: the changes made to each assumption
+    /// [default: -25%,-10%,+10%,+25%].
+    #[arg(
+        long,
+        value_name = "LIST",
+        requires = "sensitivity",
+        allow_hyphen_values = true,
+        value_parser = parse_changes
+    )]
+    pub changes: Option<ChangeList>,
+    /// With --sensitivity: seeds every variant runs on, in the sweep's
+    /// grammar: a list (1,2,3), a range (1..=5), one seed ("7," or 7..=7), or
+    /// a count (3: the scenario's seed and two derived from it)
+    /// [default: --seed, else the scenario's].
+    #[arg(
+        long,
+        value_name = "SEEDS",
+        requires = "sensitivity",
+        conflicts_with = "seed",
+        value_parser = parse_seeds
+    )]
+    pub seeds: Option<SeedList>,
+    /// With --sensitivity: print the assumptions it would vary, and exit.
+    #[arg(long, requires = "sensitivity")]
+    pub list_assumptions: bool,
+}
+
+/// The replay's flags a sensitivity run shares with every other replay.
+#[derive(Debug, Clone, Copy)]
+pub struct Common<'a> {
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--scale`.
+    pub scale: f64,
+    /// `--out`.
+    pub out: Option<&'a Path>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--jobs`.
+    pub jobs: Option<usize>,
+}
 
 /// A parsed `--changes` list.
 #[derive(Debug, Clone)]
@@ -30,9 +86,9 @@ pub fn parse_seeds(s: &str) -> Result<SeedList, String> {
 }
 
 /// Runs the analysis the flags describe.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Flags, common: &Common<'_>) -> Result<(), String> {
     let base = replay::scenario().map_err(|e| e.to_string())?;
-    let seeds = match (&args.seeds, args.seed) {
+    let seeds = match (&args.seeds, common.seed) {
         (Some(list), _) => list.0.all(|k| seeds::derived(base.scenario.seed, k)),
         (None, Some(seed)) => vec![seed],
         (None, None) => vec![base.scenario.seed],
@@ -40,7 +96,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     let spec = Spec {
         file: replay::SCENARIO_FILE.to_owned(),
         text: replay::SCENARIO_TOML.to_owned(),
-        scale: args.scale,
+        scale: common.scale,
         seeds,
         changes: args
             .changes
@@ -60,12 +116,12 @@ pub fn run(args: &Args) -> Result<(), String> {
         }
         return Ok(());
     }
-    let out = match &args.out {
-        Some(out) => out.clone(),
+    let out = match common.out {
+        Some(out) => out.to_path_buf(),
         None => crate::default_out(replay::scenario_name())?.join("sensitivity"),
     };
     let out_dir = crate::prepare_out(&out)?;
-    let bar = if args.quiet {
+    let bar = if common.quiet {
         indicatif::ProgressBar::hidden()
     } else {
         let bar = indicatif::ProgressBar::new(plan.runs() as u64);
@@ -78,7 +134,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         );
         bar
     };
-    let jobs = args.jobs.unwrap_or_else(crate::parallel::default_jobs);
+    let jobs = common.jobs.unwrap_or_else(crate::parallel::default_jobs);
     let report = plan.run(jobs, || bar.inc(1));
     bar.finish_and_clear();
     let report = report?;
