@@ -22,7 +22,7 @@ mod table;
 
 /// Reproduce, find and stop retry storms and blind-spot overload in service meshes.
 #[derive(Debug, Parser)]
-#[command(name = "stormbreak", version, about, long_about = None)]
+#[command(name = "stormbreak", version, about, long_about = None, after_help = EXIT_CODES_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,21 +31,32 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Replay GitHub's 2026-08-17 incident from its mechanisms (built in).
+    #[command(after_help = EXIT_CODES_HELP)]
     Replay(replay::Args),
     /// Run a scenario file in the discrete-event simulator.
+    #[command(after_help = EXIT_CODES_HELP)]
     Simulate(simulate::Args),
     /// Re-render report.html from saved runs (overlaid when several).
+    #[command(after_help = EXIT_CODES_HELP)]
     Report(report_cmd::Args),
     /// Audit Kubernetes, Istio and HAProxy configs: capacity chain, blind autoscalers, retry amplification.
+    #[command(after_help = EXIT_CODES_HELP)]
     Audit(audit_cmd::Args),
     /// Run the guard reverse proxy (`--config FILE`), or validate its config (`--check FILE`).
+    #[command(after_help = EXIT_CODES_HELP)]
     Guard(guard_cmd::Args),
     /// Map where a scenario stops recovering: vary fields along axes, classify every run.
     // Boxed: its flags make it twice the size of any other command's.
+    #[command(after_help = EXIT_CODES_HELP)]
     Sweep(Box<sweep_cmd::Args>),
     /// Run a scenario file for real on loopback (backends, guard sidecars, open-loop clients) and record it.
+    #[command(after_help = EXIT_CODES_HELP)]
     Lab(lab_cmd::Args),
 }
+
+/// The line every subcommand's `--help` ends with: exit codes are one
+/// table for all subcommands, which a new subcommand extends.
+const EXIT_CODES_HELP: &str = "Exit codes: see docs/outputs.md#exit-codes";
 
 /// Exit status of a run a limit of the engine stopped (`simulate`): its
 /// outputs up to the stop are in `<out>-stopped/` (docs/scenarios.md,

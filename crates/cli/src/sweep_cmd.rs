@@ -117,6 +117,7 @@ fn shard_from_env(n: usize) -> Result<Shard, String> {
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
     /// Combine shard directories into exactly what one sweep writes.
+    #[command(after_help = crate::EXIT_CODES_HELP)]
     Merge(MergeArgs),
 }
 

@@ -7,8 +7,10 @@
 //! code runs in three places unchanged:
 //!
 //! * the discrete-event simulator (`stormbreak-sim`), in virtual time;
-//! * the loopback lab, in real time;
-//! * the production gateway (`stormbreak-guard`) and client layer.
+//! * the production gateway (`stormbreak-guard`) and the client layers
+//!   (`stormbreak-client`), in real time;
+//! * the loopback lab (`stormbreak-lab`), in real time, through the guard
+//!   and the client layers.
 //!
 //! Same inputs, same decisions. Per-request decisions do not allocate.
 //!

@@ -254,6 +254,53 @@ fn every_subcommand_documents_its_flags() {
     }
 }
 
+/// Every subcommand's `--help` points to the one exit-code table, and that
+/// table (docs/outputs.md, "Exit codes") has a row for every subcommand
+/// `stormbreak --help` lists, so a new subcommand cannot skip either.
+#[test]
+fn every_subcommand_help_points_to_the_exit_code_table() {
+    const POINTER: &str = "docs/outputs.md#exit-codes";
+    let top = stormbreak().arg("--help").output().unwrap();
+    let top = String::from_utf8_lossy(&top.stdout).into_owned();
+    assert!(top.contains(POINTER), "stormbreak --help lacks {POINTER}");
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 7, "no subcommands found in:\n{top}");
+
+    let docs = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/outputs.md"),
+    )
+    .unwrap();
+    let start = docs
+        .find("\n## Exit codes\n")
+        .expect("docs/outputs.md has ## Exit codes");
+    let table = &docs[start + 1..];
+    let table = &table[..table[3..].find("\n## ").map_or(table.len(), |e| e + 3)];
+
+    let mut invocations: Vec<Vec<&str>> = commands.iter().map(|c| vec![*c]).collect();
+    invocations.push(vec!["sweep", "merge"]);
+    for args in invocations {
+        let out = stormbreak().args(&args).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        let name = args.join(" ");
+        assert!(out.status.success(), "{name} --help failed");
+        assert!(
+            help.contains(POINTER),
+            "{name} --help lacks {POINTER}:\n{help}"
+        );
+        assert!(
+            table.contains(&format!("| `{name}")),
+            "docs/outputs.md, \"Exit codes\", has no row for {name}"
+        );
+    }
+}
+
 /// Runs `cmd` and kills it if it has not finished within `limit`, so a
 /// reader that never stops fails the test instead of hanging it.
 fn output_within(mut cmd: Command, limit: std::time::Duration) -> std::process::Output {

@@ -15,3 +15,4 @@ mod hostile;
 mod out_dir;
 mod sensitivity_cmd;
 mod sweep_cmd;
+mod tidy;
