@@ -10,6 +10,10 @@
 //! service time whatever CPU the load generator takes. The work runs in its
 //! own task: a caller that gives up does not stop it, as the simulator's
 //! server keeps working on abandoned attempts (`drop_expired = false`).
+//!
+//! Faults: `set_capacity` changes the workers ([`App::set_workers`]: a cut
+//! lets running work finish); `fail_pods` makes the app close every
+//! connection it is asked on and drop what it holds ([`App::set_failing`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

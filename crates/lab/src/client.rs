@@ -1,10 +1,12 @@
 //! How a population's request reaches a pod: a logical request goes
 //! through the `stormbreak-client` retry layer (the scenario's `retry` and
 //! `budget`, the policy crate's state machine; no layer without `retry`),
-//! and each attempt through [`AttemptService`]: least-request of two over
-//! the service's pods (the policy crate's `LeastRequest`, Envoy's default
-//! and the simulator's pick), a pooled HTTP/1.1 connection to the pod's
-//! sidecar or app, and the attempt's outcome recorded by cause.
+//! replaced for new requests by `set_retry` over one budget per population
+//! ([`Population`]), and each attempt through [`AttemptService`]: the
+//! service's stalls (the lab's fault hook), least-request of two over the
+//! service's ready pods (the policy crate's `LeastRequest`, Envoy's
+//! default and the simulator's pick), a pooled HTTP/1.1 connection to the
+//! pod's sidecar or app, and the attempt's outcome recorded by cause.
 
 use std::future::Future;
 use std::pin::Pin;
