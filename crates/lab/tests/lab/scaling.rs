@@ -25,7 +25,7 @@ seed = 3
 [[service]]
 name = "api"
 replicas = 1
-# 2 slots × 1/50 ms = 40 req/s a pod, asked for 60/s: saturation near 1.
+# 2 slots × 1/50 ms = 40 req/s a pod, asked for 80/s: saturation near 1.
 sidecar = { limit = 2, queue = 20, queue_timeout = "1s" }
 app = { workers = 2, queue = 20, service_time = { dist = "constant", value = "50ms" } }
 autoscaler = { metric = "sidecar_saturation", target = 0.5, min = 1, max = 3, pod_start = "200ms", sync_period = "1s" }
@@ -37,7 +37,7 @@ path = ["api"]
 [[client]]
 name = "users"
 route = "r"
-rate = "60/s"
+rate = "80/s"
 timeout = "2s"
 "#;
 
@@ -79,7 +79,7 @@ fn a_busy_app_scales_up_within_max_and_the_new_pods_serve() {
 fn an_idle_service_scales_down_and_its_pods_drain_and_close() {
     let text = HPA
         .replace("replicas = 1", "replicas = 3")
-        .replace("rate = \"60/s\"", "rate = \"4/s\"")
+        .replace("rate = \"80/s\"", "rate = \"4/s\"")
         .replace(
             "sync_period = \"1s\" }",
             "sync_period = \"1s\", behavior = { scale_down = { stabilization_window = \"0s\" } } }",
