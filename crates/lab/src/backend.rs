@@ -10,8 +10,11 @@
 //! service time whatever CPU the load generator takes. The work runs in its
 //! own task: a caller that gives up does not stop it, as the simulator's
 //! server keeps working on abandoned attempts (`drop_expired = false`).
+//!
+//! Faults: `set_capacity` changes the workers ([`App::set_workers`]: a cut
+//! lets running work finish); `fail_pods` makes the app close every
+//! connection it is asked on and drop what it holds ([`App::set_failing`]).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,26 +74,43 @@ impl Slowdown {
     }
 }
 
-/// Time integrals of a pod's busy workers and of the requests present
-/// (queued or in service), for app utilisation and Little's law.
+/// Time integrals of a pod's busy workers (as a share of its workers, so
+/// a `set_capacity` is read as the simulator reads it: busy / the workers
+/// of the moment) and of the requests present (queued or in service), for
+/// app utilisation, the HPA and Little's law.
 #[derive(Debug)]
 struct Gauges {
     busy: u32,
     present: u32,
+    workers: u32,
     last: Instant,
-    busy_ns_tick: f64,
-    busy_ns_total: f64,
+    /// Since the last recording tick: ∫ busy / workers dt, and its start.
+    util_tick: f64,
+    tick_since: Instant,
+    /// Since the last HPA sync.
+    util_sync: f64,
+    sync_since: Instant,
     present_ns_total: f64,
 }
 
 impl Gauges {
     fn advance(&mut self, now: Instant) {
         let dt = now.saturating_duration_since(self.last).as_nanos() as f64;
-        self.busy_ns_tick += dt * self.busy as f64;
-        self.busy_ns_total += dt * self.busy as f64;
+        let util = dt * self.busy as f64 / self.workers.max(1) as f64;
+        self.util_tick += util;
+        self.util_sync += util;
         self.present_ns_total += dt * self.present as f64;
         self.last = now;
     }
+}
+
+/// The average of an integral since `since`, restarted at `now`.
+fn take_avg(area: &mut f64, since: &mut Instant, now: Instant) -> f64 {
+    let span = now.saturating_duration_since(*since).as_nanos() as f64;
+    let v = if span > 0.0 { *area / span } else { 0.0 };
+    *area = 0.0;
+    *since = now;
+    v
 }
 
 /// What a pod has done, read by the recorder.
@@ -100,15 +120,18 @@ pub struct PodReading {
     pub busy: u32,
     /// Waiting in the app queue now.
     pub queued: u32,
-    /// Busy-worker nanoseconds since the last reading.
-    pub busy_ns: f64,
+    /// Time-averaged busy workers / workers since the last reading (or
+    /// the pod's start).
+    pub utilisation: f64,
 }
 
 /// One pod's app: its admission state and its figures.
 #[derive(Debug)]
 pub struct App {
     workers: Arc<Semaphore>,
-    worker_count: u32,
+    /// Permits still to be forgotten as they come back: a `set_capacity`
+    /// cut below the busy workers lets running work finish.
+    owed: AtomicU32,
     queue_cap: u32,
     queued: AtomicU32,
     gauges: Mutex<Gauges>,
@@ -119,6 +142,9 @@ pub struct App {
     pub served: AtomicU64,
     /// Requests refused because the app queue was full.
     pub refused: AtomicU64,
+    /// A `fail_pods` fault: every request is answered by closing its
+    /// connection, at once, including those already admitted.
+    failing: watch::Sender<bool>,
     /// Timer lateness of the service sleeps: worst, and total, in ns.
     late_max_ns: AtomicU64,
     late_sum_ns: AtomicU64,
@@ -134,17 +160,21 @@ impl App {
         slowdown: Arc<Slowdown>,
         seed: u64,
     ) -> Arc<App> {
+        let now = Instant::now();
         Arc::new(App {
             workers: Arc::new(Semaphore::new(workers as usize)),
-            worker_count: workers,
+            owed: AtomicU32::new(0),
             queue_cap: queue,
             queued: AtomicU32::new(0),
             gauges: Mutex::new(Gauges {
                 busy: 0,
                 present: 0,
-                last: Instant::now(),
-                busy_ns_tick: 0.0,
-                busy_ns_total: 0.0,
+                workers,
+                last: now,
+                util_tick: 0.0,
+                tick_since: now,
+                util_sync: 0.0,
+                sync_since: now,
                 present_ns_total: 0.0,
             }),
             sampler: spec.sampler(),
@@ -152,39 +182,115 @@ impl App {
             slowdown,
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            failing: watch::channel(false).0,
             late_max_ns: AtomicU64::new(0),
             late_sum_ns: AtomicU64::new(0),
         })
     }
 
-    /// Workers of the pod.
+    /// Workers of the pod now.
     pub fn worker_count(&self) -> u32 {
-        self.worker_count
+        self.lock_gauges().workers
+    }
+
+    /// Sets the pod's workers (`set_capacity`): a rise admits waiting
+    /// requests at once; a cut admits nothing new until the busy workers
+    /// are under it, and running work finishes (the simulator's
+    /// `apply_capacity`).
+    pub fn set_workers(&self, n: u32) {
+        let mut g = self.lock_gauges();
+        g.advance(Instant::now());
+        let old = g.workers;
+        g.workers = n;
+        drop(g);
+        if n > old {
+            let mut more = n - old;
+            // Cancel a debt first: those permits are still out.
+            let paid = self
+                .owed
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                    Some(o - o.min(more))
+                })
+                .unwrap_or(0);
+            more -= paid.min(more);
+            self.workers.add_permits(more as usize);
+        } else {
+            let cut = old - n;
+            let forgotten = self.workers.forget_permits(cut as usize) as u32;
+            self.owed.fetch_add(cut - forgotten, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker is done: its permit goes back, unless a cut is owed it.
+    fn release(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        let owed = self
+            .owed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| o.checked_sub(1));
+        if owed.is_ok() {
+            permit.forget();
+        }
+    }
+
+    /// Starts or ends a `fail_pods` fault on this pod.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.send_replace(failing);
+    }
+
+    /// Whether a `fail_pods` fault is in force.
+    pub fn is_failing(&self) -> bool {
+        *self.failing.borrow()
+    }
+
+    fn lock_gauges(&self) -> std::sync::MutexGuard<'_, Gauges> {
+        self.gauges.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn gauge(&self, f: impl FnOnce(&mut Gauges)) {
-        let mut g = self.gauges.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self.lock_gauges();
         g.advance(Instant::now());
         f(&mut g);
     }
 
-    /// The gauges now; resets the per-reading busy integral.
+    /// The gauges now, and the utilisation since the last reading.
     pub fn read(&self) -> PodReading {
-        let mut g = self.gauges.lock().unwrap_or_else(PoisonError::into_inner);
-        g.advance(Instant::now());
-        let busy_ns = std::mem::take(&mut g.busy_ns_tick);
+        let now = Instant::now();
+        let mut g = self.lock_gauges();
+        g.advance(now);
+        let g = &mut *g;
+        let utilisation = take_avg(&mut g.util_tick, &mut g.tick_since, now);
         PodReading {
             busy: g.busy,
             queued: self.queued.load(Ordering::Relaxed),
-            busy_ns,
+            utilisation,
         }
     }
 
-    /// Mean requests present (queued or in service) over `elapsed`.
-    pub fn mean_present(&self, elapsed: std::time::Duration) -> f64 {
-        let mut g = self.gauges.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Time-averaged busy workers / workers since the last HPA sync (or
+    /// the pod's start): the autoscaler's app CPU.
+    pub fn take_sync_utilisation(&self) -> f64 {
+        let now = Instant::now();
+        let mut g = self.lock_gauges();
+        g.advance(now);
+        let g = &mut *g;
+        take_avg(&mut g.util_sync, &mut g.sync_since, now)
+    }
+
+    /// Requests present now (queued or in service): a draining pod leaves
+    /// once this and its sidecar are at zero.
+    pub fn present(&self) -> u32 {
+        self.lock_gauges().present
+    }
+
+    /// ∫ requests present dt over the pod's life, in request·ns.
+    pub fn present_area(&self) -> f64 {
+        let mut g = self.lock_gauges();
         g.advance(Instant::now());
-        g.present_ns_total / elapsed.as_nanos().max(1) as f64
+        g.present_ns_total
+    }
+
+    /// Total lateness of the service sleeps, ns.
+    pub fn sleep_late_total_ns(&self) -> u64 {
+        self.late_sum_ns.load(Ordering::Relaxed)
     }
 
     /// Worst and mean lateness of the service sleeps (time slept beyond
@@ -214,14 +320,23 @@ impl App {
         let app = self.clone();
         self.gauge(|g| g.present += 1);
         tokio::spawn(async move {
+            // A `fail_pods` fault resets what the app holds, queued or in
+            // service, as the simulator's `reset_pod` does.
+            let mut failing = app.failing.subscribe();
             let permit = match now_permit {
                 Some(p) => p,
                 None => {
-                    let p = app.workers.clone().acquire_owned().await;
+                    let p = tokio::select! {
+                        p = app.workers.clone().acquire_owned() => p.ok(),
+                        _ = failing.wait_for(|f| *f) => None,
+                    };
                     app.queued.fetch_sub(1, Ordering::Relaxed);
                     match p {
-                        Ok(p) => p,
-                        Err(_) => return, // closed: the pod is going away
+                        Some(p) => p,
+                        None => {
+                            app.gauge(|g| g.present -= 1);
+                            return;
+                        }
                     }
                 }
             };
@@ -232,17 +347,24 @@ impl App {
             };
             let d = app.slowdown.apply(d);
             let start = Instant::now();
-            tokio::time::sleep(d.into()).await;
-            let late = Nanos::from(start.elapsed()).saturating_sub(d).as_nanos();
-            app.late_max_ns.fetch_max(late, Ordering::Relaxed);
-            app.late_sum_ns.fetch_add(late, Ordering::Relaxed);
-            app.served.fetch_add(1, Ordering::Relaxed);
+            let served = tokio::select! {
+                _ = tokio::time::sleep(d.into()) => true,
+                _ = failing.wait_for(|f| *f) => false,
+            };
+            if served {
+                let late = Nanos::from(start.elapsed()).saturating_sub(d).as_nanos();
+                app.late_max_ns.fetch_max(late, Ordering::Relaxed);
+                app.late_sum_ns.fetch_add(late, Ordering::Relaxed);
+                app.served.fetch_add(1, Ordering::Relaxed);
+            }
             app.gauge(|g| {
                 g.busy -= 1;
                 g.present -= 1;
             });
-            drop(permit);
-            let _ = tx.send(());
+            app.release(permit);
+            if served {
+                let _ = tx.send(());
+            }
         });
         Some(rx)
     }
@@ -294,7 +416,7 @@ async fn serve_connection(
 ) {
     let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
         let app = app.clone();
-        async move { Ok::<_, Infallible>(answer(&app).await) }
+        async move { answer(&app).await }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
@@ -305,21 +427,115 @@ async fn serve_connection(
     };
 }
 
-async fn answer(app: &Arc<App>) -> Response<Full<Bytes>> {
+/// Why a failing app closed a connection instead of answering.
+#[derive(Debug)]
+struct Failing;
+
+impl std::fmt::Display for Failing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the app is failing (fail_pods)")
+    }
+}
+
+impl std::error::Error for Failing {}
+
+/// The answer, or an error (hyper then closes the connection: the
+/// caller sees a reset, as from a crashed app) while `fail_pods` holds.
+async fn answer(app: &Arc<App>) -> Result<Response<Full<Bytes>>, Failing> {
+    let mut failing = app.failing.subscribe();
+    if *failing.borrow_and_update() {
+        return Err(Failing);
+    }
     let status = match app.admit() {
         None => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"app queue full\n")));
             *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
             r.headers_mut()
                 .insert(REFUSED_HEADER, http::HeaderValue::from_static("app-queue"));
-            return r;
+            return Ok(r);
         }
-        Some(done) => match done.await {
-            Ok(()) => StatusCode::OK,
-            Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(done) => tokio::select! {
+            r = done => match r {
+                Ok(()) => StatusCode::OK,
+                Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+            },
+            _ = failing.wait_for(|f| *f) => return Err(Failing),
         },
     };
     let mut r = Response::new(Full::new(Bytes::new()));
     *r.status_mut() = status;
-    r
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The app's admission and its app-CPU reading in virtual time
+    //! (tokio's paused clock).
+
+    use super::*;
+
+    fn app(workers: u32, queue: u32, service: u64) -> Arc<App> {
+        let spec = ServiceTimeSpec::Constant {
+            value: Nanos::from_secs(service),
+        };
+        App::new(workers, queue, &spec, Arc::default(), 1)
+    }
+
+    async fn advance(secs: u64) {
+        tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn app_cpu_is_busy_workers_over_workers_averaged_since_the_last_sync() {
+        let a = app(2, 0, 1);
+        let done = a.admit().expect("a free worker");
+        advance(2).await;
+        done.await.unwrap();
+        // One of two workers busy for 1 s of 2: 0.25.
+        assert!((a.take_sync_utilisation() - 0.25).abs() < 1e-3);
+        // A new period starts at the sync: nothing busy since.
+        advance(1).await;
+        assert_eq!(a.take_sync_utilisation(), 0.0);
+        // The recording's reading keeps its own period.
+        assert!((a.read().utilisation - 1.0 / 6.0).abs() < 1e-3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_lets_running_work_finish_and_admits_nothing_over_it() {
+        let a = app(2, 0, 1);
+        let first = a.admit().unwrap();
+        let second = a.admit().unwrap();
+        a.set_workers(1);
+        assert!(a.admit().is_none(), "no worker free, no queue");
+        advance(2).await;
+        first.await.unwrap();
+        second.await.unwrap();
+        // Both permits came back, one was owed: one worker now.
+        let third = a.admit().unwrap();
+        assert!(a.admit().is_none(), "{} workers", a.worker_count());
+        advance(2).await;
+        third.await.unwrap();
+        a.set_workers(3);
+        let held: Vec<_> = (0..3).map(|_| a.admit().unwrap()).collect();
+        assert!(a.admit().is_none());
+        drop(held);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_app_drops_what_it_holds_and_serves_again_when_healed() {
+        let a = app(1, 5, 10);
+        let running = a.admit().unwrap();
+        let queued = a.admit().unwrap();
+        a.set_failing(true);
+        // Both ended without an answer, at once, and the worker is free.
+        assert!(running.await.is_err());
+        assert!(queued.await.is_err());
+        tokio::task::yield_now().await;
+        assert_eq!(a.present(), 0);
+        a.set_failing(false);
+        let again = a.admit().unwrap();
+        advance(11).await;
+        again.await.unwrap();
+        assert_eq!(a.served.load(Ordering::Relaxed), 1);
+    }
 }

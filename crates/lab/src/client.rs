@@ -1,16 +1,17 @@
 //! How a population's request reaches a pod: a logical request goes
 //! through the `stormbreak-client` retry layer (the scenario's `retry` and
 //! `budget`, the policy crate's state machine; no layer without `retry`),
-//! and each attempt through [`AttemptService`]: least-request of two over
-//! the service's pods (the policy crate's `LeastRequest`, Envoy's default
-//! and the simulator's pick), a pooled HTTP/1.1 connection to the pod's
-//! sidecar or app, and the attempt's outcome recorded by cause.
+//! replaced for new requests by `set_retry` over one budget per population
+//! ([`Population`]), and each attempt through [`AttemptService`]: the
+//! service's stalls (the lab's fault hook), least-request of two over the
+//! service's ready pods (the policy crate's `LeastRequest`, Envoy's
+//! default and the simulator's pick), a pooled HTTP/1.1 connection to the
+//! pod's sidecar or app, and the attempt's outcome recorded by cause.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -23,12 +24,15 @@ use rand_pcg::Pcg64Mcg;
 use stormbreak_client::{BoxError, HttpClassifier, RetryLayer};
 use stormbreak_policy::Nanos;
 use stormbreak_policy::balance::{BalanceConfig, LeastRequest};
-use stormbreak_policy::budget::Unlimited;
+use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RetryBudget, RetryCause};
+use stormbreak_policy::retry::RetryConfig;
 use stormbreak_sim::record::Cause;
+use stormbreak_sim::scenario::StallMode;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::backend::REFUSED_HEADER;
+use crate::fleet::{Fleet, Pod};
 use crate::plan::ClientPlan;
 use crate::record::Recorder;
 
@@ -36,35 +40,42 @@ use crate::record::Recorder;
 /// no payloads).
 pub type LabRequest = http::Request<Empty<Bytes>>;
 
-/// The pods of one service as a client sees them: their addresses and
-/// the attempts it has on each (least-request's load).
+/// A population's view of one service's pods: least-request of two over
+/// the ready ones (the policy crate's `LeastRequest`), on this
+/// population's attempts in flight on each.
 pub struct Pods {
-    addrs: Vec<SocketAddr>,
-    load: Vec<AtomicU32>,
+    fleet: Arc<Fleet>,
+    pop: usize,
     pick: LeastRequest,
     rng: Mutex<Pcg64Mcg>,
 }
 
 impl Pods {
-    /// Pods at `addrs`, picked with a seeded RNG.
-    pub fn new(addrs: Vec<SocketAddr>, seed: u64) -> Self {
+    /// Population `pop`'s view of `fleet`, picked with a seeded RNG.
+    pub fn new(fleet: Arc<Fleet>, pop: usize, seed: u64) -> Self {
         Pods {
-            load: addrs.iter().map(|_| AtomicU32::new(0)).collect(),
-            addrs,
+            fleet,
+            pop,
             pick: LeastRequest::new(&BalanceConfig::default()).expect("default"),
             rng: Mutex::new(Pcg64Mcg::seed_from_u64(seed)),
         }
     }
 
-    fn choose(&self) -> usize {
+    /// A ready pod, or `None` when none is (all starting, draining or
+    /// killed): the simulator answers that `unavailable`.
+    fn choose(&self) -> Option<Arc<Pod>> {
+        let pods = self.fleet.pods();
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
-        self.pick
-            .choose(
-                self.addrs.len(),
-                |i| Some(self.load[i].load(Ordering::Relaxed)),
-                &mut *rng,
-            )
-            .expect("a service has at least one pod")
+        let i = self.pick.choose(
+            pods.len(),
+            |i| {
+                let p = &pods[i];
+                p.is_ready()
+                    .then(|| p.load(self.pop).load(Ordering::Relaxed))
+            },
+            &mut *rng,
+        )?;
+        Some(pods[i].clone())
     }
 }
 
@@ -82,8 +93,7 @@ pub struct AttemptService {
 /// ended: the caller's per-try timeout abandoned it (or the run ended).
 struct Pending {
     rec: Arc<Recorder>,
-    pods: Arc<Pods>,
-    pod: usize,
+    pod: Option<(Arc<Pod>, usize)>,
     route: usize,
     service: usize,
     done: bool,
@@ -91,7 +101,9 @@ struct Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.pods.load[self.pod].fetch_sub(1, Ordering::Relaxed);
+        if let Some((pod, pop)) = &self.pod {
+            pod.load(*pop).fetch_sub(1, Ordering::Relaxed);
+        }
         if !self.done {
             self.rec
                 .failure(self.route, self.service, Cause::Timeout, false, false);
@@ -112,8 +124,9 @@ fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool
         // A shed by the sidecar (saturation, an operator rule, a restore,
         // its rate limit): recorded by status, as the simulator does.
         (_, Some(_)) => (Cause::shed(status), true, false),
-        // The sidecar could not reach its app.
-        (502, None) => (Cause::Unavailable, true, false),
+        // The sidecar could not reach its app (it closed the connection:
+        // `fail_pods`): the simulator's failing pod answers `reset`.
+        (502, None) => (Cause::Reset, true, false),
         (503, None) => (Cause::LimitRejected, true, false),
         (504, None) => (Cause::Timeout, false, false),
         (429, None) => (Cause::Shed429, true, false),
@@ -150,18 +163,47 @@ impl Service<LabRequest> for AttemptService {
     }
 
     fn call(&mut self, req: LabRequest) -> Self::Future {
-        let pod = self.pods.choose();
-        self.pods.load[pod].fetch_add(1, Ordering::Relaxed);
         self.rec.attempt(self.route, self.service);
+        let mut stalls = self.pods.fleet.stalls();
+        let stall = stalls.borrow_and_update().last().map(|s| s.1);
         let mut pending = Pending {
             rec: self.rec.clone(),
-            pods: self.pods.clone(),
-            pod,
+            pod: None,
             route: self.route,
             service: self.service,
             done: false,
         };
-        let addr = self.pods.addrs[pod];
+        match stall {
+            // Refused at once, as a connection refused.
+            Some(StallMode::Fail) => {
+                pending.done = true;
+                self.rec
+                    .failure(self.route, self.service, Cause::Unavailable, false, false);
+                return Box::pin(async { Err::<_, BoxError>("stalled (fail)".into()) });
+            }
+            // No answer: the caller's timeout ends the attempt (recorded by
+            // `Pending`), or the stall's end resets it.
+            Some(StallMode::Hang) => {
+                return Box::pin(async move {
+                    let _ = stalls.wait_for(|s| s.is_empty()).await;
+                    pending.done = true;
+                    pending
+                        .rec
+                        .failure(pending.route, pending.service, Cause::Reset, false, false);
+                    Err::<_, BoxError>("stall ended: reset".into())
+                });
+            }
+            None => {}
+        }
+        let Some(pod) = self.pods.choose() else {
+            pending.done = true;
+            self.rec
+                .failure(self.route, self.service, Cause::Unavailable, false, false);
+            return Box::pin(async { Err::<_, BoxError>("no ready pod".into()) });
+        };
+        pod.load(self.pods.pop).fetch_add(1, Ordering::Relaxed);
+        let addr = pod.target;
+        pending.pod = Some((pod, self.pods.pop));
         let http = self.http.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
@@ -214,6 +256,71 @@ impl Service<LabRequest> for AttemptService {
     }
 }
 
+/// A population's retry budget, one for the whole run: kept across
+/// `set_retry`, as the simulator's caller keeps it, and told of every
+/// request, retried or not, as the simulator's is. `None` in the scenario
+/// is unbudgeted (`AnyBudget::default()`, the simulator's caller default).
+#[derive(Clone)]
+pub struct SharedBudget {
+    inner: Arc<Mutex<AnyBudget>>,
+    origin: Instant,
+}
+
+impl SharedBudget {
+    /// The budget `config` names, its clock starting at `origin`.
+    pub fn new(config: Option<&BudgetConfig>, origin: Instant) -> Result<Self, String> {
+        let budget = match config {
+            Some(c) => c.build().map_err(|e| e.to_string())?,
+            None => AnyBudget::default(),
+        };
+        Ok(SharedBudget {
+            inner: Arc::new(Mutex::new(budget)),
+            origin,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AnyBudget> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos::from(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    /// The budget as a retry layer built now sees it: the layer's clock
+    /// starts at its build, so its times are shifted onto the budget's.
+    fn for_layer_built_now(&self) -> LayerBudget {
+        LayerBudget {
+            shared: self.clone(),
+            offset: self.now(),
+        }
+    }
+}
+
+/// [`SharedBudget`] under one retry layer's clock.
+struct LayerBudget {
+    shared: SharedBudget,
+    offset: Nanos,
+}
+
+impl RetryBudget for LayerBudget {
+    fn on_request(&mut self, now: Nanos) {
+        self.shared.lock().on_request(now + self.offset);
+    }
+    fn try_withdraw(&mut self, now: Nanos, cause: RetryCause) -> bool {
+        self.shared.lock().try_withdraw(now + self.offset, cause)
+    }
+    fn on_success(&mut self, now: Nanos, paid_retry: Option<RetryCause>) {
+        self.shared.lock().on_success(now + self.offset, paid_retry);
+    }
+    fn on_failure(&mut self, now: Nanos) {
+        self.shared.lock().on_failure(now + self.offset);
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.shared.lock().on_timeout(now + self.offset);
+    }
+}
+
 /// A population's way of making one logical request: through the retry
 /// layer when the scenario gives `retry`, else one attempt under the
 /// client's `timeout`. Resolves to whether it ended in success.
@@ -221,41 +328,12 @@ impl Service<LabRequest> for AttemptService {
 pub enum Caller {
     /// `retry` given: the client crate's layer, per-try timeout = `timeout`.
     Retrying(stormbreak_client::Retry<AttemptService>),
-    /// No retries: one attempt, abandoned at `timeout`.
-    Once(AttemptService, Nanos),
+    /// No retries: one attempt, abandoned at `timeout`; the budget still
+    /// hears of it.
+    Once(AttemptService, Nanos, SharedBudget),
 }
 
 impl Caller {
-    /// The caller of population `plan`, its jitter RNG seeded with `seed`.
-    /// Call inside the runtime (the retry layer's clock starts now).
-    pub fn new(plan: &ClientPlan, attempts: AttemptService, seed: u64) -> Result<Self, String> {
-        let Some(retry) = &plan.retry else {
-            return Ok(Caller::Once(attempts, plan.timeout));
-        };
-        let name = &plan.name;
-        let builder = RetryLayer::builder(retry)
-            .map_err(|e| format!("client {name:?}: retry: {e}"))?
-            .seed(seed);
-        // Without a budget the simulator's caller is unbudgeted
-        // (`AnyBudget::default()`); the layer's own default would be a
-        // ratio budget, so say so explicitly.
-        let builder = match &plan.budget {
-            Some(b) => builder
-                .budget_config(b)
-                .map_err(|e| format!("client {name:?}: budget: {e}"))?,
-            None => builder.budget(Unlimited),
-        };
-        let layer = if plan.honour_retry_after {
-            builder.build()
-        } else {
-            // Same type either way: the classifier is a value.
-            builder
-                .classifier(HttpClassifier::ignoring_retry_after())
-                .build()
-        };
-        Ok(Caller::Retrying(layer.layer(attempts)))
-    }
-
     /// One logical request; true when it ended in success.
     pub async fn call(self) -> bool {
         let req = || http::Request::new(Empty::<Bytes>::new());
@@ -264,12 +342,112 @@ impl Caller {
                 Ok(r) => r.status().is_success(),
                 Err(_) => false,
             },
-            Caller::Once(svc, timeout) => {
-                match tokio::time::timeout(timeout.into(), svc.oneshot(req())).await {
-                    Ok(Ok(r)) => r.status().is_success(),
-                    _ => false,
+            Caller::Once(svc, timeout, budget) => {
+                budget.lock().on_request(budget.now());
+                let answer = tokio::time::timeout(timeout.into(), svc.oneshot(req())).await;
+                let now = budget.now();
+                let mut b = budget.lock();
+                match answer {
+                    Ok(Ok(r)) if r.status().is_success() => {
+                        b.on_success(now, None);
+                        true
+                    }
+                    Err(_) => {
+                        b.on_timeout(now);
+                        false
+                    }
+                    _ => {
+                        b.on_failure(now);
+                        false
+                    }
                 }
             }
         }
+    }
+}
+
+/// A client population's callers: the one in force, replaced by
+/// `set_retry` from that instant. Requests already under way keep the
+/// policy they started with (the simulator judges them by the new one
+/// from their next outcome on: a gap, docs/lab.md); the budget is one for
+/// the run.
+pub struct Population {
+    name: String,
+    attempts: AttemptService,
+    timeout: Nanos,
+    honour_retry_after: bool,
+    budget: SharedBudget,
+    seeds: Mutex<crate::fleet::Seeds>,
+    current: RwLock<Caller>,
+}
+
+impl Population {
+    /// Population `plan`'s callers, jitter RNGs seeded from `seed`, the
+    /// budget's clock starting at `origin`. Call inside the runtime (a
+    /// retry layer's clock starts at its build).
+    pub fn new(
+        plan: &ClientPlan,
+        attempts: AttemptService,
+        seed: u64,
+        origin: Instant,
+    ) -> Result<Self, String> {
+        let name = &plan.name;
+        let budget = SharedBudget::new(plan.budget.as_ref(), origin)
+            .map_err(|e| format!("client {name:?}: budget: {e}"))?;
+        let p = Population {
+            name: name.clone(),
+            timeout: plan.timeout,
+            honour_retry_after: plan.honour_retry_after,
+            current: RwLock::new(Caller::Once(attempts.clone(), plan.timeout, budget.clone())),
+            attempts,
+            budget,
+            seeds: Mutex::new(crate::fleet::Seeds(seed)),
+        };
+        p.set_retry(plan.retry.as_ref())?;
+        Ok(p)
+    }
+
+    /// The caller for a request starting now.
+    pub fn caller(&self) -> Caller {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Requests starting from now on follow `retry` (`None`: no retries).
+    pub fn set_retry(&self, retry: Option<&RetryConfig>) -> Result<(), String> {
+        let caller = self.build(retry)?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = caller;
+        Ok(())
+    }
+
+    fn build(&self, retry: Option<&RetryConfig>) -> Result<Caller, String> {
+        let Some(retry) = retry else {
+            return Ok(Caller::Once(
+                self.attempts.clone(),
+                self.timeout,
+                self.budget.clone(),
+            ));
+        };
+        let name = &self.name;
+        let seed = self
+            .seeds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next();
+        let builder = RetryLayer::builder(retry)
+            .map_err(|e| format!("client {name:?}: retry: {e}"))?
+            .seed(seed)
+            .budget(self.budget.for_layer_built_now());
+        let layer = if self.honour_retry_after {
+            builder.build()
+        } else {
+            // Same type either way: the classifier is a value.
+            builder
+                .classifier(HttpClassifier::ignoring_retry_after())
+                .build()
+        };
+        Ok(Caller::Retrying(layer.layer(self.attempts.clone())))
     }
 }

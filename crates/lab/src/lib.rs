@@ -6,7 +6,9 @@
 //! (`backend`), its sidecar an in-process `stormbreak guard` (`sidecar`),
 //! a client population an open-loop generator (`generator`, drawing from the simulator's own `engine::rate::RateSchedule`)
 //! whose requests go through the `stormbreak-client` retry layer
-//! (`client`). `support` refuses, by name and before anything starts,
+//! (`client`). `fleet` keeps each service's pods (the replica controller),
+//! `autoscaler` runs the simulator's HPA over them, `actions` applies the
+//! timeline. `support` refuses, by name and before anything starts,
 //! every feature the lab cannot run yet; `plan` applies `--scale` and the
 //! run's bounds; `runner` runs and tears down; `record` turns the run into
 //! the simulator's `Recording`; `validity` judges whether the run can be
@@ -23,8 +25,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod actions;
+pub mod autoscaler;
 pub mod backend;
 pub mod client;
+pub mod fleet;
 pub mod generator;
 pub mod plan;
 pub mod record;

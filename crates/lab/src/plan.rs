@@ -9,7 +9,8 @@ use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::retry::RetryConfig;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::dist::ServiceTimeSpec;
-use stormbreak_sim::scenario::{ActionKind, SidecarSpec};
+use stormbreak_sim::engine::scale::{FleetScale, scale_autoscaler};
+use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, SidecarSpec, StallMode};
 
 use crate::support;
 
@@ -34,7 +35,8 @@ pub const MAX_INTERVALS: u64 = 10_000;
 pub struct LabOptions {
     /// Overrides the scenario's `seed`.
     pub seed: Option<u64>,
-    /// Traffic and pods scaled alike (`replicas × scale` must be whole).
+    /// Traffic and pods scaled alike, pods as the simulator shrinks them
+    /// (`stormbreak_sim::engine::scale::FleetScale`).
     pub scale: f64,
     /// Longest scenario `duration` the lab agrees to run.
     pub duration_cap: Duration,
@@ -53,12 +55,14 @@ impl Default for LabOptions {
     }
 }
 
-/// One service: identical pods, each a backend and maybe a sidecar.
+/// One service: identical pods, each a backend and maybe a sidecar, at
+/// `--scale` as the simulator shrinks it (pods rounded, per-pod
+/// capacities bent by the rest: [`FleetScale`]).
 #[derive(Debug, Clone)]
 pub struct ServicePlan {
     /// Component name.
     pub name: String,
-    /// Pods started (replicas × scale).
+    /// Pods at time zero (replicas at scale).
     pub pods: u32,
     /// App workers per pod.
     pub workers: u32,
@@ -68,6 +72,24 @@ pub struct ServicePlan {
     pub service_time: ServiceTimeSpec,
     /// The sidecar's limit and queue, run by a guard in front of each pod.
     pub sidecar: Option<SidecarSpec>,
+    /// The HPA at scale (`min`, `max` and `Pods` policies converted).
+    pub autoscaler: Option<AutoscalerSpec>,
+    /// From the controller's start of a pod until it is ready.
+    pub pod_start: Nanos,
+    /// How often the replica controller looks again after a kill.
+    pub controller_period: Nanos,
+    /// How `--scale` shrinks this service (fault pod counts, capacities).
+    pub fleet: FleetScale,
+}
+
+impl ServicePlan {
+    /// The most replicas the service may want: its autoscaler's `max`, or
+    /// its pods at time zero.
+    pub fn max_pods(&self) -> u32 {
+        self.autoscaler
+            .as_ref()
+            .map_or(self.pods, |a| a.max.max(self.pods))
+    }
 }
 
 /// One client population.
@@ -113,6 +135,43 @@ pub enum LabAction {
         client: usize,
         /// Per second.
         rate: f64,
+    },
+    /// A population's retry policy from now on (`None`: no retries),
+    /// `per_try_timeout` set to the client's `timeout`.
+    SetRetry {
+        /// Index into [`LabPlan::clients`].
+        client: usize,
+        /// The new policy.
+        retry: Option<RetryConfig>,
+    },
+    /// Workers per pod (scaled), for the pods running and those to come.
+    SetCapacity {
+        /// Index into [`LabPlan::services`].
+        service: usize,
+        /// Workers per pod.
+        workers: u32,
+    },
+    /// The oldest `pods` (scaled) ready pods are closed at once.
+    KillPods {
+        /// Index into [`LabPlan::services`].
+        service: usize,
+        /// How many.
+        pods: u32,
+    },
+    /// The oldest `pods` (scaled) ready pods' apps fail: every request is
+    /// answered by a closed connection.
+    FailPods {
+        /// Index into [`LabPlan::services`].
+        service: usize,
+        /// How many.
+        pods: u32,
+    },
+    /// Services stop answering (`hang`) or refuse at once (`fail`).
+    Stall {
+        /// Indices into [`LabPlan::services`].
+        services: Vec<usize>,
+        /// How.
+        mode: StallMode,
     },
 }
 
@@ -178,36 +237,45 @@ impl LabPlan {
     /// Checks `sc` against what the lab runs and its bounds, and builds the
     /// plan; nothing is started.
     pub fn new(sc: &Scenario, opts: &LabOptions) -> Result<LabPlan, PlanError> {
-        let mut refused = support::unsupported(sc);
+        let refused = support::unsupported(sc);
         let scale = opts.scale;
         let mut services = Vec::new();
         for s in &sc.services {
-            let exact = s.replicas as f64 * scale;
-            let pods = exact.round();
-            if pods < 1.0 || (exact - pods).abs() > 1e-9 {
-                refused.push(format!(
-                    "[[service]] {:?}: --scale {scale} gives {exact} pods of {}; the lab runs whole \
-                     pods of the scenario's shape only",
-                    s.name.get_ref(),
-                    s.replicas
-                ));
-            }
+            let fleet = FleetScale::new(s.replicas, scale);
+            // Per-pod capacities as the simulator's `Engine::new` sets
+            // them: `0` stays none at any scale.
+            let per_pod_or_none = |q: u32| if q == 0 { 0 } else { fleet.per_pod(q) };
             services.push(ServicePlan {
                 name: s.name.get_ref().clone(),
-                pods: pods.max(1.0) as u32,
-                workers: s.app.workers,
-                app_queue: s.app.queue.unwrap_or(DEFAULT_APP_QUEUE),
+                pods: fleet.pods(s.replicas),
+                workers: fleet.per_pod(s.app.workers),
+                app_queue: s.app.queue.map_or(DEFAULT_APP_QUEUE, per_pod_or_none),
                 service_time: s.app.service_time,
-                sidecar: s.sidecar.clone(),
+                sidecar: s.sidecar.as_ref().map(|sc| SidecarSpec {
+                    limit: fleet.per_pod(sc.limit),
+                    queue: per_pod_or_none(sc.queue),
+                    queue_timeout: sc.queue_timeout,
+                }),
+                autoscaler: s.autoscaler.as_ref().map(|a| scale_autoscaler(a, fleet)),
+                pod_start: s.pod_start.unwrap_or_else(|| {
+                    s.autoscaler
+                        .as_ref()
+                        .map_or(stormbreak_sim::scenario::DEFAULT_POD_START, |a| a.pod_start)
+                }),
+                controller_period: s.controller_period,
+                fleet,
             });
         }
         if !refused.is_empty() {
             return Err(PlanError::Unsupported(refused));
         }
-        let pods: u32 = services.iter().map(|s| s.pods).sum();
+        // Bounded by the replicas each service may want (its HPA's `max`):
+        // a run never serves more.
+        let pods: u32 = services.iter().map(|s| s.max_pods()).sum();
         if pods > MAX_PODS {
             return Err(PlanError::Bound(format!(
-                "{pods} pods at --scale {scale}; the lab starts at most {MAX_PODS}"
+                "up to {pods} pods at --scale {scale} (replicas, or an autoscaler's max); the lab \
+                 serves at most {MAX_PODS}"
             )));
         }
         let meta = &sc.scenario;
@@ -253,6 +321,12 @@ impl LabPlan {
                 honour_retry_after: c.honour_retry_after,
             });
         }
+        let client_ix = |name: &str| {
+            clients
+                .iter()
+                .position(|c| c.name == name)
+                .expect("validated client")
+        };
         let mut actions = Vec::new();
         for a in &sc.actions {
             let a = a.get_ref();
@@ -270,15 +344,52 @@ impl LabPlan {
                     add: *add,
                 },
                 ActionKind::SetRate { client, rate } => LabAction::SetRate {
-                    client: clients
-                        .iter()
-                        .position(|c| &c.name == client)
-                        .expect("validated client"),
+                    client: client_ix(client),
                     rate: rate * scale,
+                },
+                ActionKind::SetRetry { target, retry } => LabAction::SetRetry {
+                    client: client_ix(target),
+                    retry: retry.clone().map(|mut r| {
+                        r.per_try_timeout = Some(clients[client_ix(target)].timeout);
+                        r
+                    }),
+                },
+                ActionKind::SetCapacity {
+                    service, workers, ..
+                } => {
+                    let s = service_ix(service).expect("validated service");
+                    LabAction::SetCapacity {
+                        service: s,
+                        // support.rs refused one without workers.
+                        workers: services[s]
+                            .fleet
+                            .per_pod(workers.expect("support checked workers")),
+                    }
+                }
+                ActionKind::KillPods { service, pods } => {
+                    let s = service_ix(service).expect("validated service");
+                    LabAction::KillPods {
+                        service: s,
+                        pods: services[s].fleet.pods(*pods),
+                    }
+                }
+                ActionKind::FailPods { service, pods } => {
+                    let s = service_ix(service).expect("validated service");
+                    LabAction::FailPods {
+                        service: s,
+                        pods: services[s].fleet.pods(*pods),
+                    }
+                }
+                ActionKind::Stall { targets, mode } => LabAction::Stall {
+                    services: targets
+                        .iter()
+                        .map(|t| service_ix(t).expect("support checked the targets"))
+                        .collect(),
+                    mode: *mode,
                 },
                 _ => unreachable!("support::unsupported refused it"),
             };
-            let what = describe(&action, &services, &clients);
+            let what = describe(&a.kind);
             actions.push(Timed {
                 at: a.at,
                 until,
@@ -343,18 +454,44 @@ impl LabPlan {
     }
 }
 
-fn describe(a: &LabAction, services: &[ServicePlan], clients: &[ClientPlan]) -> String {
-    match a {
-        LabAction::SlowService {
+/// The simulator's wording of an action (`engine/timeline.rs`,
+/// `Planned::resolve`), with the scenario's own numbers, so both
+/// recordings read alike.
+fn describe(kind: &ActionKind) -> String {
+    match kind {
+        ActionKind::SlowService {
             service,
             factor,
+            capacity,
             add,
-        } => format!(
-            "{}: service time × {factor} + {add}",
-            services[*service].name
-        ),
-        LabAction::SetRate { client, rate } => {
-            format!("{}: rate set to {rate}/s", clients[*client].name)
+        } => {
+            let factor = stormbreak_sim::scenario::slowdown(*factor, *capacity);
+            format!("{service}: service time × {factor} + {add}")
         }
+        ActionKind::SetRate { client, rate } => format!("{client}: rate set to {rate}/s"),
+        ActionKind::SetRetry { target, retry } => match retry {
+            Some(r) => format!("{target}: retries set to {} attempt(s)", r.max_attempts),
+            None => format!("{target}: retries off"),
+        },
+        ActionKind::SetCapacity {
+            service,
+            workers,
+            sidecar_limit,
+        } => format!(
+            "{service}: capacity set to{}{}",
+            workers.map_or(String::new(), |w| format!(" {w} worker(s)")),
+            sidecar_limit.map_or(String::new(), |l| format!(" sidecar limit {l}"))
+        ),
+        ActionKind::KillPods { service, pods } => format!("kill {pods} pod(s) of {service}"),
+        ActionKind::FailPods { service, pods } => format!("fail {pods} pod(s) of {service}"),
+        ActionKind::Stall { targets, mode } => format!(
+            "stall ({}) {}",
+            match mode {
+                StallMode::Hang => "hang",
+                StallMode::Fail => "fail",
+            },
+            targets.join(", ")
+        ),
+        other => other.name().to_owned(),
     }
 }

@@ -1,7 +1,7 @@
 //! One lab run: start every pod (backend, then its sidecar), start the
-//! recorder's clock, run the generators, the timeline, the gauges and the
-//! timer probe until the scenario's duration (or a stop), then tear it all
-//! down and judge the run.
+//! recorder's clock, run the generators, the autoscalers, the timeline,
+//! the gauges and the timer probe until the scenario's duration (or a
+//! stop, or a part's failure), then tear it all down and judge the run.
 //!
 //! Everything runs on one tokio runtime that the run builds and shuts
 //! down: when [`run`] returns, every task, connection and listening socket
@@ -12,19 +12,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use stormbreak_guard::Guard;
 use stormbreak_policy::Nanos;
 use stormbreak_sim::Recording;
-use stormbreak_sim::record::{AppliedAction, LittleTotals};
+use stormbreak_sim::record::LittleTotals;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{self, App, Slowdown};
-use crate::client::{AttemptService, Caller, Pods};
+use crate::actions::{self, Levers};
+use crate::autoscaler;
+use crate::backend::Slowdown;
+use crate::client::{AttemptService, Pods, Population};
+use crate::fleet::{Fleet, RunShared, Seeds, Totals};
 use crate::generator::{self, SendLog};
-use crate::plan::{LabAction, LabPlan};
+use crate::plan::LabPlan;
 use crate::record::{Gauges, LabSeries, Recorder};
-use crate::sidecar;
 use crate::validity::{self, Delays, HostCounters, Validity};
 use stormbreak_sim::engine::rate::RateSchedule;
 
@@ -64,6 +65,15 @@ pub enum LabError {
         /// Every address the run had listened on (all closed by then).
         listened: Vec<SocketAddr>,
     },
+    /// A part failed during the run (a pod that could not start, a lever
+    /// that could not be pulled); everything was torn down.
+    #[error("a part of the run failed, so the run was ended and torn down: {reason}")]
+    Failed {
+        /// What failed.
+        reason: String,
+        /// Every address the run had listened on (all closed by then).
+        listened: Vec<SocketAddr>,
+    },
 }
 
 /// Figures of the run as a whole (`summary.json` `lab`).
@@ -73,9 +83,10 @@ pub struct LabFigures {
     pub wall_s: f64,
     /// This process's CPU time over the same span, s (None if unreadable).
     pub cpu_s: Option<f64>,
-    /// Pods started.
+    /// Pods started: the first ones and every one the replica controller
+    /// started after (autoscaling, replacements).
     pub pods: u32,
-    /// Sidecar guards started.
+    /// Sidecar guards started, likewise.
     pub sidecars: u32,
     /// Worst and mean lateness of the backends' service sleeps, ms.
     pub sleep_late_max_ms: f64,
@@ -127,10 +138,11 @@ pub fn run(plan: &LabPlan, stop: &Stop) -> Result<LabRun, LabError> {
     result
 }
 
-struct Pod {
-    app: Arc<App>,
-    guard: Option<Guard>,
-    target: SocketAddr,
+/// How a run's main loop ended.
+enum End {
+    Finished,
+    Stopped,
+    Failed(String),
 }
 
 async fn run_on_runtime(
@@ -139,42 +151,30 @@ async fn run_on_runtime(
 ) -> Result<LabRun, LabError> {
     let wall = std::time::Instant::now();
     let before = HostCounters::read();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut listened = Vec::new();
+    let shared = Arc::new(RunShared::default());
     let slowdowns: Vec<Arc<Slowdown>> = plan.services.iter().map(|_| Arc::default()).collect();
-    let mut pods: Vec<Vec<Pod>> = Vec::new();
     let mut seeds = Seeds(plan.seed);
-    for (s, svc) in plan.services.iter().enumerate() {
-        let mut v = Vec::new();
-        for _ in 0..svc.pods {
-            let app = App::new(
-                svc.workers,
-                svc.app_queue,
-                &svc.service_time,
-                slowdowns[s].clone(),
+    let fleets: Vec<Arc<Fleet>> = plan
+        .services
+        .iter()
+        .zip(&slowdowns)
+        .map(|(svc, slow)| {
+            Fleet::new(
+                svc,
+                plan.clients.len(),
+                slow.clone(),
                 seeds.next(),
-            );
-            let b = backend::start(app, stop_rx.clone())
-                .await
-                .map_err(|e| LabError::Start(format!("service {:?}: bind: {e}", svc.name)))?;
-            listened.push(b.addr);
-            let (guard, target) = match &svc.sidecar {
-                Some(spec) => {
-                    let (g, addr) = sidecar::start(spec, b.addr).await.map_err(|e| {
-                        LabError::Start(format!("service {:?}: sidecar: {e}", svc.name))
-                    })?;
-                    listened.push(addr);
-                    (Some(g), addr)
-                }
-                None => (None, b.addr),
-            };
-            v.push(Pod {
-                app: b.app,
-                guard,
-                target,
-            });
+                shared.clone(),
+            )
+        })
+        .collect();
+    for f in &fleets {
+        for _ in 0..f.plan().pods {
+            if let Err(e) = f.start_pod().await {
+                close(&fleets).await;
+                return Err(LabError::Start(e));
+            }
         }
-        pods.push(v);
     }
     let start = Instant::now();
     let rec = Arc::new(Recorder::new(plan, start));
@@ -183,28 +183,23 @@ async fn run_on_runtime(
     let timer = Arc::new(Delays::default());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(validity::timer_probe(timer.clone()));
-    let service_pods: Vec<Arc<Pods>> = pods
-        .iter()
-        .map(|v| {
-            Arc::new(Pods::new(
-                v.iter().map(|p| p.target).collect(),
-                seeds.next(),
-            ))
-        })
-        .collect();
     let mut schedules = Vec::new();
-    for client in &plan.clients {
+    let mut populations = Vec::new();
+    for (i, client) in plan.clients.iter().enumerate() {
         let (tx, rx) = watch::channel(Arc::new(
             RateSchedule::new(client.rate, &client.steps).with_diurnal(client.diurnal.as_ref()),
         ));
         schedules.push(tx);
-        let attempts = AttemptService::new(
-            service_pods[client.service].clone(),
-            rec.clone(),
-            client.route,
-            client.service,
-        );
-        let caller = Caller::new(client, attempts, seeds.next()).map_err(LabError::Start)?;
+        let pods = Arc::new(Pods::new(fleets[client.service].clone(), i, seeds.next()));
+        let attempts = AttemptService::new(pods, rec.clone(), client.route, client.service);
+        let population = match Population::new(client, attempts, seeds.next(), start) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                close(&fleets).await;
+                return Err(LabError::Start(e));
+            }
+        };
+        populations.push(population.clone());
         let log = Arc::new(Log {
             rec: rec.clone(),
             route: client.route,
@@ -215,7 +210,7 @@ async fn run_on_runtime(
         let cap = plan.max_in_flight;
         tasks.spawn(async move {
             generator::open_loop(rx, seed, start, end, cap, log, move |intended| {
-                let (caller, rec) = (caller.clone(), rec2.clone());
+                let (caller, rec) = (population.caller(), rec2.clone());
                 async move {
                     let sent = Instant::now();
                     let ok = caller.call().await;
@@ -228,87 +223,65 @@ async fn run_on_runtime(
             .await;
         });
     }
+    for f in &fleets {
+        if let Some(spec) = &f.plan().autoscaler {
+            tasks.spawn(autoscaler::run(f.clone(), spec.clone(), start));
+        }
+    }
     let applied = Arc::new(std::sync::Mutex::new(Vec::new()));
-    tasks.spawn(timeline(
+    tasks.spawn(actions::timeline(
         plan.clone(),
         start,
-        slowdowns.clone(),
-        schedules,
+        Levers {
+            slowdowns: slowdowns.clone(),
+            fleets: fleets.clone(),
+            schedules,
+            populations,
+            shared: shared.clone(),
+        },
         applied.clone(),
     ));
+    let mut failures = shared.failures();
     // Gauges at each interval's end, on the run's clock.
-    let (tick_rec, tick_plan) = (rec.clone(), plan);
-    let apps: Vec<Vec<Arc<App>>> = pods
-        .iter()
-        .map(|v| v.iter().map(|p| p.app.clone()).collect())
-        .collect();
     let mut interval_end = 1usize;
     let run_end = start + Duration::from(end);
-    let stopped_early = loop {
-        let at = (start + Duration::from(tick_plan.interval * interval_end as u64)).min(run_end);
+    let ended = loop {
+        let at = (start + Duration::from(plan.interval * interval_end as u64)).min(run_end);
         tokio::select! {
             _ = tokio::time::sleep_until(at) => {}
-            _ = stopped.wait_for(|s| *s) => break true,
+            _ = stopped.wait_for(|s| *s) => break End::Stopped,
+            f = failures.wait_for(|f| f.is_some()) => {
+                let reason = f.ok().and_then(|f| f.clone()).unwrap_or_default();
+                break End::Failed(reason);
+            }
         }
         let i = interval_end - 1;
-        let span = if at == run_end {
-            Duration::from(end).saturating_sub(Duration::from(tick_plan.interval * i as u64))
-        } else {
-            Duration::from(tick_plan.interval)
-        };
-        for (s, svc) in tick_plan.services.iter().enumerate() {
-            let mut g = Gauges {
-                replicas: svc.pods as f64,
-                ..Default::default()
-            };
-            let mut busy_ns = 0.0;
-            for (k, app) in apps[s].iter().enumerate() {
-                let r = app.read();
-                busy_ns += r.busy_ns;
-                g.queue += r.queued as f64;
-                match &pods[s][k].guard {
-                    Some(guard) => {
-                        let (inflight, queued) = sidecar::reading(guard);
-                        g.in_flight += inflight;
-                        g.queue += queued;
-                    }
-                    None => g.in_flight += r.busy as f64,
-                }
-            }
-            let per_pod = match &svc.sidecar {
-                Some(sc) => sc.limit,
-                None => svc.workers,
-            };
-            g.limit = (per_pod * svc.pods) as f64;
-            let capacity_ns = (svc.workers * svc.pods) as f64 * span.as_nanos() as f64;
-            g.app_utilisation = if capacity_ns > 0.0 {
-                (busy_ns / capacity_ns).min(1.0)
-            } else {
-                0.0
-            };
-            tick_rec.gauges(s, i, g);
+        for (s, fleet) in fleets.iter().enumerate() {
+            rec.gauges(s, i, gauges(fleet));
         }
         if at >= run_end {
-            break false;
+            break End::Finished;
         }
         interval_end += 1;
     };
-    // Teardown: generators and the timeline first, then the listeners.
+    // Teardown: generators, autoscalers and the timeline first, then the
+    // pods.
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
-    stop_tx.send_replace(true);
+    close(&fleets).await;
+    let listened = shared.listened();
+    match ended {
+        End::Finished => {}
+        End::Stopped => return Err(LabError::Stopped { listened }),
+        End::Failed(reason) => return Err(LabError::Failed { reason, listened }),
+    }
     let elapsed = start.elapsed();
-    let little: Vec<LittleTotals> = plan
-        .services
+    let totals: Vec<Totals> = fleets.iter().map(|f| f.totals()).collect();
+    let little: Vec<LittleTotals> = totals
         .iter()
-        .enumerate()
-        .map(|(s, _)| {
-            let mean: f64 = apps[s].iter().map(|a| a.mean_present(elapsed)).sum();
-            let served: u64 = apps[s]
-                .iter()
-                .map(|a| a.served.load(std::sync::atomic::Ordering::Relaxed))
-                .sum();
-            let thr = served as f64 / elapsed.as_secs_f64().max(1e-9);
+        .map(|t| {
+            let mean = t.present_area / elapsed.as_nanos().max(1) as f64;
+            let thr = t.served as f64 / elapsed.as_secs_f64().max(1e-9);
             LittleTotals {
                 mean_in_system: mean,
                 throughput_per_s: thr,
@@ -316,23 +289,9 @@ async fn run_on_runtime(
             }
         })
         .collect();
-    let (mut late_max, mut late_sum, mut n) = (0u64, 0.0, 0.0);
-    for a in apps.iter().flatten() {
-        let (m, mean) = a.sleep_lateness();
-        late_max = late_max.max(m);
-        late_sum += mean;
-        n += 1.0;
-    }
-    let mut sidecars = 0;
-    for p in pods.into_iter().flatten() {
-        if let Some(g) = p.guard {
-            sidecars += 1;
-            let _ = tokio::time::timeout(TEARDOWN, g.shutdown()).await;
-        }
-    }
-    if stopped_early {
-        return Err(LabError::Stopped { listened });
-    }
+    let served: u64 = totals.iter().map(|t| t.served).sum();
+    let late_sum: u64 = totals.iter().map(|t| t.late_sum_ns).sum();
+    let late_max = totals.iter().map(|t| t.late_max_ns).max().unwrap_or(0);
     let after = HostCounters::read();
     let (intended, dropped, _) = rec.send_totals();
     let validity = validity::judge(&before, &after, &slip, &timer, intended, dropped);
@@ -344,10 +303,10 @@ async fn run_on_runtime(
             (Some(b), Some(a)) => Some(a - b),
             _ => None,
         },
-        pods: plan.services.iter().map(|s| s.pods).sum(),
-        sidecars,
+        pods: totals.iter().map(|t| t.started).sum(),
+        sidecars: totals.iter().map(|t| t.sidecars).sum(),
         sleep_late_max_ms: late_max as f64 / 1e6,
-        sleep_late_mean_ms: if n > 0.0 { late_sum / n / 1e6 } else { 0.0 },
+        sleep_late_mean_ms: late_sum as f64 / served.max(1) as f64 / 1e6,
         validity,
     };
     Ok(LabRun {
@@ -358,69 +317,44 @@ async fn run_on_runtime(
     })
 }
 
-/// Applies the plan's actions at their times (and undoes those with
-/// `for`), recording each as the simulator words it.
-async fn timeline(
-    plan: LabPlan,
-    start: Instant,
-    slowdowns: Vec<Arc<Slowdown>>,
-    schedules: Vec<watch::Sender<Arc<RateSchedule>>>,
-    applied: Arc<std::sync::Mutex<Vec<AppliedAction>>>,
-) {
-    // (time, action index, undo?) in time order; undoing comes first at a tie.
-    let mut events: Vec<(Nanos, bool, usize)> = Vec::new();
-    for (i, t) in plan.actions.iter().enumerate() {
-        events.push((t.at, false, i));
-        if let Some(u) = t.until
-            && u <= plan.duration
-        {
-            events.push((u, true, i));
-        }
-    }
-    events.sort_by_key(|&(at, undo, i)| (at, !undo, i));
-    for (at, undo, i) in events {
-        tokio::time::sleep_until(start + Duration::from(at)).await;
-        let t = &plan.actions[i];
-        match (&t.action, undo) {
-            (
-                LabAction::SlowService {
-                    service,
-                    factor,
-                    add,
-                },
-                false,
-            ) => slowdowns[*service].add(i, *factor, *add),
-            (LabAction::SlowService { service, .. }, true) => slowdowns[*service].remove(i),
-            (LabAction::SetRate { client, rate }, _) => {
-                let now = Nanos::from(start.elapsed());
-                // A `set_rate` keeps the population's daily cycle, as in
-                // the simulator.
-                let next = schedules[*client].borrow().constant_from(now, *rate);
-                schedules[*client].send_replace(Arc::new(next));
-            }
-        }
-        let what = if undo {
-            format!("end of: {}", t.what)
-        } else {
-            t.what.clone()
-        };
-        applied
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(AppliedAction { at, what });
+async fn close(fleets: &[Arc<Fleet>]) {
+    for f in fleets {
+        f.close().await;
     }
 }
 
-/// Seeds of the run's parts, drawn in a fixed order from the run's seed
-/// (SplitMix64), so a seed fixes every RNG of the run.
-struct Seeds(u64);
-
-impl Seeds {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// A service's gauges at an interval's end, as the simulator's recorder
+/// reads them: in flight at the sidecars (at the apps without), both
+/// queues, ready pods, the limit of the ready pods, and the mean over the
+/// live pods of their time-averaged busy workers / workers.
+fn gauges(fleet: &Fleet) -> Gauges {
+    let pods = fleet.pods();
+    let mut g = Gauges::default();
+    let mut util = 0.0;
+    for p in pods.iter() {
+        let r = p.app.read();
+        util += r.utilisation;
+        g.queue += r.queued as f64;
+        match p.sidecar_reading() {
+            Some((inflight, queued)) => {
+                g.in_flight += inflight;
+                g.queue += queued;
+            }
+            None => g.in_flight += r.busy as f64,
+        }
+        if p.is_ready() {
+            g.replicas += 1.0;
+        }
     }
+    let per_pod = match &fleet.plan().sidecar {
+        Some(sc) => sc.limit,
+        None => fleet.workers(),
+    };
+    g.limit = per_pod as f64 * g.replicas;
+    g.app_utilisation = if pods.is_empty() {
+        0.0
+    } else {
+        (util / pods.len() as f64).min(1.0)
+    };
+    g
 }

@@ -3,9 +3,20 @@
 //! would make a real run look like the simulated one when it is not.
 
 use stormbreak_sim::Scenario;
+use stormbreak_sim::scenario::ActionKind;
 
-/// The timeline actions the lab applies (`faults.rs`).
-pub const SUPPORTED_ACTIONS: [&str; 2] = ["slow_service", "set_rate"];
+/// The timeline actions the lab applies (`actions.rs`). The others act on
+/// LB pools and gateways, which the lab does not run yet, or on traffic
+/// shifting between routes (`shift_traffic`, with `failover_route`).
+pub const SUPPORTED_ACTIONS: [&str; 7] = [
+    "slow_service",
+    "set_rate",
+    "set_retry",
+    "set_capacity",
+    "kill_pods",
+    "fail_pods",
+    "stall",
+];
 
 /// The shortest mean service time the lab runs: tokio's timer wakes on
 /// whole milliseconds and about 1 ms late on Linux (tokio-rs/tokio#5021),
@@ -42,9 +53,6 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                 mean / 1e6,
                 MIN_MEAN_SERVICE_TIME_NS / 1e6
             ));
-        }
-        if s.autoscaler.is_some() {
-            out.push(format!("[[service]] {name:?}: autoscaler"));
         }
         if s.app.drop_expired {
             out.push(format!(
@@ -95,11 +103,25 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
     for a in &sc.actions {
         let a = a.get_ref();
         let name = a.kind.name();
+        let at = stormbreak_policy::units::format_duration(a.at);
         if !SUPPORTED_ACTIONS.contains(&name) {
-            out.push(format!(
-                "[[action]] at {}: do = {name:?}",
-                stormbreak_policy::units::format_duration(a.at)
-            ));
+            out.push(format!("[[action]] at {at}: do = {name:?}"));
+            continue;
+        }
+        match &a.kind {
+            ActionKind::SetCapacity { sidecar_limit, .. } if sidecar_limit.is_some() => {
+                out.push(format!(
+                    "[[action]] at {at}: do = \"set_capacity\" with sidecar_limit (a running \
+                     guard's limit cannot be changed in place yet)"
+                ))
+            }
+            ActionKind::SetRetry { retry: Some(r), .. } if r.per_try_timeout.is_some() => {
+                out.push(format!(
+                    "[[action]] at {at}: do = \"set_retry\" with retry.per_try_timeout (the \
+                     simulator times each attempt by the client's `timeout`)"
+                ))
+            }
+            _ => {}
         }
     }
     out

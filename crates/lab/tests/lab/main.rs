@@ -1,7 +1,9 @@
 //! The lab's one integration-test binary: short real runs on loopback
 //! (a few seconds, tiny rates) and the refusals.
 
+mod actions;
 mod common;
 mod mapping;
 mod refusals;
+mod scaling;
 mod teardown;

@@ -22,6 +22,7 @@ timeout = "1s"
 [[service]]
 name = "api"
 replicas = 1
+sidecar = { limit = 2 }
 app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
 autoscaler = { metric = "app_cpu", target = 0.6, min = 1, max = 4, pod_start = "1s" }
 
@@ -39,9 +40,15 @@ give_up_after = "5s"
 
 [[action]]
 at = "2s"
-do = "kill_pods"
+do = "pause_nodes"
+lb = "edge"
+nodes = 1
+
+[[action]]
+at = "3s"
+do = "set_capacity"
 service = "api"
-pods = 1
+sidecar_limit = 1
 "#;
 
 #[test]
@@ -54,15 +61,16 @@ fn every_unsupported_feature_is_named_at_once() {
     for needle in [
         "[[lb]] \"edge\"",
         "[[gateway]] \"gw\"",
-        "[[service]] \"api\": autoscaler",
         "[[route]] \"r\": a path of 3 hop(s)",
         "[[client]] \"users\": fanout",
-        "do = \"kill_pods\"",
+        "do = \"pause_nodes\"",
+        "do = \"set_capacity\" with sidecar_limit",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
     assert_eq!(lines.len(), 6, "{text}");
     assert!(text.contains("nothing was started"), "{text}");
+    assert!(!text.contains("autoscaler"), "the autoscaler runs:\n{text}");
 }
 
 const SMALL: &str = r#"
@@ -87,22 +95,59 @@ timeout = "1s"
 "#;
 
 #[test]
-fn a_scale_that_would_reshape_pods_is_refused() {
+fn a_scale_reshapes_pods_as_the_simulator_does() {
+    // 2 pods × 4 workers at 0.75 is 1.5 pods' worth: the simulator's
+    // FleetScale runs 2 pods of 3 workers (6 = 0.75 × 8), not a refusal.
+    let text = SMALL.replace("workers = 2", "workers = 4");
     let opts = LabOptions {
         scale: 0.75,
         ..Default::default()
     };
-    let err = LabPlan::new(&scenario(SMALL), &opts)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("--scale 0.75 gives 1.5 pods"), "{err}");
+    let plan = LabPlan::new(&scenario(&text), &opts).unwrap();
+    assert_eq!((plan.services[0].pods, plan.services[0].workers), (2, 3));
     let half = LabOptions {
         scale: 0.5,
         ..Default::default()
     };
-    let plan = LabPlan::new(&scenario(SMALL), &half).unwrap();
-    assert_eq!(plan.services[0].pods, 1);
+    let plan = LabPlan::new(&scenario(&text), &half).unwrap();
+    assert_eq!((plan.services[0].pods, plan.services[0].workers), (1, 4));
     assert_eq!(plan.clients[0].rate, 5.0);
+}
+
+#[test]
+fn an_autoscaler_is_planned_at_scale_and_its_max_is_the_pod_bound() {
+    let text = SMALL.replace(
+        "replicas = 2\n",
+        "replicas = 2\nautoscaler = { metric = \"app_cpu\", target = 0.6, min = 2, max = 40, pod_start = \"1s\", \
+         behavior = { scale_up = { policies = [{ type = \"Pods\", value = 20, period = \"1m\" }] } } }\n",
+    );
+    let half = LabOptions {
+        scale: 0.5,
+        ..Default::default()
+    };
+    let plan = LabPlan::new(&scenario(&text), &half).unwrap();
+    let a = plan.services[0].autoscaler.as_ref().unwrap();
+    // min, max and a Pods policy convert with the pods, as in the simulator.
+    assert_eq!((a.min, a.max), (1, 20));
+    let up = a
+        .behavior
+        .as_ref()
+        .unwrap()
+        .scale_up
+        .policies
+        .as_ref()
+        .unwrap();
+    assert_eq!(up[0].value, 10);
+    // At scale 1 the autoscaler's max (40) is within the 64-pod bound;
+    // a max of 100 is not, and is refused before anything starts.
+    assert!(LabPlan::new(&scenario(&text), &LabOptions::default()).is_ok());
+    let err = LabPlan::new(
+        &scenario(&text.replace("max = 40", "max = 100")),
+        &LabOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("up to 100 pods"), "{err}");
 }
 
 #[test]

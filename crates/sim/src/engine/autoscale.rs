@@ -1,5 +1,9 @@
 //! Autoscaling: a service's HPA (the policy crate's [`Hpa`]) fed from
 //! simulated pods on its own sync clock, and the pods it starts and stops.
+//!
+//! [`Autoscaler`] is public so that `stormbreak lab` feeds the same HPA,
+//! with the same pod table and the same sidecar CPU assumption, from real
+//! pods: one way of turning pod readings into a replica count, not two.
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::autoscale::{ContainerSample, Hpa, MetricId, PodStatus, PodTable};
@@ -8,15 +12,16 @@ use super::ids::ServiceId;
 use super::{Engine, Ev};
 use crate::scenario::AutoscalerSpec;
 
-/// What the simulator measured on one pod since the last sync.
+/// What was measured on one pod since the last sync.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PodSample {
-    /// Ready to serve.
-    pub(crate) ready: bool,
+pub struct PodSample {
+    /// Ready to serve (a pod that is not is draining: the HPA ignores it,
+    /// as Kubernetes ignores a pod being deleted).
+    pub ready: bool,
     /// Time-averaged busy workers / workers.
-    pub(crate) app_utilisation: f64,
+    pub app_utilisation: f64,
     /// Time-averaged sidecar in-flight / sidecar limit.
-    pub(crate) sidecar_saturation: f64,
+    pub sidecar_saturation: f64,
 }
 
 /// A service's HPA: the policy crate's [`Hpa`] fed from simulated pods.
@@ -24,7 +29,7 @@ pub(crate) struct PodSample {
 /// Containers: `app` (CPU request = its worker count, usage = busy workers)
 /// and `sidecar` (see [`SIDECAR_CPU_SHARE`]).
 #[derive(Debug)]
-pub(crate) struct Autoscaler {
+pub struct Autoscaler {
     hpa: Hpa,
     table: PodTable,
     period: Nanos,
@@ -33,12 +38,16 @@ pub(crate) struct Autoscaler {
 /// Assumption: a sidecar's CPU request is this share of the app's, and its
 /// usage is proportional to its in-flight share of that. It only matters
 /// for the pod-level `Resource` metric, where the app dominates the sum.
-pub(crate) const SIDECAR_CPU_SHARE: f64 = 0.1;
+pub const SIDECAR_CPU_SHARE: f64 = 0.1;
 
 impl Autoscaler {
     /// Builds the HPA for a validated spec (validation ran the same
     /// [`AutoscalerSpec::hpa_config`] through the same `validate`).
-    pub(crate) fn new(spec: &AutoscalerSpec) -> Self {
+    ///
+    /// # Panics
+    /// If `spec` is not one of a validated scenario (at any `--scale`,
+    /// through [`scale_autoscaler`](super::scale::scale_autoscaler)).
+    pub fn new(spec: &AutoscalerSpec) -> Self {
         let config = spec.hpa_config();
         let period = config.sync_period;
         Autoscaler {
@@ -48,19 +57,16 @@ impl Autoscaler {
         }
     }
 
-    /// When the HPA wants its next sync: one period after the last, or the
-    /// first period of the run before any.
-    pub(crate) fn poll_timeout(&self) -> Nanos {
+    /// When the HPA wants its next sync (since the run's start): one period
+    /// after the last, or the first period of the run before any.
+    pub fn poll_timeout(&self) -> Nanos {
         self.hpa.poll_timeout().unwrap_or(self.period)
     }
 
-    /// One HPA sync: returns the desired replica count.
-    pub(crate) fn sync(
-        &mut self,
-        now: Nanos,
-        current: u32,
-        pods: impl Iterator<Item = PodSample>,
-    ) -> u32 {
+    /// One HPA sync at `now` (since the run's start) with `current` the
+    /// Deployment's replicas (serving pods and those starting) and `pods`
+    /// every live pod's sample: returns the desired replica count.
+    pub fn sync(&mut self, now: Nanos, current: u32, pods: impl Iterator<Item = PodSample>) -> u32 {
         self.table.clear(current);
         for p in pods {
             let status = if p.ready {

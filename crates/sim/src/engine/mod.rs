@@ -56,7 +56,7 @@ pub mod admission;
 mod admission;
 mod attempt;
 mod audit;
-mod autoscale;
+pub mod autoscale;
 mod backlog;
 // Test seam: public only for `crates/equivalence` (feature `testing`).
 #[cfg(feature = "testing")]
@@ -80,7 +80,7 @@ pub mod ramp;
 mod ramp;
 pub mod rate;
 mod recorder;
-mod scale;
+pub mod scale;
 mod service;
 mod stats;
 mod timeline;
@@ -107,7 +107,7 @@ use self::lb::{Lb, LbPools};
 use self::population::Population;
 use self::rate::RateSchedule;
 use self::recorder::{Meta, Recorder};
-use self::scale::{FleetScale, scale_pod_policies, scaled};
+use self::scale::{FleetScale, scale_autoscaler, scaled};
 use self::service::{Service, Sidecar};
 use self::timeline::Planned;
 use crate::queue::{EventQueue, Lane};
@@ -469,13 +469,10 @@ impl Engine {
             .enumerate()
             .map(|(i, s)| {
                 let fleet = FleetScale::new(s.replicas, scale);
-                let autoscaler = s.autoscaler.as_ref().map(|a| {
-                    let mut a = a.clone();
-                    a.min = fleet.pods(a.min);
-                    a.max = fleet.pods(a.max).max(a.min);
-                    scale_pod_policies(&mut a, fleet);
-                    Autoscaler::new(&a)
-                });
+                let autoscaler = s
+                    .autoscaler
+                    .as_ref()
+                    .map(|a| Autoscaler::new(&scale_autoscaler(a, fleet)));
                 let mut svc = Service {
                     pods: Slab::new(),
                     order: Vec::new(),

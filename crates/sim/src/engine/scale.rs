@@ -1,11 +1,15 @@
 //! How `--scale F` shrinks a topology.
+//!
+//! Public so that `stormbreak lab` shrinks a scenario exactly as the
+//! simulator does (pods, per-pod capacities, autoscaler bounds and `Pods`
+//! policies): one law for both runs.
 
 use stormbreak_policy::autoscale::PolicyKind;
 
 use crate::scenario::AutoscalerSpec;
 
 /// `n × scale`, rounded, at least 1.
-pub(crate) fn scaled(n: u32, scale: f64) -> u32 {
+pub fn scaled(n: u32, scale: f64) -> u32 {
     ((n as f64 * scale).round() as u32).max(1)
 }
 
@@ -20,13 +24,14 @@ pub(crate) fn scaled(n: u32, scale: f64) -> u32 {
 /// Invariant: pods × per-pod capacity = F × replicas × the scenario's
 /// per-pod capacity, up to rounding each capacity to a whole number.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct FleetScale {
+pub struct FleetScale {
     pod_factor: f64,
     capacity_factor: f64,
 }
 
 impl FleetScale {
-    pub(crate) fn new(replicas: u32, scale: f64) -> Self {
+    /// The shrinking of a service of `replicas` pods at `--scale scale`.
+    pub fn new(replicas: u32, scale: f64) -> Self {
         let replicas = replicas.max(1) as f64;
         let pods = (replicas * scale).round().max(1.0);
         FleetScale {
@@ -35,11 +40,15 @@ impl FleetScale {
         }
     }
 
-    pub(crate) fn pods(&self, n: u32) -> u32 {
+    /// A pod count of the scenario (replicas, an HPA bound, a fault's
+    /// pods) at this scale: rounded, at least 1.
+    pub fn pods(&self, n: u32) -> u32 {
         scaled(n, self.pod_factor)
     }
 
-    pub(crate) fn per_pod(&self, n: u32) -> u32 {
+    /// A per-pod capacity of the scenario (workers, a sidecar limit, a
+    /// queue) at this scale: bent by what rounding the pods left over.
+    pub fn per_pod(&self, n: u32) -> u32 {
         scaled(n, self.capacity_factor)
     }
 }
@@ -50,7 +59,7 @@ impl FleetScale {
 /// `Percent` policies need nothing. Kubernetes' default scale-up policy
 /// (4 pods per 15 s, when `behavior` leaves `policies` out) is not
 /// converted, so runs without `behavior` are the same as before it.
-pub(crate) fn scale_pod_policies(a: &mut AutoscalerSpec, fleet: FleetScale) {
+pub fn scale_pod_policies(a: &mut AutoscalerSpec, fleet: FleetScale) {
     let Some(b) = a.behavior.as_mut() else { return };
     for rules in [&mut b.scale_up, &mut b.scale_down] {
         for p in rules.policies.iter_mut().flatten() {
@@ -59,6 +68,17 @@ pub(crate) fn scale_pod_policies(a: &mut AutoscalerSpec, fleet: FleetScale) {
             }
         }
     }
+}
+
+/// An autoscaler at `fleet`'s scale: `min` and `max` convert with the
+/// pods (`max` never under `min`), and so do its `Pods` policies
+/// ([`scale_pod_policies`]).
+pub fn scale_autoscaler(a: &AutoscalerSpec, fleet: FleetScale) -> AutoscalerSpec {
+    let mut a = a.clone();
+    a.min = fleet.pods(a.min);
+    a.max = fleet.pods(a.max).max(a.min);
+    scale_pod_policies(&mut a, fleet);
+    a
 }
 
 #[cfg(test)]

@@ -1,0 +1,155 @@
+//! The timeline: each planned action applied at its time and, with `for`,
+//! undone at its end, recorded as the simulator words it. What each one
+//! does to the real parts (and how that differs from the simulator) is in
+//! docs/lab.md's mapping table.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use stormbreak_policy::Nanos;
+use stormbreak_sim::engine::rate::RateSchedule;
+use stormbreak_sim::record::AppliedAction;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::Slowdown;
+use crate::client::Population;
+use crate::fleet::{Fleet, Pod, RunShared};
+use crate::plan::{LabAction, LabPlan};
+
+/// The parts the timeline acts on, indexed as in the plan.
+pub struct Levers {
+    /// Per service: its active slowdowns.
+    pub slowdowns: Vec<Arc<Slowdown>>,
+    /// Per service: its pods and replica controller.
+    pub fleets: Vec<Arc<Fleet>>,
+    /// Per population: its rate schedule.
+    pub schedules: Vec<watch::Sender<Arc<RateSchedule>>>,
+    /// Per population: its callers.
+    pub populations: Vec<Arc<Population>>,
+    /// Where a lever that fails reports (ends the run).
+    pub shared: Arc<RunShared>,
+}
+
+/// What an applied action changed, kept to undo it after its `for`.
+enum Undo {
+    Nothing,
+    Reschedule { service: usize, pods: u32 },
+    Heal(Vec<Arc<Pod>>),
+    Workers { service: usize, workers: u32 },
+}
+
+/// Applies the plan's actions at their times (and undoes those with
+/// `for`), appending each to `applied` as the simulator words it.
+pub async fn timeline(
+    plan: LabPlan,
+    start: Instant,
+    levers: Levers,
+    applied: Arc<Mutex<Vec<AppliedAction>>>,
+) {
+    // (time, undo?, action index) in time order; undoing comes first at a
+    // tie, as the simulator schedules a revert before a later action.
+    let mut events: Vec<(Nanos, bool, usize)> = Vec::new();
+    for (i, t) in plan.actions.iter().enumerate() {
+        events.push((t.at, false, i));
+        if let Some(u) = t.until
+            && u <= plan.duration
+        {
+            events.push((u, true, i));
+        }
+    }
+    events.sort_by_key(|&(at, undo, i)| (at, !undo, i));
+    let mut undo: Vec<Undo> = plan.actions.iter().map(|_| Undo::Nothing).collect();
+    for (at, reverting, i) in events {
+        tokio::time::sleep_until(start + Duration::from(at)).await;
+        let t = &plan.actions[i];
+        if reverting {
+            revert(
+                &levers,
+                i,
+                &t.action,
+                std::mem::replace(&mut undo[i], Undo::Nothing),
+            );
+        } else {
+            undo[i] = apply(&levers, i, &t.action, t.until.is_some(), start);
+        }
+        let what = if reverting {
+            format!("end of: {}", t.what)
+        } else {
+            t.what.clone()
+        };
+        applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(AppliedAction { at, what });
+    }
+}
+
+fn apply(levers: &Levers, id: usize, action: &LabAction, timed: bool, start: Instant) -> Undo {
+    match action {
+        LabAction::SlowService {
+            service,
+            factor,
+            add,
+        } => {
+            levers.slowdowns[*service].add(id, *factor, *add);
+            Undo::Nothing
+        }
+        LabAction::SetRate { client, rate } => {
+            let now = Nanos::from(start.elapsed());
+            // A `set_rate` keeps the population's daily cycle, as in the
+            // simulator.
+            let next = levers.schedules[*client].borrow().constant_from(now, *rate);
+            levers.schedules[*client].send_replace(Arc::new(next));
+            Undo::Nothing
+        }
+        LabAction::SetRetry { client, retry } => {
+            if let Err(e) = levers.populations[*client].set_retry(retry.as_ref()) {
+                levers.shared.fail(format!("set_retry: {e}"));
+            }
+            Undo::Nothing
+        }
+        LabAction::SetCapacity { service, workers } => {
+            let fleet = &levers.fleets[*service];
+            let before = fleet.workers();
+            fleet.set_workers(*workers);
+            Undo::Workers {
+                service: *service,
+                workers: before,
+            }
+        }
+        LabAction::KillPods { service, pods } => {
+            let killed = levers.fleets[*service].kill(*pods, timed);
+            Undo::Reschedule {
+                service: *service,
+                pods: killed,
+            }
+        }
+        LabAction::FailPods { service, pods } => Undo::Heal(levers.fleets[*service].fail(*pods)),
+        LabAction::Stall { services, mode } => {
+            for s in services {
+                levers.fleets[*s].stall(id, *mode);
+            }
+            Undo::Nothing
+        }
+    }
+}
+
+fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
+    match (action, undo) {
+        (LabAction::SlowService { service, .. }, _) => levers.slowdowns[*service].remove(id),
+        (LabAction::Stall { services, .. }, _) => {
+            for s in services {
+                levers.fleets[*s].unstall(id);
+            }
+        }
+        (_, Undo::Reschedule { service, pods }) => levers.fleets[service].reschedule(pods),
+        (_, Undo::Heal(pods)) => {
+            for p in pods {
+                p.app.set_failing(false);
+            }
+        }
+        (_, Undo::Workers { service, workers }) => levers.fleets[service].set_workers(workers),
+        (_, Undo::Nothing) => {}
+    }
+}
