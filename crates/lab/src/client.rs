@@ -34,6 +34,7 @@ use tower::{Layer, Service, ServiceExt};
 use crate::backend::REFUSED_HEADER;
 use crate::fleet::{Fleet, Pod};
 use crate::plan::ClientPlan;
+use crate::pool::Pool;
 use crate::record::Recorder;
 
 /// The request every attempt sends (a GET with no body: the scenario has
@@ -79,14 +80,24 @@ impl Pods {
     }
 }
 
-/// One attempt at a time to a service, recorded.
+/// Where a population's attempts go: a service's pods (picked here), or
+/// an LB pool's nodes (in turn; the node's guard picks the next hop).
+#[derive(Clone)]
+pub enum Target {
+    /// The route's first hop is a service.
+    Pods(Arc<Pods>),
+    /// The route's first hop is an LB pool.
+    Lb(Arc<Pool>),
+}
+
+/// One attempt at a time to a route's first hop, recorded.
 #[derive(Clone)]
 pub struct AttemptService {
     http: Client<HttpConnector, Empty<Bytes>>,
-    pods: Arc<Pods>,
+    target: Target,
     rec: Arc<Recorder>,
     route: usize,
-    service: usize,
+    comp: usize,
 }
 
 /// Records a timeout for an attempt whose future is dropped before it
@@ -95,8 +106,16 @@ struct Pending {
     rec: Arc<Recorder>,
     pod: Option<(Arc<Pod>, usize)>,
     route: usize,
-    service: usize,
+    comp: usize,
     done: bool,
+}
+
+impl Pending {
+    fn fail(&mut self, cause: Cause, refused: bool) {
+        self.done = true;
+        self.rec
+            .failure(self.route, self.comp, cause, refused, false);
+    }
 }
 
 impl Drop for Pending {
@@ -106,7 +125,7 @@ impl Drop for Pending {
         }
         if !self.done {
             self.rec
-                .failure(self.route, self.service, Cause::Timeout, false, false);
+                .failure(self.route, self.comp, Cause::Timeout, false, false);
         }
     }
 }
@@ -135,9 +154,16 @@ fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool
     }
 }
 
+/// Whether an LB node's answer is its own refusal at its flow cap
+/// (`lb.rs`), rather than a next hop's answer it passed on.
+fn flows_exhausted(status: u16, guard: Option<&str>) -> bool {
+    status == crate::lb::REFUSAL_STATUS && guard == Some("limit")
+}
+
 impl AttemptService {
-    /// Attempts of route `route` to service `service`'s `pods`.
-    pub fn new(pods: Arc<Pods>, rec: Arc<Recorder>, route: usize, service: usize) -> Self {
+    /// Attempts of route `route` to `target`, recorded at component
+    /// `comp` (the recording's index of the route's first hop).
+    pub fn new(target: Target, rec: Arc<Recorder>, route: usize, comp: usize) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let http = Client::builder(TokioExecutor::new())
@@ -145,12 +171,53 @@ impl AttemptService {
             .build(connector);
         AttemptService {
             http,
-            pods,
+            target,
             rec,
             route,
-            service,
+            comp,
         }
     }
+
+    /// Where this attempt goes, or its answer when it goes nowhere: the
+    /// first hop's stalls (the lab's fault hook), no ready pod, no running
+    /// node (`unavailable`, refused by the first hop, as the simulator's).
+    fn destination(&self, pending: &mut Pending) -> Result<std::net::SocketAddr, Stalled> {
+        match &self.target {
+            Target::Pods(pods) => {
+                let mut stalls = pods.fleet.stalls();
+                let stall = stalls.borrow_and_update().last().map(|s| s.1);
+                match stall {
+                    // Refused at once, as a connection refused.
+                    Some(StallMode::Fail) => {
+                        pending.fail(Cause::Unavailable, false);
+                        return Err(Stalled::Fail);
+                    }
+                    Some(StallMode::Hang) => return Err(Stalled::Hang(stalls)),
+                    None => {}
+                }
+                let Some(pod) = pods.choose() else {
+                    pending.fail(Cause::Unavailable, false);
+                    return Err(Stalled::Fail);
+                };
+                pod.load(pods.pop).fetch_add(1, Ordering::Relaxed);
+                let addr = pod.target;
+                pending.pod = Some((pod, pods.pop));
+                Ok(addr)
+            }
+            Target::Lb(pool) => pool.pick().ok_or_else(|| {
+                pending.fail(Cause::Unavailable, true);
+                Stalled::Fail
+            }),
+        }
+    }
+}
+
+/// Why an attempt is not sent.
+enum Stalled {
+    /// Answered already (recorded).
+    Fail,
+    /// Held until the caller's timeout or the end of the stalls.
+    Hang(tokio::sync::watch::Receiver<Vec<(usize, StallMode)>>),
 }
 
 impl Service<LabRequest> for AttemptService {
@@ -163,47 +230,30 @@ impl Service<LabRequest> for AttemptService {
     }
 
     fn call(&mut self, req: LabRequest) -> Self::Future {
-        self.rec.attempt(self.route, self.service);
-        let mut stalls = self.pods.fleet.stalls();
-        let stall = stalls.borrow_and_update().last().map(|s| s.1);
+        self.rec.attempt(self.route, self.comp);
         let mut pending = Pending {
             rec: self.rec.clone(),
             pod: None,
             route: self.route,
-            service: self.service,
+            comp: self.comp,
             done: false,
         };
-        match stall {
-            // Refused at once, as a connection refused.
-            Some(StallMode::Fail) => {
-                pending.done = true;
-                self.rec
-                    .failure(self.route, self.service, Cause::Unavailable, false, false);
-                return Box::pin(async { Err::<_, BoxError>("stalled (fail)".into()) });
+        let addr = match self.destination(&mut pending) {
+            Ok(addr) => addr,
+            Err(Stalled::Fail) => {
+                return Box::pin(async { Err::<_, BoxError>("unavailable".into()) });
             }
             // No answer: the caller's timeout ends the attempt (recorded by
             // `Pending`), or the stall's end resets it.
-            Some(StallMode::Hang) => {
+            Err(Stalled::Hang(mut stalls)) => {
                 return Box::pin(async move {
                     let _ = stalls.wait_for(|s| s.is_empty()).await;
-                    pending.done = true;
-                    pending
-                        .rec
-                        .failure(pending.route, pending.service, Cause::Reset, false, false);
+                    pending.fail(Cause::Reset, false);
                     Err::<_, BoxError>("stall ended: reset".into())
                 });
             }
-            None => {}
-        }
-        let Some(pod) = self.pods.choose() else {
-            pending.done = true;
-            self.rec
-                .failure(self.route, self.service, Cause::Unavailable, false, false);
-            return Box::pin(async { Err::<_, BoxError>("no ready pod".into()) });
         };
-        pod.load(self.pods.pop).fetch_add(1, Ordering::Relaxed);
-        let addr = pod.target;
-        pending.pod = Some((pod, self.pods.pop));
+        let at_lb = matches!(self.target, Target::Lb(_));
         let http = self.http.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
@@ -213,7 +263,7 @@ impl Service<LabRequest> for AttemptService {
             let sent = Instant::now();
             let result = http.request(http::Request::from_parts(parts, body)).await;
             let rec = pending.rec.clone();
-            let (route, service) = (pending.route, pending.service);
+            let (route, comp) = (pending.route, pending.comp);
             let answer = match result {
                 Ok(resp) => {
                     let (parts, body) = resp.into_parts();
@@ -222,20 +272,28 @@ impl Service<LabRequest> for AttemptService {
                     let latency = Nanos::from(sent.elapsed());
                     pending.done = true;
                     let status = parts.status.as_u16();
+                    let guard = parts
+                        .headers
+                        .get(stormbreak_guard::REFUSED_HEADER)
+                        .and_then(|v| v.to_str().ok());
                     if read.is_err() {
-                        rec.failure(route, service, Cause::Reset, false, false);
+                        rec.failure(route, comp, Cause::Reset, false, false);
                     } else if parts.status.is_success() {
                         rec.success(route, latency);
+                    } else if at_lb && flows_exhausted(status, guard) {
+                        // The simulator's callers see a refused connection.
+                        rec.failure(route, comp, Cause::FlowsExhausted, true, false);
+                        drop(pending);
+                        return Err(Box::new(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionRefused,
+                            "flows_exhausted: the LB node holds its maximum of flows",
+                        )) as BoxError);
                     } else {
-                        let (cause, refused, unclassified) = cause_of(
-                            status,
-                            parts.headers.contains_key(REFUSED_HEADER),
-                            parts
-                                .headers
-                                .get(stormbreak_guard::REFUSED_HEADER)
-                                .and_then(|v| v.to_str().ok()),
-                        );
-                        rec.failure(route, service, cause, refused, unclassified);
+                        let (cause, refused, unclassified) =
+                            cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
+                        // Behind an LB a refusal is the next hop's, counted
+                        // at its own parts, not the LB's.
+                        rec.failure(route, comp, cause, refused && !at_lb, unclassified);
                     }
                     Ok(http::Response::from_parts(parts, ()))
                 }
@@ -246,7 +304,7 @@ impl Service<LabRequest> for AttemptService {
                     } else {
                         Cause::Reset
                     };
-                    rec.failure(route, service, cause, false, false);
+                    rec.failure(route, comp, cause, false, false);
                     Err(Box::new(e) as BoxError)
                 }
             };

@@ -27,6 +27,9 @@ pub const MAX_SENDS: f64 = 2_000_000.0;
 /// Most pods the lab starts (each is a listening socket and, with a
 /// sidecar, a guard).
 pub const MAX_PODS: u32 = 64;
+/// Most guard instances of LB pools (nodes) a run starts: each is a
+/// listening socket and a guard.
+pub const MAX_POOL_INSTANCES: u32 = 64;
 /// Most recording intervals of a lab run.
 pub const MAX_INTERVALS: u64 = 10_000;
 
@@ -92,6 +95,28 @@ impl ServicePlan {
     }
 }
 
+/// A component on a route's path, by its index in its own list of the
+/// plan ([`LabPlan::lbs`], [`LabPlan::services`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// An LB pool.
+    Lb(usize),
+    /// A service.
+    Service(usize),
+}
+
+/// One LB pool: `nodes` guards, each holding at most `flows_per_node`
+/// requests in flight (the simulator's flows).
+#[derive(Debug, Clone)]
+pub struct LbPlan {
+    /// Component name.
+    pub name: String,
+    /// Nodes (not scaled, as in the simulator).
+    pub nodes: u32,
+    /// Flows one node holds (scaled as the simulator's `scaled`).
+    pub flows_per_node: u32,
+}
+
 /// One client population.
 #[derive(Debug, Clone)]
 pub struct ClientPlan {
@@ -99,8 +124,8 @@ pub struct ClientPlan {
     pub name: String,
     /// Index of its route in [`LabPlan::routes`].
     pub route: usize,
-    /// Index of the route's service.
-    pub service: usize,
+    /// The route's first hop: where its attempts go.
+    pub first: Hop,
     /// Rate at time zero (per second, scaled).
     pub rate: f64,
     /// Later changes: (at, rate, ramp), rates scaled.
@@ -205,6 +230,10 @@ pub struct LabPlan {
     pub clock_origin_s: u64,
     /// Route names, scenario order.
     pub routes: Vec<String>,
+    /// Each route's path, edge first, as [`LabPlan::routes`].
+    pub paths: Vec<Vec<Hop>>,
+    /// LB pools, scenario order.
+    pub lbs: Vec<LbPlan>,
     /// Services, scenario order.
     pub services: Vec<ServicePlan>,
     /// Populations, scenario order.
@@ -278,6 +307,13 @@ impl LabPlan {
                  serves at most {MAX_PODS}"
             )));
         }
+        let instances: u32 = sc.lbs.iter().map(|l| l.nodes).sum();
+        if instances > MAX_POOL_INSTANCES {
+            return Err(PlanError::Bound(format!(
+                "{instances} LB nodes ([[lb]] nodes); the lab starts at most \
+                 {MAX_POOL_INSTANCES}"
+            )));
+        }
         let meta = &sc.scenario;
         let cap = Nanos::from(opts.duration_cap);
         if meta.duration > cap {
@@ -295,11 +331,31 @@ impl LabPlan {
         }
         let routes: Vec<String> = sc.routes.iter().map(|r| r.name.get_ref().clone()).collect();
         let service_ix = |name: &str| services.iter().position(|s| s.name == name);
+        let lbs: Vec<LbPlan> = sc
+            .lbs
+            .iter()
+            .map(|l| LbPlan {
+                name: l.name.get_ref().clone(),
+                nodes: l.nodes,
+                flows_per_node: stormbreak_sim::engine::scale::scaled(l.flows_per_node, scale),
+            })
+            .collect();
+        let hop = |name: &str| {
+            lbs.iter()
+                .position(|l| l.name == name)
+                .map(Hop::Lb)
+                .or_else(|| service_ix(name).map(Hop::Service))
+                .expect("support checked every hop")
+        };
+        let paths: Vec<Vec<Hop>> = sc
+            .routes
+            .iter()
+            .map(|r| r.path.iter().map(|h| hop(h.get_ref())).collect())
+            .collect();
         let mut clients = Vec::new();
         for c in &sc.clients {
             let route = sc.route_index(c.route.get_ref()).expect("validated route");
-            let service =
-                service_ix(sc.routes[route].path[0].get_ref()).expect("checked one-service route");
+            let first = paths[route][0];
             let retry = c.retry.clone().map(|mut r| {
                 r.per_try_timeout = Some(c.timeout);
                 r
@@ -307,7 +363,7 @@ impl LabPlan {
             clients.push(ClientPlan {
                 name: c.name.get_ref().clone(),
                 route,
-                service,
+                first,
                 rate: c.rate * scale,
                 steps: c
                     .steps
@@ -440,11 +496,30 @@ impl LabPlan {
                 .and_then(stormbreak_sim::scenario::parse_clock)
                 .unwrap_or(0),
             routes,
+            paths,
+            lbs,
             services,
             clients,
             actions,
             max_in_flight: opts.max_in_flight,
         })
+    }
+
+    /// The recording's component index of `hop`: LB pools first, then
+    /// services, as the simulator adds them.
+    pub fn component(&self, hop: Hop) -> usize {
+        match hop {
+            Hop::Lb(i) => i,
+            Hop::Service(i) => self.lbs.len() + i,
+        }
+    }
+
+    /// Whether service `s` is reached through another hop (an LB or a
+    /// gateway) on some route: its pods are then that hop's upstream.
+    pub fn is_behind_a_hop(&self, s: usize) -> bool {
+        self.paths
+            .iter()
+            .any(|p| p.iter().skip(1).any(|h| *h == Hop::Service(s)))
     }
 
     /// Number of recording intervals (the last may be partial, as in the

@@ -133,9 +133,7 @@ impl Recorder {
                 .iter()
                 .map(|_| Mutex::new((0..n).map(|_| RouteSlot::default()).collect()))
                 .collect(),
-            comps: plan
-                .services
-                .iter()
+            comps: (0..plan.lbs.len() + plan.services.len())
                 .map(|_| Mutex::new(vec![CompSlot::default(); n]))
                 .collect(),
         }
@@ -184,11 +182,21 @@ impl Recorder {
         });
     }
 
-    /// An attempt enters the route's service.
-    pub fn attempt(&self, route: usize, service: usize) {
+    /// An attempt enters the route's first hop, component `comp`.
+    pub fn attempt(&self, route: usize, comp: usize) {
         let t = self.now();
         self.route(route, t, |s| s.attempts += 1);
-        self.comp(service, t, |c| c.arrivals += 1);
+        self.comp(comp, t, |c| c.arrivals += 1);
+    }
+
+    /// Arrivals and refusals of component `c` in interval `i` counted at
+    /// its parts (a hop the client does not reach itself).
+    pub fn part_counts(&self, c: usize, i: usize, arrivals: u64, rejected: u64) {
+        let mut v = self.comps[c].lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = v.get_mut(i) {
+            s.arrivals += arrivals;
+            s.rejected += rejected;
+        }
     }
 
     /// An attempt succeeded after `latency`.
@@ -200,13 +208,13 @@ impl Recorder {
         });
     }
 
-    /// An attempt failed with `cause`; `refused` when the service itself
-    /// refused it (its `rejected` counter); `unclassified` when the answer
+    /// An attempt failed with `cause`; `refused` when its first hop,
+    /// component `comp`, refused it (its `rejected` counter); `unclassified` when the answer
     /// had no cause of its own.
     pub fn failure(
         &self,
         route: usize,
-        service: usize,
+        comp: usize,
         cause: Cause,
         refused: bool,
         unclassified: bool,
@@ -221,7 +229,7 @@ impl Recorder {
             s.unclassified += u64::from(unclassified);
         });
         if refused {
-            self.comp(service, t, |c| c.rejected += 1);
+            self.comp(comp, t, |c| c.rejected += 1);
         }
     }
 
@@ -239,7 +247,7 @@ impl Recorder {
         });
     }
 
-    /// Gauges of service `c` at the end of interval `i`.
+    /// Gauges of component `c` at the end of interval `i`.
     pub fn gauges(&self, c: usize, i: usize, g: Gauges) {
         let mut v = self.comps[c].lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = v.get_mut(i) {
@@ -309,16 +317,25 @@ impl Recorder {
             routes.push(s);
             lab.push(l);
         }
-        let components = plan
-            .services
-            .iter()
+        // LB pools first, then services, as the simulator adds them; an
+        // LB's Little's-law figures are zeros (it holds no work of its own).
+        let lbs = plan.lbs.iter().map(|l| (&l.name, "lb"));
+        let services = plan.services.iter().map(|s| (&s.name, "service"));
+        let no_little = LittleTotals {
+            mean_in_system: 0.0,
+            throughput_per_s: 0.0,
+            mean_sojourn_s: 0.0,
+        };
+        let littles = plan.lbs.iter().map(|_| &no_little).chain(little);
+        let components = lbs
+            .chain(services)
             .zip(&self.comps)
-            .zip(little)
-            .map(|((svc, c), little)| {
+            .zip(littles)
+            .map(|(((name, kind), c), little)| {
                 let slots = c.lock().unwrap_or_else(PoisonError::into_inner);
                 ComponentSeries {
-                    name: svc.name.clone(),
-                    kind: "service".to_owned(),
+                    name: name.clone(),
+                    kind: kind.to_owned(),
                     arrivals: slots.iter().map(|s| s.arrivals).collect(),
                     rejected: slots.iter().map(|s| s.rejected).collect(),
                     in_flight: slots.iter().map(|s| s.in_flight).collect(),

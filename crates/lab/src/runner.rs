@@ -21,10 +21,13 @@ use tokio::time::Instant;
 use crate::actions::{self, Levers};
 use crate::autoscaler;
 use crate::backend::Slowdown;
-use crate::client::{AttemptService, Pods, Population};
+use crate::client::{AttemptService, Pods, Population, Target};
 use crate::fleet::{Fleet, RunShared, Seeds, Totals};
 use crate::generator::{self, SendLog};
+use crate::hops;
+use crate::plan::Hop;
 use crate::plan::LabPlan;
+use crate::pool::Pool;
 use crate::record::{Gauges, LabSeries, Recorder};
 use crate::validity::{self, Delays, HostCounters, Validity};
 use stormbreak_sim::engine::rate::RateSchedule;
@@ -171,11 +174,18 @@ async fn run_on_runtime(
     for f in &fleets {
         for _ in 0..f.plan().pods {
             if let Err(e) = f.start_pod().await {
-                close(&fleets).await;
+                close(&[], &fleets).await;
                 return Err(LabError::Start(e));
             }
         }
     }
+    let pools = match hops::start(plan, &fleets, &shared).await {
+        Ok(p) => p,
+        Err(e) => {
+            close(&[], &fleets).await;
+            return Err(LabError::Start(e));
+        }
+    };
     let start = Instant::now();
     let rec = Arc::new(Recorder::new(plan, start));
     let end = plan.duration;
@@ -190,12 +200,18 @@ async fn run_on_runtime(
             RateSchedule::new(client.rate, &client.steps).with_diurnal(client.diurnal.as_ref()),
         ));
         schedules.push(tx);
-        let pods = Arc::new(Pods::new(fleets[client.service].clone(), i, seeds.next()));
-        let attempts = AttemptService::new(pods, rec.clone(), client.route, client.service);
+        let target = match client.first {
+            Hop::Service(s) => {
+                Target::Pods(Arc::new(Pods::new(fleets[s].clone(), i, seeds.next())))
+            }
+            Hop::Lb(l) => Target::Lb(pools.lbs[l].clone()),
+        };
+        let comp = plan.component(client.first);
+        let attempts = AttemptService::new(target, rec.clone(), client.route, comp);
         let population = match Population::new(client, attempts, seeds.next(), start) {
             Ok(p) => Arc::new(p),
             Err(e) => {
-                close(&fleets).await;
+                close(&pools.all(), &fleets).await;
                 return Err(LabError::Start(e));
             }
         };
@@ -244,6 +260,9 @@ async fn run_on_runtime(
     let mut failures = shared.failures();
     // Gauges at each interval's end, on the run's clock.
     let mut interval_end = 1usize;
+    // What the parts of services behind another hop had counted at the
+    // last interval's end.
+    let mut counted: Vec<(u64, u64)> = vec![(0, 0); fleets.len()];
     let run_end = start + Duration::from(end);
     let ended = loop {
         let at = (start + Duration::from(plan.interval * interval_end as u64)).min(run_end);
@@ -256,8 +275,17 @@ async fn run_on_runtime(
             }
         }
         let i = interval_end - 1;
+        for (l, pool) in pools.lbs.iter().enumerate() {
+            rec.gauges(plan.component(Hop::Lb(l)), i, lb_gauges(pool, &plan.lbs[l]));
+        }
         for (s, fleet) in fleets.iter().enumerate() {
-            rec.gauges(s, i, gauges(fleet));
+            let c = plan.component(Hop::Service(s));
+            rec.gauges(c, i, gauges(fleet));
+            if plan.is_behind_a_hop(s) {
+                let now = fleet.part_counts();
+                let before = std::mem::replace(&mut counted[s], now);
+                rec.part_counts(c, i, now.0 - before.0, now.1 - before.1);
+            }
         }
         if at >= run_end {
             break End::Finished;
@@ -268,7 +296,7 @@ async fn run_on_runtime(
     // pods.
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
-    close(&fleets).await;
+    close(&pools.all(), &fleets).await;
     let listened = shared.listened();
     match ended {
         End::Finished => {}
@@ -317,9 +345,26 @@ async fn run_on_runtime(
     })
 }
 
-async fn close(fleets: &[Arc<Fleet>]) {
+/// Closes the pools (front first), then the pods.
+async fn close(pools: &[Arc<Pool>], fleets: &[Arc<Fleet>]) {
+    for p in pools {
+        p.close().await;
+    }
     for f in fleets {
         f.close().await;
+    }
+}
+
+/// An LB pool's gauges, as the simulator's recorder reads them: flows in
+/// use on every node, the running nodes' flow capacity, running nodes.
+fn lb_gauges(pool: &Pool, lb: &crate::plan::LbPlan) -> Gauges {
+    let running = pool.running();
+    Gauges {
+        in_flight: pool.reading().0,
+        limit: f64::from(running) * f64::from(lb.flows_per_node),
+        queue: 0.0,
+        replicas: f64::from(running),
+        app_utilisation: 0.0,
     }
 }
 

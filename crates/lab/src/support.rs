@@ -6,7 +6,7 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::scenario::ActionKind;
 
 /// The timeline actions the lab applies (`actions.rs`). The others act on
-/// LB pools and gateways, which the lab does not run yet, or on traffic
+/// LB pools (not yet through the lab) and gateways, or on traffic
 /// shifting between routes (`shift_traffic`, with `failover_route`).
 pub const SUPPORTED_ACTIONS: [&str; 7] = [
     "slow_service",
@@ -28,12 +28,7 @@ pub const MIN_MEAN_SERVICE_TIME_NS: f64 = 5e6;
 /// lab can run the whole scenario.
 pub fn unsupported(sc: &Scenario) -> Vec<String> {
     let mut out = Vec::new();
-    for lb in &sc.lbs {
-        out.push(format!(
-            "[[lb]] {:?}: LB node pools (a guard listener that refuses at its flow cap is not built yet)",
-            lb.name.get_ref()
-        ));
-    }
+    lb_pools(sc, &mut out);
     for gw in &sc.gateways {
         out.push(format!(
             "[[gateway]] {:?}: gateways (the guard's dependency call is not built yet)",
@@ -60,21 +55,7 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
             ));
         }
     }
-    let services: Vec<&str> = sc
-        .services
-        .iter()
-        .map(|s| s.name.get_ref().as_str())
-        .collect();
-    for r in &sc.routes {
-        let one_service = r.path.len() == 1 && services.contains(&r.path[0].get_ref().as_str());
-        if !one_service {
-            out.push(format!(
-                "[[route]] {:?}: a path of {} hop(s); the lab runs routes of exactly one service",
-                r.name.get_ref(),
-                r.path.len()
-            ));
-        }
-    }
+    routes(sc, &mut out);
     for c in &sc.clients {
         let name = c.name.get_ref();
         let mut field = |f: &str| out.push(format!("[[client]] {name:?}: {f}"));
@@ -108,7 +89,26 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
             out.push(format!("[[action]] at {at}: do = {name:?}"));
             continue;
         }
+        let behind = |s: &str| behind_a_hop(sc, s);
         match &a.kind {
+            ActionKind::KillPods { service, .. } if behind(service) => out.push(format!(
+                "[[action]] at {at}: do = \"kill_pods\" of {service:?}, which is behind an LB pool \
+                 (the pool's nodes forward to a fixed set of pods)"
+            )),
+            ActionKind::Stall { targets, .. } => {
+                for t in targets {
+                    if !is_service(sc, t) {
+                        out.push(format!(
+                            "[[action]] at {at}: do = \"stall\" of {t:?} (the lab stalls services only)"
+                        ));
+                    } else if behind(t) {
+                        out.push(format!(
+                            "[[action]] at {at}: do = \"stall\" of {t:?}, which is behind an LB pool \
+                             (the lab's stall hook is in the client's path to a first hop)"
+                        ));
+                    }
+                }
+            }
             ActionKind::SetCapacity { sidecar_limit, .. } if sidecar_limit.is_some() => {
                 out.push(format!(
                     "[[action]] at {at}: do = \"set_capacity\" with sidecar_limit (a running \
@@ -125,4 +125,108 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
         }
     }
     out
+}
+
+fn is_service(sc: &Scenario, name: &str) -> bool {
+    sc.services.iter().any(|s| s.name.get_ref() == name)
+}
+
+fn is_lb(sc: &Scenario, name: &str) -> bool {
+    sc.lbs.iter().any(|l| l.name.get_ref() == name)
+}
+
+/// Whether service `name` is reached through another hop on some route.
+fn behind_a_hop(sc: &Scenario, name: &str) -> bool {
+    sc.routes
+        .iter()
+        .any(|r| r.path.iter().skip(1).any(|h| h.get_ref() == name))
+}
+
+/// LB pools: each node is a guard forwarding to one next hop, holding at
+/// most `flows_per_node` requests in flight (`lb.rs`).
+fn lb_pools(sc: &Scenario, out: &mut Vec<String>) {
+    for lb in &sc.lbs {
+        let name = lb.name.get_ref();
+        if lb.connections.is_some() {
+            out.push(format!(
+                "[[lb]] {name:?}: connections (the keep-alive connection model; without it a \
+                 node's flows are its requests in flight, which the lab runs)"
+            ));
+        }
+        let mut next: Vec<&str> = Vec::new();
+        for r in &sc.routes {
+            for w in r.path.windows(2) {
+                if w[0].get_ref() == name && !next.contains(&w[1].get_ref().as_str()) {
+                    next.push(w[1].get_ref());
+                }
+            }
+        }
+        let on_a_route = sc
+            .routes
+            .iter()
+            .any(|r| r.path.iter().any(|h| h.get_ref() == name));
+        if !on_a_route {
+            out.push(format!(
+                "[[lb]] {name:?}: on no route (the lab starts a pool's nodes in front of its \
+                 route's next hop)"
+            ));
+        } else if next.len() > 1 {
+            out.push(format!(
+                "[[lb]] {name:?}: forwards to {} different next hops ({}); the lab's nodes \
+                 forward every request to one",
+                next.len(),
+                next.join(", ")
+            ));
+        }
+    }
+    for s in &sc.services {
+        let name = s.name.get_ref();
+        if !behind_a_hop(sc, name) {
+            continue;
+        }
+        if s.autoscaler.is_some() {
+            out.push(format!(
+                "[[service]] {name:?}: autoscaler on a service behind an LB pool (the pool's \
+                 nodes forward to a fixed set of pods)"
+            ));
+        }
+        if sc
+            .routes
+            .iter()
+            .any(|r| r.path.first().is_some_and(|h| h.get_ref() == name))
+        {
+            out.push(format!(
+                "[[service]] {name:?}: both a route's first hop and behind an LB pool on \
+                 another (its arrivals are counted at one place or the other)"
+            ));
+        }
+    }
+}
+
+/// Routes: LB pools, then one service last.
+fn routes(sc: &Scenario, out: &mut Vec<String>) {
+    for r in &sc.routes {
+        let name = r.name.get_ref();
+        let Some((last, front)) = r.path.split_last() else {
+            continue;
+        };
+        if !is_service(sc, last.get_ref()) {
+            out.push(format!(
+                "[[route]] {name:?}: ends at {:?}; the lab runs routes that end at a service",
+                last.get_ref()
+            ));
+        }
+        for h in front {
+            let h = h.get_ref();
+            if is_service(sc, h) {
+                out.push(format!(
+                    "[[route]] {name:?}: service {h:?} before the last hop"
+                ));
+            } else if !is_lb(sc, h) {
+                out.push(format!(
+                    "[[route]] {name:?}: hop {h:?} (the lab runs LB pools in front of a service)"
+                ));
+            }
+        }
+    }
 }

@@ -4,6 +4,7 @@
 mod actions;
 mod common;
 mod mapping;
+mod pools;
 mod refusals;
 mod scaling;
 mod teardown;

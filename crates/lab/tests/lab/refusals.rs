@@ -59,9 +59,9 @@ fn every_unsupported_feature_is_named_at_once() {
     };
     let text = err.to_string();
     for needle in [
-        "[[lb]] \"edge\"",
         "[[gateway]] \"gw\"",
-        "[[route]] \"r\": a path of 3 hop(s)",
+        "[[route]] \"r\": hop \"gw\"",
+        "[[service]] \"api\": autoscaler on a service behind an LB pool",
         "[[client]] \"users\": fanout",
         "do = \"pause_nodes\"",
         "do = \"set_capacity\" with sidecar_limit",
@@ -70,7 +70,7 @@ fn every_unsupported_feature_is_named_at_once() {
     }
     assert_eq!(lines.len(), 6, "{text}");
     assert!(text.contains("nothing was started"), "{text}");
-    assert!(!text.contains("autoscaler"), "the autoscaler runs:\n{text}");
+    assert!(!text.contains("[[lb]]"), "the LB pool runs:\n{text}");
 }
 
 const SMALL: &str = r#"
@@ -184,5 +184,68 @@ fn the_shipped_lab_scenarios_are_accepted() {
             plan.duration <= stormbreak_policy::Nanos::from_secs(60),
             "{f}"
         );
+    }
+}
+
+const POOL: &str = r#"
+[scenario]
+name = "pool"
+duration = "10s"
+
+[[lb]]
+name = "edge"
+nodes = 2
+flows_per_node = 10
+connections = { maxconn = 100 }
+
+[[service]]
+name = "api"
+replicas = 2
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[service]]
+name = "web"
+replicas = 1
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "api"]
+
+[[route]]
+name = "w"
+path = ["edge", "web"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "10/s"
+timeout = "1s"
+
+[[action]]
+at = "2s"
+do = "kill_pods"
+service = "api"
+pods = 1
+
+[[action]]
+at = "3s"
+do = "stall"
+targets = ["edge"]
+mode = "fail"
+for = "1s"
+"#;
+
+#[test]
+fn lb_pool_features_the_lab_does_not_run_are_named() {
+    let err = LabPlan::new(&scenario(POOL), &LabOptions::default()).unwrap_err();
+    let text = err.to_string();
+    for needle in [
+        "[[lb]] \"edge\": connections",
+        "[[lb]] \"edge\": forwards to 2 different next hops (api, web)",
+        "do = \"kill_pods\" of \"api\", which is behind an LB pool",
+        "do = \"stall\" of \"edge\" (the lab stalls services only)",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
 }

@@ -1,0 +1,110 @@
+//! LB pools on real guards: a node holds a flow per request in flight
+//! and refuses past `flows_per_node` as the simulator's node does
+//! (`flows_exhausted`, a refused connection to the caller).
+
+use stormbreak_lab::{Stop, run};
+use stormbreak_sim::record::Cause;
+
+use crate::common::{listening, plan, total};
+
+fn errors(rec: &stormbreak_sim::Recording, cause: Cause) -> u64 {
+    let k = Cause::ALL.iter().position(|&c| c == cause).unwrap();
+    rec.routes[0].errors.iter().map(|e| e[k]).sum()
+}
+
+const LB: &str = r#"
+[scenario]
+name = "lb"
+duration = "2s"
+interval = "500ms"
+seed = 3
+
+# 2 nodes × 2 flows, each held 200 ms by the app: at most 4 in flight,
+# about 20 a second through; the app's 16 workers are never the bound.
+[[lb]]
+name = "edge"
+nodes = 2
+flows_per_node = 2
+
+[[service]]
+name = "api"
+replicas = 2
+app = { workers = 8, queue = 0, service_time = { dist = "constant", value = "200ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "api"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "60/s"
+timeout = "2s"
+"#;
+
+#[test]
+fn an_lb_node_refuses_past_its_flows_as_flows_exhausted() {
+    let lab = run(&plan(LB), &Stop::default()).unwrap();
+    let rec = &lab.recording;
+    let r = &rec.routes[0];
+    let ok = total(&r.successes);
+    // 4 flows, each held 200 ms: at most 4 × 10 finish in 2 s.
+    assert!(ok > 0 && ok <= 40, "{ok} successes");
+    let exhausted = errors(rec, Cause::FlowsExhausted);
+    assert!(exhausted > 0, "{:?}", r.errors);
+    assert_eq!(errors(rec, Cause::LimitRejected), 0, "{:?}", r.errors);
+    // The LB is the first component, as the simulator orders them.
+    let (edge, api) = (&rec.components[0], &rec.components[1]);
+    assert_eq!((edge.kind.as_str(), api.kind.as_str()), ("lb", "service"));
+    assert_eq!(total(&edge.arrivals), total(&r.attempts));
+    assert_eq!(total(&edge.rejected), exhausted);
+    assert!(edge.limit.iter().all(|&l| l == 4.0), "{:?}", edge.limit);
+    assert!(edge.replicas.iter().all(|&n| n == 2.0));
+    assert!(
+        edge.in_flight.iter().all(|&f| f <= 4.0),
+        "{:?}",
+        edge.in_flight
+    );
+    // What the nodes let through reached the app, counted at its pods.
+    assert!(total(&api.arrivals) >= ok, "{:?}", api.arrivals);
+    assert!(total(&api.arrivals) <= total(&r.attempts) - exhausted);
+    assert_eq!(total(&api.rejected), 0);
+    // Two backends and two nodes, all closed.
+    assert_eq!(lab.listened.len(), 4);
+    for a in &lab.listened {
+        assert!(!listening(*a), "{a} still accepts after the run");
+    }
+}
+
+#[test]
+fn a_caller_sees_flows_exhausted_as_a_refused_connection() {
+    // Retried only on connect failures: had the node's 429 reached the
+    // classifier as a response, nothing would be retried.
+    let text = LB.replace(
+        "timeout = \"2s\"",
+        "timeout = \"2s\"\nretry = { max_attempts = 2, retry_on = [\"connect-failure\"], backoff = { kind = \"constant\", base = \"10ms\" } }",
+    );
+    let rec = run(&plan(&text), &Stop::default()).unwrap().recording;
+    let r = &rec.routes[0];
+    assert!(
+        total(&r.attempts) > total(&r.first_attempts),
+        "{} attempts for {} requests",
+        total(&r.attempts),
+        total(&r.first_attempts)
+    );
+}
+
+#[test]
+fn a_refusal_further_down_passes_through_the_node_with_its_own_cause() {
+    // The nodes hold up to 20 flows; the one pod's sidecar lets 1 through
+    // and refuses the rest: limit_rejected, counted at the service.
+    let text = LB
+        .replace("flows_per_node = 2", "flows_per_node = 20")
+        .replace("replicas = 2\n", "replicas = 1\nsidecar = { limit = 1 }\n");
+    let rec = run(&plan(&text), &Stop::default()).unwrap().recording;
+    let refused = errors(&rec, Cause::LimitRejected);
+    assert!(refused > 0, "{:?}", rec.routes[0].errors);
+    assert_eq!(errors(&rec, Cause::FlowsExhausted), 0);
+    assert_eq!(total(&rec.components[0].rejected), 0);
+    assert_eq!(total(&rec.components[1].rejected), refused);
+}
