@@ -88,6 +88,9 @@ pub enum Target {
     Pods(Arc<Pods>),
     /// The route's first hop is an LB pool.
     Lb(Arc<Pool>),
+    /// The route's first hop is a gateway (its instances in turn, as the
+    /// simulator's gateway admits them).
+    Gateway(Arc<Pool>),
 }
 
 /// One attempt at a time to a route's first hop, recorded.
@@ -137,8 +140,11 @@ impl Drop for Pending {
 fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool, bool) {
     match (status, guard) {
         (503, _) if app_refused => (Cause::LimitRejected, true, false),
-        // The sidecar's limit: full, or a wait in its queue timed out.
-        (_, Some("limit")) => (Cause::LimitRejected, true, false),
+        // A guard's limit (a sidecar's, a gateway's): full, or a wait in
+        // its queue timed out. At another status than 503 a full limit is
+        // a shed, as the simulator's gateway records it.
+        (503, Some("limit")) => (Cause::LimitRejected, true, false),
+        (_, Some("limit")) => (Cause::shed(status), true, false),
         (_, Some("queue_timeout")) => (Cause::QueueTimeout, true, false),
         // A shed by the sidecar (saturation, an operator rule, a restore,
         // its rate limit): recorded by status, as the simulator does.
@@ -204,7 +210,7 @@ impl AttemptService {
                 pending.pod = Some((pod, pods.pop));
                 Ok(addr)
             }
-            Target::Lb(pool) => pool.pick().ok_or_else(|| {
+            Target::Lb(pool) | Target::Gateway(pool) => pool.pick().ok_or_else(|| {
                 pending.fail(Cause::Unavailable, true);
                 Stalled::Fail
             }),
@@ -230,7 +236,11 @@ impl Service<LabRequest> for AttemptService {
     }
 
     fn call(&mut self, req: LabRequest) -> Self::Future {
-        self.rec.attempt(self.route, self.comp);
+        // A gateway's arrivals and refusals are counted at its guards
+        // (its retries and dependency calls are not the client's).
+        let at_gateway = matches!(self.target, Target::Gateway(_));
+        self.rec
+            .attempt(self.route, (!at_gateway).then_some(self.comp));
         let mut pending = Pending {
             rec: self.rec.clone(),
             pod: None,
@@ -254,6 +264,9 @@ impl Service<LabRequest> for AttemptService {
             }
         };
         let at_lb = matches!(self.target, Target::Lb(_));
+        // Only a pod's refusal is its first hop's own for sure: a guard
+        // pool passes on the refusals of the hops behind it.
+        let first_hop_refuses = matches!(self.target, Target::Pods(_));
         let http = self.http.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
@@ -276,9 +289,15 @@ impl Service<LabRequest> for AttemptService {
                         .headers
                         .get(stormbreak_guard::REFUSED_HEADER)
                         .and_then(|v| v.to_str().ok());
-                    if read.is_err() {
-                        rec.failure(route, comp, Cause::Reset, false, false);
-                    } else if parts.status.is_success() {
+                    let body = match read {
+                        Ok(b) => b.to_bytes(),
+                        Err(_) => {
+                            rec.failure(route, comp, Cause::Reset, false, false);
+                            drop(pending);
+                            return Ok(http::Response::from_parts(parts, ()));
+                        }
+                    };
+                    if parts.status.is_success() {
                         rec.success(route, latency);
                     } else if at_lb && flows_exhausted(status, guard) {
                         // The simulator's callers see a refused connection.
@@ -288,12 +307,19 @@ impl Service<LabRequest> for AttemptService {
                             std::io::ErrorKind::ConnectionRefused,
                             "flows_exhausted: the LB node holds its maximum of flows",
                         )) as BoxError);
+                    } else if status == 502 && body == crate::gateway::DEPENDENCY_FAILED_BODY {
+                        // A gateway's dependency check failed for good.
+                        rec.failure(route, comp, Cause::DependencyFailed, false, false);
                     } else {
                         let (cause, refused, unclassified) =
                             cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
-                        // Behind an LB a refusal is the next hop's, counted
-                        // at its own parts, not the LB's.
-                        rec.failure(route, comp, cause, refused && !at_lb, unclassified);
+                        rec.failure(
+                            route,
+                            comp,
+                            cause,
+                            refused && first_hop_refuses,
+                            unclassified,
+                        );
                     }
                     Ok(http::Response::from_parts(parts, ()))
                 }

@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::limit::{LimitConfig, QueueConfig};
 use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::shed::SaturationConfig;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::dist::ServiceTimeSpec;
 use stormbreak_sim::engine::scale::{FleetScale, scale_autoscaler};
-use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, SidecarSpec, StallMode};
+use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, GatewaySpec, SidecarSpec, StallMode};
 
 use crate::support;
 
@@ -101,6 +103,8 @@ impl ServicePlan {
 pub enum Hop {
     /// An LB pool.
     Lb(usize),
+    /// A gateway.
+    Gateway(usize),
     /// A service.
     Service(usize),
 }
@@ -115,6 +119,31 @@ pub struct LbPlan {
     pub nodes: u32,
     /// Flows one node holds (scaled as the simulator's `scaled`).
     pub flows_per_node: u32,
+}
+
+/// One gateway: `instances` guards (at scale), each with the gateway's
+/// limit, queue and saturation table, calling its dependency route and
+/// forwarding under its retry policy and budget.
+#[derive(Debug, Clone)]
+pub struct GatewayPlan {
+    /// Component name.
+    pub name: String,
+    /// Instances at scale (the simulator's `FleetScale` pods).
+    pub instances: u32,
+    /// Per-instance limit at scale (a `fixed` one bent by the rest).
+    pub limit: Option<LimitConfig>,
+    /// Per-instance queue at scale.
+    pub queue: Option<QueueConfig>,
+    /// Shedding by class (with `limit`); `None`: the guard's defaults.
+    pub saturation: Option<SaturationConfig>,
+    /// Retries of both calls.
+    pub retry: Option<RetryConfig>,
+    /// Retry budget (`None`: unbudgeted, as the simulator's gateway).
+    pub budget: Option<BudgetConfig>,
+    /// Per-try timeout of the dependency call and of each forwarded call.
+    pub timeout: Nanos,
+    /// Index of the dependency route in [`LabPlan::routes`].
+    pub dependency: Option<usize>,
 }
 
 /// One client population.
@@ -234,6 +263,8 @@ pub struct LabPlan {
     pub paths: Vec<Vec<Hop>>,
     /// LB pools, scenario order.
     pub lbs: Vec<LbPlan>,
+    /// Gateways, scenario order.
+    pub gateways: Vec<GatewayPlan>,
     /// Services, scenario order.
     pub services: Vec<ServicePlan>,
     /// Populations, scenario order.
@@ -307,11 +338,15 @@ impl LabPlan {
                  serves at most {MAX_PODS}"
             )));
         }
-        let instances: u32 = sc.lbs.iter().map(|l| l.nodes).sum();
+        let instances: u32 = sc.lbs.iter().map(|l| l.nodes).sum::<u32>()
+            + sc.gateways
+                .iter()
+                .map(|g| FleetScale::new(g.instances, scale).pods(g.instances))
+                .sum::<u32>();
         if instances > MAX_POOL_INSTANCES {
             return Err(PlanError::Bound(format!(
-                "{instances} LB nodes ([[lb]] nodes); the lab starts at most \
-                 {MAX_POOL_INSTANCES}"
+                "{instances} LB nodes and gateway instances at --scale {scale}; the lab starts \
+                 at most {MAX_POOL_INSTANCES}"
             )));
         }
         let meta = &sc.scenario;
@@ -340,10 +375,21 @@ impl LabPlan {
                 flows_per_node: stormbreak_sim::engine::scale::scaled(l.flows_per_node, scale),
             })
             .collect();
+        let gateways: Vec<GatewayPlan> = sc
+            .gateways
+            .iter()
+            .map(|g| gateway_plan(sc, g, scale))
+            .collect();
         let hop = |name: &str| {
             lbs.iter()
                 .position(|l| l.name == name)
                 .map(Hop::Lb)
+                .or_else(|| {
+                    gateways
+                        .iter()
+                        .position(|g| g.name == name)
+                        .map(Hop::Gateway)
+                })
                 .or_else(|| service_ix(name).map(Hop::Service))
                 .expect("support checked every hop")
         };
@@ -498,6 +544,7 @@ impl LabPlan {
             routes,
             paths,
             lbs,
+            gateways,
             services,
             clients,
             actions,
@@ -510,22 +557,57 @@ impl LabPlan {
     pub fn component(&self, hop: Hop) -> usize {
         match hop {
             Hop::Lb(i) => i,
-            Hop::Service(i) => self.lbs.len() + i,
+            Hop::Gateway(i) => self.lbs.len() + i,
+            Hop::Service(i) => self.lbs.len() + self.gateways.len() + i,
         }
     }
 
-    /// Whether service `s` is reached through another hop (an LB or a
-    /// gateway) on some route: its pods are then that hop's upstream.
+    /// Whether service `s` is reached through a guard (an LB node or a
+    /// gateway: after the first hop of a route, or first on a gateway's
+    /// dependency route): its pods are then that guard's upstream, and it
+    /// is counted at its parts.
     pub fn is_behind_a_hop(&self, s: usize) -> bool {
-        self.paths
-            .iter()
-            .any(|p| p.iter().skip(1).any(|h| *h == Hop::Service(s)))
+        let dependency = |r: usize| self.gateways.iter().any(|g| g.dependency == Some(r));
+        self.paths.iter().enumerate().any(|(r, p)| {
+            p.iter().skip(1).any(|h| *h == Hop::Service(s))
+                || (dependency(r) && p.first() == Some(&Hop::Service(s)))
+        })
     }
 
     /// Number of recording intervals (the last may be partial, as in the
     /// simulator).
     pub fn intervals(&self) -> usize {
         self.duration.as_nanos().div_ceil(self.interval.as_nanos()) as usize
+    }
+}
+
+/// A gateway at `scale`, as the simulator's `engine/gateway.rs`,
+/// `admission`, scales it: instances like pods, a `fixed` limit and the
+/// queue's size bent by the rest, an adaptive limit kept.
+fn gateway_plan(sc: &Scenario, g: &GatewaySpec, scale: f64) -> GatewayPlan {
+    let fleet = FleetScale::new(g.instances, scale);
+    let limit = g.limit.clone().map(|mut l| {
+        if let LimitConfig::Fixed(f) = &mut l {
+            f.limit = fleet.per_pod(f.limit);
+        }
+        l
+    });
+    GatewayPlan {
+        name: g.name.get_ref().clone(),
+        instances: fleet.pods(g.instances),
+        limit,
+        queue: g.queue.as_ref().map(|q| QueueConfig {
+            size: fleet.per_pod(q.size).max(1),
+            timeout: q.timeout,
+        }),
+        saturation: g.saturation.clone(),
+        retry: g.retry.clone(),
+        budget: g.budget.clone(),
+        timeout: g.timeout,
+        dependency: g
+            .dependency
+            .as_ref()
+            .map(|d| sc.route_index(d.get_ref()).expect("validated route")),
     }
 }
 

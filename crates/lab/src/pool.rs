@@ -1,8 +1,9 @@
 //! A pool of guard instances in front of a route's next hop: an LB's
-//! nodes. Each instance is a `stormbreak guard` started in process from
+//! nodes or a gateway's instances. Each instance is a `stormbreak guard` started in process from
 //! generated TOML (as a sidecar is, `sidecar.rs`), with one route named
 //! [`ROUTE`]; the pool spreads attempts over its running instances in
-//! turn, as the simulator's LB does (`engine/lb.rs`, `Lb::pick`).
+//! turn, as the simulator's LB does (`engine/lb.rs`, `Lb::pick`) and its
+//! gateway admits them (`engine/admission.rs`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -122,6 +123,29 @@ impl Pool {
                 acc.1 + crate::sidecar::metric(&text, "stormbreak_guard_queue_depth{", ROUTE),
             )
         })
+    }
+
+    /// The sum over the instances of metric `name` (with its opening
+    /// brace) on their route, over the samples carrying `label` too (a
+    /// reason or an outcome, `key="value"`) when given.
+    pub fn sum(&self, name: &str, label: Option<&str>) -> f64 {
+        self.instances
+            .iter()
+            .map(|i| {
+                let text = i.metrics_text();
+                match label {
+                    None => crate::sidecar::metric(&text, name, ROUTE),
+                    Some(l) => {
+                        let only: String = text
+                            .lines()
+                            .filter(|line| line.contains(l))
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        crate::sidecar::metric(&only, name, ROUTE)
+                    }
+                }
+            })
+            .sum()
     }
 
     /// Closes every instance: listeners and connections.

@@ -80,6 +80,22 @@ pub struct Gauges {
     pub app_utilisation: f64,
 }
 
+/// Counts of one route in one interval made by a guard, not a client
+/// (a gateway's dependency calls).
+#[derive(Debug, Clone, Default)]
+pub struct RouteCounts {
+    /// Logical calls started.
+    pub first_attempts: u64,
+    /// Calls made, retries included.
+    pub attempts: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Failed calls by cause.
+    pub errors: Vec<(Cause, u64)>,
+    /// Of them, answers with no cause of their own.
+    pub unclassified: u64,
+}
+
 /// Lab-only figures of one route, one value per interval (`lab.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct LabSeries {
@@ -133,7 +149,7 @@ impl Recorder {
                 .iter()
                 .map(|_| Mutex::new((0..n).map(|_| RouteSlot::default()).collect()))
                 .collect(),
-            comps: (0..plan.lbs.len() + plan.services.len())
+            comps: (0..plan.lbs.len() + plan.gateways.len() + plan.services.len())
                 .map(|_| Mutex::new(vec![CompSlot::default(); n]))
                 .collect(),
         }
@@ -182,11 +198,14 @@ impl Recorder {
         });
     }
 
-    /// An attempt enters the route's first hop, component `comp`.
-    pub fn attempt(&self, route: usize, comp: usize) {
+    /// An attempt enters the route's first hop, component `comp` when
+    /// the client counts its arrivals (`None`: counted at its parts).
+    pub fn attempt(&self, route: usize, comp: Option<usize>) {
         let t = self.now();
         self.route(route, t, |s| s.attempts += 1);
-        self.comp(comp, t, |c| c.arrivals += 1);
+        if let Some(c) = comp {
+            self.comp(c, t, |c| c.arrivals += 1);
+        }
     }
 
     /// Arrivals and refusals of component `c` in interval `i` counted at
@@ -230,6 +249,23 @@ impl Recorder {
         });
         if refused {
             self.comp(comp, t, |c| c.rejected += 1);
+        }
+    }
+
+    /// Adds `counts` to route `route` in interval `i`.
+    pub fn route_counts(&self, route: usize, i: usize, counts: &RouteCounts) {
+        let mut v = self.routes[route]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = v.get_mut(i) {
+            s.first_attempts += counts.first_attempts;
+            s.attempts += counts.attempts;
+            s.successes += counts.successes;
+            s.unclassified += counts.unclassified;
+            for (cause, n) in &counts.errors {
+                let k = Cause::ALL.iter().position(|c| c == cause).expect("a cause");
+                s.errors[k] += n;
+            }
         }
     }
 
@@ -317,17 +353,25 @@ impl Recorder {
             routes.push(s);
             lab.push(l);
         }
-        // LB pools first, then services, as the simulator adds them; an
-        // LB's Little's-law figures are zeros (it holds no work of its own).
+        // LB pools first, then gateways, then services, as the simulator
+        // adds them; a pool's Little's-law figures are zeros (the lab does
+        // not time an attempt's stay at a guard).
         let lbs = plan.lbs.iter().map(|l| (&l.name, "lb"));
+        let gateways = plan.gateways.iter().map(|g| (&g.name, "gateway"));
         let services = plan.services.iter().map(|s| (&s.name, "service"));
         let no_little = LittleTotals {
             mean_in_system: 0.0,
             throughput_per_s: 0.0,
             mean_sojourn_s: 0.0,
         };
-        let littles = plan.lbs.iter().map(|_| &no_little).chain(little);
+        let littles = plan
+            .lbs
+            .iter()
+            .map(|_| &no_little)
+            .chain(plan.gateways.iter().map(|_| &no_little))
+            .chain(little);
         let components = lbs
+            .chain(gateways)
             .chain(services)
             .zip(&self.comps)
             .zip(littles)

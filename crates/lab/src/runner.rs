@@ -22,6 +22,7 @@ use crate::actions::{self, Levers};
 use crate::autoscaler;
 use crate::backend::Slowdown;
 use crate::client::{AttemptService, Pods, Population, Target};
+use crate::counted::Counted;
 use crate::fleet::{Fleet, RunShared, Seeds, Totals};
 use crate::generator::{self, SendLog};
 use crate::hops;
@@ -205,6 +206,7 @@ async fn run_on_runtime(
                 Target::Pods(Arc::new(Pods::new(fleets[s].clone(), i, seeds.next())))
             }
             Hop::Lb(l) => Target::Lb(pools.lbs[l].clone()),
+            Hop::Gateway(g) => Target::Gateway(pools.gateways[g].clone()),
         };
         let comp = plan.component(client.first);
         let attempts = AttemptService::new(target, rec.clone(), client.route, comp);
@@ -260,9 +262,7 @@ async fn run_on_runtime(
     let mut failures = shared.failures();
     // Gauges at each interval's end, on the run's clock.
     let mut interval_end = 1usize;
-    // What the parts of services behind another hop had counted at the
-    // last interval's end.
-    let mut counted: Vec<(u64, u64)> = vec![(0, 0); fleets.len()];
+    let mut counted = Counted::new(plan);
     let run_end = start + Duration::from(end);
     let ended = loop {
         let at = (start + Duration::from(plan.interval * interval_end as u64)).min(run_end);
@@ -278,15 +278,18 @@ async fn run_on_runtime(
         for (l, pool) in pools.lbs.iter().enumerate() {
             rec.gauges(plan.component(Hop::Lb(l)), i, lb_gauges(pool, &plan.lbs[l]));
         }
-        for (s, fleet) in fleets.iter().enumerate() {
-            let c = plan.component(Hop::Service(s));
-            rec.gauges(c, i, gauges(fleet));
-            if plan.is_behind_a_hop(s) {
-                let now = fleet.part_counts();
-                let before = std::mem::replace(&mut counted[s], now);
-                rec.part_counts(c, i, now.0 - before.0, now.1 - before.1);
-            }
+        for (g, pool) in pools.gateways.iter().enumerate() {
+            let limited = plan.gateways[g].limit.is_some();
+            rec.gauges(
+                plan.component(Hop::Gateway(g)),
+                i,
+                gateway_gauges(pool, limited),
+            );
         }
+        for (s, fleet) in fleets.iter().enumerate() {
+            rec.gauges(plan.component(Hop::Service(s)), i, gauges(fleet));
+        }
+        counted.file(plan, &rec, i, &fleets, &pools);
         if at >= run_end {
             break End::Finished;
         }
@@ -352,6 +355,22 @@ async fn close(pools: &[Arc<Pool>], fleets: &[Arc<Fleet>]) {
     }
     for f in fleets {
         f.close().await;
+    }
+}
+
+/// A gateway's gauges, as the simulator's recorder reads them: summed
+/// over its instances, zeros without a `limit` (no gauge of its own).
+fn gateway_gauges(pool: &Pool, limited: bool) -> Gauges {
+    if !limited {
+        return Gauges::default();
+    }
+    let (in_flight, queue) = pool.reading();
+    Gauges {
+        in_flight,
+        limit: pool.sum("stormbreak_guard_limit{", None),
+        queue,
+        replicas: pool.instances().len() as f64,
+        app_utilisation: 0.0,
     }
 }
 

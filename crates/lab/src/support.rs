@@ -29,12 +29,7 @@ pub const MIN_MEAN_SERVICE_TIME_NS: f64 = 5e6;
 pub fn unsupported(sc: &Scenario) -> Vec<String> {
     let mut out = Vec::new();
     lb_pools(sc, &mut out);
-    for gw in &sc.gateways {
-        out.push(format!(
-            "[[gateway]] {:?}: gateways (the guard's dependency call is not built yet)",
-            gw.name.get_ref()
-        ));
-    }
+    gateways(sc, &mut out);
     if !sc.failovers.is_empty() {
         out.push("[[failover]]: capacity-aware failover controllers".to_owned());
     }
@@ -93,7 +88,7 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
         match &a.kind {
             ActionKind::KillPods { service, .. } if behind(service) => out.push(format!(
                 "[[action]] at {at}: do = \"kill_pods\" of {service:?}, which is behind an LB pool \
-                 (the pool's nodes forward to a fixed set of pods)"
+                 or a gateway (their guards forward to a fixed set of pods)"
             )),
             ActionKind::Stall { targets, .. } => {
                 for t in targets {
@@ -104,7 +99,7 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                     } else if behind(t) {
                         out.push(format!(
                             "[[action]] at {at}: do = \"stall\" of {t:?}, which is behind an LB pool \
-                             (the lab's stall hook is in the client's path to a first hop)"
+                             or a gateway (the lab's stall hook is in the client's path to a first hop)"
                         ));
                     }
                 }
@@ -135,11 +130,89 @@ fn is_lb(sc: &Scenario, name: &str) -> bool {
     sc.lbs.iter().any(|l| l.name.get_ref() == name)
 }
 
-/// Whether service `name` is reached through another hop on some route.
-fn behind_a_hop(sc: &Scenario, name: &str) -> bool {
-    sc.routes
+fn is_gateway(sc: &Scenario, name: &str) -> bool {
+    sc.gateways.iter().any(|g| g.name.get_ref() == name)
+}
+
+/// Whether route `r` is a gateway's dependency.
+fn is_dependency(sc: &Scenario, r: &str) -> bool {
+    sc.gateways
         .iter()
-        .any(|r| r.path.iter().skip(1).any(|h| h.get_ref() == name))
+        .any(|g| g.dependency.as_ref().is_some_and(|d| d.get_ref() == r))
+}
+
+/// Whether service `name` is reached through a guard (an LB node or a
+/// gateway): after a route's first hop, or first on a dependency route.
+fn behind_a_hop(sc: &Scenario, name: &str) -> bool {
+    sc.routes.iter().any(|r| {
+        r.path.iter().skip(1).any(|h| h.get_ref() == name)
+            || (is_dependency(sc, r.name.get_ref())
+                && r.path.first().is_some_and(|h| h.get_ref() == name))
+    })
+}
+
+/// The distinct hops after `name` on every route, and whether it is on
+/// any route.
+fn next_hops<'a>(sc: &'a Scenario, name: &str) -> (Vec<&'a str>, bool) {
+    let mut next: Vec<&str> = Vec::new();
+    let mut on_a_route = false;
+    for r in &sc.routes {
+        on_a_route |= r.path.iter().any(|h| h.get_ref() == name);
+        for w in r.path.windows(2) {
+            if w[0].get_ref() == name && !next.contains(&w[1].get_ref().as_str()) {
+                next.push(w[1].get_ref());
+            }
+        }
+    }
+    (next, on_a_route)
+}
+
+/// Refuses a pool (`table` `name`) on no route or with several next hops.
+fn one_next_hop(sc: &Scenario, table: &str, name: &str, out: &mut Vec<String>) {
+    let (next, on_a_route) = next_hops(sc, name);
+    if !on_a_route {
+        out.push(format!(
+            "{table} {name:?}: on no route (the lab starts its guards in front of its route's \
+             next hop)"
+        ));
+    } else if next.len() > 1 {
+        out.push(format!(
+            "{table} {name:?}: forwards to {} different next hops ({}); the lab's guards \
+             forward every request to one",
+            next.len(),
+            next.join(", ")
+        ));
+    }
+}
+
+/// Gateways: each instance a guard with the gateway's policies and its
+/// dependency call (`gateway.rs`).
+fn gateways(sc: &Scenario, out: &mut Vec<String>) {
+    for g in &sc.gateways {
+        let name = g.name.get_ref();
+        one_next_hop(sc, "[[gateway]]", name, out);
+        if g.retry
+            .as_ref()
+            .is_some_and(|r| r.per_try_timeout.is_some())
+        {
+            out.push(format!(
+                "[[gateway]] {name:?}: retry.per_try_timeout (the simulator times each call by \
+                 the gateway's `timeout`; remove it so both runs mean the same)"
+            ));
+        }
+        let status = g.saturation.as_ref().map_or(503, |s| s.status);
+        let behind_lb = sc.routes.iter().any(|r| {
+            r.path
+                .windows(2)
+                .any(|w| w[1].get_ref() == name && is_lb(sc, w[0].get_ref()))
+        });
+        if g.limit.is_some() && behind_lb && status == crate::lb::REFUSAL_STATUS {
+            out.push(format!(
+                "[[gateway]] {name:?}: saturation.status = {status} behind an LB pool (the \
+                 lab tells an LB node's own refusal by that status; use 503 or 403)"
+            ));
+        }
+    }
 }
 
 /// LB pools: each node is a guard forwarding to one next hop, holding at
@@ -153,31 +226,7 @@ fn lb_pools(sc: &Scenario, out: &mut Vec<String>) {
                  node's flows are its requests in flight, which the lab runs)"
             ));
         }
-        let mut next: Vec<&str> = Vec::new();
-        for r in &sc.routes {
-            for w in r.path.windows(2) {
-                if w[0].get_ref() == name && !next.contains(&w[1].get_ref().as_str()) {
-                    next.push(w[1].get_ref());
-                }
-            }
-        }
-        let on_a_route = sc
-            .routes
-            .iter()
-            .any(|r| r.path.iter().any(|h| h.get_ref() == name));
-        if !on_a_route {
-            out.push(format!(
-                "[[lb]] {name:?}: on no route (the lab starts a pool's nodes in front of its \
-                 route's next hop)"
-            ));
-        } else if next.len() > 1 {
-            out.push(format!(
-                "[[lb]] {name:?}: forwards to {} different next hops ({}); the lab's nodes \
-                 forward every request to one",
-                next.len(),
-                next.join(", ")
-            ));
-        }
+        one_next_hop(sc, "[[lb]]", name, out);
     }
     for s in &sc.services {
         let name = s.name.get_ref();
@@ -186,27 +235,51 @@ fn lb_pools(sc: &Scenario, out: &mut Vec<String>) {
         }
         if s.autoscaler.is_some() {
             out.push(format!(
-                "[[service]] {name:?}: autoscaler on a service behind an LB pool (the pool's \
-                 nodes forward to a fixed set of pods)"
+                "[[service]] {name:?}: autoscaler on a service behind an LB pool or a gateway \
+                 (their guards forward to a fixed set of pods)"
             ));
         }
-        if sc
-            .routes
-            .iter()
-            .any(|r| r.path.first().is_some_and(|h| h.get_ref() == name))
-        {
+        let first_for_clients = sc.routes.iter().any(|r| {
+            !is_dependency(sc, r.name.get_ref())
+                && r.path.first().is_some_and(|h| h.get_ref() == name)
+        });
+        if first_for_clients {
             out.push(format!(
-                "[[service]] {name:?}: both a route's first hop and behind an LB pool on \
-                 another (its arrivals are counted at one place or the other)"
+                "[[service]] {name:?}: both a client route's first hop and behind an LB pool \
+                 or a gateway (its arrivals are counted at one place or the other)"
             ));
         }
     }
 }
 
-/// Routes: LB pools, then one service last.
+/// Routes: LB pools, then gateways, then one service last; no LB pool on
+/// a gateway's way (its dependency route, or after it): the gateway would
+/// read a node's refusal as an answer where the simulator's gateway sees
+/// a refused connection.
 fn routes(sc: &Scenario, out: &mut Vec<String>) {
     for r in &sc.routes {
         let name = r.name.get_ref();
+        let lb_at = |from: usize| r.path.iter().skip(from).find(|h| is_lb(sc, h.get_ref()));
+        if let Some(lb) = r
+            .path
+            .iter()
+            .position(|h| is_gateway(sc, h.get_ref()))
+            .and_then(lb_at)
+        {
+            out.push(format!(
+                "[[route]] {name:?}: LB pool {:?} after a gateway (the lab runs LB pools at \
+                 the edge, before gateways)",
+                lb.get_ref()
+            ));
+        }
+        if is_dependency(sc, name)
+            && let Some(lb) = lb_at(0)
+        {
+            out.push(format!(
+                "[[route]] {name:?}: LB pool {:?} on a gateway's dependency route",
+                lb.get_ref()
+            ));
+        }
         let Some((last, front)) = r.path.split_last() else {
             continue;
         };
@@ -221,10 +294,6 @@ fn routes(sc: &Scenario, out: &mut Vec<String>) {
             if is_service(sc, h) {
                 out.push(format!(
                     "[[route]] {name:?}: service {h:?} before the last hop"
-                ));
-            } else if !is_lb(sc, h) {
-                out.push(format!(
-                    "[[route]] {name:?}: hop {h:?} (the lab runs LB pools in front of a service)"
                 ));
             }
         }

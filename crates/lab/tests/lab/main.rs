@@ -3,6 +3,7 @@
 
 mod actions;
 mod common;
+mod gateways;
 mod mapping;
 mod pools;
 mod refusals;
