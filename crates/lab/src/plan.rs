@@ -220,6 +220,19 @@ pub enum LabAction {
         /// How many.
         pods: u32,
     },
+    /// The first `nodes` nodes of an LB pool pause: out of the rotation,
+    /// their flows reset.
+    PauseNodes {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// How many, counting from the first.
+        nodes: u32,
+    },
+    /// Every paused node of an LB pool starts again.
+    RestartNodes {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+    },
     /// Services stop answering (`hang`) or refuse at once (`fail`).
     Stall {
         /// Indices into [`LabPlan::services`].
@@ -429,6 +442,11 @@ impl LabPlan {
                 .position(|c| c.name == name)
                 .expect("validated client")
         };
+        let lb_ix = |name: &str| {
+            lbs.iter()
+                .position(|l| l.name == name)
+                .expect("validated LB pool")
+        };
         let mut actions = Vec::new();
         for a in &sc.actions {
             let a = a.get_ref();
@@ -482,6 +500,11 @@ impl LabPlan {
                         pods: services[s].fleet.pods(*pods),
                     }
                 }
+                ActionKind::PauseNodes { lb, nodes } => LabAction::PauseNodes {
+                    lb: lb_ix(lb),
+                    nodes: *nodes,
+                },
+                ActionKind::RestartNodes { lb } => LabAction::RestartNodes { lb: lb_ix(lb) },
                 ActionKind::Stall { targets, mode } => LabAction::Stall {
                     services: targets
                         .iter()
@@ -641,6 +664,8 @@ fn describe(kind: &ActionKind) -> String {
         ),
         ActionKind::KillPods { service, pods } => format!("kill {pods} pod(s) of {service}"),
         ActionKind::FailPods { service, pods } => format!("fail {pods} pod(s) of {service}"),
+        ActionKind::PauseNodes { lb, nodes } => format!("pause {nodes} node(s) of {lb}"),
+        ActionKind::RestartNodes { lb } => format!("restart nodes of {lb}"),
         ActionKind::Stall { targets, mode } => format!(
             "stall ({}) {}",
             match mode {

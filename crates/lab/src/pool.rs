@@ -20,15 +20,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One instance: its guard and where it listens.
+/// One instance: its guard, where it listens, and the config it was
+/// started from (a restart starts it again, on a fresh port).
 pub struct Instance {
     guard: Mutex<Option<Guard>>,
-    /// Where attempts to it go.
-    pub addr: SocketAddr,
+    addr: Mutex<SocketAddr>,
     paused: AtomicBool,
+    config: String,
 }
 
 impl Instance {
+    /// Where attempts to it go now.
+    pub fn addr(&self) -> SocketAddr {
+        *lock(&self.addr)
+    }
+
     /// Whether the pool may pick it.
     pub fn is_running(&self) -> bool {
         !self.paused.load(Ordering::Relaxed)
@@ -69,8 +75,9 @@ impl Pool {
             match start_guard(&text).await {
                 Ok((guard, addr)) => pool.instances.push(Instance {
                     guard: Mutex::new(Some(guard)),
-                    addr,
+                    addr: Mutex::new(addr),
                     paused: AtomicBool::new(false),
+                    config: text,
                 }),
                 Err(e) => {
                     pool.close().await;
@@ -93,7 +100,7 @@ impl Pool {
 
     /// Every instance's address (the previous hop's cluster endpoints).
     pub fn addrs(&self) -> Vec<SocketAddr> {
-        self.instances.iter().map(|i| i.addr).collect()
+        self.instances.iter().map(Instance::addr).collect()
     }
 
     /// The next running instance in turn (the simulator's `Lb::pick`),
@@ -105,7 +112,7 @@ impl Pool {
             .map(|i| (*next + i) % n)
             .find(|&j| self.instances[j].is_running())?;
         *next = (j + 1) % n;
-        Some(self.instances[j].addr)
+        Some(self.instances[j].addr())
     }
 
     /// Running instances.
@@ -146,6 +153,40 @@ impl Pool {
                 }
             })
             .sum()
+    }
+
+    /// `pause_nodes`: the first `n` instances leave the rotation and
+    /// their guards close at once, so every flow they hold is answered by
+    /// a reset (the simulator's `reset_flows`); the work they forwarded
+    /// goes on at the next hop, as the simulator's orphaned child does.
+    pub async fn pause(&self, n: u32) {
+        for i in self.instances.iter().take(n as usize) {
+            i.paused.store(true, Ordering::Relaxed);
+        }
+        for i in self.instances.iter().take(n as usize) {
+            i.shut_down().await;
+        }
+    }
+
+    /// `restart_nodes` (or the end of a timed `pause_nodes`): each of the
+    /// first `n` instances that is paused starts again from its config, on
+    /// a fresh `127.0.0.1` port, and rejoins the rotation. Returns the new
+    /// addresses.
+    pub async fn restart(&self, n: usize) -> Result<Vec<SocketAddr>, String> {
+        let mut started = Vec::new();
+        for i in self.instances.iter().take(n) {
+            if i.is_running() {
+                continue;
+            }
+            let (guard, addr) = start_guard(&i.config)
+                .await
+                .map_err(|e| format!("{:?}: restarting a node: {e}", self.name))?;
+            *lock(&i.guard) = Some(guard);
+            *lock(&i.addr) = addr;
+            i.paused.store(false, Ordering::Relaxed);
+            started.push(addr);
+        }
+        Ok(started)
     }
 
     /// Closes every instance: listeners and connections.

@@ -255,6 +255,7 @@ async fn run_on_runtime(
             fleets: fleets.clone(),
             schedules,
             populations,
+            lbs: pools.lbs.clone(),
             shared: shared.clone(),
         },
         applied.clone(),

@@ -6,10 +6,12 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::scenario::ActionKind;
 
 /// The timeline actions the lab applies (`actions.rs`). The others act on
-/// LB pools (not yet through the lab) and gateways, or on traffic
+/// LB pools' rules and limits (not yet through the lab), or on traffic
 /// shifting between routes (`shift_traffic`, with `failover_route`).
-pub const SUPPORTED_ACTIONS: [&str; 7] = [
+pub const SUPPORTED_ACTIONS: [&str; 9] = [
     "slow_service",
+    "pause_nodes",
+    "restart_nodes",
     "set_rate",
     "set_retry",
     "set_capacity",
@@ -86,6 +88,16 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
         }
         let behind = |s: &str| behind_a_hop(sc, s);
         match &a.kind {
+            ActionKind::PauseNodes { lb, .. } | ActionKind::RestartNodes { lb } if behind(lb) => {
+                out.push(format!(
+                    "[[action]] at {at}: do = {name:?} of {lb:?}, which is behind another LB \
+                     pool (its nodes are that pool's fixed cluster)"
+                ))
+            }
+            ActionKind::SetRetry { target, .. } if is_gateway(sc, target) => out.push(format!(
+                "[[action]] at {at}: do = \"set_retry\" of gateway {target:?} (a reload would \
+                 rebuild its limiter; the guard's POST /retry is not wired to the lab yet)"
+            )),
             ActionKind::KillPods { service, .. } if behind(service) => out.push(format!(
                 "[[action]] at {at}: do = \"kill_pods\" of {service:?}, which is behind an LB pool \
                  or a gateway (their guards forward to a fixed set of pods)"

@@ -108,3 +108,40 @@ fn a_refusal_further_down_passes_through_the_node_with_its_own_cause() {
     assert_eq!(total(&rec.components[0].rejected), 0);
     assert_eq!(total(&rec.components[1].rejected), refused);
 }
+
+#[test]
+fn paused_nodes_reset_their_flows_and_restarted_ones_serve_again() {
+    // Flows are held 300 ms: a pause at 500 ms finds some on node 0.
+    let text = LB
+        .replace("flows_per_node = 2", "flows_per_node = 50")
+        .replace("value = \"200ms\"", "value = \"300ms\"")
+        .replace("interval = \"500ms\"", "interval = \"250ms\"")
+        .replace("rate = \"60/s\"", "rate = \"30/s\"")
+        + r#"
+[[action]]
+at = "500ms"
+do = "pause_nodes"
+lb = "edge"
+nodes = 1
+
+[[action]]
+at = "1s"
+do = "restart_nodes"
+lb = "edge"
+"#;
+    let lab = run(&plan(&text), &Stop::default()).unwrap();
+    let rec = &lab.recording;
+    assert!(errors(rec, Cause::Reset) > 0, "{:?}", rec.routes[0].errors);
+    let edge = &rec.components[0];
+    // One node running while paused, both again after the restart.
+    assert!(edge.replicas.contains(&1.0), "{:?}", edge.replicas);
+    assert_eq!(edge.replicas.last(), Some(&2.0), "{:?}", edge.replicas);
+    assert!(edge.limit.contains(&50.0) && edge.limit.last() == Some(&100.0));
+    let what: Vec<&str> = rec.actions.iter().map(|a| a.what.as_str()).collect();
+    assert_eq!(what, ["pause 1 node(s) of edge", "restart nodes of edge"]);
+    // Two pods, two nodes, the restarted node's new port: all closed.
+    assert_eq!(lab.listened.len(), 5);
+    for a in &lab.listened {
+        assert!(!listening(*a), "{a} still accepts after the run");
+    }
+}

@@ -61,12 +61,11 @@ fn every_unsupported_feature_is_named_at_once() {
     for needle in [
         "[[service]] \"api\": autoscaler on a service behind an LB pool or a gateway",
         "[[client]] \"users\": fanout",
-        "do = \"pause_nodes\"",
         "do = \"set_capacity\" with sidecar_limit",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(text.contains("nothing was started"), "{text}");
     assert!(!text.contains("[[lb]]"), "the LB pool runs:\n{text}");
     assert!(!text.contains("[[gateway]]"), "the gateway runs:\n{text}");
@@ -295,6 +294,17 @@ name = "users"
 route = "r"
 rate = "10/s"
 timeout = "1s"
+
+[[action]]
+at = "1s"
+do = "pause_nodes"
+lb = "inner"
+nodes = 1
+
+[[action]]
+at = "2s"
+do = "set_retry"
+target = "gw"
 "#;
 
 #[test]
@@ -307,6 +317,8 @@ fn gateway_features_the_lab_does_not_run_are_named() {
         "[[route]] \"r\": LB pool \"inner\" after a gateway",
         "[[route]] \"auth\": LB pool \"edge\" on a gateway's dependency route",
         "[[lb]] \"edge\": forwards to 2 different next hops",
+        "do = \"pause_nodes\" of \"inner\", which is behind another LB pool",
+        "do = \"set_retry\" of gateway \"gw\"",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
