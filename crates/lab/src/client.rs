@@ -2,11 +2,12 @@
 //! through the `stormbreak-client` retry layer (the scenario's `retry` and
 //! `budget`, the policy crate's state machine; no layer without `retry`),
 //! replaced for new requests by `set_retry` over one budget per population
-//! ([`Population`]), and each attempt through [`AttemptService`]: the
-//! service's stalls (the lab's fault hook), least-request of two over the
-//! service's ready pods (the policy crate's `LeastRequest`, Envoy's
-//! default and the simulator's pick), a pooled HTTP/1.1 connection to the
-//! pod's sidecar or app, and the attempt's outcome recorded by cause.
+//! ([`Population`]), and each attempt through [`AttemptService`] to the
+//! route's first hop: for a service, its stalls (the lab's fault hook) and
+//! least-request of two over its ready pods (the policy crate's
+//! `LeastRequest`, Envoy's default and the simulator's pick); for an LB
+//! pool or a gateway, its running guards in turn. A pooled HTTP/1.1
+//! connection carries it, and its outcome is recorded by cause.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -145,3 +145,41 @@ lb = "edge"
         assert!(!listening(*a), "{a} still accepts after the run");
     }
 }
+
+#[test]
+fn a_timed_pause_restarts_its_nodes_when_it_ends() {
+    let text = LB
+        .replace("flows_per_node = 2", "flows_per_node = 50")
+        .replace("interval = \"500ms\"", "interval = \"250ms\"")
+        .replace("rate = \"60/s\"", "rate = \"20/s\"")
+        + r#"
+[[action]]
+at = "500ms"
+do = "pause_nodes"
+lb = "edge"
+nodes = 2
+for = "500ms"
+"#;
+    let lab = run(&plan(&text), &Stop::default()).unwrap();
+    let rec = &lab.recording;
+    let edge = &rec.components[0];
+    // No node running while both are paused: attempts are `unavailable`,
+    // refused by the LB; both serve again after.
+    assert!(edge.replicas.contains(&0.0), "{:?}", edge.replicas);
+    assert_eq!(edge.replicas.last(), Some(&2.0), "{:?}", edge.replicas);
+    assert!(
+        errors(rec, Cause::Unavailable) > 0,
+        "{:?}",
+        rec.routes[0].errors
+    );
+    let what: Vec<&str> = rec.actions.iter().map(|a| a.what.as_str()).collect();
+    assert_eq!(what.len(), 2, "{what:?}");
+    assert!(
+        what[1].starts_with("end of: pause 2 node(s) of edge"),
+        "{what:?}"
+    );
+    assert_eq!(lab.listened.len(), 6);
+    for a in &lab.listened {
+        assert!(!listening(*a), "{a} still accepts after the run");
+    }
+}
