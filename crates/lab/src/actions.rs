@@ -41,6 +41,7 @@ enum Undo {
     Heal(Vec<Arc<Pod>>),
     Workers { service: usize, workers: u32 },
     Restart { lb: usize, nodes: u32 },
+    Unshed { lb: usize },
 }
 
 /// Applies the plan's actions at their times (and undoes those with
@@ -150,10 +151,29 @@ async fn apply(
                 nodes: *nodes,
             }
         }
+        LabAction::Shed {
+            lb,
+            status,
+            retry_after,
+        } => {
+            shed(levers, *lb, &crate::lb::shed_table(*status, *retry_after));
+            Undo::Unshed { lb: *lb }
+        }
+        LabAction::Unshed { lb } => {
+            shed(levers, *lb, "");
+            Undo::Nothing
+        }
         LabAction::RestartNodes { lb } => {
             restart(levers, *lb, levers.lbs[*lb].instances().len()).await;
             Undo::Nothing
         }
+    }
+}
+
+/// Sets pool `lb`'s shed rule (`""`: none) on every node.
+fn shed(levers: &Levers, lb: usize, table: &str) {
+    if let Err(e) = levers.lbs[lb].set_extra(table) {
+        levers.shared.fail(format!("shed: [[lb]] {e}"));
     }
 }
 
@@ -186,6 +206,7 @@ async fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
         }
         (_, Undo::Workers { service, workers }) => levers.fleets[service].set_workers(workers),
         (_, Undo::Restart { lb, nodes }) => restart(levers, lb, nodes as usize).await,
+        (_, Undo::Unshed { lb }) => shed(levers, lb, ""),
         (_, Undo::Nothing) => {}
     }
 }

@@ -314,13 +314,9 @@ impl Service<LabRequest> for AttemptService {
                     } else {
                         let (cause, refused, unclassified) =
                             cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
-                        rec.failure(
-                            route,
-                            comp,
-                            cause,
-                            refused && first_hop_refuses,
-                            unclassified,
-                        );
+                        // An LB node's own shed rule is the LB's refusal.
+                        let own = first_hop_refuses || (at_lb && guard == Some("rule"));
+                        rec.failure(route, comp, cause, refused && own, unclassified);
                     }
                     Ok(http::Response::from_parts(parts, ()))
                 }

@@ -64,3 +64,16 @@ retry_after = "0"
         backlog = crate::backend::BACKEND_BACKLOG,
     )
 }
+
+/// The `[[shed]]` table of an operator's `shed` action at a node: every
+/// request of its one route answered `status` (with `Retry-After` in whole
+/// seconds, rounded up, when set), named `rule` in `X-Stormbreak-Refused`.
+pub fn shed_table(status: u16, retry_after: Option<stormbreak_policy::Nanos>) -> String {
+    let after = retry_after.map_or(String::new(), |d| {
+        format!(
+            "retry_after = \"{}\"\n",
+            stormbreak_policy::units::format_duration(d)
+        )
+    });
+    format!("[[shed]]\nroute = \"{ROUTE}\"\nstatus = {status}\n{after}")
+}

@@ -228,6 +228,21 @@ pub enum LabAction {
         /// How many, counting from the first.
         nodes: u32,
     },
+    /// An operator shed rule at an LB pool, for the one route it carries:
+    /// every request answered `status` (with `Retry-After` when set).
+    Shed {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// HTTP status (403, 429, 503).
+        status: u16,
+        /// `Retry-After` to advertise.
+        retry_after: Option<Nanos>,
+    },
+    /// The LB pool's shed rule is removed.
+    Unshed {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+    },
     /// Every paused node of an LB pool starts again.
     RestartNodes {
         /// Index into [`LabPlan::lbs`].
@@ -505,6 +520,17 @@ impl LabPlan {
                     nodes: *nodes,
                 },
                 ActionKind::RestartNodes { lb } => LabAction::RestartNodes { lb: lb_ix(lb) },
+                ActionKind::Shed {
+                    lb,
+                    status,
+                    retry_after,
+                    ..
+                } => LabAction::Shed {
+                    lb: lb_ix(lb),
+                    status: *status,
+                    retry_after: *retry_after,
+                },
+                ActionKind::Unshed { lb, .. } => LabAction::Unshed { lb: lb_ix(lb) },
                 ActionKind::Stall { targets, mode } => LabAction::Stall {
                     services: targets
                         .iter()
@@ -666,6 +692,10 @@ fn describe(kind: &ActionKind) -> String {
         ActionKind::FailPods { service, pods } => format!("fail {pods} pod(s) of {service}"),
         ActionKind::PauseNodes { lb, nodes } => format!("pause {nodes} node(s) of {lb}"),
         ActionKind::RestartNodes { lb } => format!("restart nodes of {lb}"),
+        ActionKind::Shed {
+            lb, route, status, ..
+        } => format!("shed {route} with {status} at {lb}"),
+        ActionKind::Unshed { lb, route, .. } => format!("stop shedding {route} at {lb}"),
         ActionKind::Stall { targets, mode } => format!(
             "stall ({}) {}",
             match mode {

@@ -60,6 +60,9 @@ pub struct Pool {
     name: String,
     instances: Vec<Instance>,
     next: Mutex<usize>,
+    /// Guard tables added to every instance's config by a timeline
+    /// action (an LB's `[[shed]]` rule), kept for a restart.
+    extra: Mutex<String>,
 }
 
 impl Pool {
@@ -70,6 +73,7 @@ impl Pool {
             name: name.to_owned(),
             instances: Vec::with_capacity(configs.len()),
             next: Mutex::new(0),
+            extra: Mutex::new(String::new()),
         };
         for text in configs {
             match start_guard(&text).await {
@@ -178,7 +182,8 @@ impl Pool {
             if i.is_running() {
                 continue;
             }
-            let (guard, addr) = start_guard(&i.config)
+            let text = format!("{}\n{}", i.config, lock(&self.extra));
+            let (guard, addr) = start_guard(&text)
                 .await
                 .map_err(|e| format!("{:?}: restarting a node: {e}", self.name))?;
             *lock(&i.guard) = Some(guard);
@@ -187,6 +192,24 @@ impl Pool {
             started.push(addr);
         }
         Ok(started)
+    }
+
+    /// Replaces the tables added to every instance's config (`""`: none)
+    /// and reloads the running instances in place (`Guard::reload`): the
+    /// listener keeps its socket and the route, unchanged, keeps its
+    /// limiter and the requests holding it.
+    pub fn set_extra(&self, tables: &str) -> Result<(), String> {
+        *lock(&self.extra) = tables.to_owned();
+        for i in &self.instances {
+            let text = format!("{}\n{tables}", i.config);
+            let config = GuardConfig::parse("<lab pool>", &text)
+                .map_err(|e| format!("{:?}: {e}", self.name))?;
+            if let Some(g) = lock(&i.guard).as_ref() {
+                g.reload(&config)
+                    .map_err(|e| format!("{:?}: reload: {e}", self.name))?;
+            }
+        }
+        Ok(())
     }
 
     /// Closes every instance: listeners and connections.

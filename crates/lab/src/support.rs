@@ -6,12 +6,15 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::scenario::ActionKind;
 
 /// The timeline actions the lab applies (`actions.rs`). The others act on
-/// LB pools' rules and limits (not yet through the lab), or on traffic
-/// shifting between routes (`shift_traffic`, with `failover_route`).
-pub const SUPPORTED_ACTIONS: [&str; 9] = [
+/// LB pools' ramps, gates and limits (not yet through the lab), or on
+/// traffic shifting between routes (`shift_traffic`, with
+/// `failover_route`).
+pub const SUPPORTED_ACTIONS: [&str; 11] = [
     "slow_service",
     "pause_nodes",
     "restart_nodes",
+    "shed",
+    "unshed",
     "set_rate",
     "set_retry",
     "set_capacity",
@@ -94,6 +97,35 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                      pool (its nodes are that pool's fixed cluster)"
                 ))
             }
+            ActionKind::Shed {
+                lb, route, class, ..
+            }
+            | ActionKind::Unshed { lb, route, class } => {
+                if class.is_some() {
+                    out.push(format!(
+                        "[[action]] at {at}: do = {name:?} with class (the lab's clients send no \
+                         criticality class yet)"
+                    ));
+                }
+                if behind(lb) {
+                    out.push(format!(
+                        "[[action]] at {at}: do = {name:?} at {lb:?}, which is behind another LB \
+                         pool (its refusal would reach the client as the outer pool's)"
+                    ));
+                }
+                let (routes, crosses) = routes_through(sc, lb, route);
+                if !crosses {
+                    out.push(format!(
+                        "[[action]] at {at}: do = {name:?} of route {route:?} at {lb:?}, which \
+                         that route does not cross"
+                    ));
+                } else if routes > 1 {
+                    out.push(format!(
+                        "[[action]] at {at}: do = {name:?} at {lb:?}, which carries {routes} \
+                         routes (its nodes' one guard route cannot tell them apart)"
+                    ));
+                }
+            }
             ActionKind::SetRetry { target, .. } if is_gateway(sc, target) => out.push(format!(
                 "[[action]] at {at}: do = \"set_retry\" of gateway {target:?} (a reload would \
                  rebuild its limiter; the guard's POST /retry is not wired to the lab yet)"
@@ -132,6 +164,17 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
         }
     }
     out
+}
+
+/// How many routes cross LB pool `lb`, and whether `route` is one.
+fn routes_through(sc: &Scenario, lb: &str, route: &str) -> (usize, bool) {
+    let crossing: Vec<&str> = sc
+        .routes
+        .iter()
+        .filter(|r| r.path.iter().any(|h| h.get_ref() == lb))
+        .map(|r| r.name.get_ref().as_str())
+        .collect();
+    (crossing.len(), crossing.contains(&route))
 }
 
 fn is_service(sc: &Scenario, name: &str) -> bool {

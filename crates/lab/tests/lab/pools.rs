@@ -183,3 +183,35 @@ for = "500ms"
         assert!(!listening(*a), "{a} still accepts after the run");
     }
 }
+
+#[test]
+fn a_shed_rule_at_an_lb_refuses_its_route_until_unshed() {
+    let text = LB
+        .replace("flows_per_node = 2", "flows_per_node = 50")
+        .replace("value = \"200ms\"", "value = \"20ms\"")
+        .replace("interval = \"500ms\"", "interval = \"250ms\"")
+        .replace("rate = \"60/s\"", "rate = \"40/s\"")
+        + r#"
+[[action]]
+at = "500ms"
+do = "shed"
+lb = "edge"
+route = "r"
+status = 429
+retry_after = "2s"
+for = "500ms"
+"#;
+    let lab = run(&plan(&text), &Stop::default()).unwrap();
+    let rec = &lab.recording;
+    let shed = errors(rec, Cause::Shed429);
+    assert!(shed > 0, "{:?}", rec.routes[0].errors);
+    // The rule is the LB's own refusal, not a flow cap's.
+    assert_eq!(errors(rec, Cause::FlowsExhausted), 0);
+    assert_eq!(total(&rec.components[0].rejected), shed);
+    // Served before the rule and again after it ends.
+    let ok = &rec.routes[0].successes;
+    assert!(ok[0] > 0 && ok[ok.len() - 1] > 0, "{ok:?}");
+    let what: Vec<&str> = rec.actions.iter().map(|a| a.what.as_str()).collect();
+    assert!(what[0].starts_with("shed r with 429 at edge"), "{what:?}");
+    assert!(what[1].starts_with("end of: shed r"), "{what:?}");
+}

@@ -232,6 +232,14 @@ do = "stall"
 targets = ["edge"]
 mode = "fail"
 for = "1s"
+
+[[action]]
+at = "4s"
+do = "shed"
+lb = "edge"
+route = "r"
+class = "sheddable"
+status = 503
 "#;
 
 #[test]
@@ -243,6 +251,8 @@ fn lb_pool_features_the_lab_does_not_run_are_named() {
         "[[lb]] \"edge\": forwards to 2 different next hops (api, web)",
         "do = \"kill_pods\" of \"api\", which is behind an LB pool",
         "do = \"stall\" of \"edge\" (the lab stalls services only)",
+        "do = \"shed\" with class",
+        "do = \"shed\" at \"edge\", which carries 2 routes",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
