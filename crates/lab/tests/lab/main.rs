@@ -2,6 +2,7 @@
 //! (a few seconds, tiny rates) and the refusals.
 
 mod actions;
+mod answers;
 mod common;
 mod gateways;
 mod mapping;
