@@ -16,6 +16,7 @@ use crate::backend::Slowdown;
 use crate::client::Population;
 use crate::fleet::{Fleet, Pod, RunShared};
 use crate::plan::{LabAction, LabPlan};
+use crate::pool::Pool;
 
 /// The parts the timeline acts on, indexed as in the plan.
 pub struct Levers {
@@ -27,6 +28,8 @@ pub struct Levers {
     pub schedules: Vec<watch::Sender<Arc<RateSchedule>>>,
     /// Per population: its callers.
     pub populations: Vec<Arc<Population>>,
+    /// Per LB pool: its nodes.
+    pub lbs: Vec<Arc<Pool>>,
     /// Where a lever that fails reports (ends the run).
     pub shared: Arc<RunShared>,
 }
@@ -37,6 +40,8 @@ enum Undo {
     Reschedule { service: usize, pods: u32 },
     Heal(Vec<Arc<Pod>>),
     Workers { service: usize, workers: u32 },
+    Restart { lb: usize, nodes: u32 },
+    Unshed { lb: usize },
 }
 
 /// Applies the plan's actions at their times (and undoes those with
@@ -69,9 +74,10 @@ pub async fn timeline(
                 i,
                 &t.action,
                 std::mem::replace(&mut undo[i], Undo::Nothing),
-            );
+            )
+            .await;
         } else {
-            undo[i] = apply(&levers, i, &t.action, t.until.is_some(), start);
+            undo[i] = apply(&levers, i, &t.action, t.until.is_some(), start).await;
         }
         let what = if reverting {
             format!("end of: {}", t.what)
@@ -85,7 +91,13 @@ pub async fn timeline(
     }
 }
 
-fn apply(levers: &Levers, id: usize, action: &LabAction, timed: bool, start: Instant) -> Undo {
+async fn apply(
+    levers: &Levers,
+    id: usize,
+    action: &LabAction,
+    timed: bool,
+    start: Instant,
+) -> Undo {
     match action {
         LabAction::SlowService {
             service,
@@ -132,10 +144,53 @@ fn apply(levers: &Levers, id: usize, action: &LabAction, timed: bool, start: Ins
             }
             Undo::Nothing
         }
+        LabAction::PauseNodes { lb, nodes } => {
+            levers.lbs[*lb].pause(*nodes).await;
+            Undo::Restart {
+                lb: *lb,
+                nodes: *nodes,
+            }
+        }
+        LabAction::Shed {
+            lb,
+            status,
+            retry_after,
+        } => {
+            shed(levers, *lb, &crate::lb::shed_table(*status, *retry_after));
+            Undo::Unshed { lb: *lb }
+        }
+        LabAction::Unshed { lb } => {
+            shed(levers, *lb, "");
+            Undo::Nothing
+        }
+        LabAction::RestartNodes { lb } => {
+            restart(levers, *lb, levers.lbs[*lb].instances().len()).await;
+            Undo::Nothing
+        }
     }
 }
 
-fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
+/// Sets pool `lb`'s shed rule (`""`: none) on every node.
+fn shed(levers: &Levers, lb: usize, table: &str) {
+    if let Err(e) = levers.lbs[lb].set_extra(table) {
+        levers.shared.fail(format!("shed: [[lb]] {e}"));
+    }
+}
+
+/// Restarts the first `n` paused nodes of pool `lb`; their new ports are
+/// the run's, closed at its end.
+async fn restart(levers: &Levers, lb: usize, n: usize) {
+    match levers.lbs[lb].restart(n).await {
+        Ok(addrs) => {
+            for a in addrs {
+                levers.shared.listen(a);
+            }
+        }
+        Err(e) => levers.shared.fail(format!("restart_nodes: [[lb]] {e}")),
+    }
+}
+
+async fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
     match (action, undo) {
         (LabAction::SlowService { service, .. }, _) => levers.slowdowns[*service].remove(id),
         (LabAction::Stall { services, .. }, _) => {
@@ -150,6 +205,8 @@ fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
             }
         }
         (_, Undo::Workers { service, workers }) => levers.fleets[service].set_workers(workers),
+        (_, Undo::Restart { lb, nodes }) => restart(levers, lb, nodes as usize).await,
+        (_, Undo::Unshed { lb }) => shed(levers, lb, ""),
         (_, Undo::Nothing) => {}
     }
 }

@@ -138,6 +138,8 @@ pub struct App {
     sampler: ServiceTime,
     rng: Mutex<Pcg64Mcg>,
     slowdown: Arc<Slowdown>,
+    /// Requests that reached the app (admitted or refused).
+    pub arrived: AtomicU64,
     /// Requests served to the end.
     pub served: AtomicU64,
     /// Requests refused because the app queue was full.
@@ -180,6 +182,7 @@ impl App {
             sampler: spec.sampler(),
             rng: Mutex::new(Pcg64Mcg::seed_from_u64(seed)),
             slowdown,
+            arrived: AtomicU64::new(0),
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             failing: watch::channel(false).0,
@@ -307,6 +310,7 @@ impl App {
     /// place), else a receiver answered when its service ends. The service
     /// runs in its own task, to the end, whether or not anyone waits.
     pub fn admit(self: &Arc<Self>) -> Option<oneshot::Receiver<()>> {
+        self.arrived.fetch_add(1, Ordering::Relaxed);
         let now_permit = self.workers.clone().try_acquire_owned().ok();
         if now_permit.is_none() {
             let waiting = self.queued.fetch_add(1, Ordering::Relaxed);

@@ -2,11 +2,12 @@
 //! through the `stormbreak-client` retry layer (the scenario's `retry` and
 //! `budget`, the policy crate's state machine; no layer without `retry`),
 //! replaced for new requests by `set_retry` over one budget per population
-//! ([`Population`]), and each attempt through [`AttemptService`]: the
-//! service's stalls (the lab's fault hook), least-request of two over the
-//! service's ready pods (the policy crate's `LeastRequest`, Envoy's
-//! default and the simulator's pick), a pooled HTTP/1.1 connection to the
-//! pod's sidecar or app, and the attempt's outcome recorded by cause.
+//! ([`Population`]), and each attempt through [`AttemptService`] to the
+//! route's first hop: for a service, its stalls (the lab's fault hook) and
+//! least-request of two over its ready pods (the policy crate's
+//! `LeastRequest`, Envoy's default and the simulator's pick); for an LB
+//! pool or a gateway, its running guards in turn. A pooled HTTP/1.1
+//! connection carries it, and its outcome is recorded by cause.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,6 +35,7 @@ use tower::{Layer, Service, ServiceExt};
 use crate::backend::REFUSED_HEADER;
 use crate::fleet::{Fleet, Pod};
 use crate::plan::ClientPlan;
+use crate::pool::Pool;
 use crate::record::Recorder;
 
 /// The request every attempt sends (a GET with no body: the scenario has
@@ -79,14 +81,27 @@ impl Pods {
     }
 }
 
-/// One attempt at a time to a service, recorded.
+/// Where a population's attempts go: a service's pods (picked here), or
+/// an LB pool's nodes (in turn; the node's guard picks the next hop).
+#[derive(Clone)]
+pub enum Target {
+    /// The route's first hop is a service.
+    Pods(Arc<Pods>),
+    /// The route's first hop is an LB pool.
+    Lb(Arc<Pool>),
+    /// The route's first hop is a gateway (its instances in turn, as the
+    /// simulator's gateway admits them).
+    Gateway(Arc<Pool>),
+}
+
+/// One attempt at a time to a route's first hop, recorded.
 #[derive(Clone)]
 pub struct AttemptService {
     http: Client<HttpConnector, Empty<Bytes>>,
-    pods: Arc<Pods>,
+    target: Target,
     rec: Arc<Recorder>,
     route: usize,
-    service: usize,
+    comp: usize,
 }
 
 /// Records a timeout for an attempt whose future is dropped before it
@@ -95,8 +110,16 @@ struct Pending {
     rec: Arc<Recorder>,
     pod: Option<(Arc<Pod>, usize)>,
     route: usize,
-    service: usize,
+    comp: usize,
     done: bool,
+}
+
+impl Pending {
+    fn fail(&mut self, cause: Cause, refused: bool) {
+        self.done = true;
+        self.rec
+            .failure(self.route, self.comp, cause, refused, false);
+    }
 }
 
 impl Drop for Pending {
@@ -106,7 +129,7 @@ impl Drop for Pending {
         }
         if !self.done {
             self.rec
-                .failure(self.route, self.service, Cause::Timeout, false, false);
+                .failure(self.route, self.comp, Cause::Timeout, false, false);
         }
     }
 }
@@ -118,8 +141,11 @@ impl Drop for Pending {
 fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool, bool) {
     match (status, guard) {
         (503, _) if app_refused => (Cause::LimitRejected, true, false),
-        // The sidecar's limit: full, or a wait in its queue timed out.
-        (_, Some("limit")) => (Cause::LimitRejected, true, false),
+        // A guard's limit (a sidecar's, a gateway's): full, or a wait in
+        // its queue timed out. At another status than 503 a full limit is
+        // a shed, as the simulator's gateway records it.
+        (503, Some("limit")) => (Cause::LimitRejected, true, false),
+        (_, Some("limit")) => (Cause::shed(status), true, false),
         (_, Some("queue_timeout")) => (Cause::QueueTimeout, true, false),
         // A shed by the sidecar (saturation, an operator rule, a restore,
         // its rate limit): recorded by status, as the simulator does.
@@ -135,9 +161,16 @@ fn cause_of(status: u16, app_refused: bool, guard: Option<&str>) -> (Cause, bool
     }
 }
 
+/// Whether an LB node's answer is its own refusal at its flow cap
+/// (`lb.rs`), rather than a next hop's answer it passed on.
+fn flows_exhausted(status: u16, guard: Option<&str>) -> bool {
+    status == crate::lb::REFUSAL_STATUS && guard == Some("limit")
+}
+
 impl AttemptService {
-    /// Attempts of route `route` to service `service`'s `pods`.
-    pub fn new(pods: Arc<Pods>, rec: Arc<Recorder>, route: usize, service: usize) -> Self {
+    /// Attempts of route `route` to `target`, recorded at component
+    /// `comp` (the recording's index of the route's first hop).
+    pub fn new(target: Target, rec: Arc<Recorder>, route: usize, comp: usize) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let http = Client::builder(TokioExecutor::new())
@@ -145,12 +178,53 @@ impl AttemptService {
             .build(connector);
         AttemptService {
             http,
-            pods,
+            target,
             rec,
             route,
-            service,
+            comp,
         }
     }
+
+    /// Where this attempt goes, or its answer when it goes nowhere: the
+    /// first hop's stalls (the lab's fault hook), no ready pod, no running
+    /// node (`unavailable`, refused by the first hop, as the simulator's).
+    fn destination(&self, pending: &mut Pending) -> Result<std::net::SocketAddr, Stalled> {
+        match &self.target {
+            Target::Pods(pods) => {
+                let mut stalls = pods.fleet.stalls();
+                let stall = stalls.borrow_and_update().last().map(|s| s.1);
+                match stall {
+                    // Refused at once, as a connection refused.
+                    Some(StallMode::Fail) => {
+                        pending.fail(Cause::Unavailable, false);
+                        return Err(Stalled::Fail);
+                    }
+                    Some(StallMode::Hang) => return Err(Stalled::Hang(stalls)),
+                    None => {}
+                }
+                let Some(pod) = pods.choose() else {
+                    pending.fail(Cause::Unavailable, false);
+                    return Err(Stalled::Fail);
+                };
+                pod.load(pods.pop).fetch_add(1, Ordering::Relaxed);
+                let addr = pod.target;
+                pending.pod = Some((pod, pods.pop));
+                Ok(addr)
+            }
+            Target::Lb(pool) | Target::Gateway(pool) => pool.pick().ok_or_else(|| {
+                pending.fail(Cause::Unavailable, true);
+                Stalled::Fail
+            }),
+        }
+    }
+}
+
+/// Why an attempt is not sent.
+enum Stalled {
+    /// Answered already (recorded).
+    Fail,
+    /// Held until the caller's timeout or the end of the stalls.
+    Hang(tokio::sync::watch::Receiver<Vec<(usize, StallMode)>>),
 }
 
 impl Service<LabRequest> for AttemptService {
@@ -163,47 +237,37 @@ impl Service<LabRequest> for AttemptService {
     }
 
     fn call(&mut self, req: LabRequest) -> Self::Future {
-        self.rec.attempt(self.route, self.service);
-        let mut stalls = self.pods.fleet.stalls();
-        let stall = stalls.borrow_and_update().last().map(|s| s.1);
+        // A gateway's arrivals and refusals are counted at its guards
+        // (its retries and dependency calls are not the client's).
+        let at_gateway = matches!(self.target, Target::Gateway(_));
+        self.rec
+            .attempt(self.route, (!at_gateway).then_some(self.comp));
         let mut pending = Pending {
             rec: self.rec.clone(),
             pod: None,
             route: self.route,
-            service: self.service,
+            comp: self.comp,
             done: false,
         };
-        match stall {
-            // Refused at once, as a connection refused.
-            Some(StallMode::Fail) => {
-                pending.done = true;
-                self.rec
-                    .failure(self.route, self.service, Cause::Unavailable, false, false);
-                return Box::pin(async { Err::<_, BoxError>("stalled (fail)".into()) });
+        let addr = match self.destination(&mut pending) {
+            Ok(addr) => addr,
+            Err(Stalled::Fail) => {
+                return Box::pin(async { Err::<_, BoxError>("unavailable".into()) });
             }
             // No answer: the caller's timeout ends the attempt (recorded by
             // `Pending`), or the stall's end resets it.
-            Some(StallMode::Hang) => {
+            Err(Stalled::Hang(mut stalls)) => {
                 return Box::pin(async move {
                     let _ = stalls.wait_for(|s| s.is_empty()).await;
-                    pending.done = true;
-                    pending
-                        .rec
-                        .failure(pending.route, pending.service, Cause::Reset, false, false);
+                    pending.fail(Cause::Reset, false);
                     Err::<_, BoxError>("stall ended: reset".into())
                 });
             }
-            None => {}
-        }
-        let Some(pod) = self.pods.choose() else {
-            pending.done = true;
-            self.rec
-                .failure(self.route, self.service, Cause::Unavailable, false, false);
-            return Box::pin(async { Err::<_, BoxError>("no ready pod".into()) });
         };
-        pod.load(self.pods.pop).fetch_add(1, Ordering::Relaxed);
-        let addr = pod.target;
-        pending.pod = Some((pod, self.pods.pop));
+        let at_lb = matches!(self.target, Target::Lb(_));
+        // Only a pod's refusal is its first hop's own for sure: a guard
+        // pool passes on the refusals of the hops behind it.
+        let first_hop_refuses = matches!(self.target, Target::Pods(_));
         let http = self.http.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
@@ -213,7 +277,7 @@ impl Service<LabRequest> for AttemptService {
             let sent = Instant::now();
             let result = http.request(http::Request::from_parts(parts, body)).await;
             let rec = pending.rec.clone();
-            let (route, service) = (pending.route, pending.service);
+            let (route, comp) = (pending.route, pending.comp);
             let answer = match result {
                 Ok(resp) => {
                     let (parts, body) = resp.into_parts();
@@ -222,20 +286,37 @@ impl Service<LabRequest> for AttemptService {
                     let latency = Nanos::from(sent.elapsed());
                     pending.done = true;
                     let status = parts.status.as_u16();
-                    if read.is_err() {
-                        rec.failure(route, service, Cause::Reset, false, false);
-                    } else if parts.status.is_success() {
+                    let guard = parts
+                        .headers
+                        .get(stormbreak_guard::REFUSED_HEADER)
+                        .and_then(|v| v.to_str().ok());
+                    let body = match read {
+                        Ok(b) => b.to_bytes(),
+                        Err(_) => {
+                            rec.failure(route, comp, Cause::Reset, false, false);
+                            drop(pending);
+                            return Ok(http::Response::from_parts(parts, ()));
+                        }
+                    };
+                    if parts.status.is_success() {
                         rec.success(route, latency);
+                    } else if at_lb && flows_exhausted(status, guard) {
+                        // The simulator's callers see a refused connection.
+                        rec.failure(route, comp, Cause::FlowsExhausted, true, false);
+                        drop(pending);
+                        return Err(Box::new(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionRefused,
+                            "flows_exhausted: the LB node holds its maximum of flows",
+                        )) as BoxError);
+                    } else if status == 502 && body == crate::gateway::DEPENDENCY_FAILED_BODY {
+                        // A gateway's dependency check failed for good.
+                        rec.failure(route, comp, Cause::DependencyFailed, false, false);
                     } else {
-                        let (cause, refused, unclassified) = cause_of(
-                            status,
-                            parts.headers.contains_key(REFUSED_HEADER),
-                            parts
-                                .headers
-                                .get(stormbreak_guard::REFUSED_HEADER)
-                                .and_then(|v| v.to_str().ok()),
-                        );
-                        rec.failure(route, service, cause, refused, unclassified);
+                        let (cause, refused, unclassified) =
+                            cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
+                        // An LB node's own shed rule is the LB's refusal.
+                        let own = first_hop_refuses || (at_lb && guard == Some("rule"));
+                        rec.failure(route, comp, cause, refused && own, unclassified);
                     }
                     Ok(http::Response::from_parts(parts, ()))
                 }
@@ -246,7 +327,7 @@ impl Service<LabRequest> for AttemptService {
                     } else {
                         Cause::Reset
                     };
-                    rec.failure(route, service, cause, false, false);
+                    rec.failure(route, comp, cause, false, false);
                     Err(Box::new(e) as BoxError)
                 }
             };

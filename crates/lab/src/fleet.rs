@@ -73,6 +73,11 @@ impl RunShared {
         lock(&self.listened).clone()
     }
 
+    /// The run listens on `addr` (a part outside a fleet: an LB node).
+    pub fn listen(&self, addr: SocketAddr) {
+        lock(&self.listened).push(addr);
+    }
+
     /// A part failed: the run ends with this error (the first one wins).
     pub fn fail(&self, why: String) {
         self.failure.send_if_modified(|f| {
@@ -549,6 +554,29 @@ impl Fleet {
     /// The stalls in force (the last one decides, as in the simulator).
     pub fn stalls(&self) -> watch::Receiver<Vec<(usize, StallMode)>> {
         self.stalls.subscribe()
+    }
+
+    /// (arrived, refused) at the live pods' sidecars and apps so far: what
+    /// a service reached through another hop records, as the client does
+    /// not see it. An attempt through a sidecar arrives once (at the
+    /// sidecar); the sidecar's and the app's refusals both count.
+    pub fn part_counts(&self) -> (u64, u64) {
+        let mut t = (0, 0);
+        for p in self.pods().iter() {
+            let app_refused = p.app.refused.load(Ordering::Relaxed);
+            let guard = lock(&p.guard);
+            match guard.as_ref().map(sidecar::counts) {
+                Some((arrived, refused)) => {
+                    t.0 += arrived;
+                    t.1 += refused + app_refused;
+                }
+                None => {
+                    t.0 += p.app.arrived.load(Ordering::Relaxed);
+                    t.1 += app_refused;
+                }
+            }
+        }
+        t
     }
 
     /// Whole-run totals: the pods gone and those still live.

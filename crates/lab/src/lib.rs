@@ -6,7 +6,10 @@
 //! (`backend`), its sidecar an in-process `stormbreak guard` (`sidecar`),
 //! a client population an open-loop generator (`generator`, drawing from the simulator's own `engine::rate::RateSchedule`)
 //! whose requests go through the `stormbreak-client` retry layer
-//! (`client`). `fleet` keeps each service's pods (the replica controller),
+//! (`client`). An LB pool's nodes and a gateway's instances are guards
+//! too (`lb`, `gateway`, run as a `pool`, started in front of their next
+//! hop by `hops`); what only those guards see is read back by `counted`.
+//! `fleet` keeps each service's pods (the replica controller),
 //! `autoscaler` runs the simulator's HPA over them, `actions` applies the
 //! timeline. `support` refuses, by name and before anything starts,
 //! every feature the lab cannot run yet; `plan` applies `--scale` and the
@@ -29,9 +32,14 @@ pub mod actions;
 pub mod autoscaler;
 pub mod backend;
 pub mod client;
+pub mod counted;
 pub mod fleet;
+pub mod gateway;
 pub mod generator;
+pub mod hops;
+pub mod lb;
 pub mod plan;
+pub mod pool;
 pub mod record;
 pub mod runner;
 pub mod sidecar;

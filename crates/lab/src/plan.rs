@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::BudgetConfig;
+use stormbreak_policy::limit::{LimitConfig, QueueConfig};
 use stormbreak_policy::retry::RetryConfig;
+use stormbreak_policy::shed::SaturationConfig;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::dist::ServiceTimeSpec;
 use stormbreak_sim::engine::scale::{FleetScale, scale_autoscaler};
-use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, SidecarSpec, StallMode};
+use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, GatewaySpec, SidecarSpec, StallMode};
 
 use crate::support;
 
@@ -27,6 +29,9 @@ pub const MAX_SENDS: f64 = 2_000_000.0;
 /// Most pods the lab starts (each is a listening socket and, with a
 /// sidecar, a guard).
 pub const MAX_PODS: u32 = 64;
+/// Most guard instances of LB pools (nodes) a run starts: each is a
+/// listening socket and a guard.
+pub const MAX_POOL_INSTANCES: u32 = 64;
 /// Most recording intervals of a lab run.
 pub const MAX_INTERVALS: u64 = 10_000;
 
@@ -92,6 +97,55 @@ impl ServicePlan {
     }
 }
 
+/// A component on a route's path, by its index in its own list of the
+/// plan ([`LabPlan::lbs`], [`LabPlan::services`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// An LB pool.
+    Lb(usize),
+    /// A gateway.
+    Gateway(usize),
+    /// A service.
+    Service(usize),
+}
+
+/// One LB pool: `nodes` guards, each holding at most `flows_per_node`
+/// requests in flight (the simulator's flows).
+#[derive(Debug, Clone)]
+pub struct LbPlan {
+    /// Component name.
+    pub name: String,
+    /// Nodes (not scaled, as in the simulator).
+    pub nodes: u32,
+    /// Flows one node holds (scaled as the simulator's `scaled`).
+    pub flows_per_node: u32,
+}
+
+/// One gateway: `instances` guards (at scale), each with the gateway's
+/// limit, queue and saturation table, calling its dependency route and
+/// forwarding under its retry policy and budget.
+#[derive(Debug, Clone)]
+pub struct GatewayPlan {
+    /// Component name.
+    pub name: String,
+    /// Instances at scale (the simulator's `FleetScale` pods).
+    pub instances: u32,
+    /// Per-instance limit at scale (a `fixed` one bent by the rest).
+    pub limit: Option<LimitConfig>,
+    /// Per-instance queue at scale.
+    pub queue: Option<QueueConfig>,
+    /// Shedding by class (with `limit`); `None`: the guard's defaults.
+    pub saturation: Option<SaturationConfig>,
+    /// Retries of both calls.
+    pub retry: Option<RetryConfig>,
+    /// Retry budget (`None`: unbudgeted, as the simulator's gateway).
+    pub budget: Option<BudgetConfig>,
+    /// Per-try timeout of the dependency call and of each forwarded call.
+    pub timeout: Nanos,
+    /// Index of the dependency route in [`LabPlan::routes`].
+    pub dependency: Option<usize>,
+}
+
 /// One client population.
 #[derive(Debug, Clone)]
 pub struct ClientPlan {
@@ -99,8 +153,8 @@ pub struct ClientPlan {
     pub name: String,
     /// Index of its route in [`LabPlan::routes`].
     pub route: usize,
-    /// Index of the route's service.
-    pub service: usize,
+    /// The route's first hop: where its attempts go.
+    pub first: Hop,
     /// Rate at time zero (per second, scaled).
     pub rate: f64,
     /// Later changes: (at, rate, ramp), rates scaled.
@@ -166,6 +220,34 @@ pub enum LabAction {
         /// How many.
         pods: u32,
     },
+    /// The first `nodes` nodes of an LB pool pause: out of the rotation,
+    /// their flows reset.
+    PauseNodes {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// How many, counting from the first.
+        nodes: u32,
+    },
+    /// An operator shed rule at an LB pool, for the one route it carries:
+    /// every request answered `status` (with `Retry-After` when set).
+    Shed {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// HTTP status (403, 429, 503).
+        status: u16,
+        /// `Retry-After` to advertise.
+        retry_after: Option<Nanos>,
+    },
+    /// The LB pool's shed rule is removed.
+    Unshed {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+    },
+    /// Every paused node of an LB pool starts again.
+    RestartNodes {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+    },
     /// Services stop answering (`hang`) or refuse at once (`fail`).
     Stall {
         /// Indices into [`LabPlan::services`].
@@ -205,6 +287,12 @@ pub struct LabPlan {
     pub clock_origin_s: u64,
     /// Route names, scenario order.
     pub routes: Vec<String>,
+    /// Each route's path, edge first, as [`LabPlan::routes`].
+    pub paths: Vec<Vec<Hop>>,
+    /// LB pools, scenario order.
+    pub lbs: Vec<LbPlan>,
+    /// Gateways, scenario order.
+    pub gateways: Vec<GatewayPlan>,
     /// Services, scenario order.
     pub services: Vec<ServicePlan>,
     /// Populations, scenario order.
@@ -278,6 +366,17 @@ impl LabPlan {
                  serves at most {MAX_PODS}"
             )));
         }
+        let instances: u32 = sc.lbs.iter().map(|l| l.nodes).sum::<u32>()
+            + sc.gateways
+                .iter()
+                .map(|g| FleetScale::new(g.instances, scale).pods(g.instances))
+                .sum::<u32>();
+        if instances > MAX_POOL_INSTANCES {
+            return Err(PlanError::Bound(format!(
+                "{instances} LB nodes and gateway instances at --scale {scale}; the lab starts \
+                 at most {MAX_POOL_INSTANCES}"
+            )));
+        }
         let meta = &sc.scenario;
         let cap = Nanos::from(opts.duration_cap);
         if meta.duration > cap {
@@ -295,11 +394,42 @@ impl LabPlan {
         }
         let routes: Vec<String> = sc.routes.iter().map(|r| r.name.get_ref().clone()).collect();
         let service_ix = |name: &str| services.iter().position(|s| s.name == name);
+        let lbs: Vec<LbPlan> = sc
+            .lbs
+            .iter()
+            .map(|l| LbPlan {
+                name: l.name.get_ref().clone(),
+                nodes: l.nodes,
+                flows_per_node: stormbreak_sim::engine::scale::scaled(l.flows_per_node, scale),
+            })
+            .collect();
+        let gateways: Vec<GatewayPlan> = sc
+            .gateways
+            .iter()
+            .map(|g| gateway_plan(sc, g, scale))
+            .collect();
+        let hop = |name: &str| {
+            lbs.iter()
+                .position(|l| l.name == name)
+                .map(Hop::Lb)
+                .or_else(|| {
+                    gateways
+                        .iter()
+                        .position(|g| g.name == name)
+                        .map(Hop::Gateway)
+                })
+                .or_else(|| service_ix(name).map(Hop::Service))
+                .expect("support checked every hop")
+        };
+        let paths: Vec<Vec<Hop>> = sc
+            .routes
+            .iter()
+            .map(|r| r.path.iter().map(|h| hop(h.get_ref())).collect())
+            .collect();
         let mut clients = Vec::new();
         for c in &sc.clients {
             let route = sc.route_index(c.route.get_ref()).expect("validated route");
-            let service =
-                service_ix(sc.routes[route].path[0].get_ref()).expect("checked one-service route");
+            let first = paths[route][0];
             let retry = c.retry.clone().map(|mut r| {
                 r.per_try_timeout = Some(c.timeout);
                 r
@@ -307,7 +437,7 @@ impl LabPlan {
             clients.push(ClientPlan {
                 name: c.name.get_ref().clone(),
                 route,
-                service,
+                first,
                 rate: c.rate * scale,
                 steps: c
                     .steps
@@ -326,6 +456,11 @@ impl LabPlan {
                 .iter()
                 .position(|c| c.name == name)
                 .expect("validated client")
+        };
+        let lb_ix = |name: &str| {
+            lbs.iter()
+                .position(|l| l.name == name)
+                .expect("validated LB pool")
         };
         let mut actions = Vec::new();
         for a in &sc.actions {
@@ -380,6 +515,22 @@ impl LabPlan {
                         pods: services[s].fleet.pods(*pods),
                     }
                 }
+                ActionKind::PauseNodes { lb, nodes } => LabAction::PauseNodes {
+                    lb: lb_ix(lb),
+                    nodes: *nodes,
+                },
+                ActionKind::RestartNodes { lb } => LabAction::RestartNodes { lb: lb_ix(lb) },
+                ActionKind::Shed {
+                    lb,
+                    status,
+                    retry_after,
+                    ..
+                } => LabAction::Shed {
+                    lb: lb_ix(lb),
+                    status: *status,
+                    retry_after: *retry_after,
+                },
+                ActionKind::Unshed { lb, .. } => LabAction::Unshed { lb: lb_ix(lb) },
                 ActionKind::Stall { targets, mode } => LabAction::Stall {
                     services: targets
                         .iter()
@@ -440,6 +591,9 @@ impl LabPlan {
                 .and_then(stormbreak_sim::scenario::parse_clock)
                 .unwrap_or(0),
             routes,
+            paths,
+            lbs,
+            gateways,
             services,
             clients,
             actions,
@@ -447,10 +601,62 @@ impl LabPlan {
         })
     }
 
+    /// The recording's component index of `hop`: LB pools first, then
+    /// services, as the simulator adds them.
+    pub fn component(&self, hop: Hop) -> usize {
+        match hop {
+            Hop::Lb(i) => i,
+            Hop::Gateway(i) => self.lbs.len() + i,
+            Hop::Service(i) => self.lbs.len() + self.gateways.len() + i,
+        }
+    }
+
+    /// Whether service `s` is reached through a guard (an LB node or a
+    /// gateway: after the first hop of a route, or first on a gateway's
+    /// dependency route): its pods are then that guard's upstream, and it
+    /// is counted at its parts.
+    pub fn is_behind_a_hop(&self, s: usize) -> bool {
+        let dependency = |r: usize| self.gateways.iter().any(|g| g.dependency == Some(r));
+        self.paths.iter().enumerate().any(|(r, p)| {
+            p.iter().skip(1).any(|h| *h == Hop::Service(s))
+                || (dependency(r) && p.first() == Some(&Hop::Service(s)))
+        })
+    }
+
     /// Number of recording intervals (the last may be partial, as in the
     /// simulator).
     pub fn intervals(&self) -> usize {
         self.duration.as_nanos().div_ceil(self.interval.as_nanos()) as usize
+    }
+}
+
+/// A gateway at `scale`, as the simulator's `engine/gateway.rs`,
+/// `admission`, scales it: instances like pods, a `fixed` limit and the
+/// queue's size bent by the rest, an adaptive limit kept.
+fn gateway_plan(sc: &Scenario, g: &GatewaySpec, scale: f64) -> GatewayPlan {
+    let fleet = FleetScale::new(g.instances, scale);
+    let limit = g.limit.clone().map(|mut l| {
+        if let LimitConfig::Fixed(f) = &mut l {
+            f.limit = fleet.per_pod(f.limit);
+        }
+        l
+    });
+    GatewayPlan {
+        name: g.name.get_ref().clone(),
+        instances: fleet.pods(g.instances),
+        limit,
+        queue: g.queue.as_ref().map(|q| QueueConfig {
+            size: fleet.per_pod(q.size).max(1),
+            timeout: q.timeout,
+        }),
+        saturation: g.saturation.clone(),
+        retry: g.retry.clone(),
+        budget: g.budget.clone(),
+        timeout: g.timeout,
+        dependency: g
+            .dependency
+            .as_ref()
+            .map(|d| sc.route_index(d.get_ref()).expect("validated route")),
     }
 }
 
@@ -484,6 +690,12 @@ fn describe(kind: &ActionKind) -> String {
         ),
         ActionKind::KillPods { service, pods } => format!("kill {pods} pod(s) of {service}"),
         ActionKind::FailPods { service, pods } => format!("fail {pods} pod(s) of {service}"),
+        ActionKind::PauseNodes { lb, nodes } => format!("pause {nodes} node(s) of {lb}"),
+        ActionKind::RestartNodes { lb } => format!("restart nodes of {lb}"),
+        ActionKind::Shed {
+            lb, route, status, ..
+        } => format!("shed {route} with {status} at {lb}"),
+        ActionKind::Unshed { lb, route, .. } => format!("stop shedding {route} at {lb}"),
         ActionKind::Stall { targets, mode } => format!(
             "stall ({}) {}",
             match mode {

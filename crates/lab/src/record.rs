@@ -80,6 +80,22 @@ pub struct Gauges {
     pub app_utilisation: f64,
 }
 
+/// Counts of one route in one interval made by a guard, not a client
+/// (a gateway's dependency calls).
+#[derive(Debug, Clone, Default)]
+pub struct RouteCounts {
+    /// Logical calls started.
+    pub first_attempts: u64,
+    /// Calls made, retries included.
+    pub attempts: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Failed calls by cause.
+    pub errors: Vec<(Cause, u64)>,
+    /// Of them, answers with no cause of their own.
+    pub unclassified: u64,
+}
+
 /// Lab-only figures of one route, one value per interval (`lab.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct LabSeries {
@@ -133,9 +149,7 @@ impl Recorder {
                 .iter()
                 .map(|_| Mutex::new((0..n).map(|_| RouteSlot::default()).collect()))
                 .collect(),
-            comps: plan
-                .services
-                .iter()
+            comps: (0..plan.lbs.len() + plan.gateways.len() + plan.services.len())
                 .map(|_| Mutex::new(vec![CompSlot::default(); n]))
                 .collect(),
         }
@@ -184,11 +198,24 @@ impl Recorder {
         });
     }
 
-    /// An attempt enters the route's service.
-    pub fn attempt(&self, route: usize, service: usize) {
+    /// An attempt enters the route's first hop, component `comp` when
+    /// the client counts its arrivals (`None`: counted at its parts).
+    pub fn attempt(&self, route: usize, comp: Option<usize>) {
         let t = self.now();
         self.route(route, t, |s| s.attempts += 1);
-        self.comp(service, t, |c| c.arrivals += 1);
+        if let Some(c) = comp {
+            self.comp(c, t, |c| c.arrivals += 1);
+        }
+    }
+
+    /// Arrivals and refusals of component `c` in interval `i` counted at
+    /// its parts (a hop the client does not reach itself).
+    pub fn part_counts(&self, c: usize, i: usize, arrivals: u64, rejected: u64) {
+        let mut v = self.comps[c].lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = v.get_mut(i) {
+            s.arrivals += arrivals;
+            s.rejected += rejected;
+        }
     }
 
     /// An attempt succeeded after `latency`.
@@ -200,13 +227,13 @@ impl Recorder {
         });
     }
 
-    /// An attempt failed with `cause`; `refused` when the service itself
-    /// refused it (its `rejected` counter); `unclassified` when the answer
+    /// An attempt failed with `cause`; `refused` when its first hop,
+    /// component `comp`, refused it (its `rejected` counter); `unclassified` when the answer
     /// had no cause of its own.
     pub fn failure(
         &self,
         route: usize,
-        service: usize,
+        comp: usize,
         cause: Cause,
         refused: bool,
         unclassified: bool,
@@ -221,7 +248,24 @@ impl Recorder {
             s.unclassified += u64::from(unclassified);
         });
         if refused {
-            self.comp(service, t, |c| c.rejected += 1);
+            self.comp(comp, t, |c| c.rejected += 1);
+        }
+    }
+
+    /// Adds `counts` to route `route` in interval `i`.
+    pub fn route_counts(&self, route: usize, i: usize, counts: &RouteCounts) {
+        let mut v = self.routes[route]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = v.get_mut(i) {
+            s.first_attempts += counts.first_attempts;
+            s.attempts += counts.attempts;
+            s.successes += counts.successes;
+            s.unclassified += counts.unclassified;
+            for (cause, n) in &counts.errors {
+                let k = Cause::ALL.iter().position(|c| c == cause).expect("a cause");
+                s.errors[k] += n;
+            }
         }
     }
 
@@ -239,7 +283,7 @@ impl Recorder {
         });
     }
 
-    /// Gauges of service `c` at the end of interval `i`.
+    /// Gauges of component `c` at the end of interval `i`.
     pub fn gauges(&self, c: usize, i: usize, g: Gauges) {
         let mut v = self.comps[c].lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = v.get_mut(i) {
@@ -309,16 +353,33 @@ impl Recorder {
             routes.push(s);
             lab.push(l);
         }
-        let components = plan
-            .services
+        // LB pools first, then gateways, then services, as the simulator
+        // adds them; a pool's Little's-law figures are zeros (the lab does
+        // not time an attempt's stay at a guard).
+        let lbs = plan.lbs.iter().map(|l| (&l.name, "lb"));
+        let gateways = plan.gateways.iter().map(|g| (&g.name, "gateway"));
+        let services = plan.services.iter().map(|s| (&s.name, "service"));
+        let no_little = LittleTotals {
+            mean_in_system: 0.0,
+            throughput_per_s: 0.0,
+            mean_sojourn_s: 0.0,
+        };
+        let littles = plan
+            .lbs
             .iter()
+            .map(|_| &no_little)
+            .chain(plan.gateways.iter().map(|_| &no_little))
+            .chain(little);
+        let components = lbs
+            .chain(gateways)
+            .chain(services)
             .zip(&self.comps)
-            .zip(little)
-            .map(|((svc, c), little)| {
+            .zip(littles)
+            .map(|(((name, kind), c), little)| {
                 let slots = c.lock().unwrap_or_else(PoisonError::into_inner);
                 ComponentSeries {
-                    name: svc.name.clone(),
-                    kind: "service".to_owned(),
+                    name: name.clone(),
+                    kind: kind.to_owned(),
                     arrivals: slots.iter().map(|s| s.arrivals).collect(),
                     rejected: slots.iter().map(|s| s.rejected).collect(),
                     in_flight: slots.iter().map(|s| s.in_flight).collect(),

@@ -21,10 +21,14 @@ use tokio::time::Instant;
 use crate::actions::{self, Levers};
 use crate::autoscaler;
 use crate::backend::Slowdown;
-use crate::client::{AttemptService, Pods, Population};
+use crate::client::{AttemptService, Pods, Population, Target};
+use crate::counted::Counted;
 use crate::fleet::{Fleet, RunShared, Seeds, Totals};
 use crate::generator::{self, SendLog};
+use crate::hops;
+use crate::plan::Hop;
 use crate::plan::LabPlan;
+use crate::pool::Pool;
 use crate::record::{Gauges, LabSeries, Recorder};
 use crate::validity::{self, Delays, HostCounters, Validity};
 use stormbreak_sim::engine::rate::RateSchedule;
@@ -171,11 +175,18 @@ async fn run_on_runtime(
     for f in &fleets {
         for _ in 0..f.plan().pods {
             if let Err(e) = f.start_pod().await {
-                close(&fleets).await;
+                close(&[], &fleets).await;
                 return Err(LabError::Start(e));
             }
         }
     }
+    let pools = match hops::start(plan, &fleets, &shared).await {
+        Ok(p) => p,
+        Err(e) => {
+            close(&[], &fleets).await;
+            return Err(LabError::Start(e));
+        }
+    };
     let start = Instant::now();
     let rec = Arc::new(Recorder::new(plan, start));
     let end = plan.duration;
@@ -190,12 +201,19 @@ async fn run_on_runtime(
             RateSchedule::new(client.rate, &client.steps).with_diurnal(client.diurnal.as_ref()),
         ));
         schedules.push(tx);
-        let pods = Arc::new(Pods::new(fleets[client.service].clone(), i, seeds.next()));
-        let attempts = AttemptService::new(pods, rec.clone(), client.route, client.service);
+        let target = match client.first {
+            Hop::Service(s) => {
+                Target::Pods(Arc::new(Pods::new(fleets[s].clone(), i, seeds.next())))
+            }
+            Hop::Lb(l) => Target::Lb(pools.lbs[l].clone()),
+            Hop::Gateway(g) => Target::Gateway(pools.gateways[g].clone()),
+        };
+        let comp = plan.component(client.first);
+        let attempts = AttemptService::new(target, rec.clone(), client.route, comp);
         let population = match Population::new(client, attempts, seeds.next(), start) {
             Ok(p) => Arc::new(p),
             Err(e) => {
-                close(&fleets).await;
+                close(&pools.all(), &fleets).await;
                 return Err(LabError::Start(e));
             }
         };
@@ -237,6 +255,7 @@ async fn run_on_runtime(
             fleets: fleets.clone(),
             schedules,
             populations,
+            lbs: pools.lbs.clone(),
             shared: shared.clone(),
         },
         applied.clone(),
@@ -244,6 +263,7 @@ async fn run_on_runtime(
     let mut failures = shared.failures();
     // Gauges at each interval's end, on the run's clock.
     let mut interval_end = 1usize;
+    let mut counted = Counted::new(plan);
     let run_end = start + Duration::from(end);
     let ended = loop {
         let at = (start + Duration::from(plan.interval * interval_end as u64)).min(run_end);
@@ -256,9 +276,21 @@ async fn run_on_runtime(
             }
         }
         let i = interval_end - 1;
-        for (s, fleet) in fleets.iter().enumerate() {
-            rec.gauges(s, i, gauges(fleet));
+        for (l, pool) in pools.lbs.iter().enumerate() {
+            rec.gauges(plan.component(Hop::Lb(l)), i, lb_gauges(pool, &plan.lbs[l]));
         }
+        for (g, pool) in pools.gateways.iter().enumerate() {
+            let limited = plan.gateways[g].limit.is_some();
+            rec.gauges(
+                plan.component(Hop::Gateway(g)),
+                i,
+                gateway_gauges(pool, limited),
+            );
+        }
+        for (s, fleet) in fleets.iter().enumerate() {
+            rec.gauges(plan.component(Hop::Service(s)), i, gauges(fleet));
+        }
+        counted.file(plan, &rec, i, &fleets, &pools);
         if at >= run_end {
             break End::Finished;
         }
@@ -268,7 +300,7 @@ async fn run_on_runtime(
     // pods.
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
-    close(&fleets).await;
+    close(&pools.all(), &fleets).await;
     let listened = shared.listened();
     match ended {
         End::Finished => {}
@@ -317,9 +349,42 @@ async fn run_on_runtime(
     })
 }
 
-async fn close(fleets: &[Arc<Fleet>]) {
+/// Closes the pools (front first), then the pods.
+async fn close(pools: &[Arc<Pool>], fleets: &[Arc<Fleet>]) {
+    for p in pools {
+        p.close().await;
+    }
     for f in fleets {
         f.close().await;
+    }
+}
+
+/// A gateway's gauges, as the simulator's recorder reads them: summed
+/// over its instances, zeros without a `limit` (no gauge of its own).
+fn gateway_gauges(pool: &Pool, limited: bool) -> Gauges {
+    if !limited {
+        return Gauges::default();
+    }
+    let (in_flight, queue) = pool.reading();
+    Gauges {
+        in_flight,
+        limit: pool.sum("stormbreak_guard_limit{", None),
+        queue,
+        replicas: pool.instances().len() as f64,
+        app_utilisation: 0.0,
+    }
+}
+
+/// An LB pool's gauges, as the simulator's recorder reads them: flows in
+/// use on every node, the running nodes' flow capacity, running nodes.
+fn lb_gauges(pool: &Pool, lb: &crate::plan::LbPlan) -> Gauges {
+    let running = pool.running();
+    Gauges {
+        in_flight: pool.reading().0,
+        limit: f64::from(running) * f64::from(lb.flows_per_node),
+        queue: 0.0,
+        replicas: f64::from(running),
+        app_utilisation: 0.0,
     }
 }
 

@@ -21,12 +21,21 @@ pub const LISTENER: &str = "pod";
 /// The route's name in the generated config (its metrics label).
 pub const ROUTE: &str = "app";
 
+/// `[saturation]` thresholds that never shed by class: a fixed limit's
+/// saturation never passes 1. Finite, not `"never"`: the guard answers a
+/// full limit with the answer its table gives the least important class
+/// at infinite saturation, which a `"never"` table does not give (it then
+/// falls back to 503 with `Retry-After: 1`, which the simulator's sidecar
+/// and LB do not send).
+pub const NO_SHEDDING: &str =
+    "thresholds = { sheddable = 1e9, sheddable_plus = 1e9, critical = 1e9, critical_plus = 1e9 }";
+
 /// The guard config of a sidecar in front of `app`.
 ///
-/// Saturation shedding by class is off (`"never"`: an Istio sidecar's
-/// `http2MaxRequests` does not shed by class), so the only refusal is the
-/// limit's when it and its queue are full, answered 503 without
-/// `Retry-After` as the simulator's sidecar does.
+/// Saturation shedding by class is off ([`NO_SHEDDING`]: an Istio
+/// sidecar's `http2MaxRequests` does not shed by class), so the only
+/// refusal is the limit's when it and its queue are full, answered 503
+/// without `Retry-After` as the simulator's sidecar does.
 pub fn config_text(spec: &SidecarSpec, app: SocketAddr) -> String {
     let queue = match (spec.queue, spec.queue_timeout) {
         (q, Some(t)) if q > 0 => format!("queue = {{ size = {q}, timeout = \"{t}\" }}\n"),
@@ -57,7 +66,7 @@ limit = {{ kind = "fixed", limit = {limit} }}
 [saturation]
 status = 503
 retry_after = "0"
-thresholds = {{ sheddable = "never", sheddable_plus = "never", critical = "never", critical_plus = "never" }}
+{NO_SHEDDING}
 "#,
         limit = spec.limit,
         backlog = crate::backend::BACKEND_BACKLOG,
@@ -79,15 +88,30 @@ pub async fn start(spec: &SidecarSpec, app: SocketAddr) -> Result<(Guard, Socket
 /// OpenMetrics text (`stormbreak_guard_inflight`, `…_queue_depth`).
 pub fn reading(guard: &Guard) -> (f64, f64) {
     let text = guard.metrics_text();
-    let gauge = |name: &str| {
-        text.lines()
-            .filter(|l| l.starts_with(name) && l.contains(&format!("route=\"{ROUTE}\"")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .next()
-            .unwrap_or(0.0)
-    };
     (
-        gauge("stormbreak_guard_inflight{"),
-        gauge("stormbreak_guard_queue_depth{"),
+        metric(&text, "stormbreak_guard_inflight{", ROUTE),
+        metric(&text, "stormbreak_guard_queue_depth{", ROUTE),
     )
+}
+
+/// (requests arrived, requests refused by the limit) at the sidecar's
+/// route so far: `stormbreak_guard_requests_total` and
+/// `stormbreak_guard_limit_refused_total` (both reasons).
+pub fn counts(guard: &Guard) -> (u64, u64) {
+    let text = guard.metrics_text();
+    (
+        metric(&text, "stormbreak_guard_requests_total{", ROUTE) as u64,
+        metric(&text, "stormbreak_guard_limit_refused_total{", ROUTE) as u64,
+    )
+}
+
+/// The sum of the samples of `name` (a metric name with its opening
+/// brace) labelled with `route` in a guard's OpenMetrics `text`: a gauge
+/// has one, a counter by reason several.
+pub fn metric(text: &str, name: &str, route: &str) -> f64 {
+    let label = format!("route=\"{route}\"");
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

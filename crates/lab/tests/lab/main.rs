@@ -2,8 +2,11 @@
 //! (a few seconds, tiny rates) and the refusals.
 
 mod actions;
+mod answers;
 mod common;
+mod gateways;
 mod mapping;
+mod pools;
 mod refusals;
 mod scaling;
 mod teardown;

@@ -59,18 +59,16 @@ fn every_unsupported_feature_is_named_at_once() {
     };
     let text = err.to_string();
     for needle in [
-        "[[lb]] \"edge\"",
-        "[[gateway]] \"gw\"",
-        "[[route]] \"r\": a path of 3 hop(s)",
+        "[[service]] \"api\": autoscaler on a service behind an LB pool or a gateway",
         "[[client]] \"users\": fanout",
-        "do = \"pause_nodes\"",
         "do = \"set_capacity\" with sidecar_limit",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
-    assert_eq!(lines.len(), 6, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(text.contains("nothing was started"), "{text}");
-    assert!(!text.contains("autoscaler"), "the autoscaler runs:\n{text}");
+    assert!(!text.contains("[[lb]]"), "the LB pool runs:\n{text}");
+    assert!(!text.contains("[[gateway]]"), "the gateway runs:\n{text}");
 }
 
 const SMALL: &str = r#"
@@ -184,5 +182,154 @@ fn the_shipped_lab_scenarios_are_accepted() {
             plan.duration <= stormbreak_policy::Nanos::from_secs(60),
             "{f}"
         );
+    }
+}
+
+const POOL: &str = r#"
+[scenario]
+name = "pool"
+duration = "10s"
+
+[[lb]]
+name = "edge"
+nodes = 2
+flows_per_node = 10
+connections = { maxconn = 100 }
+
+[[service]]
+name = "api"
+replicas = 2
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[service]]
+name = "web"
+replicas = 1
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "api"]
+
+[[route]]
+name = "w"
+path = ["edge", "web"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "10/s"
+timeout = "1s"
+
+[[action]]
+at = "2s"
+do = "kill_pods"
+service = "api"
+pods = 1
+
+[[action]]
+at = "3s"
+do = "stall"
+targets = ["edge"]
+mode = "fail"
+for = "1s"
+
+[[action]]
+at = "4s"
+do = "shed"
+lb = "edge"
+route = "r"
+class = "sheddable"
+status = 503
+"#;
+
+#[test]
+fn lb_pool_features_the_lab_does_not_run_are_named() {
+    let err = LabPlan::new(&scenario(POOL), &LabOptions::default()).unwrap_err();
+    let text = err.to_string();
+    for needle in [
+        "[[lb]] \"edge\": connections",
+        "[[lb]] \"edge\": forwards to 2 different next hops (api, web)",
+        "do = \"kill_pods\" of \"api\", which is behind an LB pool",
+        "do = \"stall\" of \"edge\" (the lab stalls services only)",
+        "do = \"shed\" with class",
+        "do = \"shed\" at \"edge\", which carries 2 routes",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+}
+
+const GATEWAYS: &str = r#"
+[scenario]
+name = "gateways"
+duration = "10s"
+
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 10
+
+[[lb]]
+name = "inner"
+nodes = 1
+flows_per_node = 10
+
+[[gateway]]
+name = "gw"
+timeout = "1s"
+dependency = "auth"
+limit = { kind = "fixed", limit = 4 }
+saturation = { status = 429 }
+retry = { max_attempts = 2, per_try_timeout = "300ms" }
+
+[[service]]
+name = "api"
+replicas = 1
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[service]]
+name = "authsvc"
+replicas = 1
+app = { workers = 2, service_time = { dist = "constant", value = "10ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "gw", "inner", "api"]
+
+[[route]]
+name = "auth"
+path = ["edge", "authsvc"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "10/s"
+timeout = "1s"
+
+[[action]]
+at = "1s"
+do = "pause_nodes"
+lb = "inner"
+nodes = 1
+
+[[action]]
+at = "2s"
+do = "set_retry"
+target = "gw"
+"#;
+
+#[test]
+fn gateway_features_the_lab_does_not_run_are_named() {
+    let err = LabPlan::new(&scenario(GATEWAYS), &LabOptions::default()).unwrap_err();
+    let text = err.to_string();
+    for needle in [
+        "[[gateway]] \"gw\": retry.per_try_timeout",
+        "[[gateway]] \"gw\": saturation.status = 429 behind an LB pool",
+        "[[route]] \"r\": LB pool \"inner\" after a gateway",
+        "[[route]] \"auth\": LB pool \"edge\" on a gateway's dependency route",
+        "[[lb]] \"edge\": forwards to 2 different next hops",
+        "do = \"pause_nodes\" of \"inner\", which is behind another LB pool",
+        "do = \"set_retry\" of gateway \"gw\"",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
 }
