@@ -104,6 +104,43 @@ pub struct AttemptService {
     comp: usize,
 }
 
+/// The cause a failed answer was recorded under, in its extensions: the
+/// fan-out loop (`fanout.rs`) judges it as the simulator's caller judges
+/// a [`Cause`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded(pub Cause);
+
+/// An attempt that ended without an answer, with the cause it was
+/// recorded under. Its `source` is the error itself, so the client
+/// crate's classifier (which walks the chain) reads it as before.
+#[derive(Debug)]
+pub struct AttemptError {
+    /// The recording's cause.
+    pub cause: Cause,
+    source: BoxError,
+}
+
+impl AttemptError {
+    fn boxed(cause: Cause, source: impl Into<BoxError>) -> BoxError {
+        Box::new(AttemptError {
+            cause,
+            source: source.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.cause, self.source)
+    }
+}
+
+impl std::error::Error for AttemptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
 /// Records a timeout for an attempt whose future is dropped before it
 /// ended: the caller's per-try timeout abandoned it (or the run ended).
 struct Pending {
@@ -252,7 +289,9 @@ impl Service<LabRequest> for AttemptService {
         let addr = match self.destination(&mut pending) {
             Ok(addr) => addr,
             Err(Stalled::Fail) => {
-                return Box::pin(async { Err::<_, BoxError>("unavailable".into()) });
+                return Box::pin(async {
+                    Err(AttemptError::boxed(Cause::Unavailable, "unavailable"))
+                });
             }
             // No answer: the caller's timeout ends the attempt (recorded by
             // `Pending`), or the stall's end resets it.
@@ -260,7 +299,7 @@ impl Service<LabRequest> for AttemptService {
                 return Box::pin(async move {
                     let _ = stalls.wait_for(|s| s.is_empty()).await;
                     pending.fail(Cause::Reset, false);
-                    Err::<_, BoxError>("stall ended: reset".into())
+                    Err(AttemptError::boxed(Cause::Reset, "stall ended: reset"))
                 });
             }
         };
@@ -280,7 +319,7 @@ impl Service<LabRequest> for AttemptService {
             let (route, comp) = (pending.route, pending.comp);
             let answer = match result {
                 Ok(resp) => {
-                    let (parts, body) = resp.into_parts();
+                    let (mut parts, body) = resp.into_parts();
                     // Read to the end, so the connection goes back to the pool.
                     let read = body.collect().await;
                     let latency = Nanos::from(sent.elapsed());
@@ -295,6 +334,7 @@ impl Service<LabRequest> for AttemptService {
                         Err(_) => {
                             rec.failure(route, comp, Cause::Reset, false, false);
                             drop(pending);
+                            parts.extensions.insert(Recorded(Cause::Reset));
                             return Ok(http::Response::from_parts(parts, ()));
                         }
                     };
@@ -304,19 +344,24 @@ impl Service<LabRequest> for AttemptService {
                         // The simulator's callers see a refused connection.
                         rec.failure(route, comp, Cause::FlowsExhausted, true, false);
                         drop(pending);
-                        return Err(Box::new(std::io::Error::new(
-                            std::io::ErrorKind::ConnectionRefused,
-                            "flows_exhausted: the LB node holds its maximum of flows",
-                        )) as BoxError);
+                        return Err(AttemptError::boxed(
+                            Cause::FlowsExhausted,
+                            std::io::Error::new(
+                                std::io::ErrorKind::ConnectionRefused,
+                                "flows_exhausted: the LB node holds its maximum of flows",
+                            ),
+                        ));
                     } else if status == 502 && body == crate::gateway::DEPENDENCY_FAILED_BODY {
                         // A gateway's dependency check failed for good.
                         rec.failure(route, comp, Cause::DependencyFailed, false, false);
+                        parts.extensions.insert(Recorded(Cause::DependencyFailed));
                     } else {
                         let (cause, refused, unclassified) =
                             cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
                         // An LB node's own shed rule is the LB's refusal.
                         let own = first_hop_refuses || (at_lb && guard == Some("rule"));
                         rec.failure(route, comp, cause, refused && own, unclassified);
+                        parts.extensions.insert(Recorded(cause));
                     }
                     Ok(http::Response::from_parts(parts, ()))
                 }
@@ -328,7 +373,7 @@ impl Service<LabRequest> for AttemptService {
                         Cause::Reset
                     };
                     rec.failure(route, comp, cause, false, false);
-                    Err(Box::new(e) as BoxError)
+                    Err(AttemptError::boxed(cause, e))
                 }
             };
             drop(pending);
@@ -460,6 +505,8 @@ pub struct Population {
     budget: SharedBudget,
     seeds: Mutex<crate::fleet::Seeds>,
     current: RwLock<Caller>,
+    /// The fan-out bug, which makes its requests instead of the callers.
+    fanout: Option<Arc<crate::fanout::Fanout>>,
 }
 
 impl Population {
@@ -475,6 +522,19 @@ impl Population {
         let name = &plan.name;
         let budget = SharedBudget::new(plan.budget.as_ref(), origin)
             .map_err(|e| format!("client {name:?}: budget: {e}"))?;
+        let fanout = match plan.fanout {
+            Some(spec) => Some(Arc::new(
+                crate::fanout::Fanout::new(
+                    spec,
+                    attempts.clone(),
+                    plan.timeout,
+                    plan.retry.as_ref(),
+                    origin,
+                )
+                .map_err(|e| format!("client {name:?}: retry: {e}"))?,
+            )),
+            None => None,
+        };
         let p = Population {
             name: name.clone(),
             timeout: plan.timeout,
@@ -483,6 +543,7 @@ impl Population {
             attempts,
             budget,
             seeds: Mutex::new(crate::fleet::Seeds(seed)),
+            fanout,
         };
         p.set_retry(plan.retry.as_ref())?;
         Ok(p)
@@ -496,7 +557,22 @@ impl Population {
             .clone()
     }
 
+    /// One logical request starting now: the fan-out loop's operation for
+    /// a fan-out population, else the caller in force's request. Resolves
+    /// to whether it (any of its attempts, with fan-out) succeeded.
+    pub fn request(&self) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+        match &self.fanout {
+            Some(f) => {
+                let f = f.clone();
+                Box::pin(async move { f.operation().await })
+            }
+            None => Box::pin(self.caller().call()),
+        }
+    }
+
     /// Requests starting from now on follow `retry` (`None`: no retries).
+    /// A fan-out population's operations do not change: the simulator's
+    /// fan-out keeps its first classifier and asks nothing else of it.
     pub fn set_retry(&self, retry: Option<&RetryConfig>) -> Result<(), String> {
         let caller = self.build(retry)?;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = caller;

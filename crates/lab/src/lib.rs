@@ -33,6 +33,7 @@ pub mod autoscaler;
 pub mod backend;
 pub mod client;
 pub mod counted;
+pub mod fanout;
 pub mod fleet;
 pub mod gateway;
 pub mod generator;

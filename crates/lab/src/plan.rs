@@ -26,6 +26,10 @@ pub const DEFAULT_MAX_IN_FLIGHT: u32 = 4_096;
 /// Most sends the whole run may make (rates × duration, bounded from
 /// above before the run starts).
 pub const MAX_SENDS: f64 = 2_000_000.0;
+/// Most attempts a fan-out population may have in flight: its logical
+/// requests in flight (`max_in_flight`) × `fanout_max_in_flight`, bounded
+/// from above before the run starts (each is a task and a connection).
+pub const MAX_FANOUT_ATTEMPTS_IN_FLIGHT: u64 = 262_144;
 /// Most pods the lab starts (each is a listening socket and, with a
 /// sidecar, a guard).
 pub const MAX_PODS: u32 = 64;
@@ -169,6 +173,24 @@ pub struct ClientPlan {
     pub budget: Option<BudgetConfig>,
     /// Whether `Retry-After` is waited for.
     pub honour_retry_after: bool,
+    /// The fan-out bug (`fanout` > 0), run by `fanout.rs` instead of the
+    /// retry layer.
+    pub fanout: Option<FanoutPlan>,
+}
+
+/// A population's fan-out bug, as the scenario gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct FanoutPlan {
+    /// Attempts each failed attempt spawns (`fanout`, at least 1).
+    pub fanout: u32,
+    /// Most attempts of one operation in flight (`fanout_max_in_flight`,
+    /// default `fanout`), spawned ones waiting their delay included.
+    pub max_in_flight: u32,
+    /// Delay before spawned attempts are sent (`fanout_delay`).
+    pub delay: Nanos,
+    /// How long after its start an operation still spawns
+    /// (`give_up_after`).
+    pub give_up_after: Nanos,
 }
 
 /// A timeline action the lab applies.
@@ -449,6 +471,15 @@ impl LabPlan {
                 retry,
                 budget: c.budget.clone(),
                 honour_retry_after: c.honour_retry_after,
+                // As the simulator's `engine/mod.rs` builds its population.
+                fanout: (c.fanout > 0).then(|| FanoutPlan {
+                    fanout: c.fanout,
+                    max_in_flight: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
+                    delay: c.fanout_delay,
+                    give_up_after: c
+                        .give_up_after
+                        .expect("validated: fanout needs give_up_after"),
+                }),
             });
         }
         let client_ix = |name: &str| {
@@ -578,6 +609,18 @@ impl LabPlan {
                  (lower the rates or use --scale)",
                 stormbreak_policy::units::format_duration(meta.duration)
             )));
+        }
+        for c in &clients {
+            let Some(f) = &c.fanout else { continue };
+            let attempts = u64::from(opts.max_in_flight) * u64::from(f.max_in_flight);
+            if attempts > MAX_FANOUT_ATTEMPTS_IN_FLIGHT {
+                return Err(PlanError::Bound(format!(
+                    "[[client]] {:?}: fanout_max_in_flight = {} × {} logical requests in flight \
+                     is up to {attempts} attempts in flight; the lab allows at most \
+                     {MAX_FANOUT_ATTEMPTS_IN_FLIGHT} (lower fanout_max_in_flight)",
+                    c.name, f.max_in_flight, opts.max_in_flight
+                )));
+            }
         }
         Ok(LabPlan {
             name: meta.name.clone(),

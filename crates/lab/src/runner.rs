@@ -228,10 +228,10 @@ async fn run_on_runtime(
         let cap = plan.max_in_flight;
         tasks.spawn(async move {
             generator::open_loop(rx, seed, start, end, cap, log, move |intended| {
-                let (caller, rec) = (population.caller(), rec2.clone());
+                let (request, rec) = (population.request(), rec2.clone());
                 async move {
                     let sent = Instant::now();
-                    let ok = caller.call().await;
+                    let ok = request.await;
                     let corrected = Nanos::from(
                         Instant::now().saturating_duration_since(start + Duration::from(intended)),
                     );

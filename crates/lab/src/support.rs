@@ -59,9 +59,6 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
     for c in &sc.clients {
         let name = c.name.get_ref();
         let mut field = |f: &str| out.push(format!("[[client]] {name:?}: {f}"));
-        if c.fanout > 0 {
-            field("fanout (the fan-out refresh loop)");
-        }
         if c.workers.is_some() {
             field("workers (a job queue)");
         }

@@ -4,6 +4,7 @@
 mod actions;
 mod answers;
 mod common;
+mod fanout;
 mod gateways;
 mod mapping;
 mod pools;

@@ -35,8 +35,7 @@ name = "users"
 route = "r"
 rate = "10/s"
 timeout = "1s"
-fanout = 2
-give_up_after = "5s"
+workers = 4
 
 [[action]]
 at = "2s"
@@ -60,7 +59,7 @@ fn every_unsupported_feature_is_named_at_once() {
     let text = err.to_string();
     for needle in [
         "[[service]] \"api\": autoscaler on a service behind an LB pool or a gateway",
-        "[[client]] \"users\": fanout",
+        "[[client]] \"users\": workers",
         "do = \"set_capacity\" with sidecar_limit",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
