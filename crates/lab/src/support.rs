@@ -59,6 +59,17 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
     for c in &sc.clients {
         let name = c.name.get_ref();
         let mut field = |f: &str| out.push(format!("[[client]] {name:?}: {f}"));
+        if c.fanout > 0 && (c.fanout_delay.as_nanos() as f64) < MIN_MEAN_SERVICE_TIME_NS {
+            // The spawned attempts' delay is slept on the same timer as
+            // service times: under 5 ms it would be measurably long, and
+            // the loop would spawn slower than the simulator's.
+            field(&format!(
+                "fanout_delay = {}; the lab sleeps it on tokio's millisecond timer and needs at \
+                 least {} ms",
+                stormbreak_policy::units::format_duration(c.fanout_delay),
+                MIN_MEAN_SERVICE_TIME_NS / 1e6
+            ));
+        }
         if c.workers.is_some() {
             field("workers (a job queue)");
         }

@@ -108,3 +108,15 @@ fn a_fanout_plan_takes_the_simulators_defaults_and_its_bound() {
         "{text}"
     );
 }
+
+#[test]
+fn a_fanout_delay_under_the_timers_reach_is_refused_by_name() {
+    let short = FANOUT.replace("fanout_delay = \"50ms\"", "fanout_delay = \"1ms\"");
+    let err = LabPlan::new(&scenario(&short), &LabOptions::default()).unwrap_err();
+    assert!(matches!(err, PlanError::Unsupported(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("[[client]] \"refresh\": fanout_delay = 1ms"),
+        "{text}"
+    );
+}
