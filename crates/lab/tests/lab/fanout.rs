@@ -120,3 +120,29 @@ fn a_fanout_delay_under_the_timers_reach_is_refused_by_name() {
         "{text}"
     );
 }
+
+#[test]
+fn a_failure_the_retry_on_list_does_not_name_spawns_nothing() {
+    // With `retry`, the fan-out spawns on what its `retry_on` retries, as
+    // the simulator's caller classifies: resets are not named here, so
+    // the crashed app's resets end each operation at its first attempt.
+    let text = format!(
+        "{}\n[[action]]\nat = \"0s\"\ndo = \"fail_pods\"\nservice = \"api\"\npods = 1\n",
+        FANOUT.replace(
+            "give_up_after = \"300ms\"",
+            "give_up_after = \"300ms\"\nretry = { max_attempts = 2, retry_on = [\"5xx\"] }"
+        )
+    );
+    let lab = run(&plan(&text), &Stop::default()).unwrap();
+    let r = &lab.recording.routes[0];
+    let (first, attempts) = (total(&r.first_attempts), total(&r.attempts));
+    assert!(first > 0);
+    assert_eq!(attempts, first);
+    // Every attempt is a reset, but one in flight at the run's end.
+    let resets = errors(&lab.recording, Cause::Reset);
+    assert!(
+        resets <= attempts && resets + 1 >= attempts,
+        "{:?}",
+        r.errors
+    );
+}
