@@ -39,10 +39,12 @@ impl std::error::Error for AuditError {}
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)*) => {
         if !$cond {
-            return Err(AuditError(format!($($msg)*)));
+            return Err($crate::engine::AuditError(format!($($msg)*)));
         }
     };
 }
+// Each mechanism checks its own part of the law where its state is.
+pub(crate) use ensure;
 
 impl Engine {
     /// Checks the conservation law now. O(attempts + pods + nodes): for
@@ -60,7 +62,7 @@ impl Engine {
         let mut pods: Vec<Vec<[u32; 4]>> = self
             .services
             .iter()
-            .map(|s| vec![[0; 4]; s.pods.capacity()])
+            .map(|s| vec![[0; 4]; s.pod_slots()])
             .collect();
         // Per gateway with a limit, per instance: slots held.
         let mut slots: Vec<Vec<u32>> = self
@@ -120,7 +122,7 @@ impl Engine {
                 }
                 (Comp::Service(s), Held::Pod(p)) => {
                     let svc = &self.services[s.ix()];
-                    if svc.pods.get(p.0).is_none() {
+                    if !svc.has_pod(p) {
                         problem = Some(format!("attempt {k:?} is on a pod that has left"));
                         return;
                     }
@@ -243,93 +245,7 @@ impl Engine {
             }
         }
         for (s, svc) in self.services.iter().enumerate() {
-            let name = &self.rec.comps[svc.series.ix()].name;
-            ensure!(
-                svc.order.len() == svc.pods.len(),
-                "service {name}: {} pods ordered, {} live",
-                svc.order.len(),
-                svc.pods.len()
-            );
-            let mut seen = std::collections::BTreeSet::new();
-            for k in &svc.order {
-                ensure!(
-                    seen.insert(k.0.index),
-                    "service {name}: pod {k:?} listed twice"
-                );
-                let pod = svc.pod(*k);
-                // Every queued attempt must be findable in its pod's queue,
-                // or no freed slot would ever admit it.
-                ensure!(
-                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
-                        == pod.sidecar_queued,
-                    "service {name}: pod {k:?} counts {} sidecar-queued, its queue holds {} of them",
-                    pod.sidecar_queued,
-                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
-                );
-                let mut waiting = pod.sidecar_queue.iter().filter(|w| {
-                    flight
-                        .attempts
-                        .get(w.att)
-                        .is_some_and(|a| a.phase == Phase::SidecarQueued)
-                });
-                if let Some(first) = waiting.next() {
-                    ensure!(
-                        first.deadline == Nanos::MAX
-                            || pod.expiry.due().is_some_and(|t| t <= first.deadline),
-                        "service {name}: pod {k:?}'s first waiter is due at {:?}, its queue timer at {:?}",
-                        first.deadline,
-                        pod.expiry.due()
-                    );
-                    let mut last = first.deadline;
-                    for w in waiting {
-                        ensure!(
-                            w.deadline >= last,
-                            "service {name}: pod {k:?}'s waiters are out of deadline order"
-                        );
-                        last = w.deadline;
-                    }
-                }
-                ensure!(
-                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k) == pod.app_queued,
-                    "service {name}: pod {k:?} counts {} app-queued, its queue holds {} of them",
-                    pod.app_queued,
-                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k)
-                );
-                let c = pods[s][k.0.index as usize];
-                let has_sidecar = svc.sidecar.is_some();
-                let want = [
-                    pod.sidecar_queued,
-                    pod.app_queued,
-                    pod.busy,
-                    if has_sidecar { pod.sidecar_in } else { c[3] },
-                ];
-                ensure!(
-                    want == c,
-                    "service {name}: pod {k:?} counts [sidecar queued, app queued, busy, sidecar in] = {want:?}, attempts say {c:?}"
-                );
-                ensure!(
-                    pod.busy <= svc.peak_workers,
-                    "service {name}: pod {k:?} has {} busy of at most {} workers",
-                    pod.busy,
-                    svc.peak_workers
-                );
-                if let Some(sc) = svc.sidecar {
-                    ensure!(
-                        pod.sidecar_in <= svc.peak_sidecar_limit.max(sc.limit),
-                        "service {name}: pod {k:?} sidecar {} over limit {}",
-                        pod.sidecar_in,
-                        svc.peak_sidecar_limit.max(sc.limit)
-                    );
-                    ensure!(
-                        pod.sidecar_queued <= sc.queue_cap,
-                        "service {name}: pod {k:?} sidecar queue over its bound"
-                    );
-                }
-                ensure!(
-                    pod.app_queued <= svc.app_queue_cap,
-                    "service {name}: pod {k:?} app queue over its bound"
-                );
-            }
+            svc.audit(&self.rec.comps[svc.series().ix()].name, flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
         flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
@@ -395,7 +311,7 @@ impl Engine {
 }
 
 /// The attempts of line `q` that wait on pod `k` in `phase`.
-fn in_queue<W: super::attempt::Waiting>(
+pub(crate) fn in_queue<W: super::attempt::Waiting>(
     flight: &super::attempt::Flight,
     q: &std::collections::VecDeque<W>,
     phase: Phase,

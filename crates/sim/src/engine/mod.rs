@@ -97,7 +97,6 @@ pub use audit::AuditError;
 pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError, Stopped};
 
 use self::attempt::Flight;
-use self::autoscale::Autoscaler;
 use self::caller::Caller;
 use self::deadline::TimeoutList;
 use self::failover::FailoverCtl;
@@ -107,13 +106,13 @@ use self::lb::{Lb, LbPools};
 use self::population::Population;
 use self::rate::RateSchedule;
 use self::recorder::{Meta, Recorder};
-use self::scale::{FleetScale, scale_autoscaler, scaled};
-use self::service::{Service, Sidecar};
+use self::scale::{FleetScale, scaled};
+use self::service::Service;
 use self::timeline::Planned;
 use crate::queue::{EventQueue, Lane};
 use crate::record::Recording;
 use crate::scenario::{ComponentRef, Scenario, parse_clock};
-use crate::slab::{Key, Slab};
+use crate::slab::Key;
 
 /// Options that change a run without changing its scenario.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -468,59 +467,13 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let fleet = FleetScale::new(s.replicas, scale);
-                let autoscaler = s
-                    .autoscaler
-                    .as_ref()
-                    .map(|a| Autoscaler::new(&scale_autoscaler(a, fleet)));
-                let mut svc = Service {
-                    pods: Slab::new(),
-                    order: Vec::new(),
-                    starting: 0,
-                    cancelled_starts: 0,
-                    sidecar: s.sidecar.as_ref().map(|sc| Sidecar {
-                        limit: fleet.per_pod(sc.limit),
-                        queue_cap: if sc.queue == 0 {
-                            0
-                        } else {
-                            fleet.per_pod(sc.queue)
-                        },
-                        queue_timeout: sc.queue_timeout,
-                    }),
-                    workers: fleet.per_pod(s.app.workers),
-                    // `queue = 0` is no queue at all, at any scale.
-                    app_queue_cap: s.app.queue.map_or(
-                        Limits::default().lowered_to(&sc.limits).default_app_queue,
-                        |q| {
-                            if q == 0 { 0 } else { fleet.per_pod(q) }
-                        },
-                    ),
-                    app_queue_is_default: s.app.queue.is_none(),
-                    drop_expired: s.app.drop_expired,
-                    service_time: s.app.service_time.sampler(),
-                    autoscaler,
-                    pod_start: s.pod_start.unwrap_or_else(|| {
-                        s.autoscaler
-                            .as_ref()
-                            .map_or(crate::scenario::DEFAULT_POD_START, |a| a.pod_start)
-                    }),
-                    fleet,
-                    desired: fleet.pods(s.replicas),
-                    unschedulable: 0,
-                    reconcile_armed: false,
-                    controller_period: s.controller_period,
-                    slowdowns: Vec::new(),
-                    time_factor: 1.0,
-                    time_add: Nanos::ZERO,
-                    peak_workers: fleet.per_pod(s.app.workers),
-                    peak_sidecar_limit: s.sidecar.as_ref().map_or(0, |sc| fleet.per_pod(sc.limit)),
-                    rng: entity_rng(seed, 2_000 + i as u64),
-                    series: rec.add_component(s.name.get_ref(), "service"),
-                };
-                for _ in 0..fleet.pods(s.replicas) {
-                    svc.add_pod(Nanos::ZERO);
-                }
-                svc
+                Service::build(
+                    s,
+                    scale,
+                    Limits::default().lowered_to(&sc.limits).default_app_queue,
+                    entity_rng(seed, 2_000 + i as u64),
+                    rec.add_component(s.name.get_ref(), "service"),
+                )
             })
             .collect::<Vec<_>>();
         let routes = sc
@@ -648,9 +601,9 @@ impl Engine {
         }
         e.queue.schedule(e.rec.interval, Ev::Tick);
         for (s, svc) in e.services.iter().enumerate() {
-            if let Some(a) = &svc.autoscaler {
+            if let Some(at) = svc.first_autoscale() {
                 e.queue.schedule(
-                    a.poll_timeout(),
+                    at,
                     Ev::Autoscale {
                         svc: ServiceId::new(s),
                     },
@@ -700,8 +653,8 @@ impl Engine {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         let limits = limits.lowered_to(&self.lowering);
         self.limits = limits;
-        for svc in self.services.iter_mut().filter(|s| s.app_queue_is_default) {
-            svc.app_queue_cap = limits.default_app_queue;
+        for svc in &mut self.services {
+            svc.lower_default_app_queue(limits.default_app_queue);
         }
         self
     }
@@ -880,7 +833,7 @@ impl Engine {
             | Ev::SidecarExpiry { svc, .. } => {
                 format!(
                     "service {:?}",
-                    self.rec.comps[self.services[svc.ix()].series.ix()].name
+                    self.rec.comps[self.services[svc.ix()].series().ix()].name
                 )
             }
             Ev::RampWake { lb, .. } => {
@@ -935,7 +888,7 @@ impl Engine {
         match c {
             Comp::Lb(i) => self.lbs[i].series,
             Comp::Gateway(i) => self.gateways[i.ix()].series,
-            Comp::Service(i) => self.services[i.ix()].series,
+            Comp::Service(i) => self.services[i.ix()].series(),
         }
     }
 }

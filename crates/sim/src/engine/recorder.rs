@@ -218,38 +218,7 @@ impl Engine {
             c.app_utilisation.push(0.0);
         }
         for svc in &mut self.services {
-            let c = &mut rec.comps[svc.series.ix()];
-            let ready = svc.ready_pods();
-            let pods = || svc.order.iter().map(|k| svc.pod(*k));
-            let (inflight, limit) = match svc.sidecar {
-                Some(sc) => (
-                    pods().map(|p| p.sidecar_in as f64).sum(),
-                    (sc.limit as usize * ready) as f64,
-                ),
-                None => (
-                    pods().map(|p| p.busy as f64).sum(),
-                    (svc.workers as usize * ready) as f64,
-                ),
-            };
-            c.in_flight.push(inflight);
-            c.limit.push(limit);
-            c.queue.push(
-                pods()
-                    .map(|p| (p.sidecar_queued + p.app_queued) as f64)
-                    .sum(),
-            );
-            c.replicas.push(ready as f64);
-            let n = svc.order.len().max(1) as f64;
-            let workers = svc.workers as f64;
-            let busy: f64 = svc
-                .order
-                .iter()
-                .map(|k| {
-                    let p = svc.pods.get_mut(k.0).expect("ordered pods are live");
-                    p.busy_tick.take(now, p.busy)
-                })
-                .sum();
-            c.app_utilisation.push(busy / (workers * n));
+            svc.record_tick(now, &mut rec.comps[svc.series().ix()]);
         }
     }
 

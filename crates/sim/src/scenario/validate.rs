@@ -15,13 +15,13 @@ use stormbreak_policy::{Nanos, units};
 use toml::Spanned;
 
 use super::hpa::table_field;
-use stormbreak_spans::Spans as Doc;
 use super::{
     ActionKind, ComponentRef, FieldProblem, MAX_DURATION, MAX_ENTITIES, MAX_FANOUT,
     MAX_FANOUT_IN_FLIGHT, MAX_HOPS, MAX_INSTANCES, MAX_INTERVALS, MAX_NODES, MAX_PODS, MAX_RATE,
     MAX_SITES, MAX_SLOTS, MAX_SLOWDOWN, ScaleMetric, Scenario, ScenarioError, ScenarioWarning,
     check_budget, check_limit, check_retry, line_col, parse_clock,
 };
+use stormbreak_spans::Spans as Doc;
 
 /// Builds errors and collects warnings at positions in one scenario text.
 pub(crate) struct Checker<'a> {
