@@ -52,12 +52,7 @@ impl Engine {
     pub fn audit(&self) -> Result<(), AuditError> {
         let flight = &self.flight;
         let mut attached = 0u64;
-        let mut flows: Vec<Vec<u32>> = self
-            .lbs
-            .pools
-            .iter()
-            .map(|l| vec![0; l.nodes.len()])
-            .collect();
+        let mut flows: Vec<Vec<u32>> = self.lbs.iter().map(|l| vec![0; l.node_count()]).collect();
         // Per service, per pod key (slot index): [sidecar_queued, app_queued, busy, sidecar_in].
         let mut pods: Vec<Vec<[u32; 4]>> = self
             .services
@@ -206,42 +201,13 @@ impl Engine {
                 );
             }
         }
-        for (l, lb) in self.lbs.pools.iter().enumerate() {
-            for (n, node) in lb.nodes.iter().enumerate() {
-                ensure!(
-                    node.flows == flows[l][n],
-                    "lb {}: node {n} counts {} flows, {} attempts hold one",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.flows,
-                    flows[l][n]
-                );
-                ensure!(
-                    !node.paused || node.flows == 0,
-                    "lb {}: paused node {n} holds {} flows",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.flows
-                );
-            }
+        for (l, lb) in self.lbs.iter().enumerate() {
+            lb.audit_flows(&self.rec.comps[lb.series().ix()].name, &flows[l])?;
         }
-        for (l, lb) in self.lbs.pools.iter().enumerate() {
-            if lb.conns.is_none() {
-                continue;
-            }
-            let held = self.conns_held(super::ids::LbId::new(l));
-            for (n, node) in lb.nodes.iter().enumerate() {
-                ensure!(
-                    node.conns == held[n],
-                    "lb {}: node {n} counts {} connections, {} processes and attempts hold one",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.conns,
-                    held[n]
-                );
-                ensure!(
-                    !node.paused || node.conns == 0,
-                    "lb {}: paused node {n} holds {} connections",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.conns
-                );
+        for (l, lb) in self.lbs.iter().enumerate() {
+            if lb.has_conns() {
+                let held = self.conns_held(super::ids::LbId::new(l));
+                lb.audit_conns(&self.rec.comps[lb.series().ix()].name, &held)?;
             }
         }
         for (s, svc) in self.services.iter().enumerate() {

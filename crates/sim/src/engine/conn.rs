@@ -156,6 +156,13 @@ pub(crate) struct LbConns {
 }
 
 impl LbConns {
+    /// Forgets node `n`'s idle connections (its node reset them).
+    pub(crate) fn clear_node(&mut self, n: usize) {
+        for p in 0..self.pops {
+            self.idle[n * self.pops + p].clear();
+        }
+    }
+
     pub(crate) fn new(nodes: usize, pops: usize) -> Self {
         LbConns {
             idle: vec![VecDeque::new(); nodes * pops],
@@ -168,10 +175,11 @@ impl Engine {
     /// Closes the idle connections on `node` of LB `l` that expired by now.
     fn expire_idle(&mut self, l: LbId, node: NodeId) {
         let now = self.now;
-        let lb = &mut self.lbs.pools[l.ix()];
-        let Some(conns) = lb.conns.as_mut() else {
+        let lb = &mut self.lbs[l];
+        let Some(conns) = lb.conns_mut() else {
             return;
         };
+        let mut closed = 0;
         for (p, pop) in self.pops.iter_mut().enumerate() {
             let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
                 continue;
@@ -189,19 +197,21 @@ impl Engine {
                     && i.idle_since == e.since
                 {
                     i.node = NONE;
-                    lb.nodes[node.ix()].conns -= 1;
+                    closed += 1;
                 }
             }
         }
+        lb.close_conns(node, closed);
     }
 
     /// Expires idle connections everywhere (before a recording tick).
     pub(crate) fn expire_all_idle(&mut self) {
-        for l in 0..self.lbs.pools.len() {
-            if self.lbs.pools[l].conns.is_none() {
+        for l in 0..self.lbs.len() {
+            let lb = &self.lbs[LbId::new(l)];
+            if !lb.has_conns() {
                 continue;
             }
-            for n in 0..self.lbs.pools[l].nodes.len() {
+            for n in 0..lb.node_count() {
                 self.expire_idle(LbId::new(l), NodeId::new(n));
             }
         }
@@ -209,7 +219,7 @@ impl Engine {
 
     /// Refuses an attempt at the LB before it has a connection.
     fn refuse_connect(&mut self, att: Key, l: LbId, cause: Cause) {
-        self.lbs[l].refused_total += 1;
+        self.lbs[l].count_refused();
         self.reject(att, cause);
     }
 
@@ -220,12 +230,10 @@ impl Engine {
             return None;
         };
         self.expire_idle(l, node);
-        let n = &mut self.lbs[l].nodes[node.ix()];
-        if n.conns >= n.conn_limit {
+        if !self.lbs[l].try_open_conn(node) {
             self.refuse_connect(att, l, Cause::FlowsExhausted);
             return None;
         }
-        n.conns += 1;
         Some((node, Conn::Oneshot { node }))
     }
 
@@ -265,7 +273,7 @@ impl Engine {
         let i = &mut pool.instances[inst as usize];
         if i.node != NONE && !i.busy && i.idle_since.saturating_add(timeout) <= now {
             // Its idle connection expired unobserved: it is closed.
-            self.lbs[l].nodes[i.node as usize].conns -= 1;
+            self.lbs[l].close_conns(NodeId(i.node), 1);
             i.node = NONE;
         }
         if i.node != NONE {
@@ -292,8 +300,7 @@ impl Engine {
             return None;
         };
         self.expire_idle(l, node);
-        let n = &mut self.lbs[l].nodes[node.ix()];
-        if n.conns >= n.conn_limit {
+        if !self.lbs[l].try_open_conn(node) {
             let p = &mut self.pops[pop.ix()];
             p.pool
                 .as_mut()
@@ -302,7 +309,6 @@ impl Engine {
             self.refuse_connect(att, l, Cause::FlowsExhausted);
             return None;
         }
-        n.conns += 1;
         let i = &mut self.pops[pop.ix()].pool.as_mut().expect("pooled").instances[inst as usize];
         i.node = node.0;
         i.generation = i.generation.wrapping_add(1);
@@ -324,7 +330,7 @@ impl Engine {
         let now = self.now;
         match conn {
             Conn::None => {}
-            Conn::Oneshot { node } => self.lbs[l].nodes[node.ix()].conns -= 1,
+            Conn::Oneshot { node } => self.lbs[l].close_conns(node, 1),
             Conn::Pooled {
                 pop,
                 inst,
@@ -336,8 +342,7 @@ impl Engine {
                 if i.generation == gen_ && i.node == node.0 {
                     i.busy = false;
                     i.idle_since = now;
-                    let lb = &mut self.lbs.pools[l.ix()];
-                    let conns = lb.conns.as_mut().expect("an LB with connections");
+                    let conns = self.lbs[l].conns_mut().expect("an LB with connections");
                     conns.idle[node.ix() * conns.pops + pop.ix()].push_back(Idle {
                         inst,
                         generation: gen_,
@@ -346,7 +351,7 @@ impl Engine {
                 } else {
                     // Its client closed it at a timeout: the slot is freed
                     // now that the request it carried has ended.
-                    self.lbs[l].nodes[node.ix()].conns -= 1;
+                    self.lbs[l].close_conns(node, 1);
                 }
             }
         }
@@ -372,19 +377,12 @@ impl Engine {
     /// owned one enter their reconnect backoff.
     pub(crate) fn reset_conns(&mut self, l: LbId) {
         let now = self.now;
-        let lb = &mut self.lbs.pools[l.ix()];
-        let Some(conns) = lb.conns.as_mut() else {
+        let lb = &mut self.lbs[l];
+        if !lb.has_conns() {
             return;
-        };
-        for (n, node) in lb.nodes.iter_mut().enumerate() {
-            if !node.paused {
-                continue;
-            }
-            node.conns = 0;
-            for p in 0..conns.pops {
-                conns.idle[n * conns.pops + p].clear();
-            }
         }
+        lb.reset_paused_conns();
+        let lb = &self.lbs[l];
         for pop in &mut self.pops {
             let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
                 continue;
@@ -393,7 +391,7 @@ impl Engine {
             // fine here.
             for inst in 0..pool.len() {
                 let i = &mut pool.instances[inst as usize];
-                if i.node != NONE && lb.nodes[i.node as usize].paused {
+                if i.node != NONE && lb.is_paused(i.node as usize) {
                     i.node = NONE;
                     i.busy = false;
                     i.generation = i.generation.wrapping_add(1);
@@ -407,7 +405,7 @@ impl Engine {
     /// processes whose connection is there, and attempts with a one-shot
     /// or closing one.
     pub(crate) fn conns_held(&self, l: LbId) -> Vec<u32> {
-        let mut held = vec![0u32; self.lbs[l].nodes.len()];
+        let mut held = vec![0u32; self.lbs[l].node_count()];
         for pop in &self.pops {
             let Some(pool) = pop.pool.as_ref().filter(|p| p.lb == l) else {
                 continue;

@@ -69,10 +69,10 @@ impl Engine {
             .map(|&p| self.pops[p.ix()].started_total)
             .sum();
         let now_seen = Seen {
-            primary_arrivals: p.arrivals_total,
-            primary_refused: p.refused_total,
-            secondary_arrivals: s.arrivals_total,
-            secondary_refused: s.refused_total,
+            primary_arrivals: p.totals().0,
+            primary_refused: p.totals().1,
+            secondary_arrivals: s.totals().0,
+            secondary_refused: s.totals().1,
             spilled: spilled_total,
             started: started_total,
             at: now,

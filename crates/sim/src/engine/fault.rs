@@ -230,18 +230,13 @@ impl Engine {
         let pool = &mut self.lbs[lb];
         self.undo[idx] = Undo::LbLimits {
             lb,
-            limits: pool.nodes.iter().map(|n| (n.limit, n.conn_limit)).collect(),
+            limits: pool.limits(),
         };
-        for (i, n) in pool.nodes.iter_mut().enumerate() {
-            if node.is_none_or(|j| j as usize == i) {
-                if let Some(f) = flows {
-                    n.limit = scaled(f, scale);
-                }
-                if let Some(m) = maxconn {
-                    n.conn_limit = scaled(m, scale);
-                }
-            }
-        }
+        pool.set_limits(
+            node,
+            flows.map(|f| scaled(f, scale)),
+            maxconn.map(|m| scaled(m, scale)),
+        );
     }
 
     /// A timed action's `for` ran out: undo what it changed.
@@ -249,12 +244,10 @@ impl Engine {
         match std::mem::take(&mut self.undo[idx]) {
             Undo::Nothing => {}
             Undo::Restart { lb, nodes } => {
-                for n in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
-                    n.paused = false;
-                }
+                self.lbs[lb].restart(nodes as usize);
             }
             Undo::Unshed { lb, route, class } => {
-                self.lbs[lb].rules.remove_rule(route, class);
+                self.lbs[lb].shed_rules_mut().remove_rule(route, class);
             }
             Undo::Slow { svc } => {
                 self.services[svc.ix()].end_slowdown(idx);
@@ -273,10 +266,7 @@ impl Engine {
             }
             Undo::Unstall { series } => self.unstall(idx, &series),
             Undo::LbLimits { lb, limits } => {
-                for (n, (flows, conns)) in self.lbs[lb].nodes.iter_mut().zip(limits) {
-                    n.limit = flows;
-                    n.conn_limit = conns;
-                }
+                self.lbs[lb].restore_limits(limits);
             }
         }
         let what = format!("end of: {}", self.timeline[idx].what);

@@ -837,7 +837,7 @@ impl Engine {
                 )
             }
             Ev::RampWake { lb, .. } => {
-                format!("lb {:?}", self.rec.comps[self.lbs[*lb].series.ix()].name)
+                format!("lb {:?}", self.rec.comps[self.lbs[*lb].series().ix()].name)
             }
             Ev::Timeout { list } => format!(
                 "the callers' per-try timeouts of {}",
@@ -886,7 +886,7 @@ impl Engine {
     #[inline]
     fn series_of(&self, c: Comp) -> SeriesId {
         match c {
-            Comp::Lb(i) => self.lbs[i].series,
+            Comp::Lb(i) => self.lbs[i].series(),
             Comp::Gateway(i) => self.gateways[i.ix()].series,
             Comp::Service(i) => self.services[i.ix()].series(),
         }

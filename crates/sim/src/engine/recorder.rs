@@ -186,13 +186,12 @@ impl Engine {
             c.arrivals.push(std::mem::take(&mut rec.arrivals[ci]));
             c.rejected.push(std::mem::take(&mut rec.rejected[ci]));
         }
-        for lb in &self.lbs.pools {
-            let c = &mut rec.comps[lb.series.ix()];
+        for lb in self.lbs.iter() {
+            let c = &mut rec.comps[lb.series().ix()];
             let running = lb.running_nodes();
             c.in_flight.push(lb.flows_in_use() as f64);
             c.limit.push(lb.capacity() as f64);
-            if lb.conns.is_some() {
-                let open: u64 = lb.nodes.iter().map(|n| u64::from(n.conns)).sum();
+            if let Some(open) = lb.open_conns() {
                 c.connections.push(open as f64);
             }
             c.queue.push(0.0);

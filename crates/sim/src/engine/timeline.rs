@@ -9,7 +9,6 @@ use stormbreak_policy::shed::{Criticality, ShedRule};
 use super::Engine;
 use super::Names;
 use super::ids::{Comp, GatewayId, LbId, PopId, RouteId, ServiceId, SiteId};
-use super::lb::Gate;
 use crate::record::AppliedAction;
 use crate::scenario::{ActionKind, StallMode};
 
@@ -353,16 +352,13 @@ impl Engine {
         }
         match action {
             Action::PauseNodes { lb, nodes } => {
-                for node in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
-                    node.paused = true;
-                }
+                self.lbs[lb].pause(nodes);
                 self.undo[idx] = super::fault::Undo::Restart { lb, nodes };
                 self.reset_flows(lb);
             }
             Action::RestartNodes { lb } => {
-                for node in &mut self.lbs[lb].nodes {
-                    node.paused = false;
-                }
+                let all = self.lbs[lb].node_count();
+                self.lbs[lb].restart(all);
             }
             Action::SetRetry { target, retry } => match target {
                 RetryTarget::Client(p) => self.pops[p.ix()].caller.set_retry(retry.as_ref()),
@@ -382,7 +378,7 @@ impl Engine {
                     retry_after,
                 };
                 self.lbs[lb]
-                    .rules
+                    .shed_rules_mut()
                     .add_rule(rule)
                     .expect("validated rule; the table has room for every (route, class)");
                 self.undo[idx] = super::fault::Undo::Unshed {
@@ -392,7 +388,9 @@ impl Engine {
                 };
             }
             Action::Unshed { lb, route, class } => {
-                self.lbs[lb].rules.remove_rule(route.0 as u32, class);
+                self.lbs[lb]
+                    .shed_rules_mut()
+                    .remove_rule(route.0 as u32, class);
             }
             Action::Ramp {
                 lb,
@@ -412,16 +410,7 @@ impl Engine {
                 fraction,
                 status,
             } => {
-                let gates = &mut self.lbs[lb].gates;
-                gates.retain(|g| !(g.route == route && g.site == site));
-                if fraction < 1.0 {
-                    gates.push(Gate {
-                        route,
-                        site,
-                        fraction,
-                        status,
-                    });
-                }
+                self.lbs[lb].set_gate(route, site, fraction, status);
             }
             Action::ShiftTraffic { pops, fraction } => {
                 for p in pops {
