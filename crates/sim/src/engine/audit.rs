@@ -216,17 +216,7 @@ impl Engine {
         let mut requests = vec![0u32; self.pops.len()];
         flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
         for (p, pop) in self.pops.iter().enumerate() {
-            ensure!(
-                pop.busy == requests[p],
-                "client {p}: busy {} but {} requests in flight",
-                pop.busy,
-                requests[p]
-            );
-            ensure!(
-                pop.backlog.is_empty() || pop.busy >= pop.workers || pop.pending_dispatch > 0,
-                "client {p}: {} jobs wait with a worker free and no dispatch scheduled",
-                pop.backlog.len()
-            );
+            pop.audit(p, requests[p])?;
         }
         for (c, n) in present.iter().enumerate() {
             let l = self.rec.present(super::ids::SeriesId::new(c));

@@ -181,7 +181,7 @@ impl Engine {
         };
         let mut closed = 0;
         for (p, pop) in self.pops.iter_mut().enumerate() {
-            let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
+            let Some(pool) = pop.pool_mut().filter(|pool| pool.lb == l) else {
                 continue;
             };
             let fifo = &mut conns.idle[node.ix() * conns.pops + p];
@@ -245,8 +245,7 @@ impl Engine {
                 let r = self.flight.requests.get(req).expect("a live request");
                 let pop = r.pop;
                 self.pops[pop.ix()]
-                    .pool
-                    .as_ref()
+                    .pool()
                     .filter(|p| p.lb == l)
                     .map(|_| (pop, r.inst))
             }
@@ -268,7 +267,7 @@ impl Engine {
         inst: u32,
     ) -> Option<(NodeId, Conn)> {
         let now = self.now;
-        let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+        let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
         let timeout = pool.idle_timeout;
         let i = &mut pool.instances[inst as usize];
         if i.node != NONE && !i.busy && i.idle_since.saturating_add(timeout) <= now {
@@ -291,25 +290,19 @@ impl Engine {
             return Some((node, conn));
         }
         let Some(node) = self.lbs[l].pick() else {
-            let p = &mut self.pops[pop.ix()];
-            p.pool
-                .as_mut()
-                .expect("pooled")
-                .back_off(inst, now, &mut p.rng);
+            let (pool, rng) = self.pops[pop.ix()].pool_and_rng();
+            pool.expect("pooled").back_off(inst, now, rng);
             self.refuse_connect(att, l, Cause::Unavailable);
             return None;
         };
         self.expire_idle(l, node);
         if !self.lbs[l].try_open_conn(node) {
-            let p = &mut self.pops[pop.ix()];
-            p.pool
-                .as_mut()
-                .expect("pooled")
-                .back_off(inst, now, &mut p.rng);
+            let (pool, rng) = self.pops[pop.ix()].pool_and_rng();
+            pool.expect("pooled").back_off(inst, now, rng);
             self.refuse_connect(att, l, Cause::FlowsExhausted);
             return None;
         }
-        let i = &mut self.pops[pop.ix()].pool.as_mut().expect("pooled").instances[inst as usize];
+        let i = &mut self.pops[pop.ix()].pool_mut().expect("pooled").instances[inst as usize];
         i.node = node.0;
         i.generation = i.generation.wrapping_add(1);
         i.busy = true;
@@ -337,7 +330,7 @@ impl Engine {
                 gen_,
                 node,
             } => {
-                let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+                let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
                 let i = &mut pool.instances[inst as usize];
                 if i.generation == gen_ && i.node == node.0 {
                     i.busy = false;
@@ -364,7 +357,7 @@ impl Engine {
             pop, inst, gen_, ..
         } = conn
         {
-            let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+            let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
             let i = &mut pool.instances[inst as usize];
             if i.generation == gen_ {
                 i.node = NONE;
@@ -384,7 +377,8 @@ impl Engine {
         lb.reset_paused_conns();
         let lb = &self.lbs[l];
         for pop in &mut self.pops {
-            let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
+            let (pool, rng) = pop.pool_and_rng();
+            let Some(pool) = pool.filter(|pool| pool.lb == l) else {
                 continue;
             };
             // A pause is a rare operator action: a scan of the processes is
@@ -395,7 +389,7 @@ impl Engine {
                     i.node = NONE;
                     i.busy = false;
                     i.generation = i.generation.wrapping_add(1);
-                    pool.back_off(inst, now, &mut pop.rng);
+                    pool.back_off(inst, now, rng);
                 }
             }
         }
@@ -407,7 +401,7 @@ impl Engine {
     pub(crate) fn conns_held(&self, l: LbId) -> Vec<u32> {
         let mut held = vec![0u32; self.lbs[l].node_count()];
         for pop in &self.pops {
-            let Some(pool) = pop.pool.as_ref().filter(|p| p.lb == l) else {
+            let Some(pool) = pop.pool().filter(|p| p.lb == l) else {
                 continue;
             };
             for i in &pool.instances {
@@ -424,7 +418,7 @@ impl Engine {
                 gen_,
                 node,
             } if a.comp == super::ids::Comp::Lb(l) => {
-                let pool = self.pops[pop.ix()].pool.as_ref().expect("pooled");
+                let pool = self.pops[pop.ix()].pool().expect("pooled");
                 let i = &pool.instances[inst as usize];
                 if !(i.generation == gen_ && i.node == node.0) {
                     held[node.ix()] += 1;

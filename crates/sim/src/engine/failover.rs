@@ -61,12 +61,12 @@ impl Engine {
         let spilled_total: u64 = f
             .pops
             .iter()
-            .map(|&p| self.pops[p.ix()].spilled_total)
+            .map(|&p| self.pops[p.ix()].spill_totals().0)
             .sum();
         let started_total: u64 = f
             .pops
             .iter()
-            .map(|&p| self.pops[p.ix()].started_total)
+            .map(|&p| self.pops[p.ix()].spill_totals().1)
             .sum();
         let now_seen = Seen {
             primary_arrivals: p.totals().0,
@@ -110,7 +110,7 @@ impl Engine {
             0.0
         };
         for &p in &f.pops {
-            self.pops[p.ix()].spill = share;
+            self.pops[p.ix()].set_spill(share);
         }
         let next = now.saturating_add(f.period);
         if next <= self.end {

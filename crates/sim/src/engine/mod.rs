@@ -104,7 +104,7 @@ use self::gateway::Gateway;
 use self::ids::{Comp, GatewayId, LbId, PodKey, PopId, RouteId, SeriesId, ServiceId, SiteId};
 use self::lb::{Lb, LbPools};
 use self::population::Population;
-use self::rate::RateSchedule;
+
 use self::recorder::{Meta, Recorder};
 use self::scale::{FleetScale, scaled};
 use self::service::Service;
@@ -496,53 +496,35 @@ impl Engine {
                     .iter()
                     .map(|s| (s.at, s.rate * scale, s.ramp))
                     .collect();
-                Population {
-                    name: c.name.get_ref().clone(),
-                    route: names.route(c.route.get_ref()),
-                    schedule: RateSchedule::new(c.rate * scale, &steps)
-                        .with_diurnal(c.diurnal.as_ref()),
-                    timeout: deadlines.list(c.timeout),
-                    caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
-                    honour_retry_after: c.honour_retry_after,
-                    site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
-                    class: c.criticality,
-                    failover_route: c.failover_route.as_ref().map(|f| names.route(f.get_ref())),
-                    spill: 0.0,
-                    arrival_generation: 0,
-                    spilled_total: 0,
-                    started_total: 0,
-                    fanout: c.fanout,
-                    fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
-                    fanout_lane: queue.lane(c.fanout_delay),
-                    give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
-                    workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
-                    busy: 0,
-                    backlog: Default::default(),
-                    backlog_peak: 0,
-                    pending_dispatch: 0,
-                    wait_max: Nanos::ZERO,
-                    pool: c.connections.as_ref().map(|conn| {
-                        let lb = match routes_first_hop(sc, &names, c.route.get_ref()) {
-                            Comp::Lb(l) => l,
-                            _ => unreachable!("validated: connections start at an lb"),
-                        };
-                        let keepalive = sc.lbs[lb.ix()]
-                            .connections
-                            .as_ref()
-                            .expect("validated: the lb has connections")
-                            .keepalive_timeout;
-                        conn::Pool::new(
-                            lb,
-                            scaled(conn.instances, scale),
-                            conn.idle_timeout.min(keepalive),
-                            conn.reconnect_backoff.as_ref().map(|b| {
-                                stormbreak_policy::retry::Backoff::new(b)
-                                    .expect("validated backoff")
-                            }),
-                        )
-                    }),
-                    rng: entity_rng(seed, i as u64),
-                }
+                let pool = c.connections.as_ref().map(|conn| {
+                    let lb = match routes_first_hop(sc, &names, c.route.get_ref()) {
+                        Comp::Lb(l) => l,
+                        _ => unreachable!("validated: connections start at an lb"),
+                    };
+                    let keepalive = sc.lbs[lb.ix()]
+                        .connections
+                        .as_ref()
+                        .expect("validated: the lb has connections")
+                        .keepalive_timeout;
+                    conn::Pool::new(
+                        lb,
+                        scaled(conn.instances, scale),
+                        conn.idle_timeout.min(keepalive),
+                        conn.reconnect_backoff.as_ref().map(|b| {
+                            stormbreak_policy::retry::Backoff::new(b).expect("validated backoff")
+                        }),
+                    )
+                });
+                Population::build(
+                    c,
+                    scale,
+                    &names,
+                    &mut deadlines,
+                    &mut queue,
+                    steps,
+                    pool,
+                    entity_rng(seed, i as u64),
+                )
             })
             .collect();
         let failovers = sc
@@ -818,7 +800,7 @@ impl Engine {
                 },
             )
         };
-        let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name);
+        let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name());
         match &ev {
             Ev::Arrive { pop: p, .. } | Ev::Dispatch { pop: p } => pop(p),
             Ev::ClientRetry { req, .. } => self

@@ -140,11 +140,11 @@ impl Engine {
         rec.peak_events_per_s = rec
             .peak_events_per_s
             .max(events as f64 / (rec.interval.as_nanos() as f64 / 1e9));
-        for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
-            let oldest = pop.backlog.front().map_or(Nanos::ZERO, |t| now - t);
-            let wait = pop.wait_max.max(oldest).as_secs_f64();
-            pop.wait_max = Nanos::ZERO;
-            let series = &mut rec.routes[pop.route.ix()].series;
+        for pop in &mut self.pops {
+            let Some((route, wait)) = pop.take_job_wait(now) else {
+                continue;
+            };
+            let series = &mut rec.routes[route.ix()].series;
             let i = series.attempts.len();
             if series.job_wait_s.len() <= i {
                 series.job_wait_s.resize(i + 1, 0.0);
@@ -264,7 +264,12 @@ impl Engine {
             attempts: self.flight.created,
             peak_in_flight: self.flight.peak,
             peak_events_per_s: rec.peak_events_per_s,
-            peak_job_backlog: self.pops.iter().map(|p| p.backlog_peak).max().unwrap_or(0),
+            peak_job_backlog: self
+                .pops
+                .iter()
+                .map(|p| p.backlog_peak())
+                .max()
+                .unwrap_or(0),
             bounds_hit: rec.bound_hits,
         }
     }

@@ -361,7 +361,7 @@ impl Engine {
                 self.lbs[lb].restart(all);
             }
             Action::SetRetry { target, retry } => match target {
-                RetryTarget::Client(p) => self.pops[p.ix()].caller.set_retry(retry.as_ref()),
+                RetryTarget::Client(p) => self.pops[p.ix()].caller_mut().set_retry(retry.as_ref()),
                 RetryTarget::Gateway(g) => self.gateways[g.ix()].caller.set_retry(retry.as_ref()),
             },
             Action::Shed {
@@ -414,15 +414,13 @@ impl Engine {
             }
             Action::ShiftTraffic { pops, fraction } => {
                 for p in pops {
-                    self.pops[p.ix()].spill = fraction;
+                    self.pops[p.ix()].set_spill(fraction);
                 }
             }
             Action::SetRate { pop, rate } => {
                 let now = self.now;
                 let scaled = rate * self.scale;
-                let p = &mut self.pops[pop.ix()];
-                p.schedule = p.schedule.constant_from(now, scaled);
-                p.arrival_generation += 1;
+                self.pops[pop.ix()].set_rate(now, scaled);
                 self.schedule_arrival(pop);
             }
             Action::SlowService { svc, factor, add } => self.slow_service(idx, svc, factor, add),
