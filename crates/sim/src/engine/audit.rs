@@ -63,7 +63,7 @@ impl Engine {
         let mut slots: Vec<Vec<u32>> = self
             .gateways
             .iter()
-            .map(|g| vec![0; g.admission.as_ref().map_or(0, |a| a.instances() as usize)])
+            .map(|g| vec![0; g.admission().map_or(0, |a| a.instances() as usize)])
             .collect();
         // And places in its queue.
         let mut queued = slots.clone();
@@ -176,30 +176,11 @@ impl Engine {
             live
         );
         for (g, gw) in self.gateways.iter().enumerate() {
-            let Some(adm) = &gw.admission else { continue };
-            for (i, &held) in slots[g].iter().enumerate() {
-                ensure!(
-                    adm.inflight_of(i as u32) == held,
-                    "gateway {}: instance {i} counts {} in flight, {} attempts hold a slot",
-                    self.rec.comps[gw.series.ix()].name,
-                    adm.inflight_of(i as u32),
-                    held
-                );
-                let waiting = queued[g][i];
-                ensure!(
-                    adm.waiting_of(i as u32) == waiting,
-                    "gateway {}: instance {i} counts {} waiting, {} attempts hold a queue place",
-                    self.rec.comps[gw.series.ix()].name,
-                    adm.waiting_of(i as u32),
-                    waiting
-                );
-                ensure!(
-                    gw.waiters.get(i).map_or(0, |w| w.len()) >= waiting as usize,
-                    "gateway {}: instance {i} has {waiting} waiting but {} keys queued",
-                    self.rec.comps[gw.series.ix()].name,
-                    gw.waiters.get(i).map_or(0, |w| w.len())
-                );
-            }
+            gw.audit(
+                &self.rec.comps[gw.series().ix()].name,
+                &slots[g],
+                &queued[g],
+            )?;
         }
         for (l, lb) in self.lbs.iter().enumerate() {
             lb.audit_flows(&self.rec.comps[lb.series().ix()].name, &flows[l])?;

@@ -85,7 +85,7 @@ mod service;
 mod stats;
 mod timeline;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -97,7 +97,6 @@ pub use audit::AuditError;
 pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError, Stopped};
 
 use self::attempt::Flight;
-use self::caller::Caller;
 use self::deadline::TimeoutList;
 use self::failover::FailoverCtl;
 use self::gateway::Gateway;
@@ -106,7 +105,7 @@ use self::lb::{Lb, LbPools};
 use self::population::Population;
 
 use self::recorder::{Meta, Recorder};
-use self::scale::{FleetScale, scaled};
+use self::scale::scaled;
 use self::service::Service;
 use self::timeline::Planned;
 use crate::queue::{EventQueue, Lane};
@@ -430,36 +429,17 @@ impl Engine {
             .gateways
             .iter()
             .enumerate()
-            .map(|(i, g)| Gateway {
-                dependency: g.dependency.as_ref().map(|d| names.route(d.get_ref())),
-                timeout: deadlines.list(g.timeout),
-                caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
-                rng: entity_rng(seed, 1_000 + i as u64),
-                admission: g.limit.as_ref().map(|l| {
-                    gateway::admission(
-                        l,
-                        g.saturation.as_ref(),
-                        g.queue.as_ref(),
-                        g.instances,
-                        scale,
-                        entity_rng(seed, 3_000 + i as u64),
-                    )
-                }),
-                waiters: match (&g.limit, &g.queue) {
-                    (Some(_), Some(_)) => {
-                        vec![
-                            VecDeque::new();
-                            FleetScale::new(g.instances, scale).pods(g.instances) as usize
-                        ]
-                    }
-                    _ => Vec::new(),
-                },
-                queue_lane: g
-                    .limit
-                    .as_ref()
-                    .and(g.queue.as_ref())
-                    .map(|q| queue.lane(q.timeout)),
-                series: rec.add_component(g.name.get_ref(), "gateway"),
+            .map(|(i, g)| {
+                Gateway::build(
+                    g,
+                    scale,
+                    &names,
+                    &mut deadlines,
+                    &mut queue,
+                    entity_rng(seed, 1_000 + i as u64),
+                    entity_rng(seed, 3_000 + i as u64),
+                    rec.add_component(g.name.get_ref(), "gateway"),
+                )
             })
             .collect();
         let services = sc
@@ -869,7 +849,7 @@ impl Engine {
     fn series_of(&self, c: Comp) -> SeriesId {
         match c {
             Comp::Lb(i) => self.lbs[i].series(),
-            Comp::Gateway(i) => self.gateways[i.ix()].series,
+            Comp::Gateway(i) => self.gateways[i.ix()].series(),
             Comp::Service(i) => self.services[i.ix()].series(),
         }
     }

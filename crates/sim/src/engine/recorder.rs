@@ -199,10 +199,10 @@ impl Engine {
             c.app_utilisation.push(0.0);
         }
         for gw in &self.gateways {
-            let c = &mut rec.comps[gw.series.ix()];
+            let c = &mut rec.comps[gw.series().ix()];
             // A gateway without a limit has no gauge of its own.
             let (inflight, limit, waiting, instances) =
-                gw.admission.as_ref().map_or((0.0, 0.0, 0.0, 0.0), |a| {
+                gw.admission().map_or((0.0, 0.0, 0.0, 0.0), |a| {
                     (
                         a.inflight() as f64,
                         a.limit() as f64,

@@ -362,7 +362,9 @@ impl Engine {
             }
             Action::SetRetry { target, retry } => match target {
                 RetryTarget::Client(p) => self.pops[p.ix()].caller_mut().set_retry(retry.as_ref()),
-                RetryTarget::Gateway(g) => self.gateways[g.ix()].caller.set_retry(retry.as_ref()),
+                RetryTarget::Gateway(g) => {
+                    self.gateways[g.ix()].caller_mut().set_retry(retry.as_ref())
+                }
             },
             Action::Shed {
                 lb,
