@@ -248,7 +248,7 @@ impl Engine {
     ) -> Key {
         let comp = self.routes[route.ix()].path[hop as usize];
         if hop == 0 {
-            self.rec.routes[route.ix()].acc.attempts += 1;
+            self.rec.route_acc(route).attempts += 1;
         }
         self.flight.created += 1;
         let k = self.flight.attempts.insert(Attempt {
@@ -272,7 +272,7 @@ impl Engine {
             let err = super::RunError::InFlight {
                 limit: "attempts_in_flight",
                 at: self.now,
-                component: format!("route {:?}", self.rec.routes[route.ix()].series.name),
+                component: format!("route {:?}", self.rec.route_name(route)),
                 what: format!(
                     "more than {} attempts in flight in the run",
                     self.limits.attempts_in_flight
@@ -355,7 +355,7 @@ impl Engine {
         }
         self.flight.released += 1;
         if a.hop == 0 {
-            let acc = &mut self.rec.routes[a.route.ix()].acc;
+            let acc = &mut self.rec.route_acc(a.route);
             match res {
                 Res::Ok => {
                     acc.successes += 1;

@@ -67,7 +67,7 @@ impl Engine {
             .collect();
         // And places in its queue.
         let mut queued = slots.clone();
-        let mut present = vec![0u64; self.rec.comps.len()];
+        let mut present = vec![0u64; self.rec.comp_count()];
         let mut problem = None;
         flight.attempts.for_each(|k, a| {
             if problem.is_some() {
@@ -176,23 +176,19 @@ impl Engine {
             live
         );
         for (g, gw) in self.gateways.iter().enumerate() {
-            gw.audit(
-                &self.rec.comps[gw.series().ix()].name,
-                &slots[g],
-                &queued[g],
-            )?;
+            gw.audit(&self.rec.comp_name(gw.series()), &slots[g], &queued[g])?;
         }
         for (l, lb) in self.lbs.iter().enumerate() {
-            lb.audit_flows(&self.rec.comps[lb.series().ix()].name, &flows[l])?;
+            lb.audit_flows(&self.rec.comp_name(lb.series()), &flows[l])?;
         }
         for (l, lb) in self.lbs.iter().enumerate() {
             if lb.has_conns() {
                 let held = self.conns_held(super::ids::LbId::new(l));
-                lb.audit_conns(&self.rec.comps[lb.series().ix()].name, &held)?;
+                lb.audit_conns(&self.rec.comp_name(lb.series()), &held)?;
             }
         }
         for (s, svc) in self.services.iter().enumerate() {
-            svc.audit(&self.rec.comps[svc.series().ix()].name, flight, &pods[s])?;
+            svc.audit(&self.rec.comp_name(svc.series()), flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
         flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
@@ -204,7 +200,7 @@ impl Engine {
             ensure!(
                 l == *n,
                 "component {}: Little's gauge says {l} present, {n} attempts there",
-                self.rec.comps[c].name
+                self.rec.comp_name(super::ids::SeriesId::new(c))
             );
         }
         self.audit_deadlines()

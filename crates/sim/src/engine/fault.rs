@@ -21,7 +21,7 @@ use super::Ev;
 use super::attempt::{Phase, Res};
 use super::ids::{Comp, LbId, PodKey, SeriesId, ServiceId};
 use super::scale::scaled;
-use crate::record::{AppliedAction, Cause};
+use crate::record::Cause;
 use crate::scenario::StallMode;
 use crate::slab::Key;
 
@@ -270,6 +270,6 @@ impl Engine {
             }
         }
         let what = format!("end of: {}", self.timeline[idx].what);
-        self.rec.applied.push(AppliedAction { at: self.now, what });
+        self.rec.applied(self.now, what);
     }
 }

@@ -221,7 +221,7 @@ impl Engine {
         self.flight.get_mut(att).phase = Phase::New;
         match dependency {
             Some(dep) => {
-                self.rec.routes[dep.ix()].acc.first_attempts += 1;
+                self.rec.route_acc(dep).first_attempts += 1;
                 self.call_dependency(att, g, dep);
             }
             None => self.forward(att, Some(timeout)),

@@ -18,7 +18,7 @@ use super::audit::ensure;
 use super::conn::{Conn, LbConns};
 use super::ids::{Comp, LbId, NodeId, RouteId, SeriesId, SiteId};
 use super::scale::scaled;
-use crate::record::{AppliedAction, Cause};
+use crate::record::Cause;
 use crate::scenario::LbSpec;
 use crate::slab::Key;
 
@@ -541,10 +541,10 @@ impl Engine {
                 lb.ramps.retain(|r| r.route != route);
                 let what = format!(
                     "staged restore of {} at {} complete",
-                    self.rec.routes[route.ix()].series.name,
-                    self.rec.comps[lb.series.ix()].name
+                    self.rec.route_name(route),
+                    self.rec.comp_name(lb.series)
                 );
-                self.rec.applied.push(AppliedAction { at: now, what });
+                self.rec.applied(now, what);
             }
         }
     }

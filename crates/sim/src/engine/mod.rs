@@ -550,7 +550,7 @@ impl Engine {
             services,
             failovers,
             undo: vec![fault::Undo::Nothing; timeline.len()],
-            stalls: fault::Stalls::new(rec.comps.len()),
+            stalls: fault::Stalls::new(rec.comp_count()),
             timeline,
             rec,
             limits: Limits::default().lowered_to(&sc.limits),
@@ -561,7 +561,7 @@ impl Engine {
         for p in 0..e.pops.len() {
             e.schedule_arrival(PopId::new(p));
         }
-        e.queue.schedule(e.rec.interval, Ev::Tick);
+        e.queue.schedule(e.rec.interval(), Ev::Tick);
         for (s, svc) in e.services.iter().enumerate() {
             if let Some(at) = svc.first_autoscale() {
                 e.queue.schedule(
@@ -606,7 +606,7 @@ impl Engine {
 
     /// Default bounds that have refused work so far.
     pub fn bounds_hit(&self) -> &[BoundHit] {
-        &self.rec.bound_hits
+        self.rec.bound_hits()
     }
 
     /// Replaces the run's bounds (before the run starts): `limits` (the
@@ -775,7 +775,7 @@ impl Engine {
             self.flight.attempts.get(*k).map_or_else(
                 || "a finished attempt".to_owned(),
                 |a| {
-                    let comp = &self.rec.comps[self.series_of(a.comp).ix()];
+                    let comp = self.rec.comp(self.series_of(a.comp));
                     format!("{} {:?}", comp.kind, comp.name)
                 },
             )
@@ -795,11 +795,11 @@ impl Engine {
             | Ev::SidecarExpiry { svc, .. } => {
                 format!(
                     "service {:?}",
-                    self.rec.comps[self.services[svc.ix()].series().ix()].name
+                    self.rec.comp_name(self.services[svc.ix()].series())
                 )
             }
             Ev::RampWake { lb, .. } => {
-                format!("lb {:?}", self.rec.comps[self.lbs[*lb].series().ix()].name)
+                format!("lb {:?}", self.rec.comp_name(self.lbs[*lb].series()))
             }
             Ev::Timeout { list } => format!(
                 "the callers' per-try timeouts of {}",

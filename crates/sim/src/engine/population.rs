@@ -268,7 +268,7 @@ impl Engine {
             Some(f) if pop.spill > 0.0 && pop.rng.random::<f64>() < pop.spill => f,
             _ => pop.route,
         };
-        self.rec.routes[route.ix()].acc.first_attempts += 1;
+        self.rec.route_acc(route).first_attempts += 1;
         let inst = match &pop.pool {
             Some(pool) => pop.rng.random_range(0..pool.len()),
             None => 0,
@@ -329,7 +329,7 @@ impl Engine {
         {
             // Failed inside the client: an attempt of the route that never
             // reaches its first hop.
-            let acc = &mut self.rec.routes[r.route.ix()].acc;
+            let acc = &mut self.rec.route_acc(r.route);
             acc.attempts += 1;
             acc.errors[crate::record::Cause::Unavailable as usize] += 1;
             return self.client_outcome(req, Res::fail(crate::record::Cause::Unavailable));

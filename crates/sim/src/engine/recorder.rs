@@ -6,7 +6,7 @@
 use stormbreak_policy::Nanos;
 
 use super::Engine;
-use super::ids::SeriesId;
+use super::ids::{RouteId, SeriesId};
 use super::limits::BoundHit;
 use super::stats::Little;
 use crate::record::{
@@ -16,8 +16,8 @@ use crate::record::{
 /// A route's counters for the current interval and its series so far.
 #[derive(Debug)]
 pub(crate) struct RouteRec {
-    pub(crate) acc: RouteAcc,
-    pub(crate) series: RouteSeries,
+    acc: RouteAcc,
+    series: RouteSeries,
 }
 
 /// Run metadata carried into the [`Recording`].
@@ -31,18 +31,18 @@ pub(crate) struct Meta {
 
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    pub(crate) interval: Nanos,
-    pub(crate) routes: Vec<RouteRec>,
-    pub(crate) comps: Vec<ComponentSeries>,
+    interval: Nanos,
+    routes: Vec<RouteRec>,
+    comps: Vec<ComponentSeries>,
     arrivals: Vec<u64>,
     rejected: Vec<u64>,
     little: Vec<Little>,
-    pub(crate) applied: Vec<AppliedAction>,
-    pub(crate) meta: Meta,
-    pub(crate) bound_hits: Vec<BoundHit>,
+    applied: Vec<AppliedAction>,
+    meta: Meta,
+    bound_hits: Vec<BoundHit>,
     /// Events at the last tick, for the events-per-second gauge.
     events_at_tick: u64,
-    pub(crate) peak_events_per_s: f64,
+    peak_events_per_s: f64,
 }
 
 impl Recorder {
@@ -82,6 +82,43 @@ impl Recorder {
                 ..Default::default()
             },
         });
+    }
+
+    #[inline]
+    pub(crate) fn interval(&self) -> Nanos {
+        self.interval
+    }
+
+    pub(crate) fn comp_count(&self) -> usize {
+        self.comps.len()
+    }
+
+    pub(crate) fn comp(&self, c: SeriesId) -> &ComponentSeries {
+        &self.comps[c.ix()]
+    }
+
+    /// A component's name in the scenario, for messages.
+    pub(crate) fn comp_name(&self, c: SeriesId) -> &str {
+        &self.comps[c.ix()].name
+    }
+
+    /// A route's counters for the current interval.
+    #[inline]
+    pub(crate) fn route_acc(&mut self, r: RouteId) -> &mut RouteAcc {
+        &mut self.routes[r.ix()].acc
+    }
+
+    pub(crate) fn route_name(&self, r: RouteId) -> &str {
+        &self.routes[r.ix()].series.name
+    }
+
+    /// An action (or its end) as the recording lists it.
+    pub(crate) fn applied(&mut self, at: Nanos, what: String) {
+        self.applied.push(AppliedAction { at, what });
+    }
+
+    pub(crate) fn bound_hits(&self) -> &[BoundHit] {
+        &self.bound_hits
     }
 
     #[inline]

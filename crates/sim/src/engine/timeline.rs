@@ -9,7 +9,6 @@ use stormbreak_policy::shed::{Criticality, ShedRule};
 use super::Engine;
 use super::Names;
 use super::ids::{Comp, GatewayId, LbId, PopId, RouteId, ServiceId, SiteId};
-use crate::record::AppliedAction;
 use crate::scenario::{ActionKind, StallMode};
 
 /// Whose retry policy a `set_retry` replaces.
@@ -441,7 +440,7 @@ impl Engine {
                 maxconn,
             } => self.set_lb_limit(idx, lb, node, flows_per_node, maxconn),
         }
-        self.rec.applied.push(AppliedAction { at, what });
+        self.rec.applied(at, what);
     }
 }
 
