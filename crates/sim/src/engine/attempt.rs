@@ -142,8 +142,8 @@ impl Res {
 /// conservation law is checked against.
 #[derive(Debug)]
 pub(crate) struct Flight {
-    pub(crate) attempts: Slab<Attempt>,
-    pub(crate) requests: Slab<super::population::Request>,
+    attempts: Slab<Attempt>,
+    requests: Slab<super::population::Request>,
     /// Gateway attempts' retry state, by the attempt's slab index: a side
     /// table, so that the attempt every hop touches stays small (the
     /// state is 40 bytes, and only gateway attempts have one).
@@ -154,11 +154,11 @@ pub(crate) struct Flight {
     /// attempt left, and nothing reads it.
     calls: Vec<CallState>,
     /// Attempts ever created.
-    pub(crate) created: u64,
+    created: u64,
     /// Attempts whose caller heard from them or that were orphaned.
-    pub(crate) released: u64,
+    released: u64,
     /// Most attempts in flight at once.
-    pub(crate) peak: usize,
+    peak: usize,
 }
 
 impl Flight {
@@ -171,6 +171,80 @@ impl Flight {
             released: 0,
             peak: 0,
         }
+    }
+
+    /// The attempt of key `k`, if it is still in flight.
+    #[inline]
+    pub(crate) fn attempt(&self, k: Key) -> Option<&Attempt> {
+        self.attempts.get(k)
+    }
+
+    #[inline]
+    pub(crate) fn attempt_mut(&mut self, k: Key) -> Option<&mut Attempt> {
+        self.attempts.get_mut(k)
+    }
+
+    /// Every attempt in flight, in slab order.
+    pub(crate) fn for_each_attempt(&self, f: impl FnMut(Key, &Attempt)) {
+        self.attempts.for_each(f);
+    }
+
+    /// The attempts' slab, for the per-try timeout lists threaded through
+    /// their `link`s (`deadline`): a borrowed view, so that the lists walk
+    /// and relink slots by index without a lookup a step.
+    #[inline]
+    pub(crate) fn slab(&self) -> &Slab<Attempt> {
+        &self.attempts
+    }
+
+    #[inline]
+    pub(crate) fn slab_mut(&mut self) -> &mut Slab<Attempt> {
+        &mut self.attempts
+    }
+
+    /// Attempts in flight now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.attempts.len()
+    }
+
+    #[inline]
+    pub(crate) fn request(&self, k: Key) -> Option<&super::population::Request> {
+        self.requests.get(k)
+    }
+
+    #[inline]
+    pub(crate) fn request_mut(&mut self, k: Key) -> Option<&mut super::population::Request> {
+        self.requests.get_mut(k)
+    }
+
+    pub(crate) fn for_each_request(&self, f: impl FnMut(Key, &super::population::Request)) {
+        self.requests.for_each(f);
+    }
+
+    /// A logical request starts (its attempts are counted as they are
+    /// created).
+    #[inline]
+    pub(crate) fn insert_request(&mut self, r: super::population::Request) -> Key {
+        self.requests.insert(r)
+    }
+
+    #[inline]
+    pub(crate) fn remove_request(&mut self, k: Key) -> Option<super::population::Request> {
+        self.requests.remove(k)
+    }
+
+    /// The ledger: attempts ever created, released, and most in flight at
+    /// once.
+    pub(crate) fn created(&self) -> u64 {
+        self.created
+    }
+
+    pub(crate) fn released(&self) -> u64 {
+        self.released
+    }
+
+    pub(crate) fn peak(&self) -> usize {
+        self.peak
     }
 
     #[inline]

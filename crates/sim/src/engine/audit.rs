@@ -69,7 +69,7 @@ impl Engine {
         let mut queued = slots.clone();
         let mut present = vec![0u64; self.rec.comp_count()];
         let mut problem = None;
-        flight.attempts.for_each(|k, a| {
+        flight.for_each_attempt(|k, a| {
             if problem.is_some() {
                 return;
             }
@@ -78,7 +78,7 @@ impl Engine {
                 attached += 1;
             }
             if let Parent::Attempt(p) = a.parent {
-                match flight.attempts.get(p) {
+                match flight.attempt(p) {
                     Some(pa) if pa.child == Some(k) => {}
                     _ => {
                         problem = Some(format!(
@@ -88,12 +88,12 @@ impl Engine {
                 }
             }
             if let Parent::Client(r) = a.parent
-                && flight.requests.get(r).is_none()
+                && flight.request(r).is_none()
             {
                 problem = Some(format!("attempt {k:?} is attached to a finished request"));
             }
             if let Some(c) = a.child {
-                match flight.attempts.get(c) {
+                match flight.attempt(c) {
                     Some(ca) if ca.parent == Parent::Attempt(k) => {}
                     _ => {
                         problem = Some(format!(
@@ -166,12 +166,12 @@ impl Engine {
         if let Some(p) = problem {
             return Err(AuditError(p));
         }
-        let live = flight.attempts.len() as u64;
+        let live = flight.in_flight() as u64;
         ensure!(
-            flight.created == flight.released + attached,
+            flight.created() == flight.released() + attached,
             "attempts: {} created, {} released, {} attached in flight ({} in flight)",
-            flight.created,
-            flight.released,
+            flight.created(),
+            flight.released(),
             attached,
             live
         );
@@ -191,7 +191,7 @@ impl Engine {
             svc.audit(&self.rec.comp_name(svc.series()), flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
-        flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
+        flight.for_each_request(|_, r| requests[r.pop.ix()] += 1);
         for (p, pop) in self.pops.iter().enumerate() {
             pop.audit(p, requests[p])?;
         }
@@ -210,7 +210,7 @@ impl Engine {
     /// attempts linked to it, in creation order, and its one event is due
     /// no later than its front's deadline.
     fn audit_deadlines(&self) -> Result<(), AuditError> {
-        let attempts = &self.flight.attempts;
+        let attempts = self.flight.slab();
         let mut on_lists = 0usize;
         for (l, (duration, expiry_at)) in self.deadlines.lists().enumerate() {
             let mut last = Nanos::ZERO;
@@ -253,8 +253,7 @@ pub(crate) fn in_queue<W: super::attempt::Waiting>(
     q.iter()
         .filter(|w| {
             flight
-                .attempts
-                .get(w.key())
+                .attempt(w.key())
                 .is_some_and(|a| a.phase == phase && a.held == Held::Pod(k))
         })
         .count() as u32

@@ -242,7 +242,7 @@ impl Engine {
     pub(crate) fn connect(&mut self, att: Key, a: &Attempt, l: LbId) -> Option<NodeId> {
         let pooled = match a.parent {
             Parent::Client(req) if a.hop == 0 => {
-                let r = self.flight.requests.get(req).expect("a live request");
+                let r = self.flight.request(req).expect("a live request");
                 let pop = r.pop;
                 self.pops[pop.ix()]
                     .pool()
@@ -410,7 +410,7 @@ impl Engine {
                 }
             }
         }
-        self.flight.attempts.for_each(|_, a| match a.conn {
+        self.flight.for_each_attempt(|_, a| match a.conn {
             Conn::Oneshot { node } if a.comp == super::ids::Comp::Lb(l) => held[node.ix()] += 1,
             Conn::Pooled {
                 pop,

@@ -191,7 +191,7 @@ impl Engine {
     #[inline]
     pub(crate) fn arm_timeout(&mut self, l: TimeoutList, att: crate::slab::Key) {
         debug_assert_eq!(self.flight.get(att).started, self.now);
-        if let Some(at) = self.deadlines.push(&mut self.flight.attempts, l, att.index) {
+        if let Some(at) = self.deadlines.push(self.flight.slab_mut(), l, att.index) {
             self.queue.schedule(at, super::Ev::Timeout { list: l });
         }
     }
@@ -201,8 +201,7 @@ impl Engine {
     #[inline]
     pub(crate) fn disarm_timeout(&mut self, index: u32, link: Link) {
         if link.is_linked() {
-            self.deadlines
-                .unlink(&mut self.flight.attempts, index, link);
+            self.deadlines.unlink(self.flight.slab_mut(), index, link);
         }
     }
 
@@ -222,7 +221,7 @@ impl Engine {
             }
             let key = self
                 .flight
-                .attempts
+                .slab()
                 .key_at(head)
                 .expect("a linked attempt is live");
             let a = self.flight.get(key);
@@ -234,7 +233,7 @@ impl Engine {
                 return;
             }
             let link = a.link;
-            self.deadlines.unlink(&mut self.flight.attempts, head, link);
+            self.deadlines.unlink(self.flight.slab_mut(), head, link);
             self.on_timeout(key);
         }
     }

@@ -95,8 +95,8 @@ impl Engine {
                 // Timed-out attempts leave stale keys behind; drop them
                 // once they could outnumber the live ones (amortised O(1)).
                 if hung.len() >= 1024 && hung.len().is_power_of_two() {
-                    let attempts = &self.flight.attempts;
-                    hung.retain(|&k| attempts.get(k).is_some_and(|a| a.phase == Phase::Stalled));
+                    let flight = &self.flight;
+                    hung.retain(|&k| flight.attempt(k).is_some_and(|a| a.phase == Phase::Stalled));
                 }
                 hung.push(att);
             }
@@ -106,7 +106,7 @@ impl Engine {
     /// A hung attempt its caller stopped waiting for: nothing holds or
     /// waits for it any more, so it leaves now.
     pub(crate) fn drop_hung(&mut self, att: Key) {
-        if let Some(a) = self.flight.attempts.get(att)
+        if let Some(a) = self.flight.attempt(att)
             && a.phase == Phase::Stalled
             && a.child.is_none()
         {
@@ -143,8 +143,7 @@ impl Engine {
             for k in std::mem::take(&mut self.stalls.hung[s.ix()]) {
                 if self
                     .flight
-                    .attempts
-                    .get(k)
+                    .attempt(k)
                     .is_some_and(|a| a.phase == Phase::Stalled)
                 {
                     self.complete(k, Res::fail(Cause::Reset));

@@ -241,8 +241,7 @@ impl Engine {
         while let Some(k) = waiters.pop_front() {
             let live = self
                 .flight
-                .attempts
-                .get(k)
+                .attempt(k)
                 .is_some_and(|a| a.phase == Phase::GatewayQueued);
             if !live {
                 continue; // timed out in the queue already
@@ -343,7 +342,7 @@ impl Engine {
     }
 
     pub(crate) fn on_gateway_retry(&mut self, att: Key) {
-        let Some(a) = self.flight.attempts.get(att) else {
+        let Some(a) = self.flight.attempt(att) else {
             return;
         };
         let super::ids::Comp::Gateway(g) = a.comp else {

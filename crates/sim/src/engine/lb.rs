@@ -478,7 +478,7 @@ impl Engine {
         // Pauses are rare operator actions: a scan of the slab is fine here.
         let mut victims = Vec::new();
         let lb = &self.lbs[l];
-        self.flight.attempts.for_each(|k, a| {
+        self.flight.for_each_attempt(|k, a| {
             if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held)
                 && x == l
                 && lb.nodes[node.ix()].paused
@@ -490,7 +490,7 @@ impl Engine {
             // Resetting one flow can end another victim first: a gateway
             // whose dependency route crosses this LB gives up on its call
             // and completes its own flow here.
-            let Some(a) = self.flight.attempts.get_mut(k) else {
+            let Some(a) = self.flight.attempt_mut(k) else {
                 continue;
             };
             if !matches!(a.held, Held::Flow(_)) {

@@ -772,7 +772,7 @@ impl Engine {
     /// The entity an event concerns, in the scenario's names.
     fn describe(&self, ev: Ev) -> String {
         let attempt = |k: &Key| {
-            self.flight.attempts.get(*k).map_or_else(
+            self.flight.attempt(*k).map_or_else(
                 || "a finished attempt".to_owned(),
                 |a| {
                     let comp = self.rec.comp(self.series_of(a.comp));
@@ -785,8 +785,7 @@ impl Engine {
             Ev::Arrive { pop: p, .. } | Ev::Dispatch { pop: p } => pop(p),
             Ev::ClientRetry { req, .. } => self
                 .flight
-                .requests
-                .get(*req)
+                .request(*req)
                 .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop)),
             Ev::Done { att } | Ev::QueueTimeout { att } | Ev::GatewayRetry { att } => attempt(att),
             Ev::Autoscale { svc }

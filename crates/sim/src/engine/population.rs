@@ -273,7 +273,7 @@ impl Engine {
             Some(pool) => pop.rng.random_range(0..pool.len()),
             None => 0,
         };
-        let req = self.flight.requests.insert(Request {
+        let req = self.flight.insert_request(Request {
             pop: p,
             route,
             call,
@@ -286,7 +286,7 @@ impl Engine {
 
     /// A logical request is over: its worker takes the oldest waiting job.
     fn finish_request(&mut self, req: Key) {
-        let Some(r) = self.flight.requests.remove(req) else {
+        let Some(r) = self.flight.remove_request(req) else {
             return;
         };
         let pop = &mut self.pops[r.pop.ix()];
@@ -317,7 +317,7 @@ impl Engine {
     }
 
     fn client_send(&mut self, req: Key) {
-        let r = *self.flight.requests.get(req).expect("a live request");
+        let r = *self.flight.request(req).expect("a live request");
         let pop = &mut self.pops[r.pop.ix()];
         let (timeout, origin) = (pop.timeout, (pop.site, pop.class));
         if r.route != pop.route {
@@ -336,14 +336,14 @@ impl Engine {
         }
         let att = self.new_attempt(r.route, 0, Parent::Client(req), origin);
         self.enter(att);
-        if self.flight.attempts.get(att).is_some() {
+        if self.flight.attempt(att).is_some() {
             self.arm_timeout(timeout, att);
         }
     }
 
     pub(crate) fn on_client_retry(&mut self, req: Key, sends: u32) {
         for _ in 0..sends {
-            if self.flight.requests.get(req).is_some() {
+            if self.flight.request(req).is_some() {
                 self.client_send(req);
             }
         }
@@ -352,7 +352,7 @@ impl Engine {
     /// A client attempt answered (or timed out): retry, fan out or finish.
     pub(crate) fn client_outcome(&mut self, req: Key, res: Res) {
         let now = self.now;
-        let Some(r) = self.flight.requests.get_mut(req) else {
+        let Some(r) = self.flight.request_mut(req) else {
             return;
         };
         r.live -= 1;

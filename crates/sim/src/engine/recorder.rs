@@ -298,8 +298,8 @@ impl Engine {
             components: rec.comps,
             actions: rec.applied,
             events: self.events,
-            attempts: self.flight.created,
-            peak_in_flight: self.flight.peak,
+            attempts: self.flight.created(),
+            peak_in_flight: self.flight.peak(),
             peak_events_per_s: rec.peak_events_per_s,
             peak_job_backlog: self
                 .pops

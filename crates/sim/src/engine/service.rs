@@ -463,8 +463,7 @@ impl Service {
             );
             let mut waiting = pod.sidecar_queue.iter().filter(|w| {
                 flight
-                    .attempts
-                    .get(w.att)
+                    .attempt(w.att)
                     .is_some_and(|a| a.phase == Phase::SidecarQueued)
             });
             if let Some(first) = waiting.next() {
@@ -666,7 +665,7 @@ impl Engine {
 
     pub(crate) fn on_service_done(&mut self, att: Key) {
         // A killed pod's attempts were reset; their completions are stale.
-        let Some(&a) = self.flight.attempts.get(att) else {
+        let Some(&a) = self.flight.attempt(att) else {
             return;
         };
         let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
@@ -694,7 +693,7 @@ impl Engine {
             let Some(next) = svc.pod_mut(p).app_queue.pop_front() else {
                 return;
             };
-            let Some(a) = self.flight.attempts.get(next) else {
+            let Some(a) = self.flight.attempt(next) else {
                 continue;
             };
             let abandoned = a.abandoned;
@@ -735,7 +734,7 @@ impl Engine {
             let Some(Waiter { att: next, .. }) = pod.sidecar_queue.pop_front() else {
                 return;
             };
-            let Some(a) = self.flight.attempts.get(next) else {
+            let Some(a) = self.flight.attempt(next) else {
                 continue; // reset while it waited
             };
             let drop = a.abandoned && drop_expired;
@@ -753,7 +752,7 @@ impl Engine {
     /// A gateway waiter's timer fired (sidecar queues keep one timer a
     /// pod: [`Engine::on_sidecar_expiry`]).
     pub(crate) fn on_queue_timeout(&mut self, att: Key) {
-        let Some(a) = self.flight.attempts.get(att) else {
+        let Some(a) = self.flight.attempt(att) else {
             return;
         };
         if let (Phase::GatewayQueued, super::ids::Comp::Gateway(g)) = (a.phase, a.comp) {
@@ -784,8 +783,7 @@ impl Engine {
             };
             let waiting = self
                 .flight
-                .attempts
-                .get(w.att)
+                .attempt(w.att)
                 .is_some_and(|a| a.phase == Phase::SidecarQueued);
             if !waiting {
                 pod.sidecar_queue.pop_front(); // reset while it waited
@@ -871,7 +869,7 @@ impl Engine {
         let now = self.now;
         // A fault is a rare operator action: a scan of the slab is fine.
         let mut on_pod = Vec::new();
-        self.flight.attempts.for_each(|k, a| {
+        self.flight.for_each_attempt(|k, a| {
             if a.comp == Comp::Service(svc) && a.held == Held::Pod(p) {
                 on_pod.push(k);
             }
@@ -880,7 +878,7 @@ impl Engine {
         for k in on_pod {
             // Delivering one reset starts retries elsewhere; check that
             // each attempt is still here all the same.
-            let Some(a) = self.flight.attempts.get_mut(k) else {
+            let Some(a) = self.flight.attempt_mut(k) else {
                 continue;
             };
             if a.held != Held::Pod(p) {
