@@ -362,7 +362,7 @@ impl Engine {
         let a = *self.flight.get(att);
         let ci = self.series_of(a.comp);
         self.rec.arrive(ci, self.now);
-        if self.stalls.active > 0
+        if self.stalls.any()
             && let Some(mode) = self.stalls.mode(ci)
         {
             return self.stalled_enter(att, ci, mode);

@@ -191,7 +191,7 @@ impl Engine {
             svc.audit(&self.rec.comp_name(svc.series()), flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
-        flight.for_each_request(|_, r| requests[r.pop.ix()] += 1);
+        flight.for_each_request(|_, r| requests[r.pop().ix()] += 1);
         for (p, pop) in self.pops.iter().enumerate() {
             pop.audit(p, requests[p])?;
         }

@@ -81,7 +81,7 @@ pub(crate) struct Instance {
 /// A population's processes and their connections to one LB.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    pub(crate) lb: LbId,
+    lb: LbId,
     instances: Vec<Instance>,
     /// The sooner of the client's idle timeout and the LB's keep-alive.
     idle_timeout: Nanos,
@@ -112,6 +112,12 @@ impl Pool {
             idle_timeout,
             backoff,
         }
+    }
+
+    /// The LB its processes connect to.
+    #[inline]
+    pub(crate) fn lb(&self) -> LbId {
+        self.lb
     }
 
     pub(crate) fn len(&self) -> u32 {
@@ -243,11 +249,11 @@ impl Engine {
         let pooled = match a.parent {
             Parent::Client(req) if a.hop == 0 => {
                 let r = self.flight.request(req).expect("a live request");
-                let pop = r.pop;
+                let pop = r.pop();
                 self.pops[pop.ix()]
                     .pool()
                     .filter(|p| p.lb == l)
-                    .map(|_| (pop, r.inst))
+                    .map(|_| (pop, r.inst()))
             }
             _ => None,
         };

@@ -65,7 +65,7 @@ pub(crate) struct Stalls {
     /// Hung attempts per component (stale keys are skipped and compacted).
     hung: Vec<Vec<Key>>,
     /// Components with a stall in force: the hot path checks only this.
-    pub(crate) active: u32,
+    active: u32,
 }
 
 impl Stalls {
@@ -75,6 +75,12 @@ impl Stalls {
             hung: vec![Vec::new(); components],
             active: 0,
         }
+    }
+
+    /// Some stall is in force somewhere.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.active > 0
     }
 
     /// The stall in force at a component, if any.

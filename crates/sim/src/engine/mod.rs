@@ -786,7 +786,7 @@ impl Engine {
             Ev::ClientRetry { req, .. } => self
                 .flight
                 .request(*req)
-                .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop)),
+                .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop())),
             Ev::Done { att } | Ev::QueueTimeout { att } | Ev::GatewayRetry { att } => attempt(att),
             Ev::Autoscale { svc }
             | Ev::PodReady { svc }

@@ -22,16 +22,30 @@ use crate::slab::Key;
 /// One logical request of a population.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Request {
-    pub(crate) pop: PopId,
+    pop: PopId,
     /// The route this request uses (primary or failover).
-    pub(crate) route: RouteId,
-    pub(crate) call: CallState,
+    route: RouteId,
+    call: CallState,
     /// Attempts of this request attached or about to be sent (more than
     /// one with fan-out).
-    pub(crate) live: u32,
-    pub(crate) deadline: Nanos,
+    live: u32,
+    deadline: Nanos,
     /// The client process it comes from (with `connections`; else 0).
-    pub(crate) inst: u32,
+    inst: u32,
+}
+
+impl Request {
+    /// The population it belongs to.
+    #[inline]
+    pub(crate) fn pop(&self) -> PopId {
+        self.pop
+    }
+
+    /// The client process it comes from (with `connections`; else 0).
+    #[inline]
+    pub(crate) fn inst(&self) -> u32 {
+        self.inst
+    }
 }
 
 #[derive(Debug)]
@@ -324,7 +338,7 @@ impl Engine {
             pop.spilled_total += 1;
         }
         if let Some(pool) = &pop.pool
-            && self.routes[r.route.ix()].path[0] == super::ids::Comp::Lb(pool.lb)
+            && self.routes[r.route.ix()].path[0] == super::ids::Comp::Lb(pool.lb())
             && pool.in_backoff(r.inst, self.now)
         {
             // Failed inside the client: an attempt of the route that never

@@ -9,9 +9,7 @@ use super::Engine;
 use super::ids::{RouteId, SeriesId};
 use super::limits::BoundHit;
 use super::stats::Little;
-use crate::record::{
-    AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
-};
+use crate::record::{AppliedAction, Cause, ComponentSeries, Recording, RouteAcc, RouteSeries};
 
 /// A route's counters for the current interval and its series so far.
 #[derive(Debug)]
@@ -157,7 +155,7 @@ impl Recorder {
 
     /// Attempts present at each component now (Little's `L` gauge).
     pub(crate) fn present(&self, c: SeriesId) -> u64 {
-        self.little[c.ix()].present
+        self.little[c.ix()].present()
     }
 }
 
@@ -263,21 +261,7 @@ impl Engine {
         let end = self.now;
         let rec = &mut self.rec;
         for (c, l) in rec.comps.iter_mut().zip(&mut rec.little) {
-            l.advance(end);
-            let secs = end.as_nanos() as f64 / 1e9;
-            c.little = LittleTotals {
-                mean_in_system: if end == Nanos::ZERO {
-                    0.0
-                } else {
-                    l.area / end.as_nanos() as f64
-                },
-                throughput_per_s: l.departures as f64 / secs,
-                mean_sojourn_s: if l.departures == 0 {
-                    0.0
-                } else {
-                    l.sojourn / l.departures as f64 / 1e9
-                },
-            };
+            c.little = l.totals(end);
         }
         let rec = self.rec;
         // A stopped run's recording ends with its last whole interval.
