@@ -22,15 +22,20 @@ struct Seen {
 
 #[derive(Debug)]
 pub(crate) struct FailoverCtl {
-    pub(crate) pops: Vec<PopId>,
-    pub(crate) primary: LbId,
-    pub(crate) secondary: LbId,
-    pub(crate) policy: Failover,
-    pub(crate) period: Nanos,
+    pops: Vec<PopId>,
+    primary: LbId,
+    secondary: LbId,
+    policy: Failover,
+    period: Nanos,
     seen: Seen,
 }
 
 impl FailoverCtl {
+    /// Its first plan is due one period into the run.
+    pub(crate) fn first_plan(&self) -> Nanos {
+        self.period
+    }
+
     pub(crate) fn new(
         pops: Vec<PopId>,
         primary: LbId,

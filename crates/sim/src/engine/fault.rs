@@ -274,7 +274,7 @@ impl Engine {
                 self.lbs[lb].restore_limits(limits);
             }
         }
-        let what = format!("end of: {}", self.timeline[idx].what);
+        let what = format!("end of: {}", self.timeline[idx].what());
         self.rec.applied(self.now, what);
     }
 }

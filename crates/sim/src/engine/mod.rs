@@ -574,7 +574,7 @@ impl Engine {
         }
         for (i, f) in e.failovers.iter().enumerate() {
             e.queue
-                .schedule(f.period, Ev::FailoverPlan { idx: i as u16 });
+                .schedule(f.first_plan(), Ev::FailoverPlan { idx: i as u16 });
         }
         for (at, i) in timeline::plan(&e.timeline) {
             e.queue.schedule(at, Ev::Action { idx: i as u16 });

@@ -101,15 +101,20 @@ pub(crate) enum Action {
 /// words it.
 #[derive(Debug, Clone)]
 pub(crate) struct Planned {
-    pub(crate) at: Nanos,
+    at: Nanos,
     /// Undone this long after `at` (`for`).
-    pub(crate) lasts: Option<Nanos>,
-    pub(crate) action: Action,
-    pub(crate) what: String,
+    lasts: Option<Nanos>,
+    action: Action,
+    what: String,
 }
 
 impl Planned {
     /// Resolves a validated action's names.
+    /// The action as the recording names it.
+    pub(crate) fn what(&self) -> &str {
+        &self.what
+    }
+
     pub(crate) fn resolve(
         at: Nanos,
         lasts: Option<Nanos>,
