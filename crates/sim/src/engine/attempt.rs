@@ -80,26 +80,80 @@ pub(crate) enum Held {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Attempt {
-    pub(crate) route: RouteId,
-    pub(crate) hop: u8,
+    route: RouteId,
+    hop: u8,
+    // Visible: the component the attempt is at moves it from phase to
+    // phase with its own counters (a pod's queued and busy, a gateway's
+    // waiters), which count attempts by phase.
     pub(crate) phase: Phase,
-    pub(crate) comp: Comp,
-    pub(crate) parent: Parent,
-    pub(crate) started: Nanos,
+    comp: Comp,
+    parent: Parent,
+    started: Nanos,
+    // Visible: the resource belongs to the component that holds it (a
+    // flow, a place on a pod, a slot), which sets and clears it with its
+    // own counters.
     pub(crate) held: Held,
+    // Visible: the LB or gateway that forwards sets it, and takes it when
+    // a reset orphans the child.
     pub(crate) child: Option<Key>,
     /// Its caller has stopped waiting (the work may still be done: waste).
-    pub(crate) abandoned: bool,
+    abandoned: bool,
     /// Site of the client population behind the attempt (0 when none).
-    pub(crate) site: SiteId,
+    site: SiteId,
     /// Criticality class of the client population behind it.
-    pub(crate) class: Criticality,
+    class: Criticality,
     /// The client connection it rides to an LB (with `connections`).
+    // Visible: the `conn` module's; an LB resetting its flows drops it
+    // with the node's connections.
     pub(crate) conn: Conn,
     /// Its place on its caller's per-try timeout list, while armed: it
     /// leaves the list when it leaves, so an attempt answered in time
     /// costs no timeout event.
+    // Visible: `deadline` threads its per-try timeout lists through it, an
+    // intrusive list that costs no allocation an attempt.
     pub(crate) link: Link,
+}
+
+impl Attempt {
+    #[inline]
+    pub(crate) fn route(&self) -> RouteId {
+        self.route
+    }
+
+    #[inline]
+    pub(crate) fn hop(&self) -> u8 {
+        self.hop
+    }
+
+    #[inline]
+    pub(crate) fn comp(&self) -> Comp {
+        self.comp
+    }
+
+    #[inline]
+    pub(crate) fn parent(&self) -> Parent {
+        self.parent
+    }
+
+    #[inline]
+    pub(crate) fn started(&self) -> Nanos {
+        self.started
+    }
+
+    #[inline]
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    #[inline]
+    pub(crate) fn site(&self) -> SiteId {
+        self.site
+    }
+
+    #[inline]
+    pub(crate) fn class(&self) -> Criticality {
+        self.class
+    }
 }
 
 /// An entry of a waiting line: the attempt it stands for.
@@ -320,7 +374,7 @@ impl Engine {
         parent: Parent,
         (site, class): (SiteId, Criticality),
     ) -> Key {
-        let comp = self.routes[route.ix()].path[hop as usize];
+        let comp = self.routes[route.ix()].hop(hop);
         if hop == 0 {
             self.rec.route_acc(route).attempts += 1;
         }

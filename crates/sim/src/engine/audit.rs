@@ -73,11 +73,11 @@ impl Engine {
             if problem.is_some() {
                 return;
             }
-            present[self.series_of(a.comp).ix()] += 1;
-            if a.parent != Parent::Detached {
+            present[self.series_of(a.comp()).ix()] += 1;
+            if a.parent() != Parent::Detached {
                 attached += 1;
             }
-            if let Parent::Attempt(p) = a.parent {
+            if let Parent::Attempt(p) = a.parent() {
                 match flight.attempt(p) {
                     Some(pa) if pa.child == Some(k) => {}
                     _ => {
@@ -87,14 +87,14 @@ impl Engine {
                     }
                 }
             }
-            if let Parent::Client(r) = a.parent
+            if let Parent::Client(r) = a.parent()
                 && flight.request(r).is_none()
             {
                 problem = Some(format!("attempt {k:?} is attached to a finished request"));
             }
             if let Some(c) = a.child {
                 match flight.attempt(c) {
-                    Some(ca) if ca.parent == Parent::Attempt(k) => {}
+                    Some(ca) if ca.parent() == Parent::Attempt(k) => {}
                     _ => {
                         problem = Some(format!(
                             "attempt {k:?} waits for {c:?}, which is not its attached child"
@@ -106,7 +106,7 @@ impl Engine {
                 problem = Some(format!("attempt {k:?} waits in {:?} for no child", a.phase));
                 return;
             }
-            match (a.comp, a.held) {
+            match (a.comp(), a.held) {
                 (Comp::Lb(l), Held::Flow(n)) => {
                     if a.phase != Phase::Forwarded {
                         problem =
@@ -221,15 +221,15 @@ impl Engine {
                     a.link.list()
                 );
                 ensure!(
-                    a.started >= last,
+                    a.started() >= last,
                     "timeout list {l}: attempt {n} is older than the one before it"
                 );
-                let due = a.started.saturating_add(duration);
+                let due = a.started().saturating_add(duration);
                 ensure!(
                     n > 0 || expiry_at.is_some_and(|t| t <= due),
                     "timeout list {l}: its front is due at {due:?}, its event at {expiry_at:?}"
                 );
-                last = a.started;
+                last = a.started();
                 on_lists += 1;
             }
         }

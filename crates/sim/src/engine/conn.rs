@@ -246,8 +246,8 @@ impl Engine {
     /// The attempt gets a connection to LB `l` — its process's idle one, a
     /// new one, or a refusal (answered here, returning `None`).
     pub(crate) fn connect(&mut self, att: Key, a: &Attempt, l: LbId) -> Option<NodeId> {
-        let pooled = match a.parent {
-            Parent::Client(req) if a.hop == 0 => {
+        let pooled = match a.parent() {
+            Parent::Client(req) if a.hop() == 0 => {
                 let r = self.flight.request(req).expect("a live request");
                 let pop = r.pop();
                 self.pops[pop.ix()]
@@ -417,13 +417,13 @@ impl Engine {
             }
         }
         self.flight.for_each_attempt(|_, a| match a.conn {
-            Conn::Oneshot { node } if a.comp == super::ids::Comp::Lb(l) => held[node.ix()] += 1,
+            Conn::Oneshot { node } if a.comp() == super::ids::Comp::Lb(l) => held[node.ix()] += 1,
             Conn::Pooled {
                 pop,
                 inst,
                 gen_,
                 node,
-            } if a.comp == super::ids::Comp::Lb(l) => {
+            } if a.comp() == super::ids::Comp::Lb(l) => {
                 let pool = self.pops[pop.ix()].pool().expect("pooled");
                 let i = &pool.instances[inst as usize];
                 if !(i.generation == gen_ && i.node == node.0) {

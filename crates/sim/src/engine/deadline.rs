@@ -113,7 +113,7 @@ impl Deadlines {
             prev: list.tail,
             next: NIL,
         };
-        let deadline = a.started.saturating_add(list.duration);
+        let deadline = a.started().saturating_add(list.duration);
         match list.tail {
             NIL => list.head = index,
             t => {
@@ -190,7 +190,7 @@ impl Engine {
     /// at this instant.
     #[inline]
     pub(crate) fn arm_timeout(&mut self, l: TimeoutList, att: crate::slab::Key) {
-        debug_assert_eq!(self.flight.get(att).started, self.now);
+        debug_assert_eq!(self.flight.get(att).started(), self.now);
         if let Some(at) = self.deadlines.push(self.flight.slab_mut(), l, att.index) {
             self.queue.schedule(at, super::Ev::Timeout { list: l });
         }
@@ -225,7 +225,7 @@ impl Engine {
                 .key_at(head)
                 .expect("a linked attempt is live");
             let a = self.flight.get(key);
-            let deadline = a.started.saturating_add(duration);
+            let deadline = a.started().saturating_add(duration);
             if deadline > now {
                 if let Some(at) = self.deadlines.lists[li].timer.rearm(deadline) {
                     self.queue.schedule(at, super::Ev::Timeout { list: l });

@@ -117,8 +117,8 @@ impl Engine {
             && a.child.is_none()
         {
             let a = self.remove_attempt(att);
-            let series = self.series_of(a.comp);
-            self.rec.depart(series, self.now, self.now - a.started);
+            let series = self.series_of(a.comp());
+            self.rec.depart(series, self.now, self.now - a.started());
         }
     }
 

@@ -168,7 +168,7 @@ impl Engine {
         let now = self.now;
         let gw = &mut self.gateways[g.ix()];
         if let Some(adm) = &mut gw.admission {
-            let class = self.flight.get(att).class;
+            let class = self.flight.get(att).class();
             match adm.admit(now, class) {
                 Ok(Admitted::Now(slot)) => self.flight.get_mut(att).held = Held::Slot(slot),
                 Ok(Admitted::Queued { instance }) => {
@@ -283,7 +283,7 @@ impl Engine {
     /// The gateway calls its dependency route for `att`.
     fn call_dependency(&mut self, att: Key, g: GatewayId, dep: RouteId) {
         let a = self.flight.get(att);
-        let origin = (a.site, a.class);
+        let origin = (a.site(), a.class());
         let child = self.new_attempt(dep, 0, super::attempt::Parent::Attempt(att), origin);
         let a = self.flight.get_mut(att);
         a.phase = Phase::DependencyWait;
@@ -334,7 +334,7 @@ impl Engine {
     pub(crate) fn gateway_release(&mut self, g: GatewayId, slot: Slot, a: &Attempt, res: Res) {
         let now = self.now;
         if let Some(adm) = &mut self.gateways[g.ix()].admission {
-            adm.finish(now, slot, Admission::outcome(res, a.abandoned));
+            adm.finish(now, slot, Admission::outcome(res, a.abandoned()));
             if adm.waiting_of(slot.instance) > 0 {
                 self.wake_waiter(g, slot.instance);
             }
@@ -345,7 +345,7 @@ impl Engine {
         let Some(a) = self.flight.attempt(att) else {
             return;
         };
-        let super::ids::Comp::Gateway(g) = a.comp else {
+        let super::ids::Comp::Gateway(g) = a.comp() else {
             return;
         };
         let gw = &self.gateways[g.ix()];

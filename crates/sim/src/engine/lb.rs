@@ -425,24 +425,24 @@ impl Engine {
         if let Some(Decision::Reject {
             status,
             retry_after,
-        }) = lb.rules.lookup(a.route.0 as u32, a.class)
+        }) = lb.rules.lookup(a.route().0 as u32, a.class())
         {
             Some(Res::Err(Cause::shed(status), retry_after))
         } else if let Some(g) = lb
             .gates
             .iter()
-            .find(|g| g.route == a.route && g.site == Some(a.site))
+            .find(|g| g.route == a.route() && g.site == Some(a.site()))
             .or_else(|| {
                 lb.gates
                     .iter()
-                    .find(|g| g.route == a.route && g.site.is_none())
+                    .find(|g| g.route == a.route() && g.site.is_none())
             })
             .filter(|g| !admit_with(g.fraction, &mut lbs.rng))
         {
             Some(Res::fail(Cause::shed(g.status)))
         } else {
-            let ramp = lb.ramps.iter_mut().find(|r| r.route == a.route)?;
-            (!ramp.gate.admit(now, a.site.ix(), &mut lbs.rng))
+            let ramp = lb.ramps.iter_mut().find(|r| r.route == a.route())?;
+            (!ramp.gate.admit(now, a.site().ix(), &mut lbs.rng))
                 .then(|| Res::fail(Cause::shed(ramp.gate.status)))
         }
     }
@@ -453,11 +453,14 @@ impl Engine {
         let lb = &mut self.lbs[l];
         lb.nodes[node.ix()].flows -= 1;
         let now = self.now;
-        let wake = lb
-            .ramp_mut(a.route)
-            .and_then(|ramp| Some((ramp.gate.observe(now, a.site.ix(), ok)?, ramp.gate.epoch())));
+        let wake = lb.ramp_mut(a.route()).and_then(|ramp| {
+            Some((
+                ramp.gate.observe(now, a.site().ix(), ok)?,
+                ramp.gate.epoch(),
+            ))
+        });
         if let Some((at, epoch)) = wake {
-            self.schedule_ramp_wake(l, a.route, at, epoch);
+            self.schedule_ramp_wake(l, a.route(), at, epoch);
         }
     }
 
@@ -479,7 +482,7 @@ impl Engine {
         let mut victims = Vec::new();
         let lb = &self.lbs[l];
         self.flight.for_each_attempt(|k, a| {
-            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held)
+            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp(), a.held)
                 && x == l
                 && lb.nodes[node.ix()].paused
             {

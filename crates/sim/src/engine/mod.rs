@@ -229,7 +229,15 @@ impl Ev {
 /// The route table of the model: each route's components, hop by hop.
 #[derive(Debug)]
 pub(crate) struct Route {
-    pub(crate) path: Vec<Comp>,
+    path: Vec<Comp>,
+}
+
+impl Route {
+    /// The component at hop `h`.
+    #[inline]
+    pub(crate) fn hop(&self, h: u8) -> Comp {
+        self.path[h as usize]
+    }
 }
 
 /// The simulator for one scenario run.
@@ -312,7 +320,7 @@ pub(crate) struct Names<'a> {
     routes: HashMap<&'a str, RouteId>,
     clients: HashMap<&'a str, PopId>,
     /// Site labels in order of first appearance.
-    pub(crate) sites: Vec<String>,
+    sites: Vec<String>,
 }
 
 impl<'a> Names<'a> {
@@ -377,6 +385,11 @@ impl<'a> Names<'a> {
 
     pub(crate) fn client(&self, name: &str) -> Option<PopId> {
         self.clients.get(name).copied()
+    }
+
+    /// Site labels in order of first appearance.
+    pub(crate) fn sites(&self) -> &[String] {
+        &self.sites
     }
 
     pub(crate) fn site(&self, name: &str) -> SiteId {
@@ -775,7 +788,7 @@ impl Engine {
             self.flight.attempt(*k).map_or_else(
                 || "a finished attempt".to_owned(),
                 |a| {
-                    let comp = self.rec.comp(self.series_of(a.comp));
+                    let comp = self.rec.comp(self.series_of(a.comp()));
                     format!("{} {:?}", comp.kind, comp.name)
                 },
             )

@@ -338,7 +338,7 @@ impl Engine {
             pop.spilled_total += 1;
         }
         if let Some(pool) = &pop.pool
-            && self.routes[r.route.ix()].path[0] == super::ids::Comp::Lb(pool.lb())
+            && self.routes[r.route.ix()].hop(0) == super::ids::Comp::Lb(pool.lb())
             && pool.in_backoff(r.inst, self.now)
         {
             // Failed inside the client: an attempt of the route that never

@@ -19,6 +19,8 @@ pub(crate) struct RouteRec {
 }
 
 /// Run metadata carried into the [`Recording`].
+// Visible (4 fields): plain data the engine's build copies from the
+// scenario and the recording copies out; it has no invariant to keep.
 #[derive(Debug, Clone)]
 pub(crate) struct Meta {
     pub(crate) scenario: String,

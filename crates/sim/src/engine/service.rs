@@ -668,7 +668,7 @@ impl Engine {
         let Some(&a) = self.flight.attempt(att) else {
             return;
         };
-        let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp, a.held) else {
+        let (super::ids::Comp::Service(s), Held::Pod(p)) = (a.comp(), a.held) else {
             unreachable!("a service completion is for an attempt on a pod")
         };
         let now = self.now;
@@ -696,7 +696,7 @@ impl Engine {
             let Some(a) = self.flight.attempt(next) else {
                 continue;
             };
-            let abandoned = a.abandoned;
+            let abandoned = a.abandoned();
             svc.pod_mut(p).app_queued -= 1;
             if abandoned && drop_expired {
                 self.release_sidecar(s, p);
@@ -737,7 +737,7 @@ impl Engine {
             let Some(a) = self.flight.attempt(next) else {
                 continue; // reset while it waited
             };
-            let drop = a.abandoned && drop_expired;
+            let drop = a.abandoned() && drop_expired;
             pod.sidecar_queued -= 1;
             if drop {
                 self.reject(next, Cause::Timeout);
@@ -755,7 +755,7 @@ impl Engine {
         let Some(a) = self.flight.attempt(att) else {
             return;
         };
-        if let (Phase::GatewayQueued, super::ids::Comp::Gateway(g)) = (a.phase, a.comp) {
+        if let (Phase::GatewayQueued, super::ids::Comp::Gateway(g)) = (a.phase, a.comp()) {
             self.on_gateway_queue_timeout(att, g);
         }
     }
@@ -870,7 +870,7 @@ impl Engine {
         // A fault is a rare operator action: a scan of the slab is fine.
         let mut on_pod = Vec::new();
         self.flight.for_each_attempt(|k, a| {
-            if a.comp == Comp::Service(svc) && a.held == Held::Pod(p) {
+            if a.comp() == Comp::Service(svc) && a.held == Held::Pod(p) {
                 on_pod.push(k);
             }
         });

@@ -191,7 +191,7 @@ impl Planned {
                     lb: names.lb(lb),
                     route: names.route(route),
                     sites: names
-                        .sites
+                        .sites()
                         .iter()
                         .map(|s| sites.iter().position(|x| x == s))
                         .collect(),
