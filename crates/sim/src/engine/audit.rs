@@ -176,19 +176,19 @@ impl Engine {
             live
         );
         for (g, gw) in self.gateways.iter().enumerate() {
-            gw.audit(&self.rec.comp_name(gw.series()), &slots[g], &queued[g])?;
+            gw.audit(self.rec.comp_name(gw.series()), &slots[g], &queued[g])?;
         }
         for (l, lb) in self.lbs.iter().enumerate() {
-            lb.audit_flows(&self.rec.comp_name(lb.series()), &flows[l])?;
+            lb.audit_flows(self.rec.comp_name(lb.series()), &flows[l])?;
         }
         for (l, lb) in self.lbs.iter().enumerate() {
             if lb.has_conns() {
                 let held = self.conns_held(super::ids::LbId::new(l));
-                lb.audit_conns(&self.rec.comp_name(lb.series()), &held)?;
+                lb.audit_conns(self.rec.comp_name(lb.series()), &held)?;
             }
         }
         for (s, svc) in self.services.iter().enumerate() {
-            svc.audit(&self.rec.comp_name(svc.series()), flight, &pods[s])?;
+            svc.audit(self.rec.comp_name(svc.series()), flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
         flight.for_each_request(|_, r| requests[r.pop().ix()] += 1);
