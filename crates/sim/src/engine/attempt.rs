@@ -80,26 +80,80 @@ pub(crate) enum Held {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Attempt {
-    pub(crate) route: RouteId,
-    pub(crate) hop: u8,
+    route: RouteId,
+    hop: u8,
+    // Visible: the component the attempt is at moves it from phase to
+    // phase with its own counters (a pod's queued and busy, a gateway's
+    // waiters), which count attempts by phase.
     pub(crate) phase: Phase,
-    pub(crate) comp: Comp,
-    pub(crate) parent: Parent,
-    pub(crate) started: Nanos,
+    comp: Comp,
+    parent: Parent,
+    started: Nanos,
+    // Visible: the resource belongs to the component that holds it (a
+    // flow, a place on a pod, a slot), which sets and clears it with its
+    // own counters.
     pub(crate) held: Held,
+    // Visible: the LB or gateway that forwards sets it, and takes it when
+    // a reset orphans the child.
     pub(crate) child: Option<Key>,
     /// Its caller has stopped waiting (the work may still be done: waste).
-    pub(crate) abandoned: bool,
+    abandoned: bool,
     /// Site of the client population behind the attempt (0 when none).
-    pub(crate) site: SiteId,
+    site: SiteId,
     /// Criticality class of the client population behind it.
-    pub(crate) class: Criticality,
+    class: Criticality,
     /// The client connection it rides to an LB (with `connections`).
+    // Visible: the `conn` module's; an LB resetting its flows drops it
+    // with the node's connections.
     pub(crate) conn: Conn,
     /// Its place on its caller's per-try timeout list, while armed: it
     /// leaves the list when it leaves, so an attempt answered in time
     /// costs no timeout event.
+    // Visible: `deadline` threads its per-try timeout lists through it, an
+    // intrusive list that costs no allocation an attempt.
     pub(crate) link: Link,
+}
+
+impl Attempt {
+    #[inline]
+    pub(crate) fn route(&self) -> RouteId {
+        self.route
+    }
+
+    #[inline]
+    pub(crate) fn hop(&self) -> u8 {
+        self.hop
+    }
+
+    #[inline]
+    pub(crate) fn comp(&self) -> Comp {
+        self.comp
+    }
+
+    #[inline]
+    pub(crate) fn parent(&self) -> Parent {
+        self.parent
+    }
+
+    #[inline]
+    pub(crate) fn started(&self) -> Nanos {
+        self.started
+    }
+
+    #[inline]
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    #[inline]
+    pub(crate) fn site(&self) -> SiteId {
+        self.site
+    }
+
+    #[inline]
+    pub(crate) fn class(&self) -> Criticality {
+        self.class
+    }
 }
 
 /// An entry of a waiting line: the attempt it stands for.
@@ -142,8 +196,8 @@ impl Res {
 /// conservation law is checked against.
 #[derive(Debug)]
 pub(crate) struct Flight {
-    pub(crate) attempts: Slab<Attempt>,
-    pub(crate) requests: Slab<super::population::Request>,
+    attempts: Slab<Attempt>,
+    requests: Slab<super::population::Request>,
     /// Gateway attempts' retry state, by the attempt's slab index: a side
     /// table, so that the attempt every hop touches stays small (the
     /// state is 40 bytes, and only gateway attempts have one).
@@ -154,11 +208,11 @@ pub(crate) struct Flight {
     /// attempt left, and nothing reads it.
     calls: Vec<CallState>,
     /// Attempts ever created.
-    pub(crate) created: u64,
+    created: u64,
     /// Attempts whose caller heard from them or that were orphaned.
-    pub(crate) released: u64,
+    released: u64,
     /// Most attempts in flight at once.
-    pub(crate) peak: usize,
+    peak: usize,
 }
 
 impl Flight {
@@ -171,6 +225,80 @@ impl Flight {
             released: 0,
             peak: 0,
         }
+    }
+
+    /// The attempt of key `k`, if it is still in flight.
+    #[inline]
+    pub(crate) fn attempt(&self, k: Key) -> Option<&Attempt> {
+        self.attempts.get(k)
+    }
+
+    #[inline]
+    pub(crate) fn attempt_mut(&mut self, k: Key) -> Option<&mut Attempt> {
+        self.attempts.get_mut(k)
+    }
+
+    /// Every attempt in flight, in slab order.
+    pub(crate) fn for_each_attempt(&self, f: impl FnMut(Key, &Attempt)) {
+        self.attempts.for_each(f);
+    }
+
+    /// The attempts' slab, for the per-try timeout lists threaded through
+    /// their `link`s (`deadline`): a borrowed view, so that the lists walk
+    /// and relink slots by index without a lookup a step.
+    #[inline]
+    pub(crate) fn slab(&self) -> &Slab<Attempt> {
+        &self.attempts
+    }
+
+    #[inline]
+    pub(crate) fn slab_mut(&mut self) -> &mut Slab<Attempt> {
+        &mut self.attempts
+    }
+
+    /// Attempts in flight now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.attempts.len()
+    }
+
+    #[inline]
+    pub(crate) fn request(&self, k: Key) -> Option<&super::population::Request> {
+        self.requests.get(k)
+    }
+
+    #[inline]
+    pub(crate) fn request_mut(&mut self, k: Key) -> Option<&mut super::population::Request> {
+        self.requests.get_mut(k)
+    }
+
+    pub(crate) fn for_each_request(&self, f: impl FnMut(Key, &super::population::Request)) {
+        self.requests.for_each(f);
+    }
+
+    /// A logical request starts (its attempts are counted as they are
+    /// created).
+    #[inline]
+    pub(crate) fn insert_request(&mut self, r: super::population::Request) -> Key {
+        self.requests.insert(r)
+    }
+
+    #[inline]
+    pub(crate) fn remove_request(&mut self, k: Key) -> Option<super::population::Request> {
+        self.requests.remove(k)
+    }
+
+    /// The ledger: attempts ever created, released, and most in flight at
+    /// once.
+    pub(crate) fn created(&self) -> u64 {
+        self.created
+    }
+
+    pub(crate) fn released(&self) -> u64 {
+        self.released
+    }
+
+    pub(crate) fn peak(&self) -> usize {
+        self.peak
     }
 
     #[inline]
@@ -246,9 +374,9 @@ impl Engine {
         parent: Parent,
         (site, class): (SiteId, Criticality),
     ) -> Key {
-        let comp = self.routes[route.ix()].path[hop as usize];
+        let comp = self.routes[route.ix()].hop(hop);
         if hop == 0 {
-            self.rec.routes[route.ix()].acc.attempts += 1;
+            self.rec.route_acc(route).attempts += 1;
         }
         self.flight.created += 1;
         let k = self.flight.attempts.insert(Attempt {
@@ -272,7 +400,7 @@ impl Engine {
             let err = super::RunError::InFlight {
                 limit: "attempts_in_flight",
                 at: self.now,
-                component: format!("route {:?}", self.rec.routes[route.ix()].series.name),
+                component: format!("route {:?}", self.rec.route_name(route)),
                 what: format!(
                     "more than {} attempts in flight in the run",
                     self.limits.attempts_in_flight
@@ -288,7 +416,7 @@ impl Engine {
         let a = *self.flight.get(att);
         let ci = self.series_of(a.comp);
         self.rec.arrive(ci, self.now);
-        if self.stalls.active > 0
+        if self.stalls.any()
             && let Some(mode) = self.stalls.mode(ci)
         {
             return self.stalled_enter(att, ci, mode);
@@ -355,7 +483,7 @@ impl Engine {
         }
         self.flight.released += 1;
         if a.hop == 0 {
-            let acc = &mut self.rec.routes[a.route.ix()].acc;
+            let acc = &mut self.rec.route_acc(a.route);
             match res {
                 Res::Ok => {
                     acc.successes += 1;

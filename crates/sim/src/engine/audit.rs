@@ -39,10 +39,12 @@ impl std::error::Error for AuditError {}
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)*) => {
         if !$cond {
-            return Err(AuditError(format!($($msg)*)));
+            return Err($crate::engine::AuditError(format!($($msg)*)));
         }
     };
 }
+// Each mechanism checks its own part of the law where its state is.
+pub(crate) use ensure;
 
 impl Engine {
     /// Checks the conservation law now. O(attempts + pods + nodes): for
@@ -50,38 +52,33 @@ impl Engine {
     pub fn audit(&self) -> Result<(), AuditError> {
         let flight = &self.flight;
         let mut attached = 0u64;
-        let mut flows: Vec<Vec<u32>> = self
-            .lbs
-            .pools
-            .iter()
-            .map(|l| vec![0; l.nodes.len()])
-            .collect();
+        let mut flows: Vec<Vec<u32>> = self.lbs.iter().map(|l| vec![0; l.node_count()]).collect();
         // Per service, per pod key (slot index): [sidecar_queued, app_queued, busy, sidecar_in].
         let mut pods: Vec<Vec<[u32; 4]>> = self
             .services
             .iter()
-            .map(|s| vec![[0; 4]; s.pods.capacity()])
+            .map(|s| vec![[0; 4]; s.pod_slots()])
             .collect();
         // Per gateway with a limit, per instance: slots held.
         let mut slots: Vec<Vec<u32>> = self
             .gateways
             .iter()
-            .map(|g| vec![0; g.admission.as_ref().map_or(0, |a| a.instances() as usize)])
+            .map(|g| vec![0; g.admission().map_or(0, |a| a.instances() as usize)])
             .collect();
         // And places in its queue.
         let mut queued = slots.clone();
-        let mut present = vec![0u64; self.rec.comps.len()];
+        let mut present = vec![0u64; self.rec.comp_count()];
         let mut problem = None;
-        flight.attempts.for_each(|k, a| {
+        flight.for_each_attempt(|k, a| {
             if problem.is_some() {
                 return;
             }
-            present[self.series_of(a.comp).ix()] += 1;
-            if a.parent != Parent::Detached {
+            present[self.series_of(a.comp()).ix()] += 1;
+            if a.parent() != Parent::Detached {
                 attached += 1;
             }
-            if let Parent::Attempt(p) = a.parent {
-                match flight.attempts.get(p) {
+            if let Parent::Attempt(p) = a.parent() {
+                match flight.attempt(p) {
                     Some(pa) if pa.child == Some(k) => {}
                     _ => {
                         problem = Some(format!(
@@ -90,14 +87,14 @@ impl Engine {
                     }
                 }
             }
-            if let Parent::Client(r) = a.parent
-                && flight.requests.get(r).is_none()
+            if let Parent::Client(r) = a.parent()
+                && flight.request(r).is_none()
             {
                 problem = Some(format!("attempt {k:?} is attached to a finished request"));
             }
             if let Some(c) = a.child {
-                match flight.attempts.get(c) {
-                    Some(ca) if ca.parent == Parent::Attempt(k) => {}
+                match flight.attempt(c) {
+                    Some(ca) if ca.parent() == Parent::Attempt(k) => {}
                     _ => {
                         problem = Some(format!(
                             "attempt {k:?} waits for {c:?}, which is not its attached child"
@@ -109,7 +106,7 @@ impl Engine {
                 problem = Some(format!("attempt {k:?} waits in {:?} for no child", a.phase));
                 return;
             }
-            match (a.comp, a.held) {
+            match (a.comp(), a.held) {
                 (Comp::Lb(l), Held::Flow(n)) => {
                     if a.phase != Phase::Forwarded {
                         problem =
@@ -120,7 +117,7 @@ impl Engine {
                 }
                 (Comp::Service(s), Held::Pod(p)) => {
                     let svc = &self.services[s.ix()];
-                    if svc.pods.get(p.0).is_none() {
+                    if !svc.has_pod(p) {
                         problem = Some(format!("attempt {k:?} is on a pod that has left"));
                         return;
                     }
@@ -169,189 +166,41 @@ impl Engine {
         if let Some(p) = problem {
             return Err(AuditError(p));
         }
-        let live = flight.attempts.len() as u64;
+        let live = flight.in_flight() as u64;
         ensure!(
-            flight.created == flight.released + attached,
+            flight.created() == flight.released() + attached,
             "attempts: {} created, {} released, {} attached in flight ({} in flight)",
-            flight.created,
-            flight.released,
+            flight.created(),
+            flight.released(),
             attached,
             live
         );
         for (g, gw) in self.gateways.iter().enumerate() {
-            let Some(adm) = &gw.admission else { continue };
-            for (i, &held) in slots[g].iter().enumerate() {
-                ensure!(
-                    adm.inflight_of(i as u32) == held,
-                    "gateway {}: instance {i} counts {} in flight, {} attempts hold a slot",
-                    self.rec.comps[gw.series.ix()].name,
-                    adm.inflight_of(i as u32),
-                    held
-                );
-                let waiting = queued[g][i];
-                ensure!(
-                    adm.waiting_of(i as u32) == waiting,
-                    "gateway {}: instance {i} counts {} waiting, {} attempts hold a queue place",
-                    self.rec.comps[gw.series.ix()].name,
-                    adm.waiting_of(i as u32),
-                    waiting
-                );
-                ensure!(
-                    gw.waiters.get(i).map_or(0, |w| w.len()) >= waiting as usize,
-                    "gateway {}: instance {i} has {waiting} waiting but {} keys queued",
-                    self.rec.comps[gw.series.ix()].name,
-                    gw.waiters.get(i).map_or(0, |w| w.len())
-                );
-            }
+            gw.audit(self.rec.comp_name(gw.series()), &slots[g], &queued[g])?;
         }
-        for (l, lb) in self.lbs.pools.iter().enumerate() {
-            for (n, node) in lb.nodes.iter().enumerate() {
-                ensure!(
-                    node.flows == flows[l][n],
-                    "lb {}: node {n} counts {} flows, {} attempts hold one",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.flows,
-                    flows[l][n]
-                );
-                ensure!(
-                    !node.paused || node.flows == 0,
-                    "lb {}: paused node {n} holds {} flows",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.flows
-                );
-            }
+        for (l, lb) in self.lbs.iter().enumerate() {
+            lb.audit_flows(self.rec.comp_name(lb.series()), &flows[l])?;
         }
-        for (l, lb) in self.lbs.pools.iter().enumerate() {
-            if lb.conns.is_none() {
-                continue;
-            }
-            let held = self.conns_held(super::ids::LbId::new(l));
-            for (n, node) in lb.nodes.iter().enumerate() {
-                ensure!(
-                    node.conns == held[n],
-                    "lb {}: node {n} counts {} connections, {} processes and attempts hold one",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.conns,
-                    held[n]
-                );
-                ensure!(
-                    !node.paused || node.conns == 0,
-                    "lb {}: paused node {n} holds {} connections",
-                    self.rec.comps[lb.series.ix()].name,
-                    node.conns
-                );
+        for (l, lb) in self.lbs.iter().enumerate() {
+            if lb.has_conns() {
+                let held = self.conns_held(super::ids::LbId::new(l));
+                lb.audit_conns(self.rec.comp_name(lb.series()), &held)?;
             }
         }
         for (s, svc) in self.services.iter().enumerate() {
-            let name = &self.rec.comps[svc.series.ix()].name;
-            ensure!(
-                svc.order.len() == svc.pods.len(),
-                "service {name}: {} pods ordered, {} live",
-                svc.order.len(),
-                svc.pods.len()
-            );
-            let mut seen = std::collections::BTreeSet::new();
-            for k in &svc.order {
-                ensure!(
-                    seen.insert(k.0.index),
-                    "service {name}: pod {k:?} listed twice"
-                );
-                let pod = svc.pod(*k);
-                // Every queued attempt must be findable in its pod's queue,
-                // or no freed slot would ever admit it.
-                ensure!(
-                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
-                        == pod.sidecar_queued,
-                    "service {name}: pod {k:?} counts {} sidecar-queued, its queue holds {} of them",
-                    pod.sidecar_queued,
-                    in_queue(flight, &pod.sidecar_queue, Phase::SidecarQueued, *k)
-                );
-                let mut waiting = pod.sidecar_queue.iter().filter(|w| {
-                    flight
-                        .attempts
-                        .get(w.att)
-                        .is_some_and(|a| a.phase == Phase::SidecarQueued)
-                });
-                if let Some(first) = waiting.next() {
-                    ensure!(
-                        first.deadline == Nanos::MAX
-                            || pod.expiry.due().is_some_and(|t| t <= first.deadline),
-                        "service {name}: pod {k:?}'s first waiter is due at {:?}, its queue timer at {:?}",
-                        first.deadline,
-                        pod.expiry.due()
-                    );
-                    let mut last = first.deadline;
-                    for w in waiting {
-                        ensure!(
-                            w.deadline >= last,
-                            "service {name}: pod {k:?}'s waiters are out of deadline order"
-                        );
-                        last = w.deadline;
-                    }
-                }
-                ensure!(
-                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k) == pod.app_queued,
-                    "service {name}: pod {k:?} counts {} app-queued, its queue holds {} of them",
-                    pod.app_queued,
-                    in_queue(flight, &pod.app_queue, Phase::AppQueued, *k)
-                );
-                let c = pods[s][k.0.index as usize];
-                let has_sidecar = svc.sidecar.is_some();
-                let want = [
-                    pod.sidecar_queued,
-                    pod.app_queued,
-                    pod.busy,
-                    if has_sidecar { pod.sidecar_in } else { c[3] },
-                ];
-                ensure!(
-                    want == c,
-                    "service {name}: pod {k:?} counts [sidecar queued, app queued, busy, sidecar in] = {want:?}, attempts say {c:?}"
-                );
-                ensure!(
-                    pod.busy <= svc.peak_workers,
-                    "service {name}: pod {k:?} has {} busy of at most {} workers",
-                    pod.busy,
-                    svc.peak_workers
-                );
-                if let Some(sc) = svc.sidecar {
-                    ensure!(
-                        pod.sidecar_in <= svc.peak_sidecar_limit.max(sc.limit),
-                        "service {name}: pod {k:?} sidecar {} over limit {}",
-                        pod.sidecar_in,
-                        svc.peak_sidecar_limit.max(sc.limit)
-                    );
-                    ensure!(
-                        pod.sidecar_queued <= sc.queue_cap,
-                        "service {name}: pod {k:?} sidecar queue over its bound"
-                    );
-                }
-                ensure!(
-                    pod.app_queued <= svc.app_queue_cap,
-                    "service {name}: pod {k:?} app queue over its bound"
-                );
-            }
+            svc.audit(self.rec.comp_name(svc.series()), flight, &pods[s])?;
         }
         let mut requests = vec![0u32; self.pops.len()];
-        flight.requests.for_each(|_, r| requests[r.pop.ix()] += 1);
+        flight.for_each_request(|_, r| requests[r.pop().ix()] += 1);
         for (p, pop) in self.pops.iter().enumerate() {
-            ensure!(
-                pop.busy == requests[p],
-                "client {p}: busy {} but {} requests in flight",
-                pop.busy,
-                requests[p]
-            );
-            ensure!(
-                pop.backlog.is_empty() || pop.busy >= pop.workers || pop.pending_dispatch > 0,
-                "client {p}: {} jobs wait with a worker free and no dispatch scheduled",
-                pop.backlog.len()
-            );
+            pop.audit(p, requests[p])?;
         }
         for (c, n) in present.iter().enumerate() {
             let l = self.rec.present(super::ids::SeriesId::new(c));
             ensure!(
                 l == *n,
                 "component {}: Little's gauge says {l} present, {n} attempts there",
-                self.rec.comps[c].name
+                self.rec.comp_name(super::ids::SeriesId::new(c))
             );
         }
         self.audit_deadlines()
@@ -361,7 +210,7 @@ impl Engine {
     /// attempts linked to it, in creation order, and its one event is due
     /// no later than its front's deadline.
     fn audit_deadlines(&self) -> Result<(), AuditError> {
-        let attempts = &self.flight.attempts;
+        let attempts = self.flight.slab();
         let mut on_lists = 0usize;
         for (l, (duration, expiry_at)) in self.deadlines.lists().enumerate() {
             let mut last = Nanos::ZERO;
@@ -372,15 +221,15 @@ impl Engine {
                     a.link.list()
                 );
                 ensure!(
-                    a.started >= last,
+                    a.started() >= last,
                     "timeout list {l}: attempt {n} is older than the one before it"
                 );
-                let due = a.started.saturating_add(duration);
+                let due = a.started().saturating_add(duration);
                 ensure!(
                     n > 0 || expiry_at.is_some_and(|t| t <= due),
                     "timeout list {l}: its front is due at {due:?}, its event at {expiry_at:?}"
                 );
-                last = a.started;
+                last = a.started();
                 on_lists += 1;
             }
         }
@@ -395,7 +244,7 @@ impl Engine {
 }
 
 /// The attempts of line `q` that wait on pod `k` in `phase`.
-fn in_queue<W: super::attempt::Waiting>(
+pub(crate) fn in_queue<W: super::attempt::Waiting>(
     flight: &super::attempt::Flight,
     q: &std::collections::VecDeque<W>,
     phase: Phase,
@@ -404,8 +253,7 @@ fn in_queue<W: super::attempt::Waiting>(
     q.iter()
         .filter(|w| {
             flight
-                .attempts
-                .get(w.key())
+                .attempt(w.key())
                 .is_some_and(|a| a.phase == phase && a.held == Held::Pod(k))
         })
         .count() as u32

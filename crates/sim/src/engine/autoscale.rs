@@ -89,44 +89,14 @@ impl Engine {
     /// One HPA sync on its own clock (`sync_period`), then the next wake-up
     /// the HPA asks for.
     pub(crate) fn on_autoscale(&mut self, s: ServiceId) {
-        let now = self.now;
-        let svc = &mut self.services[s.ix()];
-        let ready = svc.ready_pods() as u32;
-        let Some(hpa) = svc.autoscaler.as_mut() else {
+        let Some(next) = self.services[s.ix()].sync_autoscaler(self.now) else {
             return;
         };
-        let workers = svc.workers as f64;
-        let limit = svc.sidecar.map_or(1.0, |sc| sc.limit as f64);
-        // The Deployment's replicas: serving pods and those starting.
-        // Draining pods are terminating (Kubernetes no longer counts them),
-        // so a second scale-down never takes the last serving pods for them.
-        let current = ready + svc.starting;
-        let pods = &mut svc.pods;
-        let samples = svc.order.iter().map(|k| {
-            let p = pods.get_mut(k.0).expect("ordered pods are live");
-            PodSample {
-                ready: p.ready,
-                app_utilisation: p.busy_avg.take(now, p.busy) / workers,
-                sidecar_saturation: p.sidecar_avg.take(now, p.sidecar_in) / limit,
-            }
-        });
-        let desired = hpa.sync(now, current, samples);
-        let next = hpa.poll_timeout().max(now + Nanos::NANOSECOND);
         self.queue.schedule(next, Ev::Autoscale { svc: s });
-        // The HPA sets the Deployment's replicas; the replica controller
-        // starts or stops pods to match.
-        self.services[s.ix()].desired = desired;
         self.reconcile(s);
     }
 
     pub(crate) fn on_pod_ready(&mut self, s: ServiceId) {
-        let svc = &mut self.services[s.ix()];
-        // Starts are interchangeable: a cancelled one is whichever comes due.
-        if svc.cancelled_starts > 0 {
-            svc.cancelled_starts -= 1;
-            return;
-        }
-        svc.starting -= 1;
-        svc.add_pod(self.now);
+        self.services[s.ix()].pod_ready(self.now);
     }
 }

@@ -81,7 +81,7 @@ pub(crate) struct Instance {
 /// A population's processes and their connections to one LB.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    pub(crate) lb: LbId,
+    lb: LbId,
     instances: Vec<Instance>,
     /// The sooner of the client's idle timeout and the LB's keep-alive.
     idle_timeout: Nanos,
@@ -112,6 +112,12 @@ impl Pool {
             idle_timeout,
             backoff,
         }
+    }
+
+    /// The LB its processes connect to.
+    #[inline]
+    pub(crate) fn lb(&self) -> LbId {
+        self.lb
     }
 
     pub(crate) fn len(&self) -> u32 {
@@ -156,6 +162,13 @@ pub(crate) struct LbConns {
 }
 
 impl LbConns {
+    /// Forgets node `n`'s idle connections (its node reset them).
+    pub(crate) fn clear_node(&mut self, n: usize) {
+        for p in 0..self.pops {
+            self.idle[n * self.pops + p].clear();
+        }
+    }
+
     pub(crate) fn new(nodes: usize, pops: usize) -> Self {
         LbConns {
             idle: vec![VecDeque::new(); nodes * pops],
@@ -168,12 +181,13 @@ impl Engine {
     /// Closes the idle connections on `node` of LB `l` that expired by now.
     fn expire_idle(&mut self, l: LbId, node: NodeId) {
         let now = self.now;
-        let lb = &mut self.lbs.pools[l.ix()];
-        let Some(conns) = lb.conns.as_mut() else {
+        let lb = &mut self.lbs[l];
+        let Some(conns) = lb.conns_mut() else {
             return;
         };
+        let mut closed = 0;
         for (p, pop) in self.pops.iter_mut().enumerate() {
-            let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
+            let Some(pool) = pop.pool_mut().filter(|pool| pool.lb == l) else {
                 continue;
             };
             let fifo = &mut conns.idle[node.ix() * conns.pops + p];
@@ -189,19 +203,21 @@ impl Engine {
                     && i.idle_since == e.since
                 {
                     i.node = NONE;
-                    lb.nodes[node.ix()].conns -= 1;
+                    closed += 1;
                 }
             }
         }
+        lb.close_conns(node, closed);
     }
 
     /// Expires idle connections everywhere (before a recording tick).
     pub(crate) fn expire_all_idle(&mut self) {
-        for l in 0..self.lbs.pools.len() {
-            if self.lbs.pools[l].conns.is_none() {
+        for l in 0..self.lbs.len() {
+            let lb = &self.lbs[LbId::new(l)];
+            if !lb.has_conns() {
                 continue;
             }
-            for n in 0..self.lbs.pools[l].nodes.len() {
+            for n in 0..lb.node_count() {
                 self.expire_idle(LbId::new(l), NodeId::new(n));
             }
         }
@@ -209,7 +225,7 @@ impl Engine {
 
     /// Refuses an attempt at the LB before it has a connection.
     fn refuse_connect(&mut self, att: Key, l: LbId, cause: Cause) {
-        self.lbs[l].refused_total += 1;
+        self.lbs[l].count_refused();
         self.reject(att, cause);
     }
 
@@ -220,27 +236,24 @@ impl Engine {
             return None;
         };
         self.expire_idle(l, node);
-        let n = &mut self.lbs[l].nodes[node.ix()];
-        if n.conns >= n.conn_limit {
+        if !self.lbs[l].try_open_conn(node) {
             self.refuse_connect(att, l, Cause::FlowsExhausted);
             return None;
         }
-        n.conns += 1;
         Some((node, Conn::Oneshot { node }))
     }
 
     /// The attempt gets a connection to LB `l` — its process's idle one, a
     /// new one, or a refusal (answered here, returning `None`).
     pub(crate) fn connect(&mut self, att: Key, a: &Attempt, l: LbId) -> Option<NodeId> {
-        let pooled = match a.parent {
-            Parent::Client(req) if a.hop == 0 => {
-                let r = self.flight.requests.get(req).expect("a live request");
-                let pop = r.pop;
+        let pooled = match a.parent() {
+            Parent::Client(req) if a.hop() == 0 => {
+                let r = self.flight.request(req).expect("a live request");
+                let pop = r.pop();
                 self.pops[pop.ix()]
-                    .pool
-                    .as_ref()
+                    .pool()
                     .filter(|p| p.lb == l)
-                    .map(|_| (pop, r.inst))
+                    .map(|_| (pop, r.inst()))
             }
             _ => None,
         };
@@ -260,12 +273,12 @@ impl Engine {
         inst: u32,
     ) -> Option<(NodeId, Conn)> {
         let now = self.now;
-        let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+        let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
         let timeout = pool.idle_timeout;
         let i = &mut pool.instances[inst as usize];
         if i.node != NONE && !i.busy && i.idle_since.saturating_add(timeout) <= now {
             // Its idle connection expired unobserved: it is closed.
-            self.lbs[l].nodes[i.node as usize].conns -= 1;
+            self.lbs[l].close_conns(NodeId(i.node), 1);
             i.node = NONE;
         }
         if i.node != NONE {
@@ -283,27 +296,19 @@ impl Engine {
             return Some((node, conn));
         }
         let Some(node) = self.lbs[l].pick() else {
-            let p = &mut self.pops[pop.ix()];
-            p.pool
-                .as_mut()
-                .expect("pooled")
-                .back_off(inst, now, &mut p.rng);
+            let (pool, rng) = self.pops[pop.ix()].pool_and_rng();
+            pool.expect("pooled").back_off(inst, now, rng);
             self.refuse_connect(att, l, Cause::Unavailable);
             return None;
         };
         self.expire_idle(l, node);
-        let n = &mut self.lbs[l].nodes[node.ix()];
-        if n.conns >= n.conn_limit {
-            let p = &mut self.pops[pop.ix()];
-            p.pool
-                .as_mut()
-                .expect("pooled")
-                .back_off(inst, now, &mut p.rng);
+        if !self.lbs[l].try_open_conn(node) {
+            let (pool, rng) = self.pops[pop.ix()].pool_and_rng();
+            pool.expect("pooled").back_off(inst, now, rng);
             self.refuse_connect(att, l, Cause::FlowsExhausted);
             return None;
         }
-        n.conns += 1;
-        let i = &mut self.pops[pop.ix()].pool.as_mut().expect("pooled").instances[inst as usize];
+        let i = &mut self.pops[pop.ix()].pool_mut().expect("pooled").instances[inst as usize];
         i.node = node.0;
         i.generation = i.generation.wrapping_add(1);
         i.busy = true;
@@ -324,20 +329,19 @@ impl Engine {
         let now = self.now;
         match conn {
             Conn::None => {}
-            Conn::Oneshot { node } => self.lbs[l].nodes[node.ix()].conns -= 1,
+            Conn::Oneshot { node } => self.lbs[l].close_conns(node, 1),
             Conn::Pooled {
                 pop,
                 inst,
                 gen_,
                 node,
             } => {
-                let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+                let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
                 let i = &mut pool.instances[inst as usize];
                 if i.generation == gen_ && i.node == node.0 {
                     i.busy = false;
                     i.idle_since = now;
-                    let lb = &mut self.lbs.pools[l.ix()];
-                    let conns = lb.conns.as_mut().expect("an LB with connections");
+                    let conns = self.lbs[l].conns_mut().expect("an LB with connections");
                     conns.idle[node.ix() * conns.pops + pop.ix()].push_back(Idle {
                         inst,
                         generation: gen_,
@@ -346,7 +350,7 @@ impl Engine {
                 } else {
                     // Its client closed it at a timeout: the slot is freed
                     // now that the request it carried has ended.
-                    self.lbs[l].nodes[node.ix()].conns -= 1;
+                    self.lbs[l].close_conns(node, 1);
                 }
             }
         }
@@ -359,7 +363,7 @@ impl Engine {
             pop, inst, gen_, ..
         } = conn
         {
-            let pool = self.pops[pop.ix()].pool.as_mut().expect("pooled");
+            let pool = self.pops[pop.ix()].pool_mut().expect("pooled");
             let i = &mut pool.instances[inst as usize];
             if i.generation == gen_ {
                 i.node = NONE;
@@ -372,32 +376,26 @@ impl Engine {
     /// owned one enter their reconnect backoff.
     pub(crate) fn reset_conns(&mut self, l: LbId) {
         let now = self.now;
-        let lb = &mut self.lbs.pools[l.ix()];
-        let Some(conns) = lb.conns.as_mut() else {
+        let lb = &mut self.lbs[l];
+        if !lb.has_conns() {
             return;
-        };
-        for (n, node) in lb.nodes.iter_mut().enumerate() {
-            if !node.paused {
-                continue;
-            }
-            node.conns = 0;
-            for p in 0..conns.pops {
-                conns.idle[n * conns.pops + p].clear();
-            }
         }
+        lb.reset_paused_conns();
+        let lb = &self.lbs[l];
         for pop in &mut self.pops {
-            let Some(pool) = pop.pool.as_mut().filter(|pool| pool.lb == l) else {
+            let (pool, rng) = pop.pool_and_rng();
+            let Some(pool) = pool.filter(|pool| pool.lb == l) else {
                 continue;
             };
             // A pause is a rare operator action: a scan of the processes is
             // fine here.
             for inst in 0..pool.len() {
                 let i = &mut pool.instances[inst as usize];
-                if i.node != NONE && lb.nodes[i.node as usize].paused {
+                if i.node != NONE && lb.is_paused(i.node as usize) {
                     i.node = NONE;
                     i.busy = false;
                     i.generation = i.generation.wrapping_add(1);
-                    pool.back_off(inst, now, &mut pop.rng);
+                    pool.back_off(inst, now, rng);
                 }
             }
         }
@@ -407,9 +405,9 @@ impl Engine {
     /// processes whose connection is there, and attempts with a one-shot
     /// or closing one.
     pub(crate) fn conns_held(&self, l: LbId) -> Vec<u32> {
-        let mut held = vec![0u32; self.lbs[l].nodes.len()];
+        let mut held = vec![0u32; self.lbs[l].node_count()];
         for pop in &self.pops {
-            let Some(pool) = pop.pool.as_ref().filter(|p| p.lb == l) else {
+            let Some(pool) = pop.pool().filter(|p| p.lb == l) else {
                 continue;
             };
             for i in &pool.instances {
@@ -418,15 +416,15 @@ impl Engine {
                 }
             }
         }
-        self.flight.attempts.for_each(|_, a| match a.conn {
-            Conn::Oneshot { node } if a.comp == super::ids::Comp::Lb(l) => held[node.ix()] += 1,
+        self.flight.for_each_attempt(|_, a| match a.conn {
+            Conn::Oneshot { node } if a.comp() == super::ids::Comp::Lb(l) => held[node.ix()] += 1,
             Conn::Pooled {
                 pop,
                 inst,
                 gen_,
                 node,
-            } if a.comp == super::ids::Comp::Lb(l) => {
-                let pool = self.pops[pop.ix()].pool.as_ref().expect("pooled");
+            } if a.comp() == super::ids::Comp::Lb(l) => {
+                let pool = self.pops[pop.ix()].pool().expect("pooled");
                 let i = &pool.instances[inst as usize];
                 if !(i.generation == gen_ && i.node == node.0) {
                     held[node.ix()] += 1;

@@ -113,7 +113,7 @@ impl Deadlines {
             prev: list.tail,
             next: NIL,
         };
-        let deadline = a.started.saturating_add(list.duration);
+        let deadline = a.started().saturating_add(list.duration);
         match list.tail {
             NIL => list.head = index,
             t => {
@@ -190,8 +190,8 @@ impl Engine {
     /// at this instant.
     #[inline]
     pub(crate) fn arm_timeout(&mut self, l: TimeoutList, att: crate::slab::Key) {
-        debug_assert_eq!(self.flight.get(att).started, self.now);
-        if let Some(at) = self.deadlines.push(&mut self.flight.attempts, l, att.index) {
+        debug_assert_eq!(self.flight.get(att).started(), self.now);
+        if let Some(at) = self.deadlines.push(self.flight.slab_mut(), l, att.index) {
             self.queue.schedule(at, super::Ev::Timeout { list: l });
         }
     }
@@ -201,8 +201,7 @@ impl Engine {
     #[inline]
     pub(crate) fn disarm_timeout(&mut self, index: u32, link: Link) {
         if link.is_linked() {
-            self.deadlines
-                .unlink(&mut self.flight.attempts, index, link);
+            self.deadlines.unlink(self.flight.slab_mut(), index, link);
         }
     }
 
@@ -222,11 +221,11 @@ impl Engine {
             }
             let key = self
                 .flight
-                .attempts
+                .slab()
                 .key_at(head)
                 .expect("a linked attempt is live");
             let a = self.flight.get(key);
-            let deadline = a.started.saturating_add(duration);
+            let deadline = a.started().saturating_add(duration);
             if deadline > now {
                 if let Some(at) = self.deadlines.lists[li].timer.rearm(deadline) {
                     self.queue.schedule(at, super::Ev::Timeout { list: l });
@@ -234,7 +233,7 @@ impl Engine {
                 return;
             }
             let link = a.link;
-            self.deadlines.unlink(&mut self.flight.attempts, head, link);
+            self.deadlines.unlink(self.flight.slab_mut(), head, link);
             self.on_timeout(key);
         }
     }

@@ -22,15 +22,20 @@ struct Seen {
 
 #[derive(Debug)]
 pub(crate) struct FailoverCtl {
-    pub(crate) pops: Vec<PopId>,
-    pub(crate) primary: LbId,
-    pub(crate) secondary: LbId,
-    pub(crate) policy: Failover,
-    pub(crate) period: Nanos,
+    pops: Vec<PopId>,
+    primary: LbId,
+    secondary: LbId,
+    policy: Failover,
+    period: Nanos,
     seen: Seen,
 }
 
 impl FailoverCtl {
+    /// Its first plan is due one period into the run.
+    pub(crate) fn first_plan(&self) -> Nanos {
+        self.period
+    }
+
     pub(crate) fn new(
         pops: Vec<PopId>,
         primary: LbId,
@@ -61,18 +66,18 @@ impl Engine {
         let spilled_total: u64 = f
             .pops
             .iter()
-            .map(|&p| self.pops[p.ix()].spilled_total)
+            .map(|&p| self.pops[p.ix()].spill_totals().0)
             .sum();
         let started_total: u64 = f
             .pops
             .iter()
-            .map(|&p| self.pops[p.ix()].started_total)
+            .map(|&p| self.pops[p.ix()].spill_totals().1)
             .sum();
         let now_seen = Seen {
-            primary_arrivals: p.arrivals_total,
-            primary_refused: p.refused_total,
-            secondary_arrivals: s.arrivals_total,
-            secondary_refused: s.refused_total,
+            primary_arrivals: p.totals().0,
+            primary_refused: p.totals().1,
+            secondary_arrivals: s.totals().0,
+            secondary_refused: s.totals().1,
             spilled: spilled_total,
             started: started_total,
             at: now,
@@ -110,7 +115,7 @@ impl Engine {
             0.0
         };
         for &p in &f.pops {
-            self.pops[p.ix()].spill = share;
+            self.pops[p.ix()].set_spill(share);
         }
         let next = now.saturating_add(f.period);
         if next <= self.end {

@@ -18,10 +18,10 @@ use stormbreak_policy::Nanos;
 
 use super::Engine;
 use super::Ev;
-use super::attempt::{Held, Phase, Res};
+use super::attempt::{Phase, Res};
 use super::ids::{Comp, LbId, PodKey, SeriesId, ServiceId};
 use super::scale::scaled;
-use crate::record::{AppliedAction, Cause};
+use crate::record::Cause;
 use crate::scenario::StallMode;
 use crate::slab::Key;
 
@@ -65,7 +65,7 @@ pub(crate) struct Stalls {
     /// Hung attempts per component (stale keys are skipped and compacted).
     hung: Vec<Vec<Key>>,
     /// Components with a stall in force: the hot path checks only this.
-    pub(crate) active: u32,
+    active: u32,
 }
 
 impl Stalls {
@@ -75,6 +75,12 @@ impl Stalls {
             hung: vec![Vec::new(); components],
             active: 0,
         }
+    }
+
+    /// Some stall is in force somewhere.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.active > 0
     }
 
     /// The stall in force at a component, if any.
@@ -95,8 +101,8 @@ impl Engine {
                 // Timed-out attempts leave stale keys behind; drop them
                 // once they could outnumber the live ones (amortised O(1)).
                 if hung.len() >= 1024 && hung.len().is_power_of_two() {
-                    let attempts = &self.flight.attempts;
-                    hung.retain(|&k| attempts.get(k).is_some_and(|a| a.phase == Phase::Stalled));
+                    let flight = &self.flight;
+                    hung.retain(|&k| flight.attempt(k).is_some_and(|a| a.phase == Phase::Stalled));
                 }
                 hung.push(att);
             }
@@ -106,13 +112,13 @@ impl Engine {
     /// A hung attempt its caller stopped waiting for: nothing holds or
     /// waits for it any more, so it leaves now.
     pub(crate) fn drop_hung(&mut self, att: Key) {
-        if let Some(a) = self.flight.attempts.get(att)
+        if let Some(a) = self.flight.attempt(att)
             && a.phase == Phase::Stalled
             && a.child.is_none()
         {
             let a = self.remove_attempt(att);
-            let series = self.series_of(a.comp);
-            self.rec.depart(series, self.now, self.now - a.started);
+            let series = self.series_of(a.comp());
+            self.rec.depart(series, self.now, self.now - a.started());
         }
     }
 
@@ -143,8 +149,7 @@ impl Engine {
             for k in std::mem::take(&mut self.stalls.hung[s.ix()]) {
                 if self
                     .flight
-                    .attempts
-                    .get(k)
+                    .attempt(k)
                     .is_some_and(|a| a.phase == Phase::Stalled)
                 {
                     self.complete(k, Res::fail(Cause::Reset));
@@ -154,9 +159,7 @@ impl Engine {
     }
 
     pub(crate) fn slow_service(&mut self, idx: usize, svc: ServiceId, factor: f64, add: Nanos) {
-        let s = &mut self.services[svc.ix()];
-        s.slowdowns.push((idx as u16, factor, add));
-        s.refresh_slowdown();
+        self.services[svc.ix()].slow_down(idx as u16, factor, add);
         self.undo[idx] = Undo::Slow { svc };
     }
 
@@ -168,12 +171,13 @@ impl Engine {
         sidecar_limit: Option<u32>,
     ) {
         let s = &self.services[svc.ix()];
+        let (old_workers, old_limit) = s.capacity();
         self.undo[idx] = Undo::Capacity {
             svc,
-            workers: s.workers,
-            sidecar_limit: s.sidecar.map(|sc| sc.limit),
+            workers: old_workers,
+            sidecar_limit: old_limit,
         };
-        let fleet = s.fleet;
+        let fleet = s.fleet();
         self.apply_capacity(
             svc,
             workers.map(|w| fleet.per_pod(w)),
@@ -181,190 +185,42 @@ impl Engine {
         );
     }
 
-    /// Sets per-pod capacities (already scaled) and admits what now fits.
-    fn apply_capacity(&mut self, svc: ServiceId, workers: Option<u32>, sidecar_limit: Option<u32>) {
-        let now = self.now;
-        let s = &mut self.services[svc.ix()];
-        if let Some(w) = workers {
-            // The pods' utilisation averages are over the old worker count
-            // until now; the HPA reads them as a share of the new one.
-            for k in &s.order {
-                let pod = s.pods.get_mut(k.0).expect("ordered pods are live");
-                pod.busy_avg.touch(now, pod.busy);
-                pod.busy_tick.touch(now, pod.busy);
-            }
-            s.workers = w;
-            s.peak_workers = s.peak_workers.max(w);
-        }
-        if let (Some(l), Some(sc)) = (sidecar_limit, s.sidecar.as_mut()) {
-            sc.limit = l;
-            s.peak_sidecar_limit = s.peak_sidecar_limit.max(l);
-        }
-        let pods = s.order.clone();
-        for p in pods {
-            if self.services[svc.ix()].pods.get(p.0).is_none() {
-                continue;
-            }
-            self.pull_app_queue(svc, p);
-            self.fill_sidecar(svc, p);
-        }
-    }
-
-    /// The first `n` (scaled) ready pods, oldest first, that pass `pick`.
-    fn victims(
-        &self,
-        svc: ServiceId,
-        n: u32,
-        pick: impl Fn(&super::service::Pod) -> bool,
-    ) -> Vec<PodKey> {
-        let s = &self.services[svc.ix()];
-        let n = s.fleet.pods(n) as usize;
-        s.order
-            .iter()
-            .copied()
-            .filter(|&k| {
-                let p = s.pod(k);
-                p.ready && pick(p)
-            })
-            .take(n)
-            .collect()
-    }
-
     pub(crate) fn kill_pods(&mut self, idx: usize, svc: ServiceId, pods: u32, timed: bool) {
-        let victims = self.victims(svc, pods, |_| true);
-        for &p in &victims {
-            // Not ready first, so no retry the resets cause lands here.
-            self.services[svc.ix()].pod_mut(p).ready = false;
-        }
-        for &p in &victims {
-            self.reset_pod(svc, p);
-        }
-        let s = &mut self.services[svc.ix()];
-        s.remove_drained();
+        let victims = self.services[svc.ix()].victims(pods, |_| true);
+        self.kill_service_pods(svc, &victims);
         let killed = victims.len() as u32;
         if timed {
-            s.unschedulable += killed;
+            self.services[svc.ix()].add_unschedulable(killed);
             self.undo[idx] = Undo::Reschedule { svc, pods: killed };
         }
         self.arm_reconcile(svc);
     }
 
     pub(crate) fn fail_pods(&mut self, idx: usize, svc: ServiceId, pods: u32) {
-        let victims = self.victims(svc, pods, |p| !p.failing);
-        for &p in &victims {
-            self.services[svc.ix()].pod_mut(p).failing = true;
-        }
-        // The app is gone: what it held is reset, as if it crashed.
-        for &p in &victims {
-            self.reset_pod(svc, p);
-            let pod = self.services[svc.ix()].pod_mut(p);
-            pod.sidecar_queue.clear();
-            pod.app_queue.clear();
-        }
+        let victims = self.services[svc.ix()].victims(pods, |p| !p.is_failing());
+        self.fail_service_pods(svc, &victims);
         self.undo[idx] = Undo::Heal { svc, pods: victims };
-    }
-
-    /// Every attempt on the pod is answered with a reset; the pod's
-    /// counters go to zero with them.
-    fn reset_pod(&mut self, svc: ServiceId, p: PodKey) {
-        let now = self.now;
-        // A fault is a rare operator action: a scan of the slab is fine.
-        let mut on_pod = Vec::new();
-        self.flight.attempts.for_each(|k, a| {
-            if a.comp == Comp::Service(svc) && a.held == Held::Pod(p) {
-                on_pod.push(k);
-            }
-        });
-        let has_sidecar = self.services[svc.ix()].sidecar.is_some();
-        for k in on_pod {
-            // Delivering one reset starts retries elsewhere; check that
-            // each attempt is still here all the same.
-            let Some(a) = self.flight.attempts.get_mut(k) else {
-                continue;
-            };
-            if a.held != Held::Pod(p) {
-                continue;
-            }
-            let phase = a.phase;
-            a.held = Held::Nothing;
-            let pod = self.services[svc.ix()].pod_mut(p);
-            match phase {
-                Phase::SidecarQueued => pod.sidecar_queued -= 1,
-                Phase::AppQueued => {
-                    pod.app_queued -= 1;
-                    if has_sidecar {
-                        pod.sidecar_avg.touch(now, pod.sidecar_in);
-                        pod.sidecar_in -= 1;
-                    }
-                }
-                Phase::InService => {
-                    pod.busy_avg.touch(now, pod.busy);
-                    pod.busy_tick.touch(now, pod.busy);
-                    pod.busy -= 1;
-                    if has_sidecar {
-                        pod.sidecar_avg.touch(now, pod.sidecar_in);
-                        pod.sidecar_in -= 1;
-                    }
-                }
-                other => unreachable!("an attempt on a pod in phase {other:?}"),
-            }
-            self.rec.reject(self.services[svc.ix()].series);
-            self.complete(k, Res::fail(Cause::Reset));
-        }
     }
 
     /// Schedules a replica-controller check unless one is due.
     fn arm_reconcile(&mut self, svc: ServiceId) {
-        let s = &mut self.services[svc.ix()];
-        if !s.reconcile_armed {
-            s.reconcile_armed = true;
-            let at = self.now.saturating_add(s.controller_period);
+        if let Some(at) = self.services[svc.ix()].arm_reconcile(self.now) {
             self.queue.schedule(at, Ev::Reconcile { svc });
         }
     }
 
     pub(crate) fn on_reconcile(&mut self, svc: ServiceId) {
-        self.services[svc.ix()].reconcile_armed = false;
+        self.services[svc.ix()].disarm_reconcile();
         self.reconcile(svc);
     }
 
     /// The Deployment's replica controller: start pods up to `desired`
     /// (less those that cannot be scheduled), or stop the newest.
     pub(crate) fn reconcile(&mut self, svc: ServiceId) {
-        let now = self.now;
-        let s = &mut self.services[svc.ix()];
-        // Serving pods and those starting; draining pods are terminating
-        // (Kubernetes no longer counts them).
-        let current = s.ready_pods() as u32 + s.starting;
-        let allowed = s.desired.saturating_sub(s.unschedulable);
-        if current < allowed {
-            for _ in current..allowed {
-                s.starting += 1;
-                self.queue
-                    .schedule(now.saturating_add(s.pod_start), Ev::PodReady { svc });
-            }
-        } else if s.desired < current {
-            // Scale down: pods still starting go first (as a ReplicaSet
-            // deletes pending pods before running ones); then stop sending
-            // to the newest ready pods, which finish what they hold and
-            // leave once drained (at a later sync).
-            let mut to_remove = current - s.desired;
-            let cancel = to_remove.min(s.starting);
-            s.starting -= cancel;
-            s.cancelled_starts += cancel;
-            to_remove -= cancel;
-            for k in s.order.iter().rev() {
-                if to_remove == 0 {
-                    break;
-                }
-                let pod = s.pods.get_mut(k.0).expect("ordered pods are live");
-                if pod.ready {
-                    pod.ready = false;
-                    to_remove -= 1;
-                }
-            }
+        let (starts, ready_at) = self.services[svc.ix()].reconcile(self.now);
+        for _ in 0..starts {
+            self.queue.schedule(ready_at, Ev::PodReady { svc });
         }
-        s.remove_drained();
     }
 
     pub(crate) fn set_lb_limit(
@@ -379,18 +235,13 @@ impl Engine {
         let pool = &mut self.lbs[lb];
         self.undo[idx] = Undo::LbLimits {
             lb,
-            limits: pool.nodes.iter().map(|n| (n.limit, n.conn_limit)).collect(),
+            limits: pool.limits(),
         };
-        for (i, n) in pool.nodes.iter_mut().enumerate() {
-            if node.is_none_or(|j| j as usize == i) {
-                if let Some(f) = flows {
-                    n.limit = scaled(f, scale);
-                }
-                if let Some(m) = maxconn {
-                    n.conn_limit = scaled(m, scale);
-                }
-            }
-        }
+        pool.set_limits(
+            node,
+            flows.map(|f| scaled(f, scale)),
+            maxconn.map(|m| scaled(m, scale)),
+        );
     }
 
     /// A timed action's `for` ran out: undo what it changed.
@@ -398,17 +249,13 @@ impl Engine {
         match std::mem::take(&mut self.undo[idx]) {
             Undo::Nothing => {}
             Undo::Restart { lb, nodes } => {
-                for n in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
-                    n.paused = false;
-                }
+                self.lbs[lb].restart(nodes as usize);
             }
             Undo::Unshed { lb, route, class } => {
-                self.lbs[lb].rules.remove_rule(route, class);
+                self.lbs[lb].shed_rules_mut().remove_rule(route, class);
             }
             Undo::Slow { svc } => {
-                let s = &mut self.services[svc.ix()];
-                s.slowdowns.retain(|&(i, _, _)| usize::from(i) != idx);
-                s.refresh_slowdown();
+                self.services[svc.ix()].end_slowdown(idx);
             }
             Undo::Capacity {
                 svc,
@@ -416,27 +263,18 @@ impl Engine {
                 sidecar_limit,
             } => self.apply_capacity(svc, Some(workers), sidecar_limit),
             Undo::Reschedule { svc, pods } => {
-                let s = &mut self.services[svc.ix()];
-                s.unschedulable -= pods;
+                self.services[svc.ix()].remove_unschedulable(pods);
                 self.arm_reconcile(svc);
             }
             Undo::Heal { svc, pods } => {
-                let s = &mut self.services[svc.ix()];
-                for p in pods {
-                    if let Some(pod) = s.pods.get_mut(p.0) {
-                        pod.failing = false;
-                    }
-                }
+                self.services[svc.ix()].heal(&pods);
             }
             Undo::Unstall { series } => self.unstall(idx, &series),
             Undo::LbLimits { lb, limits } => {
-                for (n, (flows, conns)) in self.lbs[lb].nodes.iter_mut().zip(limits) {
-                    n.limit = flows;
-                    n.conn_limit = conns;
-                }
+                self.lbs[lb].restore_limits(limits);
             }
         }
-        let what = format!("end of: {}", self.timeline[idx].what);
-        self.rec.applied.push(AppliedAction { at: self.now, what });
+        let what = format!("end of: {}", self.timeline[idx].what());
+        self.rec.applied(self.now, what);
     }
 }

@@ -11,6 +11,7 @@ use stormbreak_policy::shed::SaturationConfig;
 use super::Engine;
 use super::admission::{Admission, Admitted, Refusal, Slot};
 use super::attempt::{Attempt, Held, Phase, Res};
+use super::audit::ensure;
 use super::caller::{Caller, Next};
 use super::deadline::TimeoutList;
 use super::ids::{GatewayId, RouteId, SeriesId};
@@ -21,18 +22,114 @@ use crate::slab::Key;
 
 #[derive(Debug)]
 pub(crate) struct Gateway {
-    pub(crate) dependency: Option<RouteId>,
-    pub(crate) timeout: TimeoutList,
-    pub(crate) caller: Caller,
-    pub(crate) rng: Pcg64Mcg,
+    dependency: Option<RouteId>,
+    timeout: TimeoutList,
+    caller: Caller,
+    rng: Pcg64Mcg,
     /// The gateway's `limit`, one limiter per instance.
-    pub(crate) admission: Option<Admission>,
+    admission: Option<Admission>,
     /// With a `queue`: each instance's waiters in arrival order (keys of
     /// attempts that timed out stay until they reach the front) and the
     /// lane of their queue timeouts.
-    pub(crate) waiters: Vec<VecDeque<Key>>,
-    pub(crate) queue_lane: Option<Lane>,
-    pub(crate) series: SeriesId,
+    waiters: Vec<VecDeque<Key>>,
+    queue_lane: Option<Lane>,
+    series: SeriesId,
+}
+
+impl Gateway {
+    /// A gateway as the scenario declares it, `--scale` applied.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        g: &crate::scenario::GatewaySpec,
+        scale: f64,
+        names: &super::Names<'_>,
+        deadlines: &mut super::deadline::Deadlines,
+        queue: &mut crate::queue::EventQueue<super::Ev>,
+        rng: Pcg64Mcg,
+        admission_rng: Pcg64Mcg,
+        series: SeriesId,
+    ) -> Gateway {
+        Gateway {
+            dependency: g.dependency.as_ref().map(|d| names.route(d.get_ref())),
+            timeout: deadlines.list(g.timeout),
+            caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
+            rng,
+            admission: g.limit.as_ref().map(|l| {
+                self::admission(
+                    l,
+                    g.saturation.as_ref(),
+                    g.queue.as_ref(),
+                    g.instances,
+                    scale,
+                    admission_rng,
+                )
+            }),
+            waiters: match (&g.limit, &g.queue) {
+                (Some(_), Some(_)) => {
+                    vec![
+                        VecDeque::new();
+                        FleetScale::new(g.instances, scale).pods(g.instances) as usize
+                    ]
+                }
+                _ => Vec::new(),
+            },
+            queue_lane: g
+                .limit
+                .as_ref()
+                .and(g.queue.as_ref())
+                .map(|q| queue.lane(q.timeout)),
+            series,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn series(&self) -> SeriesId {
+        self.series
+    }
+
+    /// Its retry policy and budget (a `set_retry` action changes them).
+    pub(crate) fn caller_mut(&mut self) -> &mut Caller {
+        &mut self.caller
+    }
+
+    /// Its limiters, with a `limit`.
+    pub(crate) fn admission(&self) -> Option<&Admission> {
+        self.admission.as_ref()
+    }
+
+    /// Its part of the conservation law: `slots` and `queued` per
+    /// instance are what the attempts hold.
+    pub(crate) fn audit(
+        &self,
+        name: &str,
+        slots: &[u32],
+        queued: &[u32],
+    ) -> Result<(), super::AuditError> {
+        let Some(adm) = &self.admission else {
+            return Ok(());
+        };
+        for (i, &held) in slots.iter().enumerate() {
+            ensure!(
+                adm.inflight_of(i as u32) == held,
+                "gateway {name}: instance {i} counts {} in flight, {} attempts hold a slot",
+                adm.inflight_of(i as u32),
+                held
+            );
+            let waiting = queued[i];
+            ensure!(
+                adm.waiting_of(i as u32) == waiting,
+                "gateway {name}: instance {i} counts {} waiting, {} attempts hold a queue place",
+                adm.waiting_of(i as u32),
+                waiting
+            );
+            ensure!(
+                self.waiters.get(i).map_or(0, |w| w.len()) >= waiting as usize,
+                "gateway {name}: instance {i} has {waiting} waiting but {} keys queued",
+                self.waiters.get(i).map_or(0, |w| w.len())
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A gateway's limiters at `--scale scale`: instances shrink like a
@@ -71,7 +168,7 @@ impl Engine {
         let now = self.now;
         let gw = &mut self.gateways[g.ix()];
         if let Some(adm) = &mut gw.admission {
-            let class = self.flight.get(att).class;
+            let class = self.flight.get(att).class();
             match adm.admit(now, class) {
                 Ok(Admitted::Now(slot)) => self.flight.get_mut(att).held = Held::Slot(slot),
                 Ok(Admitted::Queued { instance }) => {
@@ -124,7 +221,7 @@ impl Engine {
         self.flight.get_mut(att).phase = Phase::New;
         match dependency {
             Some(dep) => {
-                self.rec.routes[dep.ix()].acc.first_attempts += 1;
+                self.rec.route_acc(dep).first_attempts += 1;
                 self.call_dependency(att, g, dep);
             }
             None => self.forward(att, Some(timeout)),
@@ -144,8 +241,7 @@ impl Engine {
         while let Some(k) = waiters.pop_front() {
             let live = self
                 .flight
-                .attempts
-                .get(k)
+                .attempt(k)
                 .is_some_and(|a| a.phase == Phase::GatewayQueued);
             if !live {
                 continue; // timed out in the queue already
@@ -187,7 +283,7 @@ impl Engine {
     /// The gateway calls its dependency route for `att`.
     fn call_dependency(&mut self, att: Key, g: GatewayId, dep: RouteId) {
         let a = self.flight.get(att);
-        let origin = (a.site, a.class);
+        let origin = (a.site(), a.class());
         let child = self.new_attempt(dep, 0, super::attempt::Parent::Attempt(att), origin);
         let a = self.flight.get_mut(att);
         a.phase = Phase::DependencyWait;
@@ -238,7 +334,7 @@ impl Engine {
     pub(crate) fn gateway_release(&mut self, g: GatewayId, slot: Slot, a: &Attempt, res: Res) {
         let now = self.now;
         if let Some(adm) = &mut self.gateways[g.ix()].admission {
-            adm.finish(now, slot, Admission::outcome(res, a.abandoned));
+            adm.finish(now, slot, Admission::outcome(res, a.abandoned()));
             if adm.waiting_of(slot.instance) > 0 {
                 self.wake_waiter(g, slot.instance);
             }
@@ -246,10 +342,10 @@ impl Engine {
     }
 
     pub(crate) fn on_gateway_retry(&mut self, att: Key) {
-        let Some(a) = self.flight.attempts.get(att) else {
+        let Some(a) = self.flight.attempt(att) else {
             return;
         };
-        let super::ids::Comp::Gateway(g) = a.comp else {
+        let super::ids::Comp::Gateway(g) = a.comp() else {
             return;
         };
         let gw = &self.gateways[g.ix()];

@@ -14,58 +14,59 @@ use stormbreak_policy::shed::{Criticality, Decision, ShedRules};
 
 use super::Engine;
 use super::attempt::{Attempt, Held, Res};
+use super::audit::ensure;
 use super::conn::{Conn, LbConns};
 use super::ids::{Comp, LbId, NodeId, RouteId, SeriesId, SiteId};
 use super::scale::scaled;
-use crate::record::{AppliedAction, Cause};
+use crate::record::Cause;
 use crate::scenario::LbSpec;
 use crate::slab::Key;
 
 #[derive(Debug)]
 pub(crate) struct Node {
-    pub(crate) flows: u32,
+    flows: u32,
     /// Flows the node may hold (`flows_per_node`, or a `set_lb_limit`).
-    pub(crate) limit: u32,
+    limit: u32,
     /// Client connections open on the node, busy, idle or closing (only
     /// with `connections`; see the `conn` module).
-    pub(crate) conns: u32,
+    conns: u32,
     /// `maxconn` (`u32::MAX` without `connections`).
-    pub(crate) conn_limit: u32,
-    pub(crate) paused: bool,
+    conn_limit: u32,
+    paused: bool,
 }
 
 /// A manual admission gate (`admit` action): the share of a route's
 /// requests let through, for one site or every site.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Gate {
-    pub(crate) route: RouteId,
-    pub(crate) site: Option<SiteId>,
-    pub(crate) fraction: f64,
-    pub(crate) status: u16,
+    route: RouteId,
+    site: Option<SiteId>,
+    fraction: f64,
+    status: u16,
 }
 
 /// A staged restore of one route at one LB.
 #[derive(Debug)]
 pub(crate) struct LbRamp {
-    pub(crate) route: RouteId,
-    pub(crate) gate: RampGate,
+    route: RouteId,
+    gate: RampGate,
 }
 
 #[derive(Debug)]
 pub(crate) struct Lb {
     /// Operator shed rules (policy crate), keyed by route index.
-    pub(crate) rules: ShedRules,
-    pub(crate) ramps: Vec<LbRamp>,
-    pub(crate) gates: Vec<Gate>,
-    pub(crate) nodes: Vec<Node>,
+    rules: ShedRules,
+    ramps: Vec<LbRamp>,
+    gates: Vec<Gate>,
+    nodes: Vec<Node>,
     /// The connection model, when the pool has `connections`.
-    pub(crate) conns: Option<LbConns>,
+    conns: Option<LbConns>,
     /// Round-robin position.
     next: usize,
-    pub(crate) series: SeriesId,
+    series: SeriesId,
     /// Whole-run counts, for controllers that measure rates (failover).
-    pub(crate) arrivals_total: u64,
-    pub(crate) refused_total: u64,
+    arrivals_total: u64,
+    refused_total: u64,
 }
 
 impl Lb {
@@ -111,6 +112,190 @@ impl Lb {
         }
     }
 
+    #[inline]
+    pub(crate) fn series(&self) -> SeriesId {
+        self.series
+    }
+
+    /// Whole-run (arrivals, refusals), for controllers that measure rates.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (self.arrivals_total, self.refused_total)
+    }
+
+    /// An attempt refused before it reached the shed rules (no connection).
+    #[inline]
+    pub(crate) fn count_refused(&mut self) {
+        self.refused_total += 1;
+    }
+
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    #[inline]
+    pub(crate) fn is_paused(&self, node: usize) -> bool {
+        self.nodes[node].paused
+    }
+
+    #[inline]
+    pub(crate) fn has_conns(&self) -> bool {
+        self.conns.is_some()
+    }
+
+    /// The connection model's state (the `conn` module's), with `connections`.
+    #[inline]
+    pub(crate) fn conns_mut(&mut self) -> Option<&mut LbConns> {
+        self.conns.as_mut()
+    }
+
+    /// A new connection on `node`, unless it is at `maxconn`.
+    #[inline]
+    pub(crate) fn try_open_conn(&mut self, node: NodeId) -> bool {
+        let n = &mut self.nodes[node.ix()];
+        if n.conns >= n.conn_limit {
+            return false;
+        }
+        n.conns += 1;
+        true
+    }
+
+    /// `count` connections on `node` close.
+    #[inline]
+    pub(crate) fn close_conns(&mut self, node: NodeId, count: u32) {
+        self.nodes[node.ix()].conns -= count;
+    }
+
+    /// Paused nodes drop every connection they hold, idle ones included.
+    pub(crate) fn reset_paused_conns(&mut self) {
+        let Some(conns) = self.conns.as_mut() else {
+            return;
+        };
+        for (n, node) in self.nodes.iter_mut().enumerate() {
+            if !node.paused {
+                continue;
+            }
+            node.conns = 0;
+            conns.clear_node(n);
+        }
+    }
+
+    /// Connections open on the nodes, with `connections`.
+    pub(crate) fn open_conns(&self) -> Option<u64> {
+        self.conns
+            .as_ref()
+            .map(|_| self.nodes.iter().map(|n| u64::from(n.conns)).sum())
+    }
+
+    /// Pauses the first `nodes` nodes (they take nothing new; what they
+    /// hold is reset by the caller).
+    pub(crate) fn pause(&mut self, nodes: u32) {
+        for node in self.nodes.iter_mut().take(nodes as usize) {
+            node.paused = true;
+        }
+    }
+
+    /// Restarts the first `nodes` nodes.
+    pub(crate) fn restart(&mut self, nodes: usize) {
+        for n in self.nodes.iter_mut().take(nodes) {
+            n.paused = false;
+        }
+    }
+
+    /// Each node's (flow, connection) limits, to put back later.
+    pub(crate) fn limits(&self) -> Vec<(u32, u32)> {
+        self.nodes.iter().map(|n| (n.limit, n.conn_limit)).collect()
+    }
+
+    /// Sets the flow and connection limits (already scaled) of one node,
+    /// or of every node.
+    pub(crate) fn set_limits(
+        &mut self,
+        node: Option<u32>,
+        flows: Option<u32>,
+        maxconn: Option<u32>,
+    ) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if node.is_none_or(|j| j as usize == i) {
+                if let Some(f) = flows {
+                    n.limit = f;
+                }
+                if let Some(m) = maxconn {
+                    n.conn_limit = m;
+                }
+            }
+        }
+    }
+
+    /// Puts back limits [`Lb::limits`] returned.
+    pub(crate) fn restore_limits(&mut self, limits: Vec<(u32, u32)>) {
+        for (n, (flows, conns)) in self.nodes.iter_mut().zip(limits) {
+            n.limit = flows;
+            n.conn_limit = conns;
+        }
+    }
+
+    pub(crate) fn shed_rules_mut(&mut self) -> &mut ShedRules {
+        &mut self.rules
+    }
+
+    /// An `admit` action: `fraction` of the route's requests (from `site`,
+    /// or every site) pass; 1 removes the gate.
+    pub(crate) fn set_gate(
+        &mut self,
+        route: RouteId,
+        site: Option<SiteId>,
+        fraction: f64,
+        status: u16,
+    ) {
+        self.gates.retain(|g| !(g.route == route && g.site == site));
+        if fraction < 1.0 {
+            self.gates.push(Gate {
+                route,
+                site,
+                fraction,
+                status,
+            });
+        }
+    }
+
+    /// The nodes' part of the conservation law: `flows` per node is what
+    /// the attempts hold.
+    pub(crate) fn audit_flows(&self, name: &str, flows: &[u32]) -> Result<(), super::AuditError> {
+        for (n, node) in self.nodes.iter().enumerate() {
+            ensure!(
+                node.flows == flows[n],
+                "lb {name}: node {n} counts {} flows, {} attempts hold one",
+                node.flows,
+                flows[n]
+            );
+            ensure!(
+                !node.paused || node.flows == 0,
+                "lb {name}: paused node {n} holds {} flows",
+                node.flows
+            );
+        }
+        Ok(())
+    }
+
+    /// And `held` per node (with `connections`) is what the processes and
+    /// attempts hold of its connections.
+    pub(crate) fn audit_conns(&self, name: &str, held: &[u32]) -> Result<(), super::AuditError> {
+        for (n, node) in self.nodes.iter().enumerate() {
+            ensure!(
+                node.conns == held[n],
+                "lb {name}: node {n} counts {} connections, {} processes and attempts hold one",
+                node.conns,
+                held[n]
+            );
+            ensure!(
+                !node.paused || node.conns == 0,
+                "lb {name}: paused node {n} holds {} connections",
+                node.conns
+            );
+        }
+        Ok(())
+    }
+
     /// Flows held on running and paused nodes.
     pub(crate) fn flows_in_use(&self) -> u64 {
         self.nodes.iter().map(|n| u64::from(n.flows)).sum()
@@ -130,6 +315,7 @@ impl Lb {
     }
 
     /// The next running node, round-robin.
+    #[inline]
     pub(crate) fn pick(&mut self) -> Option<NodeId> {
         let n = self.nodes.len();
         let j = (0..n)
@@ -147,8 +333,8 @@ impl Lb {
 /// The LB pools and the randomness of their admission decisions.
 #[derive(Debug)]
 pub(crate) struct LbPools {
-    pub(crate) pools: Vec<Lb>,
-    pub(crate) rng: Pcg64Mcg,
+    pools: Vec<Lb>,
+    rng: Pcg64Mcg,
     next_epoch: u32,
 }
 
@@ -161,7 +347,15 @@ impl LbPools {
         }
     }
 
-    pub(crate) fn epoch(&mut self) -> u32 {
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Lb> {
+        self.pools.iter()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.pools.len()
+    }
+
+    fn epoch(&mut self) -> u32 {
         self.next_epoch = self.next_epoch.wrapping_add(1);
         self.next_epoch
     }
@@ -231,24 +425,24 @@ impl Engine {
         if let Some(Decision::Reject {
             status,
             retry_after,
-        }) = lb.rules.lookup(a.route.0 as u32, a.class)
+        }) = lb.rules.lookup(a.route().0 as u32, a.class())
         {
             Some(Res::Err(Cause::shed(status), retry_after))
         } else if let Some(g) = lb
             .gates
             .iter()
-            .find(|g| g.route == a.route && g.site == Some(a.site))
+            .find(|g| g.route == a.route() && g.site == Some(a.site()))
             .or_else(|| {
                 lb.gates
                     .iter()
-                    .find(|g| g.route == a.route && g.site.is_none())
+                    .find(|g| g.route == a.route() && g.site.is_none())
             })
             .filter(|g| !admit_with(g.fraction, &mut lbs.rng))
         {
             Some(Res::fail(Cause::shed(g.status)))
         } else {
-            let ramp = lb.ramps.iter_mut().find(|r| r.route == a.route)?;
-            (!ramp.gate.admit(now, a.site.ix(), &mut lbs.rng))
+            let ramp = lb.ramps.iter_mut().find(|r| r.route == a.route())?;
+            (!ramp.gate.admit(now, a.site().ix(), &mut lbs.rng))
                 .then(|| Res::fail(Cause::shed(ramp.gate.status)))
         }
     }
@@ -259,11 +453,14 @@ impl Engine {
         let lb = &mut self.lbs[l];
         lb.nodes[node.ix()].flows -= 1;
         let now = self.now;
-        let wake = lb
-            .ramp_mut(a.route)
-            .and_then(|ramp| Some((ramp.gate.observe(now, a.site.ix(), ok)?, ramp.gate.epoch())));
+        let wake = lb.ramp_mut(a.route()).and_then(|ramp| {
+            Some((
+                ramp.gate.observe(now, a.site().ix(), ok)?,
+                ramp.gate.epoch(),
+            ))
+        });
         if let Some((at, epoch)) = wake {
-            self.schedule_ramp_wake(l, a.route, at, epoch);
+            self.schedule_ramp_wake(l, a.route(), at, epoch);
         }
     }
 
@@ -284,8 +481,8 @@ impl Engine {
         // Pauses are rare operator actions: a scan of the slab is fine here.
         let mut victims = Vec::new();
         let lb = &self.lbs[l];
-        self.flight.attempts.for_each(|k, a| {
-            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp, a.held)
+        self.flight.for_each_attempt(|k, a| {
+            if let (Comp::Lb(x), Held::Flow(node)) = (a.comp(), a.held)
                 && x == l
                 && lb.nodes[node.ix()].paused
             {
@@ -296,7 +493,7 @@ impl Engine {
             // Resetting one flow can end another victim first: a gateway
             // whose dependency route crosses this LB gives up on its call
             // and completes its own flow here.
-            let Some(a) = self.flight.attempts.get_mut(k) else {
+            let Some(a) = self.flight.attempt_mut(k) else {
                 continue;
             };
             if !matches!(a.held, Held::Flow(_)) {
@@ -347,10 +544,10 @@ impl Engine {
                 lb.ramps.retain(|r| r.route != route);
                 let what = format!(
                     "staged restore of {} at {} complete",
-                    self.rec.routes[route.ix()].series.name,
-                    self.rec.comps[lb.series.ix()].name
+                    self.rec.route_name(route),
+                    self.rec.comp_name(lb.series)
                 );
-                self.rec.applied.push(AppliedAction { at: now, what });
+                self.rec.applied(now, what);
             }
         }
     }

@@ -85,7 +85,7 @@ mod service;
 mod stats;
 mod timeline;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -97,23 +97,21 @@ pub use audit::AuditError;
 pub use limits::{BUDGET_WINDOW, BoundHit, Limits, RunError, Stopped};
 
 use self::attempt::Flight;
-use self::autoscale::Autoscaler;
-use self::caller::Caller;
 use self::deadline::TimeoutList;
 use self::failover::FailoverCtl;
 use self::gateway::Gateway;
 use self::ids::{Comp, GatewayId, LbId, PodKey, PopId, RouteId, SeriesId, ServiceId, SiteId};
 use self::lb::{Lb, LbPools};
 use self::population::Population;
-use self::rate::RateSchedule;
+
 use self::recorder::{Meta, Recorder};
-use self::scale::{FleetScale, scale_autoscaler, scaled};
-use self::service::{Service, Sidecar};
+use self::scale::scaled;
+use self::service::Service;
 use self::timeline::Planned;
 use crate::queue::{EventQueue, Lane};
 use crate::record::Recording;
 use crate::scenario::{ComponentRef, Scenario, parse_clock};
-use crate::slab::{Key, Slab};
+use crate::slab::Key;
 
 /// Options that change a run without changing its scenario.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -231,7 +229,15 @@ impl Ev {
 /// The route table of the model: each route's components, hop by hop.
 #[derive(Debug)]
 pub(crate) struct Route {
-    pub(crate) path: Vec<Comp>,
+    path: Vec<Comp>,
+}
+
+impl Route {
+    /// The component at hop `h`.
+    #[inline]
+    pub(crate) fn hop(&self, h: u8) -> Comp {
+        self.path[h as usize]
+    }
 }
 
 /// The simulator for one scenario run.
@@ -314,7 +320,7 @@ pub(crate) struct Names<'a> {
     routes: HashMap<&'a str, RouteId>,
     clients: HashMap<&'a str, PopId>,
     /// Site labels in order of first appearance.
-    pub(crate) sites: Vec<String>,
+    sites: Vec<String>,
 }
 
 impl<'a> Names<'a> {
@@ -381,6 +387,11 @@ impl<'a> Names<'a> {
         self.clients.get(name).copied()
     }
 
+    /// Site labels in order of first appearance.
+    pub(crate) fn sites(&self) -> &[String] {
+        &self.sites
+    }
+
     pub(crate) fn site(&self, name: &str) -> SiteId {
         SiteId::new(
             self.sites
@@ -431,36 +442,17 @@ impl Engine {
             .gateways
             .iter()
             .enumerate()
-            .map(|(i, g)| Gateway {
-                dependency: g.dependency.as_ref().map(|d| names.route(d.get_ref())),
-                timeout: deadlines.list(g.timeout),
-                caller: Caller::new(g.retry.as_ref(), g.budget.as_ref()),
-                rng: entity_rng(seed, 1_000 + i as u64),
-                admission: g.limit.as_ref().map(|l| {
-                    gateway::admission(
-                        l,
-                        g.saturation.as_ref(),
-                        g.queue.as_ref(),
-                        g.instances,
-                        scale,
-                        entity_rng(seed, 3_000 + i as u64),
-                    )
-                }),
-                waiters: match (&g.limit, &g.queue) {
-                    (Some(_), Some(_)) => {
-                        vec![
-                            VecDeque::new();
-                            FleetScale::new(g.instances, scale).pods(g.instances) as usize
-                        ]
-                    }
-                    _ => Vec::new(),
-                },
-                queue_lane: g
-                    .limit
-                    .as_ref()
-                    .and(g.queue.as_ref())
-                    .map(|q| queue.lane(q.timeout)),
-                series: rec.add_component(g.name.get_ref(), "gateway"),
+            .map(|(i, g)| {
+                Gateway::build(
+                    g,
+                    scale,
+                    &names,
+                    &mut deadlines,
+                    &mut queue,
+                    entity_rng(seed, 1_000 + i as u64),
+                    entity_rng(seed, 3_000 + i as u64),
+                    rec.add_component(g.name.get_ref(), "gateway"),
+                )
             })
             .collect();
         let services = sc
@@ -468,59 +460,13 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let fleet = FleetScale::new(s.replicas, scale);
-                let autoscaler = s
-                    .autoscaler
-                    .as_ref()
-                    .map(|a| Autoscaler::new(&scale_autoscaler(a, fleet)));
-                let mut svc = Service {
-                    pods: Slab::new(),
-                    order: Vec::new(),
-                    starting: 0,
-                    cancelled_starts: 0,
-                    sidecar: s.sidecar.as_ref().map(|sc| Sidecar {
-                        limit: fleet.per_pod(sc.limit),
-                        queue_cap: if sc.queue == 0 {
-                            0
-                        } else {
-                            fleet.per_pod(sc.queue)
-                        },
-                        queue_timeout: sc.queue_timeout,
-                    }),
-                    workers: fleet.per_pod(s.app.workers),
-                    // `queue = 0` is no queue at all, at any scale.
-                    app_queue_cap: s.app.queue.map_or(
-                        Limits::default().lowered_to(&sc.limits).default_app_queue,
-                        |q| {
-                            if q == 0 { 0 } else { fleet.per_pod(q) }
-                        },
-                    ),
-                    app_queue_is_default: s.app.queue.is_none(),
-                    drop_expired: s.app.drop_expired,
-                    service_time: s.app.service_time.sampler(),
-                    autoscaler,
-                    pod_start: s.pod_start.unwrap_or_else(|| {
-                        s.autoscaler
-                            .as_ref()
-                            .map_or(crate::scenario::DEFAULT_POD_START, |a| a.pod_start)
-                    }),
-                    fleet,
-                    desired: fleet.pods(s.replicas),
-                    unschedulable: 0,
-                    reconcile_armed: false,
-                    controller_period: s.controller_period,
-                    slowdowns: Vec::new(),
-                    time_factor: 1.0,
-                    time_add: Nanos::ZERO,
-                    peak_workers: fleet.per_pod(s.app.workers),
-                    peak_sidecar_limit: s.sidecar.as_ref().map_or(0, |sc| fleet.per_pod(sc.limit)),
-                    rng: entity_rng(seed, 2_000 + i as u64),
-                    series: rec.add_component(s.name.get_ref(), "service"),
-                };
-                for _ in 0..fleet.pods(s.replicas) {
-                    svc.add_pod(Nanos::ZERO);
-                }
-                svc
+                Service::build(
+                    s,
+                    scale,
+                    Limits::default().lowered_to(&sc.limits).default_app_queue,
+                    entity_rng(seed, 2_000 + i as u64),
+                    rec.add_component(s.name.get_ref(), "service"),
+                )
             })
             .collect::<Vec<_>>();
         let routes = sc
@@ -543,53 +489,35 @@ impl Engine {
                     .iter()
                     .map(|s| (s.at, s.rate * scale, s.ramp))
                     .collect();
-                Population {
-                    name: c.name.get_ref().clone(),
-                    route: names.route(c.route.get_ref()),
-                    schedule: RateSchedule::new(c.rate * scale, &steps)
-                        .with_diurnal(c.diurnal.as_ref()),
-                    timeout: deadlines.list(c.timeout),
-                    caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
-                    honour_retry_after: c.honour_retry_after,
-                    site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
-                    class: c.criticality,
-                    failover_route: c.failover_route.as_ref().map(|f| names.route(f.get_ref())),
-                    spill: 0.0,
-                    arrival_generation: 0,
-                    spilled_total: 0,
-                    started_total: 0,
-                    fanout: c.fanout,
-                    fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
-                    fanout_lane: queue.lane(c.fanout_delay),
-                    give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
-                    workers: c.workers.map_or(u32::MAX, |w| scaled(w, scale)),
-                    busy: 0,
-                    backlog: Default::default(),
-                    backlog_peak: 0,
-                    pending_dispatch: 0,
-                    wait_max: Nanos::ZERO,
-                    pool: c.connections.as_ref().map(|conn| {
-                        let lb = match routes_first_hop(sc, &names, c.route.get_ref()) {
-                            Comp::Lb(l) => l,
-                            _ => unreachable!("validated: connections start at an lb"),
-                        };
-                        let keepalive = sc.lbs[lb.ix()]
-                            .connections
-                            .as_ref()
-                            .expect("validated: the lb has connections")
-                            .keepalive_timeout;
-                        conn::Pool::new(
-                            lb,
-                            scaled(conn.instances, scale),
-                            conn.idle_timeout.min(keepalive),
-                            conn.reconnect_backoff.as_ref().map(|b| {
-                                stormbreak_policy::retry::Backoff::new(b)
-                                    .expect("validated backoff")
-                            }),
-                        )
-                    }),
-                    rng: entity_rng(seed, i as u64),
-                }
+                let pool = c.connections.as_ref().map(|conn| {
+                    let lb = match routes_first_hop(sc, &names, c.route.get_ref()) {
+                        Comp::Lb(l) => l,
+                        _ => unreachable!("validated: connections start at an lb"),
+                    };
+                    let keepalive = sc.lbs[lb.ix()]
+                        .connections
+                        .as_ref()
+                        .expect("validated: the lb has connections")
+                        .keepalive_timeout;
+                    conn::Pool::new(
+                        lb,
+                        scaled(conn.instances, scale),
+                        conn.idle_timeout.min(keepalive),
+                        conn.reconnect_backoff.as_ref().map(|b| {
+                            stormbreak_policy::retry::Backoff::new(b).expect("validated backoff")
+                        }),
+                    )
+                });
+                Population::build(
+                    c,
+                    scale,
+                    &names,
+                    &mut deadlines,
+                    &mut queue,
+                    steps,
+                    pool,
+                    entity_rng(seed, i as u64),
+                )
             })
             .collect();
         let failovers = sc
@@ -635,7 +563,7 @@ impl Engine {
             services,
             failovers,
             undo: vec![fault::Undo::Nothing; timeline.len()],
-            stalls: fault::Stalls::new(rec.comps.len()),
+            stalls: fault::Stalls::new(rec.comp_count()),
             timeline,
             rec,
             limits: Limits::default().lowered_to(&sc.limits),
@@ -646,11 +574,11 @@ impl Engine {
         for p in 0..e.pops.len() {
             e.schedule_arrival(PopId::new(p));
         }
-        e.queue.schedule(e.rec.interval, Ev::Tick);
+        e.queue.schedule(e.rec.interval(), Ev::Tick);
         for (s, svc) in e.services.iter().enumerate() {
-            if let Some(a) = &svc.autoscaler {
+            if let Some(at) = svc.first_autoscale() {
                 e.queue.schedule(
-                    a.poll_timeout(),
+                    at,
                     Ev::Autoscale {
                         svc: ServiceId::new(s),
                     },
@@ -659,7 +587,7 @@ impl Engine {
         }
         for (i, f) in e.failovers.iter().enumerate() {
             e.queue
-                .schedule(f.period, Ev::FailoverPlan { idx: i as u16 });
+                .schedule(f.first_plan(), Ev::FailoverPlan { idx: i as u16 });
         }
         for (at, i) in timeline::plan(&e.timeline) {
             e.queue.schedule(at, Ev::Action { idx: i as u16 });
@@ -691,7 +619,7 @@ impl Engine {
 
     /// Default bounds that have refused work so far.
     pub fn bounds_hit(&self) -> &[BoundHit] {
-        &self.rec.bound_hits
+        self.rec.bound_hits()
     }
 
     /// Replaces the run's bounds (before the run starts): `limits` (the
@@ -700,8 +628,8 @@ impl Engine {
     pub fn with_limits(mut self, limits: Limits) -> Self {
         let limits = limits.lowered_to(&self.lowering);
         self.limits = limits;
-        for svc in self.services.iter_mut().filter(|s| s.app_queue_is_default) {
-            svc.app_queue_cap = limits.default_app_queue;
+        for svc in &mut self.services {
+            svc.lower_default_app_queue(limits.default_app_queue);
         }
         self
     }
@@ -857,22 +785,21 @@ impl Engine {
     /// The entity an event concerns, in the scenario's names.
     fn describe(&self, ev: Ev) -> String {
         let attempt = |k: &Key| {
-            self.flight.attempts.get(*k).map_or_else(
+            self.flight.attempt(*k).map_or_else(
                 || "a finished attempt".to_owned(),
                 |a| {
-                    let comp = &self.rec.comps[self.series_of(a.comp).ix()];
+                    let comp = self.rec.comp(self.series_of(a.comp()));
                     format!("{} {:?}", comp.kind, comp.name)
                 },
             )
         };
-        let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name);
+        let pop = |p: &PopId| format!("client {:?}", self.pops[p.ix()].name());
         match &ev {
             Ev::Arrive { pop: p, .. } | Ev::Dispatch { pop: p } => pop(p),
             Ev::ClientRetry { req, .. } => self
                 .flight
-                .requests
-                .get(*req)
-                .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop)),
+                .request(*req)
+                .map_or_else(|| "a finished request".to_owned(), |r| pop(&r.pop())),
             Ev::Done { att } | Ev::QueueTimeout { att } | Ev::GatewayRetry { att } => attempt(att),
             Ev::Autoscale { svc }
             | Ev::PodReady { svc }
@@ -880,11 +807,11 @@ impl Engine {
             | Ev::SidecarExpiry { svc, .. } => {
                 format!(
                     "service {:?}",
-                    self.rec.comps[self.services[svc.ix()].series.ix()].name
+                    self.rec.comp_name(self.services[svc.ix()].series())
                 )
             }
             Ev::RampWake { lb, .. } => {
-                format!("lb {:?}", self.rec.comps[self.lbs[*lb].series.ix()].name)
+                format!("lb {:?}", self.rec.comp_name(self.lbs[*lb].series()))
             }
             Ev::Timeout { list } => format!(
                 "the callers' per-try timeouts of {}",
@@ -933,9 +860,9 @@ impl Engine {
     #[inline]
     fn series_of(&self, c: Comp) -> SeriesId {
         match c {
-            Comp::Lb(i) => self.lbs[i].series,
-            Comp::Gateway(i) => self.gateways[i.ix()].series,
-            Comp::Service(i) => self.services[i.ix()].series,
+            Comp::Lb(i) => self.lbs[i].series(),
+            Comp::Gateway(i) => self.gateways[i.ix()].series(),
+            Comp::Service(i) => self.services[i.ix()].series(),
         }
     }
 }

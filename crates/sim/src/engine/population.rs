@@ -11,6 +11,7 @@ use stormbreak_policy::Nanos;
 
 use super::Engine;
 use super::attempt::{Parent, Res};
+use super::audit::ensure;
 use super::caller::{CallState, Caller, Next};
 use super::deadline::TimeoutList;
 use super::ids::{PopId, RouteId, SiteId};
@@ -21,62 +22,198 @@ use crate::slab::Key;
 /// One logical request of a population.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Request {
-    pub(crate) pop: PopId,
+    pop: PopId,
     /// The route this request uses (primary or failover).
-    pub(crate) route: RouteId,
-    pub(crate) call: CallState,
+    route: RouteId,
+    call: CallState,
     /// Attempts of this request attached or about to be sent (more than
     /// one with fan-out).
-    pub(crate) live: u32,
-    pub(crate) deadline: Nanos,
+    live: u32,
+    deadline: Nanos,
     /// The client process it comes from (with `connections`; else 0).
-    pub(crate) inst: u32,
+    inst: u32,
+}
+
+impl Request {
+    /// The population it belongs to.
+    #[inline]
+    pub(crate) fn pop(&self) -> PopId {
+        self.pop
+    }
+
+    /// The client process it comes from (with `connections`; else 0).
+    #[inline]
+    pub(crate) fn inst(&self) -> u32 {
+        self.inst
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Population {
     /// The scenario's name, for messages.
-    pub(crate) name: String,
-    pub(crate) route: RouteId,
-    pub(crate) schedule: RateSchedule,
-    pub(crate) timeout: TimeoutList,
-    pub(crate) caller: Caller,
-    pub(crate) honour_retry_after: bool,
-    pub(crate) site: SiteId,
+    name: String,
+    route: RouteId,
+    schedule: RateSchedule,
+    timeout: TimeoutList,
+    caller: Caller,
+    honour_retry_after: bool,
+    site: SiteId,
     /// Criticality class of its requests.
-    pub(crate) class: stormbreak_policy::shed::Criticality,
-    pub(crate) failover_route: Option<RouteId>,
+    class: stormbreak_policy::shed::Criticality,
+    failover_route: Option<RouteId>,
     /// Share of new requests sent to `failover_route`.
-    pub(crate) spill: f64,
+    spill: f64,
     /// Bumped when the rate changes, so the arrival drawn at the old rate is dropped.
-    pub(crate) arrival_generation: u32,
+    arrival_generation: u32,
     /// Whole-run counts for controllers (failover): attempts sent on the
     /// failover route, and logical requests started.
-    pub(crate) spilled_total: u64,
-    pub(crate) started_total: u64,
-    pub(crate) fanout: u32,
-    pub(crate) fanout_cap: u32,
+    spilled_total: u64,
+    started_total: u64,
+    fanout: u32,
+    fanout_cap: u32,
     /// Spawned attempts wait a fixed delay (`fanout_delay`): a FIFO lane.
-    pub(crate) fanout_lane: Lane,
-    pub(crate) give_up_after: Nanos,
+    fanout_lane: Lane,
+    give_up_after: Nanos,
     /// Job-queue worker pool: logical requests allowed in flight (`MAX`
     /// without a queue) and in flight now.
-    pub(crate) workers: u32,
-    pub(crate) busy: u32,
+    workers: u32,
+    busy: u32,
     /// Arrival times of jobs waiting for a worker, oldest first.
-    pub(crate) backlog: super::backlog::Backlog,
+    backlog: super::backlog::Backlog,
     /// `Dispatch` events scheduled and not yet handled.
-    pub(crate) pending_dispatch: u32,
+    pending_dispatch: u32,
     /// Most jobs ever waiting at once.
-    pub(crate) backlog_peak: u64,
+    backlog_peak: u64,
     /// Longest wait of a job dispatched since the last recording tick.
-    pub(crate) wait_max: Nanos,
+    wait_max: Nanos,
     /// Its processes' keep-alive connections (with `connections`).
-    pub(crate) pool: Option<super::conn::Pool>,
-    pub(crate) rng: Pcg64Mcg,
+    pool: Option<super::conn::Pool>,
+    rng: Pcg64Mcg,
 }
 
 impl Population {
+    /// A client population as the scenario declares it, `--scale` applied
+    /// (`steps`: its rate steps, scaled).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        c: &crate::scenario::ClientSpec,
+        scale: f64,
+        names: &super::Names<'_>,
+        deadlines: &mut super::deadline::Deadlines,
+        queue: &mut crate::queue::EventQueue<super::Ev>,
+        steps: Vec<(Nanos, f64, Nanos)>,
+        pool: Option<super::conn::Pool>,
+        rng: Pcg64Mcg,
+    ) -> Population {
+        Population {
+            name: c.name.get_ref().clone(),
+            route: names.route(c.route.get_ref()),
+            schedule: RateSchedule::new(c.rate * scale, &steps).with_diurnal(c.diurnal.as_ref()),
+            timeout: deadlines.list(c.timeout),
+            caller: Caller::new(c.retry.as_ref(), c.budget.as_ref()),
+            honour_retry_after: c.honour_retry_after,
+            site: c.site.as_deref().map_or(SiteId(0), |s| names.site(s)),
+            class: c.criticality,
+            failover_route: c.failover_route.as_ref().map(|f| names.route(f.get_ref())),
+            spill: 0.0,
+            arrival_generation: 0,
+            spilled_total: 0,
+            started_total: 0,
+            fanout: c.fanout,
+            fanout_cap: c.fanout_max_in_flight.unwrap_or(c.fanout.max(1)),
+            fanout_lane: queue.lane(c.fanout_delay),
+            give_up_after: c.give_up_after.unwrap_or(Nanos::MAX),
+            workers: c
+                .workers
+                .map_or(u32::MAX, |w| super::scale::scaled(w, scale)),
+            busy: 0,
+            backlog: Default::default(),
+            backlog_peak: 0,
+            pending_dispatch: 0,
+            wait_max: Nanos::ZERO,
+            pool,
+            rng,
+        }
+    }
+
+    /// The scenario's name, for messages.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its retry policy and budget (a `set_retry` action changes them).
+    pub(crate) fn caller_mut(&mut self) -> &mut Caller {
+        &mut self.caller
+    }
+
+    /// Sends `share` of its new requests to its failover route.
+    pub(crate) fn set_spill(&mut self, share: f64) {
+        self.spill = share;
+    }
+
+    /// Whole-run (attempts sent on the failover route, requests started).
+    pub(crate) fn spill_totals(&self) -> (u64, u64) {
+        (self.spilled_total, self.started_total)
+    }
+
+    /// A `set_rate` action: a constant rate from now; the arrival already
+    /// drawn at the old rate will be dropped (the caller draws the next).
+    pub(crate) fn set_rate(&mut self, now: Nanos, rate: f64) {
+        self.schedule = self.schedule.constant_from(now, rate);
+        self.arrival_generation += 1;
+    }
+
+    /// Most jobs ever waiting at once.
+    pub(crate) fn backlog_peak(&self) -> u64 {
+        self.backlog_peak
+    }
+
+    /// A recording tick: for a job queue, its route and the longest wait
+    /// of the interval that ends (which then starts again).
+    pub(crate) fn take_job_wait(&mut self, now: Nanos) -> Option<(RouteId, f64)> {
+        if !self.is_job_queue() {
+            return None;
+        }
+        let oldest = self.backlog.front().map_or(Nanos::ZERO, |t| now - t);
+        let wait = self.wait_max.max(oldest).as_secs_f64();
+        self.wait_max = Nanos::ZERO;
+        Some((self.route, wait))
+    }
+
+    /// Its part of the conservation law: `requests` is what the slab holds
+    /// of its logical requests.
+    pub(crate) fn audit(&self, p: usize, requests: u32) -> Result<(), super::AuditError> {
+        ensure!(
+            self.busy == requests,
+            "client {p}: busy {} but {} requests in flight",
+            self.busy,
+            requests
+        );
+        ensure!(
+            self.backlog.is_empty() || self.busy >= self.workers || self.pending_dispatch > 0,
+            "client {p}: {} jobs wait with a worker free and no dispatch scheduled",
+            self.backlog.len()
+        );
+        Ok(())
+    }
+
+    /// Its processes' keep-alive connections (the `conn` module's state).
+    #[inline]
+    pub(crate) fn pool(&self) -> Option<&super::conn::Pool> {
+        self.pool.as_ref()
+    }
+
+    #[inline]
+    pub(crate) fn pool_mut(&mut self) -> Option<&mut super::conn::Pool> {
+        self.pool.as_mut()
+    }
+
+    /// The pool with the randomness of its reconnect backoff.
+    #[inline]
+    pub(crate) fn pool_and_rng(&mut self) -> (Option<&mut super::conn::Pool>, &mut Pcg64Mcg) {
+        (self.pool.as_mut(), &mut self.rng)
+    }
+
     pub(crate) fn is_job_queue(&self) -> bool {
         self.workers != u32::MAX
     }
@@ -145,12 +282,12 @@ impl Engine {
             Some(f) if pop.spill > 0.0 && pop.rng.random::<f64>() < pop.spill => f,
             _ => pop.route,
         };
-        self.rec.routes[route.ix()].acc.first_attempts += 1;
+        self.rec.route_acc(route).first_attempts += 1;
         let inst = match &pop.pool {
             Some(pool) => pop.rng.random_range(0..pool.len()),
             None => 0,
         };
-        let req = self.flight.requests.insert(Request {
+        let req = self.flight.insert_request(Request {
             pop: p,
             route,
             call,
@@ -163,7 +300,7 @@ impl Engine {
 
     /// A logical request is over: its worker takes the oldest waiting job.
     fn finish_request(&mut self, req: Key) {
-        let Some(r) = self.flight.requests.remove(req) else {
+        let Some(r) = self.flight.remove_request(req) else {
             return;
         };
         let pop = &mut self.pops[r.pop.ix()];
@@ -194,33 +331,33 @@ impl Engine {
     }
 
     fn client_send(&mut self, req: Key) {
-        let r = *self.flight.requests.get(req).expect("a live request");
+        let r = *self.flight.request(req).expect("a live request");
         let pop = &mut self.pops[r.pop.ix()];
         let (timeout, origin) = (pop.timeout, (pop.site, pop.class));
         if r.route != pop.route {
             pop.spilled_total += 1;
         }
         if let Some(pool) = &pop.pool
-            && self.routes[r.route.ix()].path[0] == super::ids::Comp::Lb(pool.lb)
+            && self.routes[r.route.ix()].hop(0) == super::ids::Comp::Lb(pool.lb())
             && pool.in_backoff(r.inst, self.now)
         {
             // Failed inside the client: an attempt of the route that never
             // reaches its first hop.
-            let acc = &mut self.rec.routes[r.route.ix()].acc;
+            let acc = &mut self.rec.route_acc(r.route);
             acc.attempts += 1;
             acc.errors[crate::record::Cause::Unavailable as usize] += 1;
             return self.client_outcome(req, Res::fail(crate::record::Cause::Unavailable));
         }
         let att = self.new_attempt(r.route, 0, Parent::Client(req), origin);
         self.enter(att);
-        if self.flight.attempts.get(att).is_some() {
+        if self.flight.attempt(att).is_some() {
             self.arm_timeout(timeout, att);
         }
     }
 
     pub(crate) fn on_client_retry(&mut self, req: Key, sends: u32) {
         for _ in 0..sends {
-            if self.flight.requests.get(req).is_some() {
+            if self.flight.request(req).is_some() {
                 self.client_send(req);
             }
         }
@@ -229,7 +366,7 @@ impl Engine {
     /// A client attempt answered (or timed out): retry, fan out or finish.
     pub(crate) fn client_outcome(&mut self, req: Key, res: Res) {
         let now = self.now;
-        let Some(r) = self.flight.requests.get_mut(req) else {
+        let Some(r) = self.flight.request_mut(req) else {
             return;
         };
         r.live -= 1;

@@ -6,21 +6,21 @@
 use stormbreak_policy::Nanos;
 
 use super::Engine;
-use super::ids::SeriesId;
+use super::ids::{RouteId, SeriesId};
 use super::limits::BoundHit;
 use super::stats::Little;
-use crate::record::{
-    AppliedAction, Cause, ComponentSeries, LittleTotals, Recording, RouteAcc, RouteSeries,
-};
+use crate::record::{AppliedAction, Cause, ComponentSeries, Recording, RouteAcc, RouteSeries};
 
 /// A route's counters for the current interval and its series so far.
 #[derive(Debug)]
 pub(crate) struct RouteRec {
-    pub(crate) acc: RouteAcc,
-    pub(crate) series: RouteSeries,
+    acc: RouteAcc,
+    series: RouteSeries,
 }
 
 /// Run metadata carried into the [`Recording`].
+// Visible (4 fields): plain data the engine's build copies from the
+// scenario and the recording copies out; it has no invariant to keep.
 #[derive(Debug, Clone)]
 pub(crate) struct Meta {
     pub(crate) scenario: String,
@@ -31,18 +31,18 @@ pub(crate) struct Meta {
 
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    pub(crate) interval: Nanos,
-    pub(crate) routes: Vec<RouteRec>,
-    pub(crate) comps: Vec<ComponentSeries>,
+    interval: Nanos,
+    routes: Vec<RouteRec>,
+    comps: Vec<ComponentSeries>,
     arrivals: Vec<u64>,
     rejected: Vec<u64>,
     little: Vec<Little>,
-    pub(crate) applied: Vec<AppliedAction>,
-    pub(crate) meta: Meta,
-    pub(crate) bound_hits: Vec<BoundHit>,
+    applied: Vec<AppliedAction>,
+    meta: Meta,
+    bound_hits: Vec<BoundHit>,
     /// Events at the last tick, for the events-per-second gauge.
     events_at_tick: u64,
-    pub(crate) peak_events_per_s: f64,
+    peak_events_per_s: f64,
 }
 
 impl Recorder {
@@ -85,6 +85,43 @@ impl Recorder {
     }
 
     #[inline]
+    pub(crate) fn interval(&self) -> Nanos {
+        self.interval
+    }
+
+    pub(crate) fn comp_count(&self) -> usize {
+        self.comps.len()
+    }
+
+    pub(crate) fn comp(&self, c: SeriesId) -> &ComponentSeries {
+        &self.comps[c.ix()]
+    }
+
+    /// A component's name in the scenario, for messages.
+    pub(crate) fn comp_name(&self, c: SeriesId) -> &str {
+        &self.comps[c.ix()].name
+    }
+
+    /// A route's counters for the current interval.
+    #[inline]
+    pub(crate) fn route_acc(&mut self, r: RouteId) -> &mut RouteAcc {
+        &mut self.routes[r.ix()].acc
+    }
+
+    pub(crate) fn route_name(&self, r: RouteId) -> &str {
+        &self.routes[r.ix()].series.name
+    }
+
+    /// An action (or its end) as the recording lists it.
+    pub(crate) fn applied(&mut self, at: Nanos, what: String) {
+        self.applied.push(AppliedAction { at, what });
+    }
+
+    pub(crate) fn bound_hits(&self) -> &[BoundHit] {
+        &self.bound_hits
+    }
+
+    #[inline]
     pub(crate) fn arrive(&mut self, c: SeriesId, now: Nanos) {
         self.arrivals[c.ix()] += 1;
         self.little[c.ix()].arrive(now);
@@ -120,7 +157,7 @@ impl Recorder {
 
     /// Attempts present at each component now (Little's `L` gauge).
     pub(crate) fn present(&self, c: SeriesId) -> u64 {
-        self.little[c.ix()].present
+        self.little[c.ix()].present()
     }
 }
 
@@ -140,11 +177,11 @@ impl Engine {
         rec.peak_events_per_s = rec
             .peak_events_per_s
             .max(events as f64 / (rec.interval.as_nanos() as f64 / 1e9));
-        for pop in self.pops.iter_mut().filter(|p| p.is_job_queue()) {
-            let oldest = pop.backlog.front().map_or(Nanos::ZERO, |t| now - t);
-            let wait = pop.wait_max.max(oldest).as_secs_f64();
-            pop.wait_max = Nanos::ZERO;
-            let series = &mut rec.routes[pop.route.ix()].series;
+        for pop in &mut self.pops {
+            let Some((route, wait)) = pop.take_job_wait(now) else {
+                continue;
+            };
+            let series = &mut rec.routes[route.ix()].series;
             let i = series.attempts.len();
             if series.job_wait_s.len() <= i {
                 series.job_wait_s.resize(i + 1, 0.0);
@@ -186,13 +223,12 @@ impl Engine {
             c.arrivals.push(std::mem::take(&mut rec.arrivals[ci]));
             c.rejected.push(std::mem::take(&mut rec.rejected[ci]));
         }
-        for lb in &self.lbs.pools {
-            let c = &mut rec.comps[lb.series.ix()];
+        for lb in self.lbs.iter() {
+            let c = &mut rec.comps[lb.series().ix()];
             let running = lb.running_nodes();
             c.in_flight.push(lb.flows_in_use() as f64);
             c.limit.push(lb.capacity() as f64);
-            if lb.conns.is_some() {
-                let open: u64 = lb.nodes.iter().map(|n| u64::from(n.conns)).sum();
+            if let Some(open) = lb.open_conns() {
                 c.connections.push(open as f64);
             }
             c.queue.push(0.0);
@@ -200,10 +236,10 @@ impl Engine {
             c.app_utilisation.push(0.0);
         }
         for gw in &self.gateways {
-            let c = &mut rec.comps[gw.series.ix()];
+            let c = &mut rec.comps[gw.series().ix()];
             // A gateway without a limit has no gauge of its own.
             let (inflight, limit, waiting, instances) =
-                gw.admission.as_ref().map_or((0.0, 0.0, 0.0, 0.0), |a| {
+                gw.admission().map_or((0.0, 0.0, 0.0, 0.0), |a| {
                     (
                         a.inflight() as f64,
                         a.limit() as f64,
@@ -218,38 +254,7 @@ impl Engine {
             c.app_utilisation.push(0.0);
         }
         for svc in &mut self.services {
-            let c = &mut rec.comps[svc.series.ix()];
-            let ready = svc.ready_pods();
-            let pods = || svc.order.iter().map(|k| svc.pod(*k));
-            let (inflight, limit) = match svc.sidecar {
-                Some(sc) => (
-                    pods().map(|p| p.sidecar_in as f64).sum(),
-                    (sc.limit as usize * ready) as f64,
-                ),
-                None => (
-                    pods().map(|p| p.busy as f64).sum(),
-                    (svc.workers as usize * ready) as f64,
-                ),
-            };
-            c.in_flight.push(inflight);
-            c.limit.push(limit);
-            c.queue.push(
-                pods()
-                    .map(|p| (p.sidecar_queued + p.app_queued) as f64)
-                    .sum(),
-            );
-            c.replicas.push(ready as f64);
-            let n = svc.order.len().max(1) as f64;
-            let workers = svc.workers as f64;
-            let busy: f64 = svc
-                .order
-                .iter()
-                .map(|k| {
-                    let p = svc.pods.get_mut(k.0).expect("ordered pods are live");
-                    p.busy_tick.take(now, p.busy)
-                })
-                .sum();
-            c.app_utilisation.push(busy / (workers * n));
+            svc.record_tick(now, &mut rec.comps[svc.series().ix()]);
         }
     }
 
@@ -258,21 +263,7 @@ impl Engine {
         let end = self.now;
         let rec = &mut self.rec;
         for (c, l) in rec.comps.iter_mut().zip(&mut rec.little) {
-            l.advance(end);
-            let secs = end.as_nanos() as f64 / 1e9;
-            c.little = LittleTotals {
-                mean_in_system: if end == Nanos::ZERO {
-                    0.0
-                } else {
-                    l.area / end.as_nanos() as f64
-                },
-                throughput_per_s: l.departures as f64 / secs,
-                mean_sojourn_s: if l.departures == 0 {
-                    0.0
-                } else {
-                    l.sojourn / l.departures as f64 / 1e9
-                },
-            };
+            c.little = l.totals(end);
         }
         let rec = self.rec;
         // A stopped run's recording ends with its last whole interval.
@@ -293,10 +284,15 @@ impl Engine {
             components: rec.comps,
             actions: rec.applied,
             events: self.events,
-            attempts: self.flight.created,
-            peak_in_flight: self.flight.peak,
+            attempts: self.flight.created(),
+            peak_in_flight: self.flight.peak(),
             peak_events_per_s: rec.peak_events_per_s,
-            peak_job_backlog: self.pops.iter().map(|p| p.backlog_peak).max().unwrap_or(0),
+            peak_job_backlog: self
+                .pops
+                .iter()
+                .map(|p| p.backlog_peak())
+                .max()
+                .unwrap_or(0),
             bounds_hit: rec.bound_hits,
         }
     }

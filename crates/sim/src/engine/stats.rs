@@ -47,11 +47,11 @@ impl Avg {
 /// of attempts present, their total sojourn, and departures.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Little {
-    pub(crate) present: u64,
-    pub(crate) area: f64,
-    pub(crate) last: Nanos,
-    pub(crate) sojourn: f64,
-    pub(crate) departures: u64,
+    present: u64,
+    area: f64,
+    last: Nanos,
+    sojourn: f64,
+    departures: u64,
 }
 
 impl Little {
@@ -69,8 +69,33 @@ impl Little {
         self.departures += 1;
     }
 
+    /// Attempts present now.
     #[inline]
-    pub(crate) fn advance(&mut self, now: Nanos) {
+    pub(crate) fn present(&self) -> u64 {
+        self.present
+    }
+
+    /// The run's totals at its end, `end`.
+    pub(crate) fn totals(&mut self, end: Nanos) -> crate::record::LittleTotals {
+        self.advance(end);
+        let secs = end.as_nanos() as f64 / 1e9;
+        crate::record::LittleTotals {
+            mean_in_system: if end == Nanos::ZERO {
+                0.0
+            } else {
+                self.area / end.as_nanos() as f64
+            },
+            throughput_per_s: self.departures as f64 / secs,
+            mean_sojourn_s: if self.departures == 0 {
+                0.0
+            } else {
+                self.sojourn / self.departures as f64 / 1e9
+            },
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, now: Nanos) {
         self.area += self.present as f64 * (now - self.last).as_nanos() as f64;
         self.last = now;
     }

@@ -9,8 +9,6 @@ use stormbreak_policy::shed::{Criticality, ShedRule};
 use super::Engine;
 use super::Names;
 use super::ids::{Comp, GatewayId, LbId, PopId, RouteId, ServiceId, SiteId};
-use super::lb::Gate;
-use crate::record::AppliedAction;
 use crate::scenario::{ActionKind, StallMode};
 
 /// Whose retry policy a `set_retry` replaces.
@@ -103,15 +101,20 @@ pub(crate) enum Action {
 /// words it.
 #[derive(Debug, Clone)]
 pub(crate) struct Planned {
-    pub(crate) at: Nanos,
+    at: Nanos,
     /// Undone this long after `at` (`for`).
-    pub(crate) lasts: Option<Nanos>,
-    pub(crate) action: Action,
-    pub(crate) what: String,
+    lasts: Option<Nanos>,
+    action: Action,
+    what: String,
 }
 
 impl Planned {
     /// Resolves a validated action's names.
+    /// The action as the recording names it.
+    pub(crate) fn what(&self) -> &str {
+        &self.what
+    }
+
     pub(crate) fn resolve(
         at: Nanos,
         lasts: Option<Nanos>,
@@ -188,7 +191,7 @@ impl Planned {
                     lb: names.lb(lb),
                     route: names.route(route),
                     sites: names
-                        .sites
+                        .sites()
                         .iter()
                         .map(|s| sites.iter().position(|x| x == s))
                         .collect(),
@@ -353,20 +356,19 @@ impl Engine {
         }
         match action {
             Action::PauseNodes { lb, nodes } => {
-                for node in self.lbs[lb].nodes.iter_mut().take(nodes as usize) {
-                    node.paused = true;
-                }
+                self.lbs[lb].pause(nodes);
                 self.undo[idx] = super::fault::Undo::Restart { lb, nodes };
                 self.reset_flows(lb);
             }
             Action::RestartNodes { lb } => {
-                for node in &mut self.lbs[lb].nodes {
-                    node.paused = false;
-                }
+                let all = self.lbs[lb].node_count();
+                self.lbs[lb].restart(all);
             }
             Action::SetRetry { target, retry } => match target {
-                RetryTarget::Client(p) => self.pops[p.ix()].caller.set_retry(retry.as_ref()),
-                RetryTarget::Gateway(g) => self.gateways[g.ix()].caller.set_retry(retry.as_ref()),
+                RetryTarget::Client(p) => self.pops[p.ix()].caller_mut().set_retry(retry.as_ref()),
+                RetryTarget::Gateway(g) => {
+                    self.gateways[g.ix()].caller_mut().set_retry(retry.as_ref())
+                }
             },
             Action::Shed {
                 lb,
@@ -382,7 +384,7 @@ impl Engine {
                     retry_after,
                 };
                 self.lbs[lb]
-                    .rules
+                    .shed_rules_mut()
                     .add_rule(rule)
                     .expect("validated rule; the table has room for every (route, class)");
                 self.undo[idx] = super::fault::Undo::Unshed {
@@ -392,7 +394,9 @@ impl Engine {
                 };
             }
             Action::Unshed { lb, route, class } => {
-                self.lbs[lb].rules.remove_rule(route.0 as u32, class);
+                self.lbs[lb]
+                    .shed_rules_mut()
+                    .remove_rule(route.0 as u32, class);
             }
             Action::Ramp {
                 lb,
@@ -412,28 +416,17 @@ impl Engine {
                 fraction,
                 status,
             } => {
-                let gates = &mut self.lbs[lb].gates;
-                gates.retain(|g| !(g.route == route && g.site == site));
-                if fraction < 1.0 {
-                    gates.push(Gate {
-                        route,
-                        site,
-                        fraction,
-                        status,
-                    });
-                }
+                self.lbs[lb].set_gate(route, site, fraction, status);
             }
             Action::ShiftTraffic { pops, fraction } => {
                 for p in pops {
-                    self.pops[p.ix()].spill = fraction;
+                    self.pops[p.ix()].set_spill(fraction);
                 }
             }
             Action::SetRate { pop, rate } => {
                 let now = self.now;
                 let scaled = rate * self.scale;
-                let p = &mut self.pops[pop.ix()];
-                p.schedule = p.schedule.constant_from(now, scaled);
-                p.arrival_generation += 1;
+                self.pops[pop.ix()].set_rate(now, scaled);
                 self.schedule_arrival(pop);
             }
             Action::SlowService { svc, factor, add } => self.slow_service(idx, svc, factor, add),
@@ -452,7 +445,7 @@ impl Engine {
                 maxconn,
             } => self.set_lb_limit(idx, lb, node, flows_per_node, maxconn),
         }
-        self.rec.applied.push(AppliedAction { at, what });
+        self.rec.applied(at, what);
     }
 }
 
