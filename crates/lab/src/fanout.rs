@@ -13,7 +13,7 @@
 //! (`engine/caller.rs`, `is_retryable`): the policy crate's classifier of
 //! the scenario's `retry` (its `retry_on`; the default without one), on
 //! the cause the attempt was recorded under, seen as the simulator's
-//! `outcome_of` sees it, with the answer's `Retry-After` (read whatever
+//! `Cause::outcome` sees it, with the answer's `Retry-After` (read whatever
 //! `honour_retry_after` says, as the simulator's fan-out branch does).
 //! Nothing else of the retry policy or the budget acts on a fan-out
 //! population in the simulator (its budget is told of attempts but never
@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http_body_util::Empty;
 use stormbreak_client::{BoxError, Classify, HttpClassifier};
 use stormbreak_policy::Nanos;
-use stormbreak_policy::retry::{AttemptOutcome, Pushback, RetryConfig, RetryPolicy};
+use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_sim::record::Cause;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -85,7 +85,7 @@ impl Fanout {
     /// Whether this failure spawns: the simulator's `is_retryable`.
     fn spawns(&self, cause: Cause, retry_after: Option<Nanos>) -> bool {
         let c = self.classify.classifier();
-        c.is_retried(c.classify(&outcome_of(cause, retry_after)))
+        c.is_retried(c.classify(&cause.outcome(retry_after)))
     }
 
     fn now(&self) -> Nanos {
@@ -166,20 +166,4 @@ impl Fanout {
 fn cause_of_error(e: &BoxError) -> Cause {
     e.downcast_ref::<AttemptError>()
         .map_or(Cause::Reset, |a| a.cause)
-}
-
-/// How the simulator's caller sees a failure (`engine/caller.rs`,
-/// `outcome_of`, not public outside the simulator's test seam): copied,
-/// so both classify the same cause alike.
-fn outcome_of(cause: Cause, retry_after: Option<Nanos>) -> AttemptOutcome {
-    match cause {
-        Cause::FlowsExhausted => AttemptOutcome::ConnectFailed,
-        Cause::Timeout => AttemptOutcome::Timeout,
-        Cause::Reset => AttemptOutcome::Reset,
-        c => AttemptOutcome::Response {
-            status: c.status().unwrap_or(503),
-            retry_after,
-            pushback: Pushback::None,
-        },
-    }
 }

@@ -11,7 +11,7 @@ use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::shed::SaturationConfig;
 use stormbreak_sim::Scenario;
 use stormbreak_sim::dist::ServiceTimeSpec;
-use stormbreak_sim::engine::scale::{FleetScale, scale_autoscaler};
+use stormbreak_sim::engine::scale::{FleetScale, scale_autoscaler, scale_gateway};
 use stormbreak_sim::scenario::{ActionKind, AutoscalerSpec, GatewaySpec, SidecarSpec, StallMode};
 
 use crate::support;
@@ -673,25 +673,15 @@ impl LabPlan {
     }
 }
 
-/// A gateway at `scale`, as the simulator's `engine/gateway.rs`,
-/// `admission`, scales it: instances like pods, a `fixed` limit and the
-/// queue's size bent by the rest, an adaptive limit kept.
+/// A gateway at `scale`, by the simulator's own law
+/// (`engine::scale::scale_gateway`).
 fn gateway_plan(sc: &Scenario, g: &GatewaySpec, scale: f64) -> GatewayPlan {
-    let fleet = FleetScale::new(g.instances, scale);
-    let limit = g.limit.clone().map(|mut l| {
-        if let LimitConfig::Fixed(f) = &mut l {
-            f.limit = fleet.per_pod(f.limit);
-        }
-        l
-    });
+    let scaled = scale_gateway(g.limit.as_ref(), g.queue.as_ref(), g.instances, scale);
     GatewayPlan {
         name: g.name.get_ref().clone(),
-        instances: fleet.pods(g.instances),
-        limit,
-        queue: g.queue.as_ref().map(|q| QueueConfig {
-            size: fleet.per_pod(q.size).max(1),
-            timeout: q.timeout,
-        }),
+        instances: scaled.instances,
+        limit: scaled.limit,
+        queue: scaled.queue,
         saturation: g.saturation.clone(),
         retry: g.retry.clone(),
         budget: g.budget.clone(),

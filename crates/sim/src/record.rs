@@ -8,6 +8,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use stormbreak_policy::Nanos;
+use stormbreak_policy::retry::{AttemptOutcome, Pushback};
 
 /// Why an attempt failed, as its caller saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +37,25 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// How a caller sees this failure, as the policy crate's classifier
+    /// reads it: a refused connection, a timeout, a reset, or an answer
+    /// with the cause's status. `retry_after` is what the answer
+    /// advertised, already dropped by callers that ignore it. The
+    /// simulator's callers and `stormbreak lab`'s fan-out loop classify
+    /// through this one mapping.
+    pub fn outcome(self, retry_after: Option<Nanos>) -> AttemptOutcome {
+        match self {
+            Cause::FlowsExhausted => AttemptOutcome::ConnectFailed,
+            Cause::Timeout => AttemptOutcome::Timeout,
+            Cause::Reset => AttemptOutcome::Reset,
+            c => AttemptOutcome::Response {
+                status: c.status().unwrap_or(503),
+                retry_after,
+                pushback: Pushback::None,
+            },
+        }
+    }
+
     /// Every cause, in the order of the recording's columns.
     pub const ALL: [Cause; 10] = [
         Cause::LimitRejected,

@@ -1,13 +1,13 @@
 //! A caller's retries: the policy crate's retry state machine and retry
 //! budget, fed virtual time and a per-entity RNG. Nothing here decides
-//! anything itself; it translates a simulated [`Cause`] into the policy
-//! crate's [`AttemptOutcome`].
+//! anything itself; a simulated [`Cause`] reaches the policy
+//! crate's classifier as [`Cause::outcome`] reads it.
 
 use rand::Rng;
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::{AnyBudget, BudgetConfig, RetryBudget};
 use stormbreak_policy::retry::{
-    AttemptOutcome, Pushback, RetryConfig, RetryDecision, RetryPolicy, RetryState,
+    AttemptOutcome, RetryConfig, RetryDecision, RetryPolicy, RetryState,
 };
 
 use crate::record::Cause;
@@ -34,21 +34,6 @@ pub struct Caller {
     /// policy (the fan-out bug): the configured policy's, else the default.
     classify: RetryPolicy,
     budget: AnyBudget,
-}
-
-/// How a caller sees a simulated failure. `retry_after` is what the
-/// response advertised, already dropped by callers that ignore it.
-pub fn outcome_of(cause: Cause, retry_after: Option<Nanos>) -> AttemptOutcome {
-    match cause {
-        Cause::FlowsExhausted => AttemptOutcome::ConnectFailed,
-        Cause::Timeout => AttemptOutcome::Timeout,
-        Cause::Reset => AttemptOutcome::Reset,
-        c => AttemptOutcome::Response {
-            status: c.status().unwrap_or(503),
-            retry_after,
-            pushback: Pushback::None,
-        },
-    }
 }
 
 impl Caller {
@@ -107,7 +92,7 @@ impl Caller {
     /// is not: a shed with 403 stops even the fan-out bug).
     pub fn is_retryable(&self, cause: Cause, retry_after: Option<Nanos>) -> bool {
         let c = self.classify.classifier();
-        c.is_retried(c.classify(&outcome_of(cause, retry_after)))
+        c.is_retried(c.classify(&cause.outcome(retry_after)))
     }
 
     /// A failure that the caller does not route through its retry policy
@@ -132,7 +117,7 @@ impl Caller {
             self.on_failure(now, cause);
             return Next::GiveUp;
         };
-        let outcome = outcome_of(cause, retry_after);
+        let outcome = cause.outcome(retry_after);
         match s.on_outcome_budgeted(p, now, outcome, &mut self.budget, rng) {
             RetryDecision::RetryAt(t) => Next::RetryAt(t.max(now)),
             RetryDecision::GiveUp(_) | RetryDecision::Success => Next::GiveUp,

@@ -15,7 +15,7 @@ use super::audit::ensure;
 use super::caller::{Caller, Next};
 use super::deadline::TimeoutList;
 use super::ids::{GatewayId, RouteId, SeriesId};
-use super::scale::FleetScale;
+use super::scale::{FleetScale, scale_gateway};
 use crate::queue::Lane;
 use crate::record::Cause;
 use crate::slab::Key;
@@ -132,10 +132,9 @@ impl Gateway {
     }
 }
 
-/// A gateway's limiters at `--scale scale`: instances shrink like a
-/// service's pods and keep their limiter (an adaptive limit finds its own
-/// level); a `fixed` limit bends by the rest where scale × instances is not
-/// whole, so the fleet's total stays exact, as a pod's capacities do.
+/// A gateway's limiters at `--scale scale`, scaled by
+/// [`scale_gateway`](super::scale::scale_gateway) (the law `stormbreak lab`
+/// uses too).
 pub(crate) fn admission(
     config: &LimitConfig,
     saturation: Option<&SaturationConfig>,
@@ -144,20 +143,12 @@ pub(crate) fn admission(
     scale: f64,
     rng: Pcg64Mcg,
 ) -> Admission {
-    let fleet = FleetScale::new(instances, scale);
-    let mut config = config.clone();
-    if let LimitConfig::Fixed(f) = &mut config {
-        f.limit = fleet.per_pod(f.limit);
-    }
-    let queue = queue.map(|q| QueueConfig {
-        size: fleet.per_pod(q.size).max(1),
-        timeout: q.timeout,
-    });
+    let g = scale_gateway(Some(config), queue, instances, scale);
     Admission::new(
-        &config,
+        g.limit.as_ref().expect("a limit was given"),
         saturation,
-        queue.as_ref(),
-        fleet.pods(instances),
+        g.queue.as_ref(),
+        g.instances,
         rng,
     )
     .expect("validated with the scenario")

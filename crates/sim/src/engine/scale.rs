@@ -5,6 +5,7 @@
 //! policies): one law for both runs.
 
 use stormbreak_policy::autoscale::PolicyKind;
+use stormbreak_policy::limit::{LimitConfig, QueueConfig};
 
 use crate::scenario::AutoscalerSpec;
 
@@ -81,6 +82,47 @@ pub fn scale_autoscaler(a: &AutoscalerSpec, fleet: FleetScale) -> AutoscalerSpec
     a
 }
 
+/// A gateway's instances at `--scale`: they shrink like a service's
+/// pods ([`FleetScale`]) and each keeps its limiter; a `fixed` limit and
+/// the queue's size bend by the rest where scale × instances is not
+/// whole, so the fleet's total stays exact; an adaptive limit keeps its
+/// config (it finds its own level).
+#[derive(Debug, Clone)]
+pub struct ScaledGateway {
+    /// Instances at this scale (rounded, at least 1).
+    pub instances: u32,
+    /// Each instance's limit.
+    pub limit: Option<LimitConfig>,
+    /// Each instance's admission queue (its size at least 1).
+    pub queue: Option<QueueConfig>,
+}
+
+/// The gateway of `instances` with `limit` and `queue` at `--scale
+/// scale`, as the simulator runs it and `stormbreak lab` starts it.
+pub fn scale_gateway(
+    limit: Option<&LimitConfig>,
+    queue: Option<&QueueConfig>,
+    instances: u32,
+    scale: f64,
+) -> ScaledGateway {
+    let fleet = FleetScale::new(instances, scale);
+    let limit = limit.map(|l| {
+        let mut l = l.clone();
+        if let LimitConfig::Fixed(f) = &mut l {
+            f.limit = fleet.per_pod(f.limit);
+        }
+        l
+    });
+    ScaledGateway {
+        instances: fleet.pods(instances),
+        limit,
+        queue: queue.map(|q| QueueConfig {
+            size: fleet.per_pod(q.size).max(1),
+            timeout: q.timeout,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FleetScale;
@@ -153,5 +195,37 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[test]
+    fn a_gateway_loses_instances_and_its_fixed_limit_and_queue_bend_by_the_rest() {
+        use super::scale_gateway;
+        use stormbreak_policy::Nanos;
+        use stormbreak_policy::limit::{AimdConfig, FixedConfig, LimitConfig, QueueConfig};
+
+        let fixed = LimitConfig::Fixed(FixedConfig { limit: 100 });
+        let queue = QueueConfig {
+            size: 10,
+            timeout: Nanos::from_millis(50),
+        };
+        // 4 instances × 0.3 = 1.2: one instance of 1.2 × the shape.
+        let g = scale_gateway(Some(&fixed), Some(&queue), 4, 0.3);
+        assert_eq!(g.instances, 1);
+        assert_eq!(
+            g.limit,
+            Some(LimitConfig::Fixed(FixedConfig { limit: 120 }))
+        );
+        assert_eq!(g.queue.as_ref().map(|q| q.size), Some(12));
+        // Whole instances keep the shape; a tiny queue stays at least 1.
+        let tiny = QueueConfig { size: 1, ..queue };
+        let g = scale_gateway(Some(&fixed), Some(&tiny), 10, 0.01);
+        assert_eq!(g.instances, 1);
+        assert_eq!(g.limit, Some(LimitConfig::Fixed(FixedConfig { limit: 10 })));
+        assert_eq!(g.queue.map(|q| q.size), Some(1));
+        // An adaptive limit keeps its config: it finds its own level.
+        let aimd = LimitConfig::Aimd(AimdConfig::default());
+        let g = scale_gateway(Some(&aimd), None, 4, 0.3);
+        assert_eq!(g.limit, Some(aimd));
+        assert!(g.queue.is_none());
     }
 }
