@@ -1,6 +1,13 @@
-//! A cluster of static endpoints: P2C least-request choice, outlier
-//! ejection and an optional cluster-wide concurrency limit, all decided by
-//! the policy crate.
+//! A cluster of endpoints: P2C least-request choice, outlier ejection and
+//! an optional cluster-wide concurrency limit, all decided by the policy
+//! crate.
+//!
+//! A cluster's endpoint list is fixed for the life of one [`Cluster`]; a
+//! reload that changes only the list builds the next one with
+//! [`Cluster::with_endpoints`], which shares everything that is not per
+//! endpoint (breaker, limit, connection pool, counters) and carries each
+//! kept endpoint's in-flight count, ejection and health, so new endpoints
+//! take traffic without the cluster's policy state starting over.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,10 +25,12 @@ use crate::endpoint::Upstream;
 use crate::limit::ConcurrencyLimit;
 use crate::metrics::{ClusterMetrics, EndpointGauge};
 
-/// One static endpoint and its requests in flight.
+/// One endpoint and its requests in flight.
 pub(crate) struct Endpoint {
     pub(crate) addr: SocketAddr,
-    inflight: AtomicU32,
+    /// Shared with the same address in the next endpoint list (a reload),
+    /// so attempts picked before the change still count against it.
+    inflight: Arc<AtomicU32>,
 }
 
 /// A configured upstream cluster.
@@ -31,15 +40,16 @@ pub(crate) struct Cluster {
     p2c: LeastRequest,
     outlier: Option<Mutex<OutlierDetector>>,
     health: Option<(HealthCheckConfig, Mutex<HealthTable>)>,
-    breaker: Option<Mutex<Breaker>>,
+    breaker: Option<Arc<Mutex<Breaker>>>,
     pub(crate) limit: Option<Arc<ConcurrencyLimit>>,
     pub(crate) upstream: Upstream,
     rng: Mutex<Pcg64Mcg>,
     clock: Clock,
     /// Requests per second one endpoint serves, when configured.
     pub(crate) endpoint_capacity: Option<f64>,
-    /// Attempts sent to this cluster so far.
-    pub(crate) served: std::sync::atomic::AtomicU64,
+    /// Attempts sent to this cluster so far (endpoints picked; carried
+    /// to the next endpoint list).
+    pub(crate) served: Arc<std::sync::atomic::AtomicU64>,
     /// Its counters (by name: they continue across reloads).
     pub(crate) m: Arc<ClusterMetrics>,
 }
@@ -76,7 +86,7 @@ impl Cluster {
             .filter_map(|e| e.parse().ok())
             .map(|addr| Endpoint {
                 addr,
-                inflight: AtomicU32::new(0),
+                inflight: Arc::new(AtomicU32::new(0)),
             })
             .collect::<Vec<_>>();
         let outlier = match &config.outlier {
@@ -88,7 +98,7 @@ impl Cluster {
             None => None,
         };
         let breaker = match &config.breaker {
-            Some(b) => Some(Mutex::new(Breaker::new(b)?)),
+            Some(b) => Some(Arc::new(Mutex::new(Breaker::new(b)?))),
             None => None,
         };
         let limit = match &config.limit {
@@ -107,8 +117,61 @@ impl Cluster {
             rng: Mutex::new(Pcg64Mcg::from_os_rng()),
             clock,
             endpoint_capacity: config.endpoint_capacity,
-            served: std::sync::atomic::AtomicU64::new(0),
+            served: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             m,
+        })
+    }
+
+    /// This cluster with `config`'s endpoint list, everything else of
+    /// `config` being what this cluster was built from (the caller checks:
+    /// [`same_but_endpoints`]). Shared with this cluster: breaker, cluster
+    /// limit, connection pool, balance, counters. Per endpoint, an address
+    /// this cluster has keeps its in-flight count, outlier state and health
+    /// (Envoy keeps a host's state across an EDS update the same way); a
+    /// new address starts with none in flight, not ejected, healthy.
+    /// Attempts still running on this cluster report their outlier result
+    /// here, not to the next one.
+    pub(crate) fn with_endpoints(&self, config: &ClusterConfig) -> Result<Self, FieldError> {
+        let endpoints: Vec<Endpoint> = config
+            .endpoints
+            .iter()
+            .filter_map(|e| e.parse().ok())
+            .map(|addr| {
+                let kept = self.endpoints.iter().find(|e| e.addr == addr);
+                Endpoint {
+                    addr,
+                    inflight: kept
+                        .map_or_else(|| Arc::new(AtomicU32::new(0)), |e| e.inflight.clone()),
+                }
+            })
+            .collect();
+        let from: Vec<Option<usize>> = endpoints
+            .iter()
+            .map(|e| self.endpoints.iter().position(|o| o.addr == e.addr))
+            .collect();
+        let (outlier, health) = self.endpoint_state();
+        let outlier = match outlier {
+            Some(o) => Some(Mutex::new(o.carried(&from)?)),
+            None => None,
+        };
+        let health = match (&self.health, health) {
+            (Some((c, _)), Some(h)) => Some((c.clone(), Mutex::new(h.carried(&from)?))),
+            _ => None,
+        };
+        Ok(Cluster {
+            name: self.name.clone(),
+            endpoints,
+            p2c: self.p2c.clone(),
+            outlier,
+            health,
+            breaker: self.breaker.clone(),
+            limit: self.limit.clone(),
+            upstream: self.upstream.clone(),
+            rng: Mutex::new(Pcg64Mcg::from_os_rng()),
+            clock: self.clock,
+            endpoint_capacity: self.endpoint_capacity,
+            served: self.served.clone(),
+            m: self.m.clone(),
         })
     }
 
@@ -174,6 +237,8 @@ impl Cluster {
         self.endpoints[index]
             .inflight
             .fetch_add(1, Ordering::AcqRel);
+        self.served
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Picked {
             cluster: self,
             index,
@@ -282,5 +347,79 @@ impl Drop for BreakerCall<'_> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .on_cancel(ticket);
         }
+    }
+}
+
+/// Whether `a` and `b` differ in nothing but their endpoint lists: then a
+/// reload updates the cluster in place ([`Cluster::with_endpoints`])
+/// instead of building it anew.
+pub(crate) fn same_but_endpoints(a: &ClusterConfig, b: &ClusterConfig) -> bool {
+    let strip = |c: &ClusterConfig| {
+        let mut c = c.clone();
+        c.endpoints.clear();
+        format!("{c:?}")
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GuardConfig;
+    use crate::metrics::Metrics;
+
+    fn cluster_config(endpoints: &[&str]) -> ClusterConfig {
+        let list = endpoints
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!(
+            "[[listener]]\nname = \"l\"\nbind = \"127.0.0.1:0\"\n\n[[cluster]]\nname = \"c\"\nendpoints = [{list}]\noutlier = {{ consecutive_failures = 1, max_ejection_percent = 100 }}\n\n[[route]]\nname = \"r\"\ncluster = \"c\"\n"
+        );
+        GuardConfig::parse("t.toml", &text)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .clusters
+            .remove(0)
+    }
+
+    #[test]
+    fn a_new_endpoint_list_carries_each_kept_address_and_counts_every_pick() {
+        let metrics = Metrics::new();
+        let a = "127.0.0.1:1";
+        let old = Cluster::new(
+            &cluster_config(&[a, "127.0.0.1:2"]),
+            Clock::new(),
+            metrics.cluster("c"),
+        )
+        .unwrap();
+        // Two picks held on whatever they landed on; eject :1.
+        let held = [old.pick().unwrap(), old.pick().unwrap()];
+        old.report(0, true);
+        let on_a = held.iter().filter(|p| p.index == 0).count() as u64;
+        assert_eq!(old.served.load(Ordering::Relaxed), 2, "every pick counts");
+
+        let config = cluster_config(&["127.0.0.1:3", a]);
+        assert!(same_but_endpoints(
+            &cluster_config(&[a, "127.0.0.1:2"]),
+            &config
+        ));
+        let new = old.with_endpoints(&config).unwrap();
+        let gauges = new.endpoint_gauges();
+        assert_eq!(gauges[1].addr, a);
+        assert_eq!(gauges[1].inflight, on_a, "in flight on :1 carried");
+        assert_eq!(gauges[1].ejected, Some(true), "its ejection carried");
+        assert_eq!((gauges[0].inflight, gauges[0].ejected), (0, Some(false)));
+        // With :1 ejected, every pick goes to the added :3.
+        for _ in 0..8 {
+            assert_eq!(new.pick().unwrap().addr().port(), 3);
+        }
+        assert_eq!(new.served.load(Ordering::Relaxed), 10, "counter shared");
+        drop(held);
+        assert_eq!(
+            new.endpoint_gauges()[1].inflight,
+            0,
+            "finished on the old list"
+        );
     }
 }

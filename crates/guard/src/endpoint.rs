@@ -34,6 +34,7 @@ pub(crate) enum AttemptError {
 }
 
 /// The connection pool of one cluster.
+#[derive(Clone)]
 pub(crate) struct Upstream {
     client: Client<Connector, Body>,
     version: Version,

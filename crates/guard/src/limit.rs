@@ -149,6 +149,21 @@ impl ConcurrencyLimit {
         }
     }
 
+    /// Replaces the limit's algorithm in place (a reload that changed only
+    /// the `limit` table): requests in flight keep their permits and count
+    /// against the new limit, waiters stay queued, and a raised limit
+    /// admits waiters at once rather than at the next release.
+    pub(crate) fn set_algorithm(&self, algorithm: AnyLimit) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .set_algorithm(algorithm);
+        // Each woken waiter takes a permit or waits again: waking all is
+        // safe, and the queue is bounded.
+        self.released.notify_waiters();
+    }
+
     /// The algorithm's current limit.
     pub(crate) fn limit(&self) -> u32 {
         self.state

@@ -6,7 +6,12 @@
 //! breaker, cluster limit) and every route whose config, position and
 //! clusters are unchanged (retry budget, adaptive limit, rate-limit table,
 //! restore ramp): resetting a budget mid-storm would hand out a fresh
-//! allowance of retries. Shed rules and retry policies set through the
+//! allowance of retries. Two changes are made in place rather than by a
+//! rebuild, because they are what an operator or a controller changes
+//! mid-incident: a cluster's endpoint list (pods scaled, as Envoy takes an
+//! EDS update: the cluster's state kept, each kept address's too) and a
+//! route's `limit` (the limiter's algorithm swapped, requests in flight
+//! kept, so cutting a limit never admits a burst). Shed rules and retry policies set through the
 //! admin API are replayed onto the new proxy before it takes traffic. A
 //! changed `[access_log]` opens its new sink (requests on the old config
 //! finish into the old one).
@@ -60,6 +65,15 @@ pub struct Reloaded {
     pub kept: Vec<String>,
     /// Routes built anew (new or changed).
     pub rebuilt: Vec<String>,
+    /// Kept routes whose only change was their `limit` table: the
+    /// limiter took the new algorithm in place, its requests in flight
+    /// and queue kept (so a cut never over-admits while the old ones
+    /// finish).
+    pub limits: Vec<String>,
+    /// Clusters whose only change was their endpoint list: breaker,
+    /// limit, pool and counters kept, and each kept address's in-flight
+    /// count, ejection and health; the routes on them kept.
+    pub endpoints: Vec<String>,
     /// TLS listeners whose certificate and key were read again (new
     /// connections get them; open ones keep theirs).
     pub certificates: Vec<String>,
@@ -311,9 +325,10 @@ impl Live {
         let previous = self.get();
         let log = access_log_for(config, &self.shared, Some(&previous))
             .map_err(|e| format!("{e}; the old config stays"))?;
-        let proxy = Proxy::new(config, &self.shared, Some(&previous), log, plan.caps())
+        let mut proxy = Proxy::new(config, &self.shared, Some(&previous), log, plan.caps())
             .map_err(|e| e.to_string())?;
         // Nothing fails from here on.
+        let (limits, endpoints) = proxy.commit();
         // Admin shed rules and retry policies outlive the config (restores
         // are kept with their route, or start afresh with a changed one).
         let replay: Vec<Override> = self
@@ -369,6 +384,8 @@ impl Live {
         Ok(Reloaded {
             kept,
             rebuilt,
+            limits,
+            endpoints,
             certificates,
             listeners,
         })

@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::FieldError;
-use stormbreak_policy::limit::Outcome;
+use stormbreak_policy::limit::{AnyLimit, Outcome};
 use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
 use stormbreak_policy::shed::{Criticality, Shedder};
 
@@ -22,7 +22,7 @@ use crate::balance::Cluster;
 use crate::blame::{Blame, ClientBody, ClientFault, Progress};
 use crate::body::{self, Body, BoxError};
 use crate::clock::Clock;
-use crate::config::{Cidr, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
+use crate::config::{Cidr, ClusterConfig, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
 use crate::dependency::{self, Dependency};
 use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
@@ -294,10 +294,14 @@ pub(crate) struct Proxy {
     matchers: Vec<Matcher>,
     order: Vec<usize>,
     pub(crate) routes: Vec<Arc<Route>>,
-    /// `Debug` of each route's config: equal means unchanged on reload.
-    route_keys: Vec<String>,
+    /// Each route's config, to tell on reload what changed.
+    route_configs: Vec<RouteConfig>,
     pub(crate) clusters: Vec<Arc<Cluster>>,
-    cluster_keys: Vec<String>,
+    /// Each cluster's config, to tell on reload what changed.
+    cluster_configs: Vec<ClusterConfig>,
+    /// What building this proxy changed in place in the previous one's
+    /// state (applied by [`Proxy::commit`] once the reload cannot fail).
+    in_place: InPlace,
     pub(crate) shedder: Mutex<Shedder>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) metrics: Arc<Metrics>,
@@ -403,8 +407,43 @@ fn route_of(
     })
 }
 
+/// What a reload changes in place rather than rebuilds: routes whose
+/// only change is their `limit` (the new algorithm, built and so
+/// validated, waiting for [`Proxy::commit`]) and clusters whose only
+/// change is their endpoint list.
+#[derive(Default)]
+pub(crate) struct InPlace {
+    limits: Vec<(Arc<Route>, AnyLimit)>,
+    /// Names of the clusters given a new endpoint list.
+    pub(crate) endpoints: Vec<String>,
+}
+
+/// `Debug` of `config`, the equality a reload keeps state by.
+fn key<T: std::fmt::Debug>(config: &T) -> String {
+    format!("{config:?}")
+}
+
+/// Whether `a` and `b` differ in nothing but their `limit` tables, both
+/// present: the route is kept and its limiter given the new algorithm.
+fn same_but_limit(a: &RouteConfig, b: &RouteConfig) -> bool {
+    let strip = |r: &RouteConfig| {
+        let mut r = r.clone();
+        r.limit = None;
+        key(&r)
+    };
+    a.limit.is_some() && b.limit.is_some() && strip(a) == strip(b)
+}
+
 impl Proxy {
     /// Builds every policy of a validated config.
+    ///
+    /// With a `previous` proxy (a reload), state is kept wherever the
+    /// config allows: a cluster whose config is unchanged is the same
+    /// cluster; one that changed only its endpoints is
+    /// [`Cluster::with_endpoints`] of the old; a route unchanged, on the
+    /// same clusters (kept or so updated) at the same position, is the
+    /// same route, and so is one that changed only its `limit` (its
+    /// limiter takes the new algorithm on [`Proxy::commit`]).
     pub(crate) fn new(
         config: &GuardConfig,
         shared: &Shared,
@@ -414,28 +453,34 @@ impl Proxy {
     ) -> Result<Self, FieldError> {
         let clock = shared.clock;
         let mut clusters = Vec::with_capacity(config.clusters.len());
-        let mut cluster_keys = Vec::with_capacity(config.clusters.len());
+        // Where each cluster came from in `previous`, when kept or updated.
+        let mut origin = Vec::with_capacity(config.clusters.len());
+        let mut in_place = InPlace::default();
         for c in &config.clusters {
-            let key = format!("{c:?}");
-            // An unchanged cluster keeps its pool, outlier, health and breaker state.
-            let kept = previous.and_then(|p| {
-                p.cluster_keys
-                    .iter()
-                    .position(|k| *k == key)
-                    .map(|i| p.clusters[i].clone())
+            let was = previous.and_then(|p| {
+                let i = p.cluster_configs.iter().position(|o| o.name == c.name)?;
+                Some((i, &p.cluster_configs[i], &p.clusters[i]))
             });
-            clusters.push(match kept {
-                Some(c) => c,
-                None => Arc::new(Cluster::new(c, clock, shared.metrics.cluster(&c.name))?),
-            });
-            cluster_keys.push(key);
+            let (cluster, from) = match was {
+                // An unchanged cluster keeps its pool, outlier, health and breaker state.
+                Some((i, old, cluster)) if key(old) == key(c) => (cluster.clone(), Some(i)),
+                Some((i, old, cluster)) if crate::balance::same_but_endpoints(old, c) => {
+                    in_place.endpoints.push(c.name.clone());
+                    (Arc::new(cluster.with_endpoints(c)?), Some(i))
+                }
+                _ => (
+                    Arc::new(Cluster::new(c, clock, shared.metrics.cluster(&c.name))?),
+                    None,
+                ),
+            };
+            clusters.push(cluster);
+            origin.push(from);
         }
         let mut routes = Vec::with_capacity(config.routes.len());
-        let mut route_keys = Vec::with_capacity(config.routes.len());
         for (i, r) in config.routes.iter().enumerate() {
-            let key = format!("{r:?}");
             let kept = previous.and_then(|p| {
                 let old = p.routes.get(i)?;
+                let was = &p.route_configs[i];
                 let same_clusters = [
                     Some(old.cluster),
                     old.failover,
@@ -443,16 +488,24 @@ impl Proxy {
                 ]
                 .into_iter()
                 .flatten()
-                .all(|c| {
-                    clusters
-                        .get(c)
-                        .zip(p.clusters.get(c))
-                        .is_some_and(|(new, was)| Arc::ptr_eq(new, was))
-                });
-                (p.route_keys[i] == key && same_clusters).then(|| old.clone())
+                .all(|c| origin.get(c).copied().flatten() == Some(c));
+                if !same_clusters {
+                    return None;
+                }
+                if key(was) == key(r) {
+                    return Some(Ok(old.clone()));
+                }
+                if !same_but_limit(was, r) {
+                    return None;
+                }
+                let limit = r.limit.as_ref()?;
+                Some(limit.build().map(|algorithm| {
+                    in_place.limits.push((old.clone(), algorithm));
+                    old.clone()
+                }))
             });
             routes.push(match kept {
-                Some(r) => r,
+                Some(r) => r?,
                 None => Arc::new(route_of(
                     r,
                     i,
@@ -462,7 +515,6 @@ impl Proxy {
                     shared.metrics.route(&r.name),
                 )?),
             });
-            route_keys.push(key);
         }
         let matchers: Vec<Matcher> = config
             .routes
@@ -475,9 +527,10 @@ impl Proxy {
             matchers,
             order,
             routes,
-            route_keys,
+            route_configs: config.routes.clone(),
             clusters,
-            cluster_keys,
+            cluster_configs: config.clusters.clone(),
+            in_place,
             shedder: Mutex::new(Shedder::new(&config.shed_config())?),
             stats: shared.stats.clone(),
             metrics: shared.metrics.clone(),
@@ -485,6 +538,22 @@ impl Proxy {
             access_log,
             access_log_key: format!("{:?}", config.access_log),
         })
+    }
+
+    /// Applies what [`Proxy::new`] prepared to change in place (the
+    /// kept routes' new limits); returns (routes whose limit changed,
+    /// clusters whose endpoints changed), by name. Call it once, when the
+    /// reload can no longer fail.
+    pub(crate) fn commit(&mut self) -> (Vec<String>, Vec<String>) {
+        let InPlace { limits, endpoints } = std::mem::take(&mut self.in_place);
+        let mut changed = Vec::with_capacity(limits.len());
+        for (route, algorithm) in limits {
+            if let Some(l) = &route.limit {
+                l.set_algorithm(algorithm);
+                changed.push(route.name.clone());
+            }
+        }
+        (changed, endpoints)
     }
 
     /// Routes kept from the previous proxy (same `Arc`), by name.

@@ -292,3 +292,198 @@ async fn a_reload_switches_the_access_log_and_refuses_one_it_cannot_open() {
     assert_eq!(in_a.len(), 2, "{in_a:?}");
     assert!(!nowhere.exists());
 }
+
+/// A backend that holds every `/hold` request until `gate` gets a permit
+/// and answers everything else at once.
+async fn holding(gate: std::sync::Arc<tokio::sync::Semaphore>) -> Backend {
+    backend_async(move |seen| {
+        let gate = gate.clone();
+        async move {
+            if seen.head.uri.path().starts_with("/hold") {
+                gate.acquire().await.expect("open").forget();
+            }
+            status(200)
+        }
+    })
+    .await
+}
+
+/// Sends `n` `/hold` requests to `edge` and waits (bounded) until `b` has
+/// seen `seen` requests in all.
+async fn hold(
+    client: &HttpClient,
+    edge: std::net::SocketAddr,
+    b: &Backend,
+    n: usize,
+    seen: u64,
+) -> Vec<tokio::task::JoinHandle<u16>> {
+    let held = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                send(&client, get(edge, &format!("/hold/{i}")))
+                    .await
+                    .0
+                    .status
+                    .as_u16()
+            })
+        })
+        .collect();
+    for _ in 0..2000 {
+        if b.hits() >= seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(b.hits(), seen, "the held requests reached the backend");
+    held
+}
+
+fn refused_by(parts: &http::response::Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(stormbreak_guard::REFUSED_HEADER)
+        .and_then(|v| v.to_str().ok())
+}
+
+#[tokio::test]
+async fn a_reload_changing_only_endpoints_keeps_the_cluster_and_its_routes() {
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let (one, two) = (holding(gate.clone()).await, holding(gate.clone()).await);
+    // The cluster's limit of 1 is cluster state: kept, its one permit
+    // stays held by the request in flight on `one` across the reload.
+    let with = |endpoints: &[std::net::SocketAddr]| {
+        Config::edge()
+            .cluster("app", endpoints, "limit = { kind = \"fixed\", limit = 1 }")
+            .route("app", "app", "")
+            .toml()
+    };
+    let dir = TempDir::new("guard-reload-endpoints");
+    let path = dir.write("guard.toml", with(&[one.addr]));
+    let g = Guard::start_file(&path).await.unwrap();
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    let held = hold(&client, edge, &one, 1, 1).await;
+
+    dir.write("guard.toml", with(&[one.addr, two.addr]));
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.endpoints, ["app"], "{done:?}");
+    assert_eq!(done.kept, ["app"], "the route on it is kept: {done:?}");
+    assert!(done.rebuilt.is_empty(), "{done:?}");
+    // A new cluster would have a free permit; the kept one is still full.
+    let (parts, _) = send(&client, get(edge, "/now")).await;
+    assert_eq!(parts.status, 503, "the cluster limit is still held");
+    assert_eq!(two.hits(), 0);
+
+    gate.add_permits(1);
+    for h in held {
+        assert_eq!(h.await.unwrap(), 200, "in flight across the reload");
+    }
+    for i in 0..40 {
+        let (parts, _) = send(&client, get(edge, &format!("/now/{i}"))).await;
+        assert_eq!(parts.status, 200);
+    }
+    assert!(two.hits() > 0, "the added endpoint takes traffic");
+
+    // Removing `one`: nothing more reaches it.
+    dir.write("guard.toml", with(&[two.addr]));
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.endpoints, ["app"], "{done:?}");
+    let before = one.hits();
+    for i in 0..20 {
+        let (parts, _) = send(&client, get(edge, &format!("/after/{i}"))).await;
+        assert_eq!(parts.status, 200);
+    }
+    assert_eq!(one.hits(), before, "a removed endpoint gets nothing");
+
+    // Any other change to the cluster builds it anew.
+    dir.write(
+        "guard.toml",
+        Config::edge()
+            .cluster(
+                "app",
+                &[two.addr],
+                "limit = { kind = \"fixed\", limit = 2 }",
+            )
+            .route("app", "app", "")
+            .toml(),
+    );
+    let done = g.reload_file().unwrap();
+    assert!(done.endpoints.is_empty(), "{done:?}");
+    assert_eq!(done.rebuilt, ["app"], "{done:?}");
+    g.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reload_changing_only_a_limit_keeps_its_requests_in_flight() {
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let b = holding(gate.clone()).await;
+    let with = |limit: u32| {
+        Config::edge()
+            .cluster("app", &[b.addr], "")
+            .route(
+                "app",
+                "app",
+                &format!("limit = {{ kind = \"fixed\", limit = {limit} }}"),
+            )
+            .toml()
+    };
+    let dir = TempDir::new("guard-reload-limit");
+    let path = dir.write("guard.toml", with(2));
+    let g = Guard::start_file(&path).await.unwrap();
+    let edge = g.local_addr("edge").unwrap();
+    let client = http1_client();
+    let held = hold(&client, edge, &b, 2, 2).await;
+
+    // Cut to 1 with 2 in flight: both finish, nothing new is admitted
+    // until fewer than 1 are in flight.
+    dir.write("guard.toml", with(1));
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.limits, ["app"], "{done:?}");
+    assert_eq!(done.kept, ["app"], "{done:?}");
+    assert_eq!(g.route_limit("app"), Some(1));
+    // Refused by the guard (by the limit, or first by the saturation
+    // shedder, which reads the same kept in-flight count), never sent on.
+    let (parts, _) = send(&client, get(edge, "/now")).await;
+    assert!(refused_by(&parts).is_some(), "{parts:?}");
+    assert_eq!(b.hits(), 2);
+    gate.add_permits(1);
+    let mut held = held.into_iter();
+    let first = held.next().unwrap();
+    let second = held.next().unwrap();
+    // Whichever finished, one is still in flight: still at the cut limit.
+    let finished = tokio::select! {
+        s = first => { s.unwrap() }
+        s = second => { s.unwrap() }
+    };
+    assert_eq!(finished, 200);
+    let (parts, _) = send(&client, get(edge, "/now")).await;
+    assert!(
+        refused_by(&parts).is_some(),
+        "one still in flight: {parts:?}"
+    );
+    assert_eq!(b.hits(), 2);
+    gate.add_permits(1);
+    for _ in 0..2000 {
+        if g.metrics_text()
+            .contains("stormbreak_guard_inflight{route=\"app\"} 0\n")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (parts, _) = send(&client, get(edge, "/now")).await;
+    assert_eq!(parts.status, 200, "admitted once none is in flight");
+
+    // Raised to 3: three held at once.
+    dir.write("guard.toml", with(3));
+    let done = g.reload_file().unwrap();
+    assert_eq!(done.limits, ["app"], "{done:?}");
+    let seen = b.hits();
+    let held = hold(&client, edge, &b, 3, seen + 3).await;
+    gate.add_permits(3);
+    for h in held {
+        assert_eq!(h.await.unwrap(), 200);
+    }
+    g.shutdown().await;
+}

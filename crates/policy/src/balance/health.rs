@@ -130,6 +130,45 @@ impl HealthTable {
         })
     }
 
+    /// The table for a new endpoint list in which endpoint `j` was
+    /// endpoint `from[j]` of this one (its health and streak carried over)
+    /// or is new (`None`: healthy, as [`new`](Self::new) starts every
+    /// endpoint). An index past this table's endpoints counts as new.
+    ///
+    /// ```
+    /// use stormbreak_policy::balance::{HealthCheckConfig, HealthTable};
+    /// let cfg = HealthCheckConfig { unhealthy_threshold: 1, ..Default::default() };
+    /// let mut t = HealthTable::new(&cfg, 2).unwrap();
+    /// let _ = t.on_probe(1, false);
+    /// let t = t.carried(&[Some(1), None]).unwrap();
+    /// assert!(!t.is_healthy(0) && t.is_healthy(1));
+    /// ```
+    pub fn carried(&self, from: &[Option<usize>]) -> Result<Self, FieldError> {
+        if from.len() > super::OutlierDetector::MAX_ENDPOINTS {
+            return Err(FieldError::new(
+                FAMILY,
+                "endpoints",
+                "at most 65536",
+                from.len(),
+            ));
+        }
+        let fresh = State {
+            healthy: true,
+            streak: 0,
+        };
+        Ok(HealthTable {
+            healthy_threshold: self.healthy_threshold,
+            unhealthy_threshold: self.unhealthy_threshold,
+            endpoints: from
+                .iter()
+                .map(|i| {
+                    i.and_then(|i| self.endpoints.get(i).copied())
+                        .unwrap_or(fresh)
+                })
+                .collect(),
+        })
+    }
+
     /// Is endpoint `i` healthy? Out-of-range endpoints are not.
     pub fn is_healthy(&self, i: usize) -> bool {
         self.endpoints.get(i).is_some_and(|s| s.healthy)

@@ -135,6 +135,44 @@ impl OutlierDetector {
         })
     }
 
+    /// The detector for a new endpoint list in which endpoint `j` was
+    /// endpoint `from[j]` of this one (its failure streak and ejection
+    /// carried over) or is new (`None`: not ejected, no history), as Envoy
+    /// keeps a host's outlier state across an EDS update that keeps the
+    /// host. An index past this detector's endpoints counts as new.
+    ///
+    /// ```
+    /// use stormbreak_policy::balance::{OutlierConfig, OutlierDetector};
+    /// use stormbreak_policy::Nanos;
+    /// let cfg = OutlierConfig { consecutive_failures: 1, max_ejection_percent: 100, ..Default::default() };
+    /// let mut d = OutlierDetector::new(&cfg, 2).unwrap();
+    /// let t = Nanos::from_secs(1);
+    /// let _ = d.on_failure(1, t);
+    /// // Endpoint 0 goes, endpoint 1 stays (now first), one is added.
+    /// let d = d.carried(&[Some(1), None]).unwrap();
+    /// assert!(d.is_ejected(0, t) && !d.is_ejected(1, t));
+    /// ```
+    pub fn carried(&self, from: &[Option<usize>]) -> Result<Self, FieldError> {
+        if from.len() > Self::MAX_ENDPOINTS {
+            return Err(FieldError::new(
+                FAMILY,
+                "endpoints",
+                "at most 65536",
+                from.len(),
+            ));
+        }
+        Ok(OutlierDetector {
+            config: self.config.clone(),
+            endpoints: from
+                .iter()
+                .map(|i| {
+                    i.and_then(|i| self.endpoints.get(i).copied())
+                        .unwrap_or_default()
+                })
+                .collect(),
+        })
+    }
+
     /// Number of endpoints tracked.
     pub fn len(&self) -> usize {
         self.endpoints.len()

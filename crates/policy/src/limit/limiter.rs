@@ -113,6 +113,28 @@ impl<A: LimitAlgorithm> Limiter<A> {
         self.algorithm.advance(now);
     }
 
+    /// Replaces the algorithm, keeping the requests in flight: an
+    /// operator's new limit takes effect for the next admission, and a
+    /// limit cut below what is in flight admits nothing until enough of
+    /// those finish (they are never cut off). Permits handed out before
+    /// stay valid; their samples go to the new algorithm.
+    ///
+    /// ```
+    /// use stormbreak_policy::limit::{Fixed, FixedConfig, Limiter};
+    /// use stormbreak_policy::Nanos;
+    /// let fixed = |limit| Fixed::new(&FixedConfig { limit }).unwrap();
+    /// let mut limiter = Limiter::new(fixed(2));
+    /// let t = Nanos::ZERO;
+    /// let _a = limiter.try_acquire(t).unwrap();
+    /// let _b = limiter.try_acquire(t).unwrap();
+    /// limiter.set_algorithm(fixed(1));
+    /// assert_eq!(limiter.inflight(), 2, "kept");
+    /// assert!(limiter.try_acquire(t).is_none());
+    /// ```
+    pub fn set_algorithm(&mut self, algorithm: A) {
+        self.algorithm = algorithm;
+    }
+
     /// The algorithm's current limit.
     pub fn limit(&self) -> u32 {
         self.algorithm.limit()
