@@ -99,7 +99,7 @@ async fn serve(
     loop {
         tokio::select! {
             _ = hup.recv() => match guard.reload_file() {
-                Ok(done) => tracing::info!(kept = ?done.kept, rebuilt = ?done.rebuilt, limits = ?done.limits, endpoints = ?done.endpoints, certificates = ?done.certificates, "reloaded on SIGHUP"),
+                Ok(done) => tracing::info!(kept = ?done.kept, rebuilt = ?done.rebuilt, policies = ?done.policies, endpoints = ?done.endpoints, certificates = ?done.certificates, "reloaded on SIGHUP"),
                 Err(e) => tracing::warn!(error = %e, "reload on SIGHUP refused; the old config stays"),
             },
             _ = term.recv() => break,

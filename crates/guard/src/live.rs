@@ -10,8 +10,9 @@
 //! rebuild, because they are what an operator or a controller changes
 //! mid-incident: a cluster's endpoint list (pods scaled, as Envoy takes an
 //! EDS update: the cluster's state kept, each kept address's too) and a
-//! route's `limit` (the limiter's algorithm swapped, requests in flight
-//! kept, so cutting a limit never admits a burst). Shed rules and retry policies set through the
+//! route's `limit` or `retry` (the limiter's algorithm swapped, requests
+//! in flight kept, so cutting a limit never admits a burst; the retry
+//! budget's state kept). Shed rules and retry policies set through the
 //! admin API are replayed onto the new proxy before it takes traffic. A
 //! changed `[access_log]` opens its new sink (requests on the old config
 //! finish into the old one).
@@ -65,11 +66,12 @@ pub struct Reloaded {
     pub kept: Vec<String>,
     /// Routes built anew (new or changed).
     pub rebuilt: Vec<String>,
-    /// Kept routes whose only change was their `limit` table: the
-    /// limiter took the new algorithm in place, its requests in flight
-    /// and queue kept (so a cut never over-admits while the old ones
-    /// finish).
-    pub limits: Vec<String>,
+    /// Kept routes whose only changes were their `limit` or `retry`
+    /// tables: the limiter took the new algorithm in place, its requests
+    /// in flight and queue kept (so a cut never over-admits while the old
+    /// ones finish); the retry took the new policy, its budget's state
+    /// kept.
+    pub policies: Vec<String>,
     /// Clusters whose only change was their endpoint list: breaker,
     /// limit, pool and counters kept, and each kept address's in-flight
     /// count, ejection and health; the routes on them kept.
@@ -328,7 +330,7 @@ impl Live {
         let mut proxy = Proxy::new(config, &self.shared, Some(&previous), log, plan.caps())
             .map_err(|e| e.to_string())?;
         // Nothing fails from here on.
-        let (limits, endpoints) = proxy.commit();
+        let (policies, endpoints) = proxy.commit();
         // Admin shed rules and retry policies outlive the config (restores
         // are kept with their route, or start afresh with a changed one).
         let replay: Vec<Override> = self
@@ -384,7 +386,7 @@ impl Live {
         Ok(Reloaded {
             kept,
             rebuilt,
-            limits,
+            policies,
             endpoints,
             certificates,
             listeners,

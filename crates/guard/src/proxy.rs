@@ -15,6 +15,7 @@ use rand_pcg::Pcg64Mcg;
 use stormbreak_policy::FieldError;
 use stormbreak_policy::limit::{AnyLimit, Outcome};
 use stormbreak_policy::ramp::{StagedRestore, StagedRestoreConfig};
+use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::shed::{Criticality, Shedder};
 
 use crate::access_log::{AccessLog, Decision, Line, Note};
@@ -408,12 +409,13 @@ fn route_of(
 }
 
 /// What a reload changes in place rather than rebuilds: routes whose
-/// only change is their `limit` (the new algorithm, built and so
-/// validated, waiting for [`Proxy::commit`]) and clusters whose only
-/// change is their endpoint list.
+/// only changes are their `limit` and `retry` tables (the new algorithm
+/// and policy, built and so validated, waiting for [`Proxy::commit`]) and
+/// clusters whose only change is their endpoint list.
 #[derive(Default)]
 pub(crate) struct InPlace {
     limits: Vec<(Arc<Route>, AnyLimit)>,
+    retries: Vec<(Arc<Route>, RetryConfig)>,
     /// Names of the clusters given a new endpoint list.
     pub(crate) endpoints: Vec<String>,
 }
@@ -423,15 +425,27 @@ fn key<T: std::fmt::Debug>(config: &T) -> String {
     format!("{config:?}")
 }
 
-/// Whether `a` and `b` differ in nothing but their `limit` tables, both
-/// present: the route is kept and its limiter given the new algorithm.
-fn same_but_limit(a: &RouteConfig, b: &RouteConfig) -> bool {
+/// Whether `a` and `b` differ in nothing but their `limit` and `retry`
+/// tables, each present in both or unchanged: the route is kept, its
+/// limiter given the new algorithm and its retry the new policy (its
+/// budget's state kept, as `POST /retry` keeps it).
+fn same_but_policies(a: &RouteConfig, b: &RouteConfig) -> bool {
     let strip = |r: &RouteConfig| {
         let mut r = r.clone();
         r.limit = None;
+        r.retry = None;
         key(&r)
     };
-    a.limit.is_some() && b.limit.is_some() && strip(a) == strip(b)
+    let in_place = |x: bool, y: bool, same: bool| (x && y) || same;
+    in_place(
+        a.limit.is_some(),
+        b.limit.is_some(),
+        key(&a.limit) == key(&b.limit),
+    ) && in_place(
+        a.retry.is_some(),
+        b.retry.is_some(),
+        key(&a.retry) == key(&b.retry),
+    ) && strip(a) == strip(b)
 }
 
 impl Proxy {
@@ -442,8 +456,8 @@ impl Proxy {
     /// cluster; one that changed only its endpoints is
     /// [`Cluster::with_endpoints`] of the old; a route unchanged, on the
     /// same clusters (kept or so updated) at the same position, is the
-    /// same route, and so is one that changed only its `limit` (its
-    /// limiter takes the new algorithm on [`Proxy::commit`]).
+    /// same route, and so is one that changed only its `limit` or `retry`
+    /// (its limiter and retry take the new ones on [`Proxy::commit`]).
     pub(crate) fn new(
         config: &GuardConfig,
         shared: &Shared,
@@ -495,14 +509,28 @@ impl Proxy {
                 if key(was) == key(r) {
                     return Some(Ok(old.clone()));
                 }
-                if !same_but_limit(was, r) {
+                if !same_but_policies(was, r) {
                     return None;
                 }
-                let limit = r.limit.as_ref()?;
-                Some(limit.build().map(|algorithm| {
-                    in_place.limits.push((old.clone(), algorithm));
-                    old.clone()
-                }))
+                Some((|| {
+                    if let Some(limit) = r
+                        .limit
+                        .as_ref()
+                        .filter(|_| key(&was.limit) != key(&r.limit))
+                    {
+                        in_place.limits.push((old.clone(), limit.build()?));
+                    }
+                    if let Some(retry) = r
+                        .retry
+                        .as_ref()
+                        .filter(|_| key(&was.retry) != key(&r.retry))
+                    {
+                        // Validated now; installed on commit.
+                        RetryPolicy::new(retry)?;
+                        in_place.retries.push((old.clone(), retry.clone()));
+                    }
+                    Ok(old.clone())
+                })())
             });
             routes.push(match kept {
                 Some(r) => r?,
@@ -541,15 +569,29 @@ impl Proxy {
     }
 
     /// Applies what [`Proxy::new`] prepared to change in place (the
-    /// kept routes' new limits); returns (routes whose limit changed,
+    /// kept routes' new limits and retry policies); returns (routes whose
+    /// limit or retry changed,
     /// clusters whose endpoints changed), by name. Call it once, when the
     /// reload can no longer fail.
     pub(crate) fn commit(&mut self) -> (Vec<String>, Vec<String>) {
-        let InPlace { limits, endpoints } = std::mem::take(&mut self.in_place);
-        let mut changed = Vec::with_capacity(limits.len());
+        let InPlace {
+            limits,
+            retries,
+            endpoints,
+        } = std::mem::take(&mut self.in_place);
+        let mut changed: Vec<String> = Vec::with_capacity(limits.len() + retries.len());
         for (route, algorithm) in limits {
             if let Some(l) = &route.limit {
                 l.set_algorithm(algorithm);
+                changed.push(route.name.clone());
+            }
+        }
+        for (route, config) in retries {
+            // Validated by `Proxy::new`: cannot fail here.
+            if let Some(r) = &route.retry
+                && r.set_policy(&config).is_ok()
+                && !changed.contains(&route.name)
+            {
                 changed.push(route.name.clone());
             }
         }

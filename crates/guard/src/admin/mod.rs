@@ -213,7 +213,7 @@ impl Admin {
                 if path == "/reload" {
                     return match self.live.reload_file() {
                         Ok(done) => {
-                            tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "reload", kept = ?done.kept, rebuilt = ?done.rebuilt, limits = ?done.limits, endpoints = ?done.endpoints, certificates = ?done.certificates, listeners = ?done.listeners, "admin change");
+                            tracing::info!(target: "stormbreak_guard::admin", who = %who, what = "reload", kept = ?done.kept, rebuilt = ?done.rebuilt, policies = ?done.policies, endpoints = ?done.endpoints, certificates = ?done.certificates, listeners = ?done.listeners, "admin change");
                             json(200, &done)
                         }
                         Err(e) => {

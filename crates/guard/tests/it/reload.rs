@@ -418,16 +418,19 @@ async fn a_reload_changing_only_endpoints_keeps_the_cluster_and_its_routes() {
 async fn a_reload_changing_only_a_limit_keeps_its_requests_in_flight() {
     let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
     let b = holding(gate.clone()).await;
-    let with = |limit: u32| {
+    let with_retry = |limit: u32, attempts: u32, budget: &str| {
         Config::edge()
             .cluster("app", &[b.addr], "")
             .route(
                 "app",
                 "app",
-                &format!("limit = {{ kind = \"fixed\", limit = {limit} }}"),
+                &format!(
+                    "limit = {{ kind = \"fixed\", limit = {limit} }}\nretry = {{ max_attempts = {attempts} }}\n{budget}"
+                ),
             )
             .toml()
     };
+    let with = |limit: u32| with_retry(limit, 2, "");
     let dir = TempDir::new("guard-reload-limit");
     let path = dir.write("guard.toml", with(2));
     let g = Guard::start_file(&path).await.unwrap();
@@ -439,7 +442,7 @@ async fn a_reload_changing_only_a_limit_keeps_its_requests_in_flight() {
     // until fewer than 1 are in flight.
     dir.write("guard.toml", with(1));
     let done = g.reload_file().unwrap();
-    assert_eq!(done.limits, ["app"], "{done:?}");
+    assert_eq!(done.policies, ["app"], "{done:?}");
     assert_eq!(done.kept, ["app"], "{done:?}");
     assert_eq!(g.route_limit("app"), Some(1));
     // Refused by the guard (by the limit, or first by the saturation
@@ -478,12 +481,31 @@ async fn a_reload_changing_only_a_limit_keeps_its_requests_in_flight() {
     // Raised to 3: three held at once.
     dir.write("guard.toml", with(3));
     let done = g.reload_file().unwrap();
-    assert_eq!(done.limits, ["app"], "{done:?}");
+    assert_eq!(done.policies, ["app"], "{done:?}");
     let seen = b.hits();
     let held = hold(&client, edge, &b, 3, seen + 3).await;
     gate.add_permits(3);
     for h in held {
         assert_eq!(h.await.unwrap(), 200);
     }
+
+    // The retry policy changes in place too; a new budget rebuilds.
+    dir.write("guard.toml", with_retry(3, 3, ""));
+    let done = g.reload_file().unwrap();
+    assert_eq!(
+        (done.policies, done.kept),
+        (vec!["app".to_owned()], vec!["app".to_owned()])
+    );
+    dir.write(
+        "guard.toml",
+        with_retry(
+            3,
+            3,
+            "budget = { kind = \"bucket\", capacity = 4, cost = 1, reward = 0.1 }",
+        ),
+    );
+    let done = g.reload_file().unwrap();
+    assert!(done.policies.is_empty(), "{done:?}");
+    assert_eq!(done.rebuilt, ["app"], "{done:?}");
     g.shutdown().await;
 }
