@@ -30,6 +30,10 @@ pub struct Levers {
     pub populations: Vec<Arc<Population>>,
     /// Per LB pool: its nodes.
     pub lbs: Vec<Arc<Pool>>,
+    /// Per gateway: its instances.
+    pub gateways: Vec<Arc<Pool>>,
+    /// Per gateway: its plan (its timeout arms each retry policy set).
+    pub gateway_plans: Vec<crate::plan::GatewayPlan>,
     /// Where a lever that fails reports (ends the run).
     pub shared: Arc<RunShared>,
 }
@@ -37,11 +41,27 @@ pub struct Levers {
 /// What an applied action changed, kept to undo it after its `for`.
 enum Undo {
     Nothing,
-    Reschedule { service: usize, pods: u32 },
+    Reschedule {
+        service: usize,
+        pods: u32,
+    },
     Heal(Vec<Arc<Pod>>),
-    Workers { service: usize, workers: u32 },
-    Restart { lb: usize, nodes: u32 },
-    Unshed { lb: usize },
+    Capacity {
+        service: usize,
+        workers: Option<u32>,
+        sidecar_limit: Option<u32>,
+    },
+    LbLimits {
+        lb: usize,
+        limits: Vec<Option<u32>>,
+    },
+    Restart {
+        lb: usize,
+        nodes: u32,
+    },
+    Unshed {
+        lb: usize,
+    },
 }
 
 /// Applies the plan's actions at their times (and undoes those with
@@ -121,14 +141,35 @@ async fn apply(
             }
             Undo::Nothing
         }
-        LabAction::SetCapacity { service, workers } => {
+        LabAction::SetCapacity {
+            service,
+            workers,
+            sidecar_limit,
+        } => {
             let fleet = &levers.fleets[*service];
-            let before = fleet.workers();
-            fleet.set_workers(*workers);
-            Undo::Workers {
+            let undo = Undo::Capacity {
                 service: *service,
-                workers: before,
+                workers: workers.map(|_| fleet.workers()),
+                sidecar_limit: sidecar_limit.map(|_| fleet.sidecar_limit()),
+            };
+            set_capacity(levers, *service, *workers, *sidecar_limit);
+            undo
+        }
+        LabAction::SetLbLimit { lb, node, flows } => {
+            let pool = &levers.lbs[*lb];
+            let limits = pool.limits();
+            if let Err(e) = pool.set_limit(*node, *flows) {
+                levers.shared.fail(format!("set_lb_limit: [[lb]] {e}"));
             }
+            Undo::LbLimits { lb: *lb, limits }
+        }
+        LabAction::SetGatewayRetry { gateway, retry } => {
+            let gw = &levers.gateway_plans[*gateway];
+            let policy = crate::gateway::route_retry(gw, retry.as_ref());
+            if let Err(e) = levers.gateways[*gateway].set_retry(&policy) {
+                levers.shared.fail(format!("set_retry: [[gateway]] {e}"));
+            }
+            Undo::Nothing
         }
         LabAction::KillPods { service, pods } => {
             let killed = levers.fleets[*service].kill(*pods, timed);
@@ -156,11 +197,11 @@ async fn apply(
             status,
             retry_after,
         } => {
-            shed(levers, *lb, &crate::lb::shed_table(*status, *retry_after));
+            shed(levers, *lb, Some((*status, *retry_after)));
             Undo::Unshed { lb: *lb }
         }
         LabAction::Unshed { lb } => {
-            shed(levers, *lb, "");
+            shed(levers, *lb, None);
             Undo::Nothing
         }
         LabAction::RestartNodes { lb } => {
@@ -170,10 +211,23 @@ async fn apply(
     }
 }
 
-/// Sets pool `lb`'s shed rule (`""`: none) on every node.
-fn shed(levers: &Levers, lb: usize, table: &str) {
-    if let Err(e) = levers.lbs[lb].set_extra(table) {
+/// Sets pool `lb`'s shed rule (`None`: none) on every node.
+fn shed(levers: &Levers, lb: usize, rule: Option<(u16, Option<Nanos>)>) {
+    if let Err(e) = levers.lbs[lb].set_shed(rule) {
         levers.shared.fail(format!("shed: [[lb]] {e}"));
+    }
+}
+
+/// A service's per-pod workers and sidecar limit, each when given.
+fn set_capacity(levers: &Levers, service: usize, workers: Option<u32>, limit: Option<u32>) {
+    let fleet = &levers.fleets[service];
+    if let Some(w) = workers {
+        fleet.set_workers(w);
+    }
+    if let Some(l) = limit
+        && let Err(e) = fleet.set_sidecar_limit(l)
+    {
+        levers.shared.fail(format!("set_capacity: {e}"));
     }
 }
 
@@ -204,9 +258,21 @@ async fn revert(levers: &Levers, id: usize, action: &LabAction, undo: Undo) {
                 p.app.set_failing(false);
             }
         }
-        (_, Undo::Workers { service, workers }) => levers.fleets[service].set_workers(workers),
+        (
+            _,
+            Undo::Capacity {
+                service,
+                workers,
+                sidecar_limit,
+            },
+        ) => set_capacity(levers, service, workers, sidecar_limit),
+        (_, Undo::LbLimits { lb, limits }) => {
+            if let Err(e) = levers.lbs[lb].restore_limits(&limits) {
+                levers.shared.fail(format!("set_lb_limit: [[lb]] {e}"));
+            }
+        }
         (_, Undo::Restart { lb, nodes }) => restart(levers, lb, nodes as usize).await,
-        (_, Undo::Unshed { lb }) => shed(levers, lb, ""),
+        (_, Undo::Unshed { lb }) => shed(levers, lb, None),
         (_, Undo::Nothing) => {}
     }
 }

@@ -59,7 +59,12 @@ impl Counted {
                 let now = fleet.part_counts();
                 let before = std::mem::replace(&mut self.services[s], now);
                 let c = plan.component(Hop::Service(s));
-                rec.part_counts(c, i, now.0 - before.0, now.1 - before.1);
+                rec.part_counts(
+                    c,
+                    i,
+                    now.0.saturating_sub(before.0),
+                    now.1.saturating_sub(before.1),
+                );
             }
         }
         for (g, pool) in pools.gateways.iter().enumerate() {

@@ -23,6 +23,7 @@ use stormbreak_sim::scenario::StallMode;
 use tokio::sync::watch;
 
 use crate::backend::{self, App, Slowdown};
+use crate::guard_doc::GuardDoc;
 use crate::plan::ServicePlan;
 use crate::sidecar;
 
@@ -110,6 +111,8 @@ pub struct Pod {
     /// The app container.
     pub app: Arc<App>,
     guard: Mutex<Option<Guard>>,
+    /// The sidecar's config, to reload it with a new limit.
+    sidecar_doc: Mutex<Option<GuardDoc>>,
     /// Where attempts go: the sidecar, or the app without one.
     pub target: SocketAddr,
     ready: AtomicBool,
@@ -135,6 +138,16 @@ impl Pod {
     /// The sidecar's (in flight, queued); `None` without a sidecar.
     pub fn sidecar_reading(&self) -> Option<(f64, f64)> {
         lock(&self.guard).as_ref().map(sidecar::reading)
+    }
+
+    /// (arrived, refused) at this pod so far: at its sidecar (its
+    /// refusals and the app's), or at the app without one.
+    fn part_counts(&self) -> (u64, u64) {
+        let app_refused = self.app.refused.load(Ordering::Relaxed);
+        match lock(&self.guard).as_ref().map(sidecar::counts) {
+            Some((arrived, refused)) => (arrived, refused + app_refused),
+            None => (self.app.arrived.load(Ordering::Relaxed), app_refused),
+        }
     }
 
     fn drained(&self) -> bool {
@@ -201,8 +214,16 @@ pub struct Fleet {
     seeds: Mutex<Seeds>,
     shared: Arc<RunShared>,
     retired: Mutex<Totals>,
+    /// (arrived, refused) of the pods gone, banked as they leave, under
+    /// this lock with their removal so [`Fleet::part_counts`] never dips.
+    retired_parts: Mutex<(u64, u64)>,
     workers: AtomicU32,
+    /// The per-pod sidecar limit now (a `set_capacity` changes it).
+    sidecar_limit: AtomicU32,
     stalls: watch::Sender<Vec<(usize, StallMode)>>,
+    /// The balancer set's addresses (ready pods' targets, oldest first),
+    /// for the guards forwarding to this service.
+    members: watch::Sender<Vec<SocketAddr>>,
     tasks: Mutex<tokio::task::JoinSet<()>>,
 }
 
@@ -228,8 +249,11 @@ impl Fleet {
             seeds: Mutex::new(Seeds(seed)),
             shared,
             retired: Mutex::default(),
+            retired_parts: Mutex::default(),
             workers: AtomicU32::new(plan.workers),
+            sidecar_limit: AtomicU32::new(plan.sidecar.as_ref().map_or(0, |sc| sc.limit)),
             stalls: watch::channel(Vec::new()).0,
+            members: watch::channel(Vec::new()).0,
             tasks: Mutex::new(tokio::task::JoinSet::new()),
         })
     }
@@ -248,10 +272,36 @@ impl Fleet {
     }
 
     fn set_pods(&self, f: impl FnOnce(&mut Vec<Arc<Pod>>)) {
-        let mut w = self.pods.write().unwrap_or_else(PoisonError::into_inner);
-        let mut v = (**w).clone();
-        f(&mut v);
-        *w = Arc::new(v);
+        {
+            let mut w = self.pods.write().unwrap_or_else(PoisonError::into_inner);
+            let mut v = (**w).clone();
+            f(&mut v);
+            *w = Arc::new(v);
+        }
+        self.publish();
+    }
+
+    /// Tells the guards forwarding to this service its balancer set, when
+    /// it changed (a pod joined, was taken out, or left).
+    fn publish(&self) {
+        let ready: Vec<SocketAddr> = self
+            .pods()
+            .iter()
+            .filter(|p| p.is_ready())
+            .map(|p| p.target)
+            .collect();
+        self.members.send_if_modified(|m| {
+            let changed = *m != ready;
+            *m = ready;
+            changed
+        });
+    }
+
+    /// The balancer set as it changes: the addresses a guard in front of
+    /// this service forwards to (ready pods only, so a pod taken out gets
+    /// no new request and drains).
+    pub fn members(&self) -> watch::Receiver<Vec<SocketAddr>> {
+        self.members.subscribe()
     }
 
     /// Pods the balancer may pick.
@@ -281,15 +331,16 @@ impl Fleet {
             .await
             .map_err(|e| format!("service {name:?}: bind: {e}"))?;
         lock(&self.shared.listened).push(b.addr);
-        let (guard, target) = match &self.plan.sidecar {
+        let (guard, doc, target) = match &self.plan.sidecar {
             Some(spec) => {
-                let (g, addr) = sidecar::start(spec, b.addr)
+                let limit = self.sidecar_limit.load(Ordering::Relaxed);
+                let (g, doc, addr) = sidecar::start(spec, limit, b.addr)
                     .await
                     .map_err(|e| format!("service {name:?}: sidecar: {e}"))?;
                 lock(&self.shared.listened).push(addr);
-                (Some(g), addr)
+                (Some(g), Some(doc), addr)
             }
-            None => (None, b.addr),
+            None => (None, None, b.addr),
         };
         let mut t = lock(&self.retired);
         t.started += 1;
@@ -298,6 +349,7 @@ impl Fleet {
         Ok(Arc::new(Pod {
             app: b.app,
             guard: Mutex::new(guard),
+            sidecar_doc: Mutex::new(doc),
             target,
             ready: AtomicBool::new(true),
             load: (0..self.populations).map(|_| AtomicU32::new(0)).collect(),
@@ -363,6 +415,7 @@ impl Fleet {
             }
         }
         drop(c);
+        self.publish();
         self.remove_drained();
     }
 
@@ -402,10 +455,21 @@ impl Fleet {
         if gone.is_empty() {
             return;
         }
-        self.set_pods(|v| v.retain(|p| !gone.iter().any(|g| Arc::ptr_eq(p, g))));
+        self.remove(&gone);
         for p in gone {
             self.retire(p);
         }
+    }
+
+    /// Takes `gone` out of the pod list, banking their counts first.
+    fn remove(&self, gone: &[Arc<Pod>]) {
+        let mut banked = lock(&self.retired_parts);
+        for p in gone {
+            let (arrived, refused) = p.part_counts();
+            banked.0 += arrived;
+            banked.1 += refused;
+        }
+        self.set_pods(|v| v.retain(|p| !gone.iter().any(|g| Arc::ptr_eq(p, g))));
     }
 
     fn retire(&self, p: Arc<Pod>) {
@@ -463,7 +527,12 @@ impl Fleet {
         let ready = pods.iter().filter(|p| p.is_ready()).count() as u32;
         let current = ready + c.starting;
         drop(c);
-        let limit = self.plan.sidecar.as_ref().map_or(1.0, |s| s.limit as f64);
+        // The limit now (a `set_capacity` may have changed it), as the
+        // simulator divides by its sidecar's current limit.
+        let limit = match self.plan.sidecar {
+            Some(_) => f64::from(self.sidecar_limit().max(1)),
+            None => 1.0,
+        };
         let samples = pods
             .iter()
             .map(|p| {
@@ -498,7 +567,7 @@ impl Fleet {
         for p in &victims {
             p.ready.store(false, Ordering::Relaxed);
         }
-        self.set_pods(|v| v.retain(|p| !victims.iter().any(|g| Arc::ptr_eq(p, g))));
+        self.remove(&victims);
         let killed = victims.len() as u32;
         for p in victims {
             self.retire(p);
@@ -536,6 +605,27 @@ impl Fleet {
         }
     }
 
+    /// `set_capacity` `sidecar_limit` (per pod): every running sidecar's
+    /// limit changes in place (requests in flight keep their slots), and
+    /// new pods start with it.
+    pub fn set_sidecar_limit(&self, limit: u32) -> Result<(), String> {
+        self.sidecar_limit.store(limit, Ordering::Relaxed);
+        for p in self.pods().iter() {
+            let mut doc = lock(&p.sidecar_doc);
+            if let (Some(doc), Some(g)) = (doc.as_mut(), lock(&p.guard).as_ref()) {
+                doc.set_fixed(limit);
+                doc.reload(g)
+                    .map_err(|e| format!("service {:?}: sidecar: {e}", self.plan.name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The per-pod sidecar limit now (0 without a sidecar).
+    pub fn sidecar_limit(&self) -> u32 {
+        self.sidecar_limit.load(Ordering::Relaxed)
+    }
+
     /// The per-pod workers now.
     pub fn workers(&self) -> u32 {
         self.workers.load(Ordering::Relaxed)
@@ -560,21 +650,15 @@ impl Fleet {
     /// a service reached through another hop records, as the client does
     /// not see it. An attempt through a sidecar arrives once (at the
     /// sidecar); the sidecar's and the app's refusals both count.
+    ///
+    /// Pods that left count what they had when they left.
     pub fn part_counts(&self) -> (u64, u64) {
-        let mut t = (0, 0);
+        let banked = lock(&self.retired_parts);
+        let mut t = *banked;
         for p in self.pods().iter() {
-            let app_refused = p.app.refused.load(Ordering::Relaxed);
-            let guard = lock(&p.guard);
-            match guard.as_ref().map(sidecar::counts) {
-                Some((arrived, refused)) => {
-                    t.0 += arrived;
-                    t.1 += refused + app_refused;
-                }
-                None => {
-                    t.0 += p.app.arrived.load(Ordering::Relaxed);
-                    t.1 += app_refused;
-                }
-            }
+            let (arrived, refused) = p.part_counts();
+            t.0 += arrived;
+            t.1 += refused;
         }
         t
     }

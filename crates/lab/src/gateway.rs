@@ -4,18 +4,16 @@
 //! simulator's dependency call, docs/guard.md), calling the dependency
 //! route's first hop before forwarding to the next hop.
 //!
-//! The policy tables are the scenario's own values, serialised by the
-//! policy crate's serde code and parsed back by the guard's parser: one
-//! schema, no translation.
+//! The policy tables are the scenario's own values (the policy crate's
+//! types, serialised in a [`GuardDoc`] and parsed back by the guard's
+//! parser): one schema, no translation.
 
 use std::net::SocketAddr;
 
-use serde::Serialize;
-use stormbreak_policy::budget::BudgetConfig;
-use stormbreak_policy::limit::{LimitConfig, QueueConfig};
+use stormbreak_policy::budget::{BudgetConfig, RatioBudgetConfig};
 use stormbreak_policy::retry::RetryConfig;
-use stormbreak_policy::shed::SaturationConfig;
 
+use crate::guard_doc::GuardDoc;
 use crate::plan::GatewayPlan;
 use crate::pool::{LISTENER, ROUTE};
 
@@ -29,51 +27,26 @@ pub const DEPENDENCY_FAILED_BODY: &[u8] = b"dependency check failed\n";
 /// ratio budget's defaults; the largest ratio budget the policy crate
 /// accepts (1 000 retries per request, 10⁶ a second) never binds in a lab
 /// run (at most 2 000 000 sends).
-pub const UNBUDGETED: &str =
-    r#"{ kind = "ratio", retry_ratio = 1000, min_retries_per_sec = 1000000 }"#;
-
-#[derive(Serialize)]
-struct Doc<'a> {
-    route: [Route<'a>; 1],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    saturation: Option<&'a SaturationConfig>,
+pub fn unbudgeted() -> BudgetConfig {
+    BudgetConfig::Ratio(RatioBudgetConfig {
+        retry_ratio: 1000.0,
+        min_retries_per_sec: 1e6,
+        ..RatioBudgetConfig::default()
+    })
 }
 
-#[derive(Serialize)]
-struct Route<'a> {
-    name: &'static str,
-    cluster: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    limit: Option<&'a LimitConfig>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    queue: Option<&'a QueueConfig>,
-    retry: RetryConfig,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    budget: Option<&'a BudgetConfig>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dependency: Option<Dependency>,
-}
-
-#[derive(Serialize)]
-struct Dependency {
-    cluster: &'static str,
-    path: &'static str,
-    timeout: String,
-}
-
-fn endpoints(addrs: &[SocketAddr]) -> String {
-    addrs
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn cluster(name: &str, addrs: &[SocketAddr]) -> String {
-    format!(
-        "[[cluster]]\nname = \"{name}\"\nendpoints = [{}]\nprotocol = \"http1\"\npool_max_idle_per_endpoint = 4096\n\n",
-        endpoints(addrs)
-    )
+/// The route's retry policy for a gateway whose `retry` is `retry`:
+/// without one, one attempt (`max_attempts = 1`), so that the forwarded
+/// call still has its timeout, as the simulator's gateway arms it; with
+/// one, its `per_try_timeout` is the gateway's `timeout`.
+pub fn route_retry(gw: &GatewayPlan, retry: Option<&RetryConfig>) -> RetryConfig {
+    let mut retry = retry.cloned().unwrap_or(RetryConfig {
+        max_attempts: 1,
+        overall_timeout: None,
+        ..RetryConfig::default()
+    });
+    retry.per_try_timeout = Some(gw.timeout);
+    retry
 }
 
 /// The guard config of one instance of `gw` forwarding to `next` and,
@@ -82,78 +55,26 @@ fn cluster(name: &str, addrs: &[SocketAddr]) -> String {
 ///
 /// Both calls are timed by the gateway's `timeout`: the route's
 /// `retry.per_try_timeout` for the forwarded call, the dependency's
-/// `timeout` for the check. Without `retry` the route gets one attempt
-/// (`max_attempts = 1`), so that the forwarded call still has its
-/// timeout, as the simulator's gateway arms it.
-pub fn config_text(
-    gw: &GatewayPlan,
-    next: &[SocketAddr],
-    dependency: Option<&[SocketAddr]>,
-) -> Result<String, String> {
-    let timeout = stormbreak_policy::units::format_duration(gw.timeout);
-    let mut retry = gw.retry.clone().unwrap_or(RetryConfig {
-        max_attempts: 1,
-        overall_timeout: None,
-        ..RetryConfig::default()
-    });
-    retry.per_try_timeout = Some(gw.timeout);
-    let doc = Doc {
-        route: [Route {
-            name: ROUTE,
-            cluster: "next",
-            limit: gw.limit.as_ref(),
-            queue: gw.queue.as_ref(),
-            retry,
-            budget: gw.budget.as_ref(),
-            dependency: dependency.map(|_| Dependency {
-                cluster: "dependency",
-                path: "/",
-                timeout: timeout.clone(),
-            }),
-        }],
-        saturation: gw.saturation.as_ref().filter(|_| gw.limit.is_some()),
-    };
-    let mut tables = toml::to_string(&doc).map_err(|e| format!("gateway {:?}: {e}", gw.name))?;
-    if gw.budget.is_none() {
-        // After the route's own keys, before any sub-table of it.
-        tables = tables.replacen(
-            &format!("name = \"{ROUTE}\"\n"),
-            &format!("name = \"{ROUTE}\"\nbudget = {UNBUDGETED}\n"),
-            1,
+/// `timeout` for the check.
+pub fn doc(gw: &GatewayPlan, next: &[SocketAddr], dependency: Option<&[SocketAddr]>) -> GuardDoc {
+    let doc = GuardDoc::new(LISTENER, ROUTE, next)
+        .limits(gw.limit.clone(), gw.queue.clone(), gw.saturation.clone())
+        .retry(
+            route_retry(gw, gw.retry.as_ref()),
+            Some(gw.budget.clone().unwrap_or_else(unbudgeted)),
         );
+    match dependency {
+        Some(at) => doc.dependency(at, gw.timeout),
+        None => doc,
     }
-    let mut text = format!(
-        r#"[[listener]]
-name = "{LISTENER}"
-bind = "127.0.0.1:0"
-protocol = "http1"
-max_connections = 10000
-backlog = {backlog}
-request_timeout = "1h"
-idle_timeout = "1h"
-
-"#,
-        backlog = crate::backend::BACKEND_BACKLOG,
-    );
-    text.push_str(&cluster("next", next));
-    if let Some(dep) = dependency {
-        text.push_str(&cluster("dependency", dep));
-    }
-    text.push_str(&tables);
-    // Every route matches every path (`match` after the route's keys).
-    Ok(text.replacen(
-        &format!("name = \"{ROUTE}\"\n"),
-        &format!("name = \"{ROUTE}\"\nmatch = {{ path_prefix = \"/\" }}\n"),
-        1,
-    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stormbreak_guard::GuardConfig;
     use stormbreak_policy::Nanos;
-    use stormbreak_policy::limit::FixedConfig;
+    use stormbreak_policy::limit::{FixedConfig, LimitConfig, QueueConfig};
+    use stormbreak_policy::shed::SaturationConfig;
 
     fn plan(retry: bool, budget: bool) -> GatewayPlan {
         GatewayPlan {
@@ -176,8 +97,8 @@ mod tests {
     fn the_guard_parses_every_gateway_config_the_lab_writes() {
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         for (retry, budget) in [(false, false), (true, false), (true, true)] {
-            let text = config_text(&plan(retry, budget), &[a], Some(&[a])).unwrap();
-            let parsed = GuardConfig::parse("gw.toml", &text);
+            let text = doc(&plan(retry, budget), &[a], Some(&[a])).text().unwrap();
+            let parsed = stormbreak_guard::GuardConfig::parse("gw.toml", &text);
             assert!(parsed.is_ok(), "{text}\n{}", parsed.err().unwrap());
             assert!(text.contains("per_try_timeout = \"250ms\""), "{text}");
             assert_eq!(text.contains("retry_ratio = 1000"), !budget, "{text}");
@@ -187,8 +108,11 @@ mod tests {
             queue: None,
             ..plan(false, false)
         };
-        let text = config_text(&bare, &[a], None).unwrap();
-        assert!(GuardConfig::parse("gw.toml", &text).is_ok(), "{text}");
+        let text = doc(&bare, &[a], None).text().unwrap();
+        assert!(
+            stormbreak_guard::GuardConfig::parse("gw.toml", &text).is_ok(),
+            "{text}"
+        );
         assert!(
             !text.contains("[saturation]") && !text.contains("dependency"),
             "{text}"

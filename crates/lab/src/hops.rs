@@ -6,11 +6,20 @@
 //! `support.rs` has checked that each pool forwards to one next hop and
 //! that a service ends every route; the simulator refuses dependency
 //! cycles, so every pass starts at least one pool.
+//!
+//! A pool whose next hop (or dependency) is a service follows that
+//! service's balancer set ([`Fleet::members`]): as pods start, are taken
+//! out or killed, every instance's cluster is reloaded with the new list
+//! (in place: the guard keeps its limiter, retry budget and the requests
+//! in flight), as Envoy follows EDS. The simulator's LB and gateway see a
+//! pod change at once; here it takes one reload, well under a
+//! millisecond.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::fleet::{Fleet, RunShared};
+use crate::guard_doc::{DEPENDENCY, NEXT};
 use crate::plan::{Hop, LabPlan};
 use crate::pool::Pool;
 use crate::{gateway, lb};
@@ -21,6 +30,41 @@ pub struct Pools {
     pub lbs: Vec<Arc<Pool>>,
     /// Per gateway: its instances.
     pub gateways: Vec<Arc<Pool>>,
+    /// The tasks keeping pools' clusters on their services' pods (one
+    /// per pool and cluster that forwards to a service); ended when the
+    /// pools are dropped.
+    followers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Pools {
+    fn drop(&mut self) {
+        for f in &self.followers {
+            f.abort();
+        }
+    }
+}
+
+/// Keeps `pool`'s `cluster` on `fleet`'s balancer set until the run ends;
+/// a reload that fails ends the run.
+fn follow(
+    pool: Arc<Pool>,
+    cluster: &'static str,
+    fleet: &Fleet,
+    shared: Arc<RunShared>,
+) -> tokio::task::JoinHandle<()> {
+    let mut members = fleet.members();
+    tokio::spawn(async move {
+        loop {
+            let to = members.borrow_and_update().clone();
+            if let Err(e) = pool.set_endpoints(cluster, &to) {
+                shared.fail(format!("following the pods of a service: {e}"));
+                return;
+            }
+            if members.changed().await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 impl Pools {
@@ -67,7 +111,7 @@ fn next_hop(plan: &LabPlan, hop: Hop) -> Hop {
 pub async fn start(
     plan: &LabPlan,
     fleets: &[Arc<Fleet>],
-    shared: &RunShared,
+    shared: &Arc<RunShared>,
 ) -> Result<Pools, String> {
     let mut st = Starting {
         fleets,
@@ -97,10 +141,8 @@ pub async fn start(
             let result = match hop {
                 Hop::Lb(l) => {
                     let spec = &plan.lbs[l];
-                    let configs = (0..spec.nodes)
-                        .map(|_| lb::config_text(spec, &next))
-                        .collect();
-                    Pool::start(&spec.name, configs)
+                    let docs = (0..spec.nodes).map(|_| lb::doc(spec, &next)).collect();
+                    Pool::start(&spec.name, docs)
                         .await
                         .map_err(|e| format!("[[lb]] {e}"))
                 }
@@ -113,13 +155,10 @@ pub async fn start(
                         },
                         None => None,
                     };
-                    let text = gateway::config_text(spec, &next, dependency.as_deref());
-                    match text {
-                        Ok(text) => Pool::start(&spec.name, vec![text; spec.instances as usize])
-                            .await
-                            .map_err(|e| format!("[[gateway]] {e}")),
-                        Err(e) => Err(e),
-                    }
+                    let doc = gateway::doc(spec, &next, dependency.as_deref());
+                    Pool::start(&spec.name, vec![doc; spec.instances as usize])
+                        .await
+                        .map_err(|e| format!("[[gateway]] {e}"))
                 }
                 Hop::Service(_) => unreachable!("services are fleets"),
             };
@@ -149,8 +188,31 @@ pub async fn start(
         st.close().await;
         return Err("a pool's next hop or dependency never started (a cycle)".to_owned());
     }
+    let lbs: Vec<Arc<Pool>> = st.lbs.into_iter().flatten().collect();
+    let gateways: Vec<Arc<Pool>> = st.gateways.into_iter().flatten().collect();
+    let mut followers = Vec::new();
+    let service = |hop: Hop| match hop {
+        Hop::Service(s) => Some(s),
+        _ => None,
+    };
+    for (hop, pool) in (0..lbs.len())
+        .map(Hop::Lb)
+        .zip(&lbs)
+        .chain((0..gateways.len()).map(Hop::Gateway).zip(&gateways))
+    {
+        if let Some(s) = service(next_hop(plan, hop)) {
+            followers.push(follow(pool.clone(), NEXT, &fleets[s], shared.clone()));
+        }
+        if let Hop::Gateway(g) = hop
+            && let Some(r) = plan.gateways[g].dependency
+            && let Some(s) = service(plan.paths[r][0])
+        {
+            followers.push(follow(pool.clone(), DEPENDENCY, &fleets[s], shared.clone()));
+        }
+    }
     Ok(Pools {
-        lbs: st.lbs.into_iter().flatten().collect(),
-        gateways: st.gateways.into_iter().flatten().collect(),
+        lbs,
+        gateways,
+        followers,
     })
 }

@@ -2,7 +2,7 @@
 //! **flow** for an attempt's whole downstream life and refuses a new one
 //! at `flows_per_node` (`engine/lb.rs`). The guard expresses that as its
 //! route's concurrency limit, `fixed` at `flows_per_node`, with no queue
-//! and shedding by class off (`sidecar::NO_SHEDDING`): a request is admitted while fewer than that
+//! and shedding by class off (`guard_doc::NO_SHEDDING`): a request is admitted while fewer than that
 //! many are in flight through the node (held until the next hop answers),
 //! else answered at once with [`REFUSAL_STATUS`] and
 //! `X-Stormbreak-Refused: limit`.
@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 
+use crate::guard_doc::GuardDoc;
 use crate::plan::LbPlan;
 use crate::pool::{LISTENER, ROUTE};
 
@@ -26,54 +27,6 @@ pub const REFUSAL_STATUS: u16 = 429;
 
 /// The guard config of one node of `lb` forwarding to `next` (the next
 /// hop's pods or instances; the guard's P2C least-request picks one).
-pub fn config_text(lb: &LbPlan, next: &[SocketAddr]) -> String {
-    let endpoints = next
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"[[listener]]
-name = "{LISTENER}"
-bind = "127.0.0.1:0"
-protocol = "http1"
-max_connections = 10000
-backlog = {backlog}
-request_timeout = "1h"
-idle_timeout = "1h"
-
-[[cluster]]
-name = "next"
-endpoints = [{endpoints}]
-protocol = "http1"
-pool_max_idle_per_endpoint = 4096
-
-[[route]]
-name = "{ROUTE}"
-match = {{ path_prefix = "/" }}
-cluster = "next"
-limit = {{ kind = "fixed", limit = {flows} }}
-
-[saturation]
-status = {REFUSAL_STATUS}
-retry_after = "0"
-{no_shedding}
-"#,
-        no_shedding = crate::sidecar::NO_SHEDDING,
-        flows = lb.flows_per_node,
-        backlog = crate::backend::BACKEND_BACKLOG,
-    )
-}
-
-/// The `[[shed]]` table of an operator's `shed` action at a node: every
-/// request of its one route answered `status` (with `Retry-After` in whole
-/// seconds, rounded up, when set), named `rule` in `X-Stormbreak-Refused`.
-pub fn shed_table(status: u16, retry_after: Option<stormbreak_policy::Nanos>) -> String {
-    let after = retry_after.map_or(String::new(), |d| {
-        format!(
-            "retry_after = \"{}\"\n",
-            stormbreak_policy::units::format_duration(d)
-        )
-    });
-    format!("[[shed]]\nroute = \"{ROUTE}\"\nstatus = {status}\n{after}")
+pub fn doc(lb: &LbPlan, next: &[SocketAddr]) -> GuardDoc {
+    GuardDoc::new(LISTENER, ROUTE, next).fixed_limit(lb.flows_per_node, None, REFUSAL_STATUS)
 }

@@ -37,6 +37,7 @@ pub mod fanout;
 pub mod fleet;
 pub mod gateway;
 pub mod generator;
+pub mod guard_doc;
 pub mod hops;
 pub mod lb;
 pub mod plan;

@@ -220,12 +220,32 @@ pub enum LabAction {
         /// The new policy.
         retry: Option<RetryConfig>,
     },
-    /// Workers per pod (scaled), for the pods running and those to come.
+    /// Workers and sidecar limit per pod (scaled), for the pods running
+    /// and those to come.
     SetCapacity {
         /// Index into [`LabPlan::services`].
         service: usize,
-        /// Workers per pod.
-        workers: u32,
+        /// Workers per pod, when changed.
+        workers: Option<u32>,
+        /// Sidecar limit per pod, when changed.
+        sidecar_limit: Option<u32>,
+    },
+    /// An LB pool's flow cap per node (scaled), one node or every one.
+    SetLbLimit {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// One node, counting from 0; every node when `None`.
+        node: Option<u32>,
+        /// The new `flows_per_node`.
+        flows: u32,
+    },
+    /// A gateway's retry policy from now on (`None`: one attempt), its
+    /// budget's state kept.
+    SetGatewayRetry {
+        /// Index into [`LabPlan::gateways`].
+        gateway: usize,
+        /// The new policy, as the scenario gives it.
+        retry: Option<RetryConfig>,
     },
     /// The oldest `pods` (scaled) ready pods are closed at once.
     KillPods {
@@ -513,25 +533,49 @@ impl LabPlan {
                     client: client_ix(client),
                     rate: rate * scale,
                 },
-                ActionKind::SetRetry { target, retry } => LabAction::SetRetry {
-                    client: client_ix(target),
-                    retry: retry.clone().map(|mut r| {
-                        r.per_try_timeout = Some(clients[client_ix(target)].timeout);
-                        r
-                    }),
-                },
-                ActionKind::SetCapacity {
-                    service, workers, ..
-                } => {
-                    let s = service_ix(service).expect("validated service");
-                    LabAction::SetCapacity {
-                        service: s,
-                        // support.rs refused one without workers.
-                        workers: services[s]
-                            .fleet
-                            .per_pod(workers.expect("support checked workers")),
+                ActionKind::SetRetry { target, retry } => {
+                    match gateways.iter().position(|g| g.name == *target) {
+                        Some(gateway) => LabAction::SetGatewayRetry {
+                            gateway,
+                            retry: retry.clone(),
+                        },
+                        None => LabAction::SetRetry {
+                            client: client_ix(target),
+                            retry: retry.clone().map(|mut r| {
+                                r.per_try_timeout = Some(clients[client_ix(target)].timeout);
+                                r
+                            }),
+                        },
                     }
                 }
+                ActionKind::SetCapacity {
+                    service,
+                    workers,
+                    sidecar_limit,
+                } => {
+                    let s = service_ix(service).expect("validated service");
+                    let fleet = &services[s].fleet;
+                    LabAction::SetCapacity {
+                        service: s,
+                        workers: workers.map(|w| fleet.per_pod(w)),
+                        sidecar_limit: sidecar_limit.map(|l| fleet.per_pod(l)),
+                    }
+                }
+                ActionKind::SetLbLimit {
+                    lb,
+                    node,
+                    flows_per_node,
+                    ..
+                } => LabAction::SetLbLimit {
+                    lb: lb_ix(lb),
+                    node: *node,
+                    // support.rs refused one with maxconn, and the
+                    // simulator asks for one of the two.
+                    flows: stormbreak_sim::engine::scale::scaled(
+                        flows_per_node.expect("support checked flows_per_node"),
+                        scale,
+                    ),
+                },
                 ActionKind::KillPods { service, pods } => {
                     let s = service_ix(service).expect("validated service");
                     LabAction::KillPods {

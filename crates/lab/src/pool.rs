@@ -1,15 +1,21 @@
 //! A pool of guard instances in front of a route's next hop: an LB's
-//! nodes or a gateway's instances. Each instance is a `stormbreak guard` started in process from
-//! generated TOML (as a sidecar is, `sidecar.rs`), with one route named
-//! [`ROUTE`]; the pool spreads attempts over its running instances in
-//! turn, as the simulator's LB does (`engine/lb.rs`, `Lb::pick`) and its
-//! gateway admits them (`engine/admission.rs`).
+//! nodes or a gateway's instances. Each instance is a `stormbreak guard`
+//! started in process from its [`GuardDoc`] (as a sidecar is,
+//! `sidecar.rs`), with one route named [`ROUTE`]; the pool spreads
+//! attempts over its running instances in turn, as the simulator's LB
+//! does (`engine/lb.rs`, `Lb::pick`) and its gateway admits them
+//! (`engine/admission.rs`). Levers (endpoints, limits, retries, shed
+//! rules) edit each instance's document and reload its guard in place.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use stormbreak_guard::{Guard, GuardConfig};
+use stormbreak_guard::Guard;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::retry::RetryConfig;
+
+use crate::guard_doc::GuardDoc;
 
 /// The listener's name in every generated pool config.
 pub const LISTENER: &str = "node";
@@ -20,13 +26,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One instance: its guard, where it listens, and the config it was
-/// started from (a restart starts it again, on a fresh port).
+/// One instance: its guard, where it listens, and its config as of now
+/// (a restart starts it again from that, on a fresh port).
 pub struct Instance {
     guard: Mutex<Option<Guard>>,
     addr: Mutex<SocketAddr>,
     paused: AtomicBool,
-    config: String,
+    doc: Mutex<GuardDoc>,
 }
 
 impl Instance {
@@ -47,6 +53,19 @@ impl Instance {
             .map_or_else(String::new, Guard::metrics_text)
     }
 
+    /// Changes its config with `edit` (which says whether it changed
+    /// anything) and, when running, reloads its guard in place.
+    fn edit(&self, edit: impl FnOnce(&mut GuardDoc) -> bool) -> Result<(), String> {
+        let mut doc = lock(&self.doc);
+        if !edit(&mut doc) {
+            return Ok(());
+        }
+        match lock(&self.guard).as_ref() {
+            Some(g) => doc.reload(g).map_err(|e| format!("reload: {e}")),
+            None => Ok(()),
+        }
+    }
+
     async fn shut_down(&self) {
         let guard = lock(&self.guard).take();
         if let Some(g) = guard {
@@ -60,28 +79,24 @@ pub struct Pool {
     name: String,
     instances: Vec<Instance>,
     next: Mutex<usize>,
-    /// Guard tables added to every instance's config by a timeline
-    /// action (an LB's `[[shed]]` rule), kept for a restart.
-    extra: Mutex<String>,
 }
 
 impl Pool {
-    /// Starts one guard per config text (each with listener [`LISTENER`]);
+    /// Starts one guard per document (each with listener [`LISTENER`]);
     /// on an error the instances already started are shut down.
-    pub async fn start(name: &str, configs: Vec<String>) -> Result<Pool, String> {
+    pub async fn start(name: &str, docs: Vec<GuardDoc>) -> Result<Pool, String> {
         let mut pool = Pool {
             name: name.to_owned(),
-            instances: Vec::with_capacity(configs.len()),
+            instances: Vec::with_capacity(docs.len()),
             next: Mutex::new(0),
-            extra: Mutex::new(String::new()),
         };
-        for text in configs {
-            match start_guard(&text).await {
+        for doc in docs {
+            match doc.start().await {
                 Ok((guard, addr)) => pool.instances.push(Instance {
                     guard: Mutex::new(Some(guard)),
                     addr: Mutex::new(addr),
                     paused: AtomicBool::new(false),
-                    config: text,
+                    doc: Mutex::new(doc),
                 }),
                 Err(e) => {
                     pool.close().await;
@@ -182,8 +197,9 @@ impl Pool {
             if i.is_running() {
                 continue;
             }
-            let text = format!("{}\n{}", i.config, lock(&self.extra));
-            let (guard, addr) = start_guard(&text)
+            let doc = lock(&i.doc).clone();
+            let (guard, addr) = doc
+                .start()
                 .await
                 .map_err(|e| format!("{:?}: restarting a node: {e}", self.name))?;
             *lock(&i.guard) = Some(guard);
@@ -194,22 +210,82 @@ impl Pool {
         Ok(started)
     }
 
-    /// Replaces the tables added to every instance's config (`""`: none)
-    /// and reloads the running instances in place (`Guard::reload`): the
-    /// listener keeps its socket and the route, unchanged, keeps its
-    /// limiter and the requests holding it.
-    pub fn set_extra(&self, tables: &str) -> Result<(), String> {
-        *lock(&self.extra) = tables.to_owned();
+    /// Applies `edit` to every instance's config (running or paused, so
+    /// a restart keeps it) and reloads the running ones in place
+    /// (`Guard::reload`): each listener keeps its socket, and the route
+    /// keeps its limiter, retry budget and the requests holding them.
+    fn edit_all(&self, edit: impl Fn(&mut GuardDoc) -> bool) -> Result<(), String> {
         for i in &self.instances {
-            let text = format!("{}\n{tables}", i.config);
-            let config = GuardConfig::parse("<lab pool>", &text)
+            i.edit(&edit).map_err(|e| format!("{:?}: {e}", self.name))?;
+        }
+        Ok(())
+    }
+
+    /// An operator's shed rule on every instance's route (`None`: removed).
+    pub fn set_shed(&self, rule: Option<(u16, Option<Nanos>)>) -> Result<(), String> {
+        self.edit_all(|d| {
+            d.set_shed(rule);
+            true
+        })
+    }
+
+    /// Cluster `cluster` of every instance forwards to `to` from now on
+    /// (the next hop's pods after a scale or a kill); an empty `to` keeps
+    /// the last list ([`GuardDoc::set_endpoints`]).
+    pub fn set_endpoints(&self, cluster: &str, to: &[SocketAddr]) -> Result<(), String> {
+        self.edit_all(|d| d.set_endpoints(cluster, to))
+    }
+
+    /// Every instance's route limit (its fixed limit), in order.
+    pub fn limits(&self) -> Vec<Option<u32>> {
+        self.instances
+            .iter()
+            .map(|i| lock(&i.doc).fixed())
+            .collect()
+    }
+
+    /// Instance `node`'s (every instance's when `None`) fixed route limit
+    /// becomes `limit`, changed in place: requests in flight keep their
+    /// slots, so a cut admits nothing new until they fall under it.
+    pub fn set_limit(&self, node: Option<u32>, limit: u32) -> Result<(), String> {
+        for (j, i) in self.instances.iter().enumerate() {
+            if node.is_none_or(|n| n as usize == j) {
+                i.edit(|d| {
+                    let changed = d.fixed() != Some(limit);
+                    d.set_fixed(limit);
+                    changed
+                })
                 .map_err(|e| format!("{:?}: {e}", self.name))?;
-            if let Some(g) = lock(&i.guard).as_ref() {
-                g.reload(&config)
-                    .map_err(|e| format!("{:?}: reload: {e}", self.name))?;
             }
         }
         Ok(())
+    }
+
+    /// Every instance's limits back to `limits` (from [`Pool::limits`]).
+    pub fn restore_limits(&self, limits: &[Option<u32>]) -> Result<(), String> {
+        for (j, l) in limits.iter().enumerate() {
+            if let Some(l) = l {
+                self.set_limit(Some(j as u32), *l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The route's retry policy (the first instance's; all share it).
+    pub fn retry(&self) -> Option<RetryConfig> {
+        self.instances
+            .first()
+            .and_then(|i| lock(&i.doc).retry_policy().cloned())
+    }
+
+    /// Every instance's route retries by `retry` from now on, its
+    /// budget's state kept.
+    pub fn set_retry(&self, retry: &RetryConfig) -> Result<(), String> {
+        self.edit_all(|d| {
+            let changed = d.retry_policy() != Some(retry);
+            d.set_retry(retry.clone());
+            changed
+        })
     }
 
     /// Closes every instance: listeners and connections.
@@ -218,13 +294,4 @@ impl Pool {
             i.shut_down().await;
         }
     }
-}
-
-async fn start_guard(text: &str) -> Result<(Guard, SocketAddr), String> {
-    let config = GuardConfig::parse("<lab pool>", text).map_err(|e| e.to_string())?;
-    let guard = Guard::start(&config).await.map_err(|e| e.to_string())?;
-    let addr = guard
-        .local_addr(LISTENER)
-        .ok_or("the guard has no listener")?;
-    Ok((guard, addr))
 }

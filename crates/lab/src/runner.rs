@@ -256,6 +256,8 @@ async fn run_on_runtime(
             schedules,
             populations,
             lbs: pools.lbs.clone(),
+            gateways: pools.gateways.clone(),
+            gateway_plans: plan.gateways.clone(),
             shared: shared.clone(),
         },
         applied.clone(),
@@ -412,7 +414,7 @@ fn gauges(fleet: &Fleet) -> Gauges {
         }
     }
     let per_pod = match &fleet.plan().sidecar {
-        Some(sc) => sc.limit,
+        Some(_) => fleet.sidecar_limit(),
         None => fleet.workers(),
     };
     g.limit = per_pod as f64 * g.replicas;

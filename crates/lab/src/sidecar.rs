@@ -8,80 +8,48 @@
 //! could be orphaned by a crash); the cost is that the guards share the
 //! load generator's two cores, which `validity.rs` watches.
 //!
-//! The config is written as guard TOML and parsed by the guard's own
-//! parser, so whatever the guard refuses is refused here with its message.
+//! The config is a [`GuardDoc`], kept by the pod so a `set_capacity`
+//! with `sidecar_limit` reloads the running sidecar with its new limit
+//! (changed in place: requests in flight keep their slots).
 
 use std::net::SocketAddr;
 
-use stormbreak_guard::{Guard, GuardConfig};
+use stormbreak_guard::Guard;
+use stormbreak_policy::limit::QueueConfig;
 use stormbreak_sim::scenario::SidecarSpec;
+
+use crate::guard_doc::GuardDoc;
 
 /// The listener's name in the generated config.
 pub const LISTENER: &str = "pod";
 /// The route's name in the generated config (its metrics label).
 pub const ROUTE: &str = "app";
 
-/// `[saturation]` thresholds that never shed by class: a fixed limit's
-/// saturation never passes 1. Finite, not `"never"`: the guard answers a
-/// full limit with the answer its table gives the least important class
-/// at infinite saturation, which a `"never"` table does not give (it then
-/// falls back to 503 with `Retry-After: 1`, which the simulator's sidecar
-/// and LB do not send).
-pub const NO_SHEDDING: &str =
-    "thresholds = { sheddable = 1e9, sheddable_plus = 1e9, critical = 1e9, critical_plus = 1e9 }";
-
-/// The guard config of a sidecar in front of `app`.
+/// The guard config of a sidecar in front of `app`, with concurrency
+/// limit `limit` (the scenario's, or a `set_capacity`'s, per pod).
 ///
-/// Saturation shedding by class is off ([`NO_SHEDDING`]: an Istio
-/// sidecar's `http2MaxRequests` does not shed by class), so the only
-/// refusal is the limit's when it and its queue are full, answered 503
-/// without `Retry-After` as the simulator's sidecar does.
-pub fn config_text(spec: &SidecarSpec, app: SocketAddr) -> String {
+/// Saturation shedding by class is off (an Istio sidecar's
+/// `http2MaxRequests` does not shed by class), so the only refusal is the
+/// limit's when it and its queue are full, answered 503 without
+/// `Retry-After` as the simulator's sidecar does.
+pub fn doc(spec: &SidecarSpec, limit: u32, app: SocketAddr) -> GuardDoc {
     let queue = match (spec.queue, spec.queue_timeout) {
-        (q, Some(t)) if q > 0 => format!("queue = {{ size = {q}, timeout = \"{t}\" }}\n"),
-        _ => String::new(),
+        (size, Some(timeout)) if size > 0 => Some(QueueConfig { size, timeout }),
+        _ => None,
     };
-    format!(
-        r#"[[listener]]
-name = "{LISTENER}"
-bind = "127.0.0.1:0"
-protocol = "http1"
-max_connections = 10000
-backlog = {backlog}
-request_timeout = "1h"
-idle_timeout = "1h"
-
-[[cluster]]
-name = "app"
-endpoints = ["{app}"]
-protocol = "http1"
-pool_max_idle_per_endpoint = 4096
-
-[[route]]
-name = "{ROUTE}"
-match = {{ path_prefix = "/" }}
-cluster = "app"
-limit = {{ kind = "fixed", limit = {limit} }}
-{queue}
-[saturation]
-status = 503
-retry_after = "0"
-{NO_SHEDDING}
-"#,
-        limit = spec.limit,
-        backlog = crate::backend::BACKEND_BACKLOG,
-    )
+    GuardDoc::new(LISTENER, ROUTE, &[app]).fixed_limit(limit, queue, 503)
 }
 
-/// Starts a sidecar for `app`, returning the guard and its address.
-pub async fn start(spec: &SidecarSpec, app: SocketAddr) -> Result<(Guard, SocketAddr), String> {
-    let text = config_text(spec, app);
-    let config = GuardConfig::parse("<lab sidecar>", &text).map_err(|e| e.to_string())?;
-    let guard = Guard::start(&config).await.map_err(|e| e.to_string())?;
-    let addr = guard
-        .local_addr(LISTENER)
-        .ok_or("the sidecar guard has no listener")?;
-    Ok((guard, addr))
+/// Starts a sidecar for `app` with limit `limit`, returning the guard,
+/// its config and its address.
+pub async fn start(
+    spec: &SidecarSpec,
+    limit: u32,
+    app: SocketAddr,
+) -> Result<(Guard, GuardDoc, SocketAddr), String> {
+    let doc = doc(spec, limit, app);
+    let (guard, addr) = doc.start().await?;
+    Ok((guard, doc, addr))
 }
 
 /// (in flight, queued) of the sidecar's route, read from the guard's

@@ -6,10 +6,9 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::scenario::ActionKind;
 
 /// The timeline actions the lab applies (`actions.rs`). The others act on
-/// LB pools' ramps, gates and limits (not yet through the lab), or on
-/// traffic shifting between routes (`shift_traffic`, with
-/// `failover_route`).
-pub const SUPPORTED_ACTIONS: [&str; 11] = [
+/// LB pools' ramps and gates (not yet through the lab), or on traffic
+/// shifting between routes (`shift_traffic`, with `failover_route`).
+pub const SUPPORTED_ACTIONS: [&str; 12] = [
     "slow_service",
     "pause_nodes",
     "restart_nodes",
@@ -21,6 +20,7 @@ pub const SUPPORTED_ACTIONS: [&str; 11] = [
     "kill_pods",
     "fail_pods",
     "stall",
+    "set_lb_limit",
 ];
 
 /// The shortest mean service time the lab runs: tokio's timer wakes on
@@ -134,13 +134,11 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                     ));
                 }
             }
-            ActionKind::SetRetry { target, .. } if is_gateway(sc, target) => out.push(format!(
-                "[[action]] at {at}: do = \"set_retry\" of gateway {target:?} (a reload would \
-                 rebuild its limiter; the guard's POST /retry is not wired to the lab yet)"
-            )),
-            ActionKind::KillPods { service, .. } if behind(service) => out.push(format!(
-                "[[action]] at {at}: do = \"kill_pods\" of {service:?}, which is behind an LB pool \
-                 or a gateway (their guards forward to a fixed set of pods)"
+            ActionKind::SetLbLimit {
+                maxconn: Some(_), ..
+            } => out.push(format!(
+                "[[action]] at {at}: do = \"set_lb_limit\" with maxconn (the keep-alive \
+                 connection model)"
             )),
             ActionKind::Stall { targets, .. } => {
                 for t in targets {
@@ -155,12 +153,6 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                         ));
                     }
                 }
-            }
-            ActionKind::SetCapacity { sidecar_limit, .. } if sidecar_limit.is_some() => {
-                out.push(format!(
-                    "[[action]] at {at}: do = \"set_capacity\" with sidecar_limit (a running \
-                     guard's limit cannot be changed in place yet)"
-                ))
             }
             ActionKind::SetRetry { retry: Some(r), .. } if r.per_try_timeout.is_some() => {
                 out.push(format!(
@@ -295,12 +287,6 @@ fn lb_pools(sc: &Scenario, out: &mut Vec<String>) {
         let name = s.name.get_ref();
         if !behind_a_hop(sc, name) {
             continue;
-        }
-        if s.autoscaler.is_some() {
-            out.push(format!(
-                "[[service]] {name:?}: autoscaler on a service behind an LB pool or a gateway \
-                 (their guards forward to a fixed set of pods)"
-            ));
         }
         let first_for_clients = sc.routes.iter().any(|r| {
             !is_dependency(sc, r.name.get_ref())

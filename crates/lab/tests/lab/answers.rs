@@ -53,13 +53,13 @@ async fn a_full_sidecar_and_a_full_lb_node_refuse_at_once_without_retry_after() 
         queue: 0,
         queue_timeout: None,
     };
-    let (guard, side_addr) = sidecar::start(&side, b.addr).await.unwrap();
+    let (guard, _, side_addr) = sidecar::start(&side, side.limit, b.addr).await.unwrap();
     let edge = LbPlan {
         name: "edge".into(),
         nodes: 1,
         flows_per_node: 1,
     };
-    let pool = Pool::start("edge", vec![lb::config_text(&edge, &[b.addr])])
+    let pool = Pool::start("edge", vec![lb::doc(&edge, &[b.addr])])
         .await
         .unwrap();
     let node = pool.addrs()[0];
@@ -81,6 +81,12 @@ async fn a_full_sidecar_and_a_full_lb_node_refuse_at_once_without_retry_after() 
     );
     assert!(head.contains("x-stormbreak-refused: limit"), "{head}");
     assert!(!head.contains("retry-after"), "{head}");
+    // `set_lb_limit` to 2 with one flow held: changed in place, the held
+    // flow still counts, so exactly one more is admitted.
+    pool.set_limit(None, 2).unwrap();
+    assert_eq!(pool.limits(), [Some(2)]);
+    let second = get(node).await;
+    assert!(second.starts_with("http/1.1 200"), "{second}");
     assert!(held.await.unwrap().starts_with("http/1.1 200"));
 
     pool.close().await;

@@ -215,3 +215,69 @@ for = "500ms"
     assert!(what[0].starts_with("shed r with 429 at edge"), "{what:?}");
     assert!(what[1].starts_with("end of: shed r"), "{what:?}");
 }
+
+const FOLLOW: &str = r#"
+[scenario]
+name = "follow"
+duration = "3500ms"
+interval = "500ms"
+seed = 5
+
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 50
+
+# Either pod alone serves 4 / 20 ms = 200/s, five times the offered load.
+[[service]]
+name = "api"
+replicas = 2
+pod_start = "300ms"
+controller_period = "300ms"
+app = { workers = 4, queue = 0, service_time = { dist = "constant", value = "20ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "api"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "40/s"
+timeout = "1s"
+
+# The oldest pod goes at 1 s and its replacement is ready about 0.6 s
+# later; at 2.2 s the other original goes, leaving the replacement alone.
+[[action]]
+at = "1s"
+do = "kill_pods"
+service = "api"
+pods = 1
+
+[[action]]
+at = "2200ms"
+do = "kill_pods"
+service = "api"
+pods = 1
+"#;
+
+#[test]
+fn an_lb_node_follows_its_service_pods_through_kills_and_replacements() {
+    let lab = run(&plan(FOLLOW), &Stop::default()).unwrap();
+    let rec = &lab.recording;
+    let r = &rec.routes[0];
+    let failed: u64 = r.errors.iter().flatten().sum();
+    // Had the node kept forwarding to its first two pods, every request
+    // after 2.2 s (about 50) would have failed on a closed port; only what
+    // a killed pod held when it went (under one request on average) may.
+    assert!(failed <= 4, "{failed} failed: {:?}", r.errors);
+    assert!(total(&r.successes) >= 120, "{:?}", r.successes);
+    let api = &rec.components[1];
+    assert_eq!(api.replicas.first(), Some(&2.0), "{:?}", api.replicas);
+    assert!(api.replicas.contains(&1.0), "{:?}", api.replicas);
+    // Four pods in all (two replacements) and the node; all closed.
+    assert_eq!(lab.listened.len(), 5, "{:?}", lab.listened);
+    for a in &lab.listened {
+        assert!(!listening(*a), "{a} still accepts after the run");
+    }
+}

@@ -18,6 +18,7 @@ flows_per_node = 10
 [[gateway]]
 name = "gw"
 timeout = "1s"
+retry = { max_attempts = 2, per_try_timeout = "300ms" }
 
 [[service]]
 name = "api"
@@ -58,16 +59,18 @@ fn every_unsupported_feature_is_named_at_once() {
     };
     let text = err.to_string();
     for needle in [
-        "[[service]] \"api\": autoscaler on a service behind an LB pool or a gateway",
+        "[[gateway]] \"gw\": retry.per_try_timeout",
         "[[client]] \"users\": workers",
-        "do = \"set_capacity\" with sidecar_limit",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 2, "{text}");
+    // An autoscaled service behind a gateway and a sidecar limit changed
+    // mid-run: the guards follow the pods and change limits in place.
+    assert!(!text.contains("autoscaler"), "{text}");
+    assert!(!text.contains("set_capacity"), "{text}");
     assert!(text.contains("nothing was started"), "{text}");
     assert!(!text.contains("[[lb]]"), "the LB pool runs:\n{text}");
-    assert!(!text.contains("[[gateway]]"), "the gateway runs:\n{text}");
 }
 
 const SMALL: &str = r#"
@@ -248,13 +251,16 @@ fn lb_pool_features_the_lab_does_not_run_are_named() {
     for needle in [
         "[[lb]] \"edge\": connections",
         "[[lb]] \"edge\": forwards to 2 different next hops (api, web)",
-        "do = \"kill_pods\" of \"api\", which is behind an LB pool",
         "do = \"stall\" of \"edge\" (the lab stalls services only)",
         "do = \"shed\" with class",
         "do = \"shed\" at \"edge\", which carries 2 routes",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
+    assert!(
+        !text.contains("kill_pods"),
+        "the LB follows the pods:\n{text}"
+    );
 }
 
 const GATEWAYS: &str = r#"
@@ -327,8 +333,11 @@ fn gateway_features_the_lab_does_not_run_are_named() {
         "[[route]] \"auth\": LB pool \"edge\" on a gateway's dependency route",
         "[[lb]] \"edge\": forwards to 2 different next hops",
         "do = \"pause_nodes\" of \"inner\", which is behind another LB pool",
-        "do = \"set_retry\" of gateway \"gw\"",
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
+    assert!(
+        !text.contains("set_retry"),
+        "a gateway's retry changes in place:\n{text}"
+    );
 }
