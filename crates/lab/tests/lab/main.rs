@@ -6,6 +6,7 @@ mod answers;
 mod common;
 mod fanout;
 mod gateways;
+mod incident;
 mod mapping;
 mod pools;
 mod refusals;
