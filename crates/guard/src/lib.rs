@@ -242,6 +242,19 @@ impl Guard {
         self.live.get().rate_limit_keys(route)
     }
 
+    /// Starts (or restarts) a staged restore of route `route` at its first
+    /// site now, with `restore` or the route's own `restore` config: what
+    /// `POST /restore/start` does, listed in `/state`'s overrides as made
+    /// in process. For a program that embeds the guard (the lab).
+    pub fn start_restore(
+        &self,
+        route: &str,
+        restore: Option<&stormbreak_policy::ramp::StagedRestoreConfig>,
+    ) -> Result<(), String> {
+        let body = serde_json::json!({ "route": route, "restore": restore });
+        admin::apply_in_process(&self.live, "/restore/start", body)
+    }
+
     /// Route `route`'s current concurrency limit, if it has a limiter.
     pub fn route_limit(&self, route: &str) -> Option<u32> {
         self.live.get().route_limit(route)

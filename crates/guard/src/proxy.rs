@@ -49,6 +49,9 @@ pub(crate) struct Route {
     failover: Option<usize>,
     spill: Option<Spill>,
     pub(crate) restore: Restore,
+    /// What a request the restore has not admitted gets, when the route
+    /// says (else the `[saturation]` answer).
+    restore_answer: Option<(u16, Option<stormbreak_policy::Nanos>)>,
     pub(crate) retry: Option<RouteRetry>,
     /// The call each request must pass before it is forwarded.
     dependency: Option<Dependency>,
@@ -380,6 +383,7 @@ fn route_of(
         cluster: cluster_index(&config.cluster).unwrap_or(0),
         failover: config.failover.as_deref().and_then(cluster_index),
         restore: restore_of(config, listeners, clock)?,
+        restore_answer: config.restore_answer.as_ref().map(|a| a.answer()),
         spill: match &config.failover_policy {
             Some(f) => Some(Spill::new(f, clock)?),
             None => None,
@@ -798,7 +802,9 @@ impl Proxy {
                 bump(&self.stats.shed);
                 route.m.shed(ShedReason::Restore);
                 note.decision = Decision::Shed(ShedReason::Restore);
-                let (status, after) = self.saturation_answer();
+                let (status, after) = route
+                    .restore_answer
+                    .unwrap_or_else(|| self.saturation_answer());
                 return shed::refused(
                     shed::reject(status, after, "restore in progress: not yet admitted"),
                     ShedReason::Restore.name(),

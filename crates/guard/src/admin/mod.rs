@@ -248,6 +248,27 @@ impl Admin {
     }
 }
 
+/// [`apply`] for a program embedding the guard, recorded as an override
+/// made "in process".
+pub(crate) fn apply_in_process(
+    live: &Live,
+    path: &str,
+    detail: serde_json::Value,
+) -> Result<(), String> {
+    let what = apply(&live.get(), path, detail.clone()).map_err(|(_, e)| e)?;
+    tracing::info!(target: "stormbreak_guard::admin", who = "in process", what, detail = %detail, "admin change");
+    live.record(Override {
+        at_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        who: "in process".to_owned(),
+        what,
+        path: path.to_owned(),
+        detail,
+    });
+    Ok(())
+}
+
 /// Applies one mutation to `p`; `Err((status, message))` when refused.
 /// Reloads replay the shed and retry ones onto the new proxy.
 pub(crate) fn apply(

@@ -528,9 +528,14 @@ pub struct RouteConfig {
     pub failover_policy: Option<FailoverConfig>,
     /// Staged restore of this route, site by site, from the moment the guard
     /// starts: the sites are `restore_sites` (listener names) in order.
-    /// Requests a site's ramp does not admit get the `[saturation]` answer.
+    /// Requests a site's ramp does not admit get `restore_answer`, else the
+    /// `[saturation]` answer.
     #[serde(default)]
     pub restore: Option<StagedRestoreConfig>,
+    /// The answer to a request a staged restore has not admitted yet (a
+    /// scenario ramp's `status`); the `[saturation]` answer when absent.
+    #[serde(default)]
+    pub restore_answer: Option<RestoreAnswer>,
     /// Listener names restored in this order; every listener, in file order, when empty.
     #[serde(default)]
     pub restore_sites: Vec<String>,
@@ -601,6 +606,25 @@ pub struct DependencyConfig {
     /// criticality header always goes, with the request's class.
     #[serde(default = "defaults::dependency_headers")]
     pub pass_headers: Vec<String>,
+}
+
+/// `route.restore_answer`: what a staged restore answers a request it has
+/// not admitted yet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreAnswer {
+    /// 403, 429 or 503 (a scenario ramp's default is 403: do not retry).
+    pub status: u16,
+    /// `Retry-After` sent with a 429 or 503; none when absent or `"0"`.
+    #[serde(default)]
+    pub retry_after: Option<Nanos>,
+}
+
+impl RestoreAnswer {
+    /// Status and `Retry-After` (a zero one is none).
+    pub fn answer(&self) -> (u16, Option<Nanos>) {
+        (self.status, self.retry_after.filter(|d| !d.is_zero()))
+    }
 }
 
 /// `[[shed]]`: an operator rule, as a scenario's `do = "shed"` action spells it.
@@ -1057,6 +1081,18 @@ impl GuardConfig {
             if let Some(c) = &r.restore {
                 c.validate()
                     .map_err(|e| policy(format!("{p}.restore"), who.clone(), e))?;
+            }
+            if let Some(a) = &r.restore_answer {
+                // The same answers a shed rule may give.
+                let (status, retry_after) = a.answer();
+                ShedRule {
+                    route: 0,
+                    class: None,
+                    status,
+                    retry_after,
+                }
+                .validate()
+                .map_err(|e| policy(format!("{p}.restore_answer"), who.clone(), e))?;
             }
             for (j, site) in r.restore_sites.iter().enumerate() {
                 if !names.contains(site.as_str()) {

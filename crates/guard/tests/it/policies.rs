@@ -595,3 +595,45 @@ restore_sites = ["site-a", "site-b"]"#,
     }
     assert_eq!(b.hits(), admitted);
 }
+
+#[tokio::test]
+async fn a_restore_started_in_process_answers_what_its_route_says() {
+    let b = backend(|_| status(200)).await;
+    let toml = Config::new()
+        .listener("site-a", "")
+        .listener("site-b", "")
+        .cluster("app", &[b.addr], "")
+        .route(
+            "token",
+            "app",
+            r#"restore_sites = ["site-a", "site-b"]
+restore_answer = { status = 403 }"#,
+        )
+        .toml();
+    let g = guard(&toml).await;
+    let (a, bsite) = (
+        g.local_addr("site-a").unwrap(),
+        g.local_addr("site-b").unwrap(),
+    );
+    let client = http1_client();
+    // No restore yet: both sites admit everything.
+    assert_eq!(send(&client, get(bsite, "/")).await.0.status, 200);
+    let ramp: stormbreak_policy::ramp::StagedRestoreConfig =
+        toml::from_str("ramp = { steps = [0.5, 1.0], hold = \"1h\", step_back_after = \"0\" }")
+            .unwrap();
+    g.start_restore("token", Some(&ramp)).unwrap();
+    assert!(g.start_restore("nope", Some(&ramp)).is_err());
+    // Site B waits for site A: refused with the route's answer, a 403
+    // without Retry-After, not the [saturation] table's 503.
+    for _ in 0..20 {
+        let (p, _) = send(&client, get(bsite, "/")).await;
+        assert_eq!(p.status, 403);
+        assert!(p.headers.get("retry-after").is_none(), "{p:?}");
+        assert_eq!(p.headers[stormbreak_guard::REFUSED_HEADER], "restore");
+    }
+    let mut admitted = 0;
+    for _ in 0..200 {
+        admitted += u32::from(send(&client, get(a, "/")).await.0.status == 200);
+    }
+    assert!((50..=150).contains(&admitted), "{admitted} of 200 at 50 %");
+}
