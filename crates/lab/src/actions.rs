@@ -204,6 +204,12 @@ async fn apply(
             shed(levers, *lb, None);
             Undo::Nothing
         }
+        LabAction::Ramp { lb, restore } => {
+            if let Err(e) = levers.lbs[*lb].start_restore(restore) {
+                levers.shared.fail(format!("ramp: [[lb]] {e}"));
+            }
+            Undo::Nothing
+        }
         LabAction::RestartNodes { lb } => {
             restart(levers, *lb, levers.lbs[*lb].instances().len()).await;
             Undo::Nothing

@@ -102,6 +102,8 @@ pub struct AttemptService {
     rec: Arc<Recorder>,
     route: usize,
     comp: usize,
+    /// The population's site label (which LB listener it sends to).
+    site: Option<String>,
 }
 
 /// The cause a failed answer was recorded under, in its extensions: the
@@ -207,7 +209,16 @@ fn flows_exhausted(status: u16, guard: Option<&str>) -> bool {
 impl AttemptService {
     /// Attempts of route `route` to `target`, recorded at component
     /// `comp` (the recording's index of the route's first hop).
-    pub fn new(target: Target, rec: Arc<Recorder>, route: usize, comp: usize) -> Self {
+    ///
+    /// `site` is the population's site label: at an LB with site
+    /// listeners (a `ramp`) its attempts go to that site's listener.
+    pub fn new(
+        target: Target,
+        rec: Arc<Recorder>,
+        route: usize,
+        comp: usize,
+        site: Option<String>,
+    ) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let http = Client::builder(TokioExecutor::new())
@@ -219,6 +230,7 @@ impl AttemptService {
             rec,
             route,
             comp,
+            site,
         }
     }
 
@@ -248,10 +260,12 @@ impl AttemptService {
                 pending.pod = Some((pod, pods.pop));
                 Ok(addr)
             }
-            Target::Lb(pool) | Target::Gateway(pool) => pool.pick().ok_or_else(|| {
-                pending.fail(Cause::Unavailable, true);
-                Stalled::Fail
-            }),
+            Target::Lb(pool) | Target::Gateway(pool) => {
+                pool.pick(self.site.as_deref()).ok_or_else(|| {
+                    pending.fail(Cause::Unavailable, true);
+                    Stalled::Fail
+                })
+            }
         }
     }
 }
@@ -358,8 +372,10 @@ impl Service<LabRequest> for AttemptService {
                     } else {
                         let (cause, refused, unclassified) =
                             cause_of(status, parts.headers.contains_key(REFUSED_HEADER), guard);
-                        // An LB node's own shed rule is the LB's refusal.
-                        let own = first_hop_refuses || (at_lb && guard == Some("rule"));
+                        // An LB node's own shed rule or staged restore is
+                        // the LB's refusal.
+                        let own = first_hop_refuses
+                            || (at_lb && matches!(guard, Some("rule" | "restore")));
                         rec.failure(route, comp, cause, refused && own, unclassified);
                         parts.extensions.insert(Recorded(cause));
                     }

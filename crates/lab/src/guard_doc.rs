@@ -23,7 +23,7 @@ use stormbreak_policy::shed::{ClassThresholds, SaturationConfig};
 /// A guard config as the lab writes it.
 #[derive(Clone, Debug, Serialize)]
 pub struct GuardDoc {
-    listener: [Listener; 1],
+    listener: Vec<Listener>,
     cluster: Vec<Cluster>,
     route: [Route; 1],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -34,7 +34,7 @@ pub struct GuardDoc {
 
 #[derive(Clone, Debug, Serialize)]
 struct Listener {
-    name: &'static str,
+    name: String,
     bind: &'static str,
     protocol: &'static str,
     max_connections: u32,
@@ -72,6 +72,15 @@ struct Route {
     budget: Option<BudgetConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dependency: Option<Dependency>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    restore_sites: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restore_answer: Option<RestoreAnswer>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct RestoreAnswer {
+    status: u16,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,6 +116,12 @@ pub const NO_SHEDDING: ClassThresholds = ClassThresholds {
     critical_plus: 1e9,
 };
 
+/// The listener of client site `site` at a guard with sites (its own
+/// namespace, so a site label never collides with the default listener).
+pub fn site_listener(site: &str) -> String {
+    format!("site:{site}")
+}
+
 fn endpoints(addrs: &[SocketAddr]) -> Vec<String> {
     addrs.iter().map(SocketAddr::to_string).collect()
 }
@@ -117,8 +132,8 @@ impl GuardDoc {
     /// shedding until set.
     pub fn new(listener: &'static str, route: &'static str, next: &[SocketAddr]) -> GuardDoc {
         GuardDoc {
-            listener: [Listener {
-                name: listener,
+            listener: vec![Listener {
+                name: listener.to_owned(),
                 bind: "127.0.0.1:0",
                 protocol: "http1",
                 // The lab's own bounds (in-flight caps) decide; the
@@ -144,6 +159,8 @@ impl GuardDoc {
                 retry: None,
                 budget: None,
                 dependency: None,
+                restore_sites: Vec::new(),
+                restore_answer: None,
             }],
             saturation: None,
             shed: Vec::new(),
@@ -202,6 +219,28 @@ impl GuardDoc {
             timeout,
         });
         self
+    }
+
+    /// A listener per site (named [`site_listener`]), restored in the
+    /// order given by a staged restore of the route, which answers
+    /// `status` to a request it has not admitted yet (a scenario ramp's
+    /// sites and status).
+    pub fn sites(mut self, sites: &[String], status: u16) -> Self {
+        let first = self.listener[0].clone();
+        for site in sites {
+            self.listener.push(Listener {
+                name: site_listener(site),
+                ..first.clone()
+            });
+        }
+        self.route[0].restore_sites = sites.iter().map(|s| site_listener(s)).collect();
+        self.route[0].restore_answer = Some(RestoreAnswer { status });
+        self
+    }
+
+    /// Every listener's name, the default one first.
+    pub fn listener_names(&self) -> Vec<String> {
+        self.listener.iter().map(|l| l.name.clone()).collect()
     }
 
     /// Cluster `cluster`'s endpoints become `to`; `false` (nothing
@@ -276,7 +315,7 @@ impl GuardDoc {
             .await
             .map_err(|e| e.to_string())?;
         let addr = guard
-            .local_addr(self.listener[0].name)
+            .local_addr(&self.listener[0].name)
             .ok_or("the guard has no listener")?;
         Ok((guard, addr))
     }
@@ -318,6 +357,7 @@ mod tests {
             GuardDoc::new("node", "hop", &[a]),
         ];
         docs[1].set_shed(Some((503, Some(Nanos::from_secs(2)))));
+        docs.push(GuardDoc::new("node", "hop", &[a]).sites(&["a".into(), "node".into()], 403));
         for doc in &docs {
             let text = doc.text().unwrap();
             let parsed = GuardConfig::parse("lab.toml", &text);

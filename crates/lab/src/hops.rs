@@ -142,7 +142,8 @@ pub async fn start(
                 Hop::Lb(l) => {
                     let spec = &plan.lbs[l];
                     let docs = (0..spec.nodes).map(|_| lb::doc(spec, &next)).collect();
-                    Pool::start(&spec.name, docs)
+                    let sites = spec.ramp.as_ref().map_or(&[][..], |r| &r.sites[..]);
+                    Pool::start(&spec.name, docs, sites)
                         .await
                         .map_err(|e| format!("[[lb]] {e}"))
                 }
@@ -156,7 +157,7 @@ pub async fn start(
                         None => None,
                     };
                     let doc = gateway::doc(spec, &next, dependency.as_deref());
-                    Pool::start(&spec.name, vec![doc; spec.instances as usize])
+                    Pool::start(&spec.name, vec![doc; spec.instances as usize], &[])
                         .await
                         .map_err(|e| format!("[[gateway]] {e}"))
                 }

@@ -27,6 +27,16 @@ pub const REFUSAL_STATUS: u16 = 429;
 
 /// The guard config of one node of `lb` forwarding to `next` (the next
 /// hop's pods or instances; the guard's P2C least-request picks one).
+///
+/// With a `ramp` at the LB, each node has a listener per site too
+/// (`guard_doc::site_listener`), which the guard's staged restore ramps in
+/// the ramp's order, answering its `status` to what it has not admitted;
+/// a client with that site sends to it.
 pub fn doc(lb: &LbPlan, next: &[SocketAddr]) -> GuardDoc {
-    GuardDoc::new(LISTENER, ROUTE, next).fixed_limit(lb.flows_per_node, None, REFUSAL_STATUS)
+    let doc =
+        GuardDoc::new(LISTENER, ROUTE, next).fixed_limit(lb.flows_per_node, None, REFUSAL_STATUS);
+    match &lb.ramp {
+        Some(r) => doc.sites(&r.sites, r.status),
+        None => doc,
+    }
 }

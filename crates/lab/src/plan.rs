@@ -7,6 +7,7 @@ use std::time::Duration;
 use stormbreak_policy::Nanos;
 use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::limit::{LimitConfig, QueueConfig};
+use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::shed::SaturationConfig;
 use stormbreak_sim::Scenario;
@@ -123,6 +124,19 @@ pub struct LbPlan {
     pub nodes: u32,
     /// Flows one node holds (scaled as the simulator's `scaled`).
     pub flows_per_node: u32,
+    /// The staged restore its `ramp` actions run, when it has any: each
+    /// node then has a listener per site.
+    pub ramp: Option<LbRampPlan>,
+}
+
+/// The sites an LB's `ramp` restores, in order, and its refusal's status
+/// (`support.rs` checked that every ramp at the LB agrees on both).
+#[derive(Debug, Clone)]
+pub struct LbRampPlan {
+    /// Client `site` labels in restore order.
+    pub sites: Vec<String>,
+    /// The status a request not yet admitted gets.
+    pub status: u16,
 }
 
 /// One gateway: `instances` guards (at scale), each with the gateway's
@@ -176,6 +190,9 @@ pub struct ClientPlan {
     /// The fan-out bug (`fanout` > 0), run by `fanout.rs` instead of the
     /// retry layer.
     pub fanout: Option<FanoutPlan>,
+    /// Its `site` label: at an LB with a `ramp`, it sends to the nodes'
+    /// listener for that site.
+    pub site: Option<String>,
 }
 
 /// A population's fan-out bug, as the scenario gives it.
@@ -284,6 +301,14 @@ pub enum LabAction {
     Unshed {
         /// Index into [`LabPlan::lbs`].
         lb: usize,
+    },
+    /// A staged restore of the LB's route, site by site (its sites and
+    /// refusal status are the node's config, [`LbPlan::ramp`]).
+    Ramp {
+        /// Index into [`LabPlan::lbs`].
+        lb: usize,
+        /// Ramp steps, hold and error guard.
+        restore: StagedRestoreConfig,
     },
     /// Every paused node of an LB pool starts again.
     RestartNodes {
@@ -443,6 +468,15 @@ impl LabPlan {
                 name: l.name.get_ref().clone(),
                 nodes: l.nodes,
                 flows_per_node: stormbreak_sim::engine::scale::scaled(l.flows_per_node, scale),
+                ramp: sc.actions.iter().find_map(|a| match &a.get_ref().kind {
+                    ActionKind::Ramp {
+                        lb, sites, status, ..
+                    } if lb == l.name.get_ref() => Some(LbRampPlan {
+                        sites: sites.clone(),
+                        status: *status,
+                    }),
+                    _ => None,
+                }),
             })
             .collect();
         let gateways: Vec<GatewayPlan> = sc
@@ -491,6 +525,7 @@ impl LabPlan {
                 retry,
                 budget: c.budget.clone(),
                 honour_retry_after: c.honour_retry_after,
+                site: c.site.clone(),
                 // As the simulator's `engine/mod.rs` builds its population.
                 fanout: (c.fanout > 0).then(|| FanoutPlan {
                     fanout: c.fanout,
@@ -595,6 +630,10 @@ impl LabPlan {
                     nodes: *nodes,
                 },
                 ActionKind::RestartNodes { lb } => LabAction::RestartNodes { lb: lb_ix(lb) },
+                ActionKind::Ramp { lb, restore, .. } => LabAction::Ramp {
+                    lb: lb_ix(lb),
+                    restore: restore.clone(),
+                },
                 ActionKind::Shed {
                     lb,
                     status,

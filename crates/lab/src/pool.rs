@@ -13,9 +13,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use stormbreak_guard::Guard;
 use stormbreak_policy::Nanos;
+use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::retry::RetryConfig;
 
-use crate::guard_doc::GuardDoc;
+use crate::guard_doc::{GuardDoc, site_listener};
 
 /// The listener's name in every generated pool config.
 pub const LISTENER: &str = "node";
@@ -31,6 +32,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Instance {
     guard: Mutex<Option<Guard>>,
     addr: Mutex<SocketAddr>,
+    /// Its site listeners' addresses, by site label (an LB with a `ramp`).
+    sites: Mutex<Vec<(String, SocketAddr)>>,
     paused: AtomicBool,
     doc: Mutex<GuardDoc>,
 }
@@ -39,6 +42,18 @@ impl Instance {
     /// Where attempts to it go now.
     pub fn addr(&self) -> SocketAddr {
         *lock(&self.addr)
+    }
+
+    /// Where an attempt from a client of site `site` goes now: that
+    /// site's listener when the instance has one, else the default one.
+    pub fn addr_for(&self, site: Option<&str>) -> SocketAddr {
+        site.and_then(|s| {
+            lock(&self.sites)
+                .iter()
+                .find(|(label, _)| label == s)
+                .map(|(_, a)| *a)
+        })
+        .unwrap_or_else(|| self.addr())
     }
 
     /// Whether the pool may pick it.
@@ -84,7 +99,10 @@ pub struct Pool {
 impl Pool {
     /// Starts one guard per document (each with listener [`LISTENER`]);
     /// on an error the instances already started are shut down.
-    pub async fn start(name: &str, docs: Vec<GuardDoc>) -> Result<Pool, String> {
+    ///
+    /// `sites` are the client site labels its instances listen for (an LB
+    /// with a `ramp`; empty otherwise).
+    pub async fn start(name: &str, docs: Vec<GuardDoc>, sites: &[String]) -> Result<Pool, String> {
         let mut pool = Pool {
             name: name.to_owned(),
             instances: Vec::with_capacity(docs.len()),
@@ -93,6 +111,7 @@ impl Pool {
         for doc in docs {
             match doc.start().await {
                 Ok((guard, addr)) => pool.instances.push(Instance {
+                    sites: Mutex::new(site_addrs(&guard, sites)),
                     guard: Mutex::new(Some(guard)),
                     addr: Mutex::new(addr),
                     paused: AtomicBool::new(false),
@@ -123,15 +142,15 @@ impl Pool {
     }
 
     /// The next running instance in turn (the simulator's `Lb::pick`),
-    /// `None` when none runs.
-    pub fn pick(&self) -> Option<SocketAddr> {
+    /// at its listener for client site `site`; `None` when none runs.
+    pub fn pick(&self, site: Option<&str>) -> Option<SocketAddr> {
         let n = self.instances.len();
         let mut next = lock(&self.next);
         let j = (0..n)
             .map(|i| (*next + i) % n)
             .find(|&j| self.instances[j].is_running())?;
         *next = (j + 1) % n;
-        Some(self.instances[j].addr())
+        Some(self.instances[j].addr_for(site))
     }
 
     /// Running instances.
@@ -202,6 +221,8 @@ impl Pool {
                 .start()
                 .await
                 .map_err(|e| format!("{:?}: restarting a node: {e}", self.name))?;
+            let labels: Vec<String> = lock(&i.sites).iter().map(|(l, _)| l.clone()).collect();
+            *lock(&i.sites) = site_addrs(&guard, &labels);
             *lock(&i.guard) = Some(guard);
             *lock(&i.addr) = addr;
             i.paused.store(false, Ordering::Relaxed);
@@ -288,10 +309,31 @@ impl Pool {
         })
     }
 
+    /// Starts a staged restore of the route on every running instance
+    /// (`Guard::start_restore`), over its site listeners in the ramp's
+    /// order. A node restarted later starts without it.
+    pub fn start_restore(&self, restore: &StagedRestoreConfig) -> Result<(), String> {
+        for i in &self.instances {
+            if let Some(g) = lock(&i.guard).as_ref() {
+                g.start_restore(ROUTE, Some(restore))
+                    .map_err(|e| format!("{:?}: {e}", self.name))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Closes every instance: listeners and connections.
     pub async fn close(&self) {
         for i in &self.instances {
             i.shut_down().await;
         }
     }
+}
+
+/// The addresses of `guard`'s site listeners, by site label.
+fn site_addrs(guard: &Guard, sites: &[String]) -> Vec<(String, SocketAddr)> {
+    sites
+        .iter()
+        .filter_map(|s| Some((s.clone(), guard.local_addr(&site_listener(s))?)))
+        .collect()
 }

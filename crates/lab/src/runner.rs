@@ -209,7 +209,8 @@ async fn run_on_runtime(
             Hop::Gateway(g) => Target::Gateway(pools.gateways[g].clone()),
         };
         let comp = plan.component(client.first);
-        let attempts = AttemptService::new(target, rec.clone(), client.route, comp);
+        let attempts =
+            AttemptService::new(target, rec.clone(), client.route, comp, client.site.clone());
         let population = match Population::new(client, attempts, seeds.next(), start) {
             Ok(p) => Arc::new(p),
             Err(e) => {

@@ -6,9 +6,10 @@ use stormbreak_sim::Scenario;
 use stormbreak_sim::scenario::ActionKind;
 
 /// The timeline actions the lab applies (`actions.rs`). The others act on
-/// LB pools' ramps and gates (not yet through the lab), or on traffic
-/// shifting between routes (`shift_traffic`, with `failover_route`).
-pub const SUPPORTED_ACTIONS: [&str; 12] = [
+/// LB pools' manual gates (`admit`, not yet through the lab), or on
+/// traffic shifting between routes (`shift_traffic`, with
+/// `failover_route`).
+pub const SUPPORTED_ACTIONS: [&str; 13] = [
     "slow_service",
     "pause_nodes",
     "restart_nodes",
@@ -21,6 +22,7 @@ pub const SUPPORTED_ACTIONS: [&str; 12] = [
     "fail_pods",
     "stall",
     "set_lb_limit",
+    "ramp",
 ];
 
 /// The shortest mean service time the lab runs: tokio's timer wakes on
@@ -134,6 +136,13 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
                     ));
                 }
             }
+            ActionKind::Ramp {
+                lb,
+                route,
+                sites,
+                status,
+                ..
+            } => ramp(sc, &at, lb, route, sites, *status, &mut out),
             ActionKind::SetLbLimit {
                 maxconn: Some(_), ..
             } => out.push(format!(
@@ -164,6 +173,67 @@ pub fn unsupported(sc: &Scenario) -> Vec<String> {
         }
     }
     out
+}
+
+/// A `ramp` at `lb` of `route` over `sites`: the LB must be its clients'
+/// first hop and carry that route alone (its nodes' one guard route is
+/// what the guard restores), every client crossing it must have a site
+/// among `sites` (a guard listener outside a restore's sites admits
+/// nothing while it runs, where the simulator does not ramp such a site),
+/// and every ramp at the LB must name the same sites and status (they are
+/// the nodes' config, fixed at start).
+fn ramp(
+    sc: &Scenario,
+    at: &str,
+    lb: &str,
+    route: &str,
+    sites: &[String],
+    status: u16,
+    out: &mut Vec<String>,
+) {
+    let mut say = |why: String| {
+        out.push(format!(
+            "[[action]] at {at}: do = \"ramp\" at {lb:?}: {why}"
+        ))
+    };
+    if behind_a_hop(sc, lb) {
+        say("it is behind another hop (the lab's clients send only to a first hop's site listeners)".into());
+    }
+    let (routes, crosses) = routes_through(sc, lb, route);
+    if !crosses {
+        say(format!("route {route:?} does not cross it"));
+    } else if routes > 1 {
+        say(format!(
+            "it carries {routes} routes (its nodes' one guard route cannot tell them apart)"
+        ));
+    }
+    for c in &sc.clients {
+        let crosses_lb = sc
+            .routes
+            .iter()
+            .find(|r| r.name.get_ref() == c.route.get_ref())
+            .is_some_and(|r| r.path.iter().any(|h| h.get_ref() == lb));
+        if crosses_lb && !c.site.as_ref().is_some_and(|s| sites.contains(s)) {
+            say(format!(
+                "client {:?} (site {:?}) is not among its sites (the guard admits nothing from \
+                 a site outside a running restore; the simulator does not ramp it)",
+                c.name.get_ref(),
+                c.site.as_deref().unwrap_or("none")
+            ));
+        }
+    }
+    let differs = sc.actions.iter().any(|a| match &a.get_ref().kind {
+        ActionKind::Ramp {
+            lb: other,
+            sites: s,
+            status: st,
+            ..
+        } => other == lb && (s != sites || *st != status),
+        _ => false,
+    });
+    if differs {
+        say("another ramp at it names other sites or another status (they are its nodes' config, set at start)".into());
+    }
 }
 
 /// How many routes cross LB pool `lb`, and whether `route` is one.

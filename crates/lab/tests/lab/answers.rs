@@ -58,8 +58,9 @@ async fn a_full_sidecar_and_a_full_lb_node_refuse_at_once_without_retry_after() 
         name: "edge".into(),
         nodes: 1,
         flows_per_node: 1,
+        ramp: None,
     };
-    let pool = Pool::start("edge", vec![lb::doc(&edge, &[b.addr])])
+    let pool = Pool::start("edge", vec![lb::doc(&edge, &[b.addr])], &[])
         .await
         .unwrap();
     let node = pool.addrs()[0];

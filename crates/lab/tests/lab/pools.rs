@@ -281,3 +281,80 @@ fn an_lb_node_follows_its_service_pods_through_kills_and_replacements() {
         assert!(!listening(*a), "{a} still accepts after the run");
     }
 }
+
+const RAMP: &str = r#"
+[scenario]
+name = "ramp"
+duration = "4s"
+interval = "500ms"
+seed = 9
+
+[[lb]]
+name = "edge"
+nodes = 1
+flows_per_node = 100
+
+[[service]]
+name = "api"
+replicas = 1
+app = { workers = 8, queue = 0, service_time = { dist = "constant", value = "10ms" } }
+
+[[route]]
+name = "r"
+path = ["edge", "api"]
+
+[[client]]
+name = "east"
+site = "a"
+route = "r"
+rate = "40/s"
+timeout = "1s"
+
+[[client]]
+name = "west"
+site = "b"
+route = "r"
+rate = "40/s"
+timeout = "1s"
+
+# Site a at half for 1 s, then whole; site b starts when a is whole, half
+# for 1 s, then whole: about 20 + 40 + 20 requests refused 403.
+[[action]]
+at = "1s"
+do = "ramp"
+lb = "edge"
+route = "r"
+sites = ["a", "b"]
+restore = { ramp = { steps = [0.5, 1.0], hold = "1s", step_back_after = "0" }, next_site_at_fraction = 1.0 }
+"#;
+
+#[test]
+fn a_ramp_restores_site_by_site_at_the_lb_as_the_simulator_does() {
+    let lab = run(&plan(RAMP), &Stop::default()).unwrap();
+    let refused = errors(&lab.recording, Cause::Shed403);
+    let sim = stormbreak_sim::engine::Engine::new(
+        &crate::common::scenario(RAMP),
+        stormbreak_sim::engine::RunOptions {
+            seed: None,
+            scale: 1.0,
+        },
+    )
+    .run()
+    .unwrap();
+    let expected = errors(&sim, Cause::Shed403);
+    assert!((50..=110).contains(&expected), "simulator: {expected}");
+    // Poisson arrivals on both sides: within a third of the simulator's.
+    let (lo, hi) = (expected * 2 / 3, expected * 4 / 3);
+    assert!(
+        (lo..=hi).contains(&refused),
+        "lab {refused} refused, simulator {expected}"
+    );
+    // Refused by the LB itself, and nothing else failed.
+    let r = &lab.recording.routes[0];
+    let failed: u64 = r.errors.iter().flatten().sum();
+    assert_eq!(failed, refused, "{:?}", r.errors);
+    assert_eq!(total(&lab.recording.components[0].rejected), refused);
+    // After the restore (from 3 s) everything passes.
+    let late: u64 = r.errors[6..].iter().flatten().sum();
+    assert_eq!(late, 0, "{:?}", r.errors);
+}
