@@ -30,7 +30,24 @@ pub struct Args {
     /// Longest scenario duration the lab agrees to run, in seconds (1 to 3600).
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub duration_cap: u64,
+    /// Also run the simulator on the same scenario, seed and scale, print
+    /// both sides per route (class, peak error rate, amplification,
+    /// saturation and recovery times, as `stormbreak sweep` classifies)
+    /// and write compare.json; report.html overlays both runs.
+    #[arg(long)]
+    pub compare: bool,
+    /// With --compare: a breach ending within this of the trigger's end is
+    /// "recovered", later "slow" (as `stormbreak sweep`'s flag).
+    #[arg(long, value_parser = crate::sweep_cmd::parse_duration_flag, default_value = "60s", requires = "compare")]
+    pub recover_within: stormbreak_policy::Nanos,
+    /// With --compare: less observation than this after the trigger is
+    /// "undetermined" [default: --recover-within].
+    #[arg(long, value_parser = crate::sweep_cmd::parse_duration_flag, requires = "compare")]
+    pub observe: Option<stormbreak_policy::Nanos>,
 }
+
+/// The comparison's file, written with `--compare`.
+pub const COMPARE_FILE: &str = "compare.json";
 
 /// Runs `stormbreak lab`: 0 for a valid run, [`stormbreak_lab::EXIT_INVALID`]
 /// for a finished but invalid one (outputs written), 1 on an error.
@@ -59,6 +76,17 @@ fn run(args: Args) -> Result<bool, String> {
         ..LabOptions::default()
     };
     let plan = LabPlan::new(&scenario, &opts).map_err(|e| format!("{file}: {e}"))?;
+    // Checked before the run: a scenario the comparison cannot classify
+    // (no trigger) is refused before a minute is spent on it.
+    let classify = if args.compare {
+        let opts =
+            stormbreak_sweep::classify::ClassifyOptions::new(args.recover_within, args.observe)?;
+        stormbreak_sweep::classify::Timeline::of(&scenario)
+            .map_err(|e| format!("{file}: --compare: {e}"))?;
+        Some(opts)
+    } else {
+        None
+    };
     let out = match args.out {
         Some(out) => out,
         None => crate::default_out(&format!("{}-lab", scenario.scenario.name))
@@ -72,7 +100,22 @@ fn run(args: Args) -> Result<bool, String> {
     );
     let run = stormbreak_lab::run(&plan, &Stop::default()).map_err(|e| format!("{file}: {e}"))?;
     let rec = &run.recording;
-    let html = stormbreak_report::render(&[(plan.name.as_str(), rec)], &Default::default());
+    let compared = match classify {
+        Some(opts) => {
+            let sim = stormbreak_lab::compare::simulate(&scenario, plan.seed, plan.scale)
+                .map_err(|e| format!("{file}: --compare: {e}"))?;
+            let c = stormbreak_lab::compare::Comparison::new(&scenario, &sim, rec, opts)
+                .map_err(|e| format!("{file}: --compare: {e}"))?;
+            Some((sim, c))
+        }
+        None => None,
+    };
+    let html = match &compared {
+        Some((sim, _)) => {
+            stormbreak_report::render(&[("lab", rec), ("simulator", sim)], &Default::default())
+        }
+        None => stormbreak_report::render(&[(plan.name.as_str(), rec)], &Default::default()),
+    };
     let mut set = OutputSet::of_recording(rec, None)
         .map_err(|e| format!("{}: cannot encode outputs: {e}", out.display()))?;
     let figures = serde_json::to_value(&run.figures).expect("plain data");
@@ -93,6 +136,20 @@ fn run(args: Args) -> Result<bool, String> {
         serde_json::to_vec_pretty(&side).expect("plain data"),
     );
     set.add(REPORT_FILE, html);
+    if let Some((_, c)) = &compared {
+        let doc = serde_json::json!({
+            "schema": "stormbreak.lab-compare/1",
+            "seed": plan.seed,
+            "scale": plan.scale,
+            "valid": run.figures.validity.valid,
+            "goals": stormbreak_lab::compare::GOALS,
+            "comparison": c,
+        });
+        set.add(
+            COMPARE_FILE,
+            serde_json::to_vec_pretty(&doc).expect("plain data"),
+        );
+    }
     crate::write_out(&out_dir, &set)?;
     print!("{}", crate::table::route_table(rec));
     let f = &run.figures;
@@ -108,6 +165,10 @@ fn run(args: Args) -> Result<bool, String> {
             .listen_overflows
             .map_or("?".to_owned(), |o| o.to_string()),
     );
+    if let Some((_, c)) = &compared {
+        println!("compare (simulator / lab, seed {}):", plan.seed);
+        print!("{}", c.table());
+    }
     println!("outputs: {}", out.display());
     if !f.validity.valid {
         eprintln!("lab: this run is INVALID:");

@@ -136,7 +136,7 @@ fn parse_seeds(s: &str) -> Result<Seeds, String> {
     Seeds::parse(s, MAX_SEEDS)
 }
 
-fn parse_duration_flag(s: &str) -> Result<Nanos, String> {
+pub(crate) fn parse_duration_flag(s: &str) -> Result<Nanos, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 

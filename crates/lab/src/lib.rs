@@ -32,6 +32,7 @@ pub mod actions;
 pub mod autoscaler;
 pub mod backend;
 pub mod client;
+pub mod compare;
 pub mod counted;
 pub mod fanout;
 pub mod fleet;

@@ -553,3 +553,95 @@ fn a_signal_stops_a_lab_run_and_leaves_no_listening_port_and_no_output() {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A 3 s lab run with a trigger: a capacity cut from 1 s to 2 s.
+const LAB_COMPARE: &str = r#"
+[scenario]
+name = "lab-compare"
+duration = "3s"
+interval = "500ms"
+seed = 4
+
+[[service]]
+name = "api"
+replicas = 1
+app = { workers = 4, queue = 0, service_time = { dist = "constant", value = "10ms" } }
+
+[[route]]
+name = "r"
+path = ["api"]
+
+[[client]]
+name = "users"
+route = "r"
+rate = "40/s"
+timeout = "1s"
+
+[[action]]
+at = "1s"
+for = "1s"
+role = "trigger"
+do = "slow_service"
+service = "api"
+factor = 20.0
+
+[[slo]]
+route = "r"
+error_rate = 0.05
+window = "500ms"
+"#;
+
+#[test]
+fn lab_compare_writes_both_sides_from_one_scenario() {
+    let dir = temp_dir("lab-compare");
+    let file = dir.join("lab.toml");
+    fs::write(&file, LAB_COMPARE).unwrap();
+    let out = dir.join("out");
+    let o = stormbreak()
+        .arg("lab")
+        .arg(&file)
+        .arg("--compare")
+        .args(["--recover-within", "1s"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Exit 0 (valid) or 3 (invalid on a loaded machine): both write outputs.
+    assert!(
+        matches!(o.status.code(), Some(0 | 3)),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("compare (simulator / lab, seed 4):"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("class sim / lab"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(doc["seed"], 4);
+    let routes = doc["comparison"]["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 1);
+    for side in routes[0].as_array().unwrap() {
+        assert_eq!(side["route"], "r");
+        // A 20× cut of 40/s on 4 workers × 10 ms (400/s → 20/s) breaches.
+        assert!(side["peak_error_rate"].as_f64().unwrap() > 0.0, "{side}");
+        assert!(side["class"].is_string(), "{side}");
+    }
+    let html = fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("simulator") && html.contains("lab"));
+    // A scenario without a trigger is refused before the run.
+    let plain = dir.join("plain.toml");
+    fs::write(&plain, LAB_COMPARE.replace("role = \"trigger\"\n", "")).unwrap();
+    let o = stormbreak()
+        .args(["lab", "--compare"])
+        .arg(&plain)
+        .arg("--out")
+        .arg(dir.join("out2"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--compare: no trigger"));
+    assert!(!dir.join("out2").exists());
+}

@@ -1,0 +1,321 @@
+//! `stormbreak lab --compare`: the simulator run on the same scenario,
+//! seed and scale, and both runs read figure by figure, per route, by the
+//! code `stormbreak sweep` classifies with (`stormbreak_sweep::classify`),
+//! so a class or a recovery time means the same on both sides.
+//!
+//! Per route (each route an SLO covers: the scenario's `[[slo]]`, else the
+//! sweep's default on every client route):
+//! * **class** and **recovery** (end of the breach after the trigger's
+//!   end): `classify::classify` with that route's SLOs alone;
+//! * **amplification**: attempts over logical requests from the trigger's
+//!   end to the end of observation (the classification's window);
+//! * **peak error rate**: the worst share of failed attempts (failed over
+//!   answered) over any SLO window of the run;
+//! * **saturated after**: start of the first breached interval minus the
+//!   first trigger's start;
+//! * **after remedy**: with operator actions, end of the route's last
+//!   breached interval minus the first operator action (`None` while the
+//!   breach lasts to the run's end).
+//!
+//! [`GOALS`] are issue 39's: a figure is **met** when the lab's is within
+//! its tolerance of the simulator's.
+
+use serde::Serialize;
+use stormbreak_policy::Nanos;
+use stormbreak_policy::units::format_duration;
+use stormbreak_sim::Scenario;
+use stormbreak_sim::engine::{Engine, RunOptions};
+use stormbreak_sim::record::Recording;
+use stormbreak_sim::scenario::ActionRole;
+use stormbreak_sweep::classify::{self, Class, ClassifyOptions, Slo, Timeline};
+
+/// One route's figures on one side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RouteFigures {
+    /// Route name.
+    pub route: String,
+    /// The sweep's class of the run, judged on this route alone.
+    pub class: Class,
+    /// Worst failed share of answered attempts over any SLO window.
+    pub peak_error_rate: f64,
+    /// Attempts per logical request over the classification's window.
+    pub amplification: f64,
+    /// From the first trigger's start to the route's first breach.
+    pub saturated_after: Option<Nanos>,
+    /// From the trigger's end to the end of the breach (recovered and
+    /// slow runs).
+    pub recovery: Option<Nanos>,
+    /// From the first operator action to the end of the route's last
+    /// breach (scenarios with operator actions; `None` when the breach
+    /// lasts to the run's end).
+    pub after_remedy: Option<Nanos>,
+}
+
+/// Issue 39's tolerances: peak error rate within 10 percentage points,
+/// amplification within 20 %, recovery within max(20 %, 10 s), the same
+/// class.
+pub const GOALS: &str = "peak error rate within 10 pp, amplification within 20 %, recovery \
+                         and after-remedy within max(20 %, 10 s), the same class";
+
+/// Both sides of a comparison, route by route (the same routes, in the
+/// scenario's SLO order).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// What the classification used.
+    pub recover_within: Nanos,
+    /// Observation needed after the trigger.
+    pub observe: Nanos,
+    /// Per route: (simulator, lab).
+    pub routes: Vec<(RouteFigures, RouteFigures)>,
+}
+
+/// Runs the simulator on `sc` with `seed` and `scale`, as `stormbreak
+/// simulate --seed --scale` would.
+pub fn simulate(sc: &Scenario, seed: u64, scale: f64) -> Result<Recording, String> {
+    Engine::new(
+        sc,
+        RunOptions {
+            seed: Some(seed),
+            scale,
+        },
+    )
+    .run()
+    .map_err(|e| format!("the simulator's run stopped: {e}"))
+}
+
+/// The start of the first trigger (an action or a client rate step with
+/// `role = "trigger"`).
+fn trigger_start(sc: &Scenario) -> Option<Nanos> {
+    let actions = sc
+        .actions
+        .iter()
+        .map(|a| a.get_ref())
+        .filter(|a| a.role == Some(ActionRole::Trigger))
+        .map(|a| a.at);
+    let steps = sc
+        .clients
+        .iter()
+        .flat_map(|c| c.steps.iter())
+        .filter(|s| s.role == Some(ActionRole::Trigger))
+        .map(|s| s.at);
+    actions.chain(steps).min()
+}
+
+/// The first operator action, if any.
+fn first_operator(sc: &Scenario) -> Option<Nanos> {
+    sc.actions
+        .iter()
+        .map(|a| a.get_ref())
+        .filter(|a| a.role == Some(ActionRole::Operator))
+        .map(|a| a.at)
+        .min()
+}
+
+/// The worst failed share of answered attempts of `route` over any
+/// window of `w` intervals.
+fn peak_error_rate(rec: &Recording, route: &str, w: usize) -> f64 {
+    let Some(r) = rec.route(route) else {
+        return 0.0;
+    };
+    let n = r.successes.len();
+    let w = w.clamp(1, n.max(1));
+    (0..n.saturating_sub(w - 1))
+        .map(|from| {
+            let failed: u64 = (from..from + w).map(|i| r.failed(i)).sum();
+            let ok: u64 = r.successes[from..from + w].iter().sum();
+            if failed + ok == 0 {
+                0.0
+            } else {
+                failed as f64 / (failed + ok) as f64
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Every SLO route's figures in `rec`, a run of `sc`.
+pub fn figures(
+    sc: &Scenario,
+    rec: &Recording,
+    opts: ClassifyOptions,
+) -> Result<Vec<RouteFigures>, String> {
+    let tl = Timeline::of(sc)?;
+    let start = trigger_start(sc).unwrap_or(tl.trigger_end);
+    let operator = first_operator(sc);
+    let step = rec.interval.as_nanos().max(1);
+    let slos = classify::slos(sc);
+    let mut routes: Vec<&str> = Vec::new();
+    for s in &slos {
+        if !routes.contains(&s.route.as_str()) {
+            routes.push(&s.route);
+        }
+    }
+    Ok(routes
+        .into_iter()
+        .map(|route| {
+            let own: Vec<Slo> = slos.iter().filter(|s| s.route == route).cloned().collect();
+            let outcome = classify::classify(rec, &own, tl, opts);
+            let window = own
+                .iter()
+                .map(|s| s.window.as_nanos().div_ceil(step) as usize)
+                .max()
+                .unwrap_or(1);
+            let hits = classify::breaches(rec, &own);
+            let after_remedy = operator.and_then(|op| {
+                let last = hits.iter().rposition(|&b| b)?;
+                if last + 1 == hits.len() {
+                    return None;
+                }
+                let end = Nanos::from_nanos((last as u64 + 1) * step);
+                Some(end.saturating_sub(op))
+            });
+            // Never breached after the remedy: nothing to recover from.
+            let after_remedy = match operator {
+                Some(_) if !hits.iter().any(|&b| b) => Some(Nanos::ZERO),
+                _ => after_remedy,
+            };
+            RouteFigures {
+                route: route.to_owned(),
+                class: outcome.class,
+                peak_error_rate: peak_error_rate(rec, route, window),
+                amplification: outcome.window_amplification,
+                saturated_after: outcome.breach_start.map(|b| b.saturating_sub(start)),
+                recovery: outcome.recovery,
+                after_remedy,
+            }
+        })
+        .collect())
+}
+
+impl Comparison {
+    /// The simulator's figures (`sim`, a run of `sc`) beside the lab's.
+    pub fn new(
+        sc: &Scenario,
+        sim: &Recording,
+        lab: &Recording,
+        opts: ClassifyOptions,
+    ) -> Result<Comparison, String> {
+        let s = figures(sc, sim, opts)?;
+        let l = figures(sc, lab, opts)?;
+        Ok(Comparison {
+            recover_within: opts.recover_within,
+            observe: opts.observe,
+            routes: s.into_iter().zip(l).collect(),
+        })
+    }
+
+    /// The table `--compare` prints: per route, simulator / lab and
+    /// whether the goal is met.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<14} {:<24} {:<20} {:<20} {:<16} {:<16} {:<16}\n",
+            "route",
+            "class sim / lab",
+            "peak err",
+            "amplification",
+            "saturated",
+            "recovery",
+            "after remedy"
+        );
+        for (s, l) in &self.routes {
+            let pct = |v: f64| format!("{:.0}%", v * 100.0);
+            let dur = |d: Option<Nanos>| d.map_or("-".to_owned(), format_duration);
+            let mark = |ok: Option<bool>| match ok {
+                Some(true) => " ok",
+                Some(false) => " MISS",
+                None => "",
+            };
+            out.push_str(&format!(
+                "{:<14} {:<24} {:<20} {:<20} {:<16} {:<16} {:<16}\n",
+                s.route,
+                format!(
+                    "{} / {}{}",
+                    s.class.name(),
+                    l.class.name(),
+                    mark(Some(s.class == l.class))
+                ),
+                format!(
+                    "{} / {}{}",
+                    pct(s.peak_error_rate),
+                    pct(l.peak_error_rate),
+                    mark(Some(peak_met(s, l)))
+                ),
+                format!(
+                    "{:.2}x / {:.2}x{}",
+                    s.amplification,
+                    l.amplification,
+                    mark(Some(amplification_met(s, l)))
+                ),
+                format!("{} / {}", dur(s.saturated_after), dur(l.saturated_after)),
+                format!(
+                    "{} / {}{}",
+                    dur(s.recovery),
+                    dur(l.recovery),
+                    mark(time_met(s.recovery, l.recovery))
+                ),
+                format!(
+                    "{} / {}{}",
+                    dur(s.after_remedy),
+                    dur(l.after_remedy),
+                    mark(time_met(s.after_remedy, l.after_remedy))
+                ),
+            ));
+        }
+        out.push_str(&format!("goals: {GOALS}\n"));
+        out
+    }
+}
+
+/// Peak error rates within 10 percentage points.
+pub fn peak_met(s: &RouteFigures, l: &RouteFigures) -> bool {
+    (s.peak_error_rate - l.peak_error_rate).abs() <= 0.10
+}
+
+/// Amplifications within 20 % of the simulator's.
+pub fn amplification_met(s: &RouteFigures, l: &RouteFigures) -> bool {
+    (s.amplification - l.amplification).abs() <= 0.20 * s.amplification
+}
+
+/// Two times within max(20 % of the simulator's, 10 s); `None` when
+/// neither side has one, unmet when only one has.
+pub fn time_met(s: Option<Nanos>, l: Option<Nanos>) -> Option<bool> {
+    match (s, l) {
+        (None, None) => None,
+        (Some(s), Some(l)) => {
+            let tol = (s.as_secs_f64() * 0.2).max(10.0);
+            Some((s.as_secs_f64() - l.as_secs_f64()).abs() <= tol)
+        }
+        _ => Some(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(class: Class, peak: f64, ampl: f64) -> RouteFigures {
+        RouteFigures {
+            route: "r".into(),
+            class,
+            peak_error_rate: peak,
+            amplification: ampl,
+            saturated_after: None,
+            recovery: None,
+            after_remedy: None,
+        }
+    }
+
+    #[test]
+    fn the_goals_are_the_issues_tolerances() {
+        let s = f(Class::Metastable, 0.50, 2.0);
+        assert!(peak_met(&s, &f(Class::Metastable, 0.60, 2.0)));
+        assert!(!peak_met(&s, &f(Class::Metastable, 0.61, 2.0)));
+        assert!(amplification_met(&s, &f(Class::Metastable, 0.5, 2.4)));
+        assert!(!amplification_met(&s, &f(Class::Metastable, 0.5, 2.41)));
+        let secs = |s| Some(Nanos::from_secs(s));
+        assert_eq!(time_met(secs(30), secs(40)), Some(true), "10 s floor");
+        assert_eq!(time_met(secs(100), secs(120)), Some(true), "20 %");
+        assert_eq!(time_met(secs(100), secs(121)), Some(false));
+        assert_eq!(time_met(secs(5), None), Some(false));
+        assert_eq!(time_met(None, None), None);
+    }
+}
