@@ -13,9 +13,11 @@
 //!   answered) over any SLO window of the run;
 //! * **saturated after**: start of the first breached interval minus the
 //!   first trigger's start;
-//! * **after remedy**: with operator actions, end of the route's last
-//!   breached interval minus the first operator action (`None` while the
-//!   breach lasts to the run's end).
+//! * **after remedy**: with operator actions, from the first operator
+//!   action to the end of the first interval after it that the route is
+//!   out of breach (`None` if it never is): when a staged remedy reached
+//!   that path. A later breach (a restore elsewhere disturbing it) does
+//!   not move it; the class and the other figures see those.
 //!
 //! [`GOALS`] are issue 39's: a figure is **met** when the lab's is within
 //! its tolerance of the simulator's.
@@ -45,9 +47,9 @@ pub struct RouteFigures {
     /// From the trigger's end to the end of the breach (recovered and
     /// slow runs).
     pub recovery: Option<Nanos>,
-    /// From the first operator action to the end of the route's last
-    /// breach (scenarios with operator actions; `None` when the breach
-    /// lasts to the run's end).
+    /// From the first operator action to the end of the first interval
+    /// after it in which the route is out of breach (scenarios with
+    /// operator actions; `None` if it never is).
     pub after_remedy: Option<Nanos>,
 }
 
@@ -160,19 +162,11 @@ pub fn figures(
                 .max()
                 .unwrap_or(1);
             let hits = classify::breaches(rec, &own);
+            let end_of = |i: usize| Nanos::from_nanos((i as u64 + 1) * step);
             let after_remedy = operator.and_then(|op| {
-                let last = hits.iter().rposition(|&b| b)?;
-                if last + 1 == hits.len() {
-                    return None;
-                }
-                let end = Nanos::from_nanos((last as u64 + 1) * step);
-                Some(end.saturating_sub(op))
+                let first_clear = (0..hits.len()).find(|&i| end_of(i) > op && !hits[i])?;
+                Some(end_of(first_clear).saturating_sub(op))
             });
-            // Never breached after the remedy: nothing to recover from.
-            let after_remedy = match operator {
-                Some(_) if !hits.iter().any(|&b| b) => Some(Nanos::ZERO),
-                _ => after_remedy,
-            };
             RouteFigures {
                 route: route.to_owned(),
                 class: outcome.class,

@@ -81,3 +81,21 @@ fn in_the_simulator_the_storm_outlives_its_trigger_and_each_path_recovers_at_its
         assert!(after > 0.95, "{route}: goodput {after} after its restore");
     }
 }
+
+#[test]
+fn the_comparisons_figures_see_the_paths_recover_in_their_restore_order() {
+    let rec = simulate(INCIDENT);
+    let opts = stormbreak_sweep::classify::ClassifyOptions::new(Nanos::from_secs(5), None).unwrap();
+    let figures = stormbreak_lab::compare::figures(&scenario(INCIDENT), &rec, opts).unwrap();
+    let after = |route: &str| {
+        let f = figures.iter().find(|f| f.route == route).unwrap();
+        assert_eq!(f.class.name(), "metastable", "{f:?}");
+        f.after_remedy.unwrap().as_secs_f64()
+    };
+    // Restored 15, 25 and 35 s after the first remedy; each out of breach
+    // once its 4 s SLO window is clear of the failures before.
+    let (web, git, token) = (after("web"), after("git"), after("token"));
+    assert!((15.0..=22.0).contains(&web), "web {web}");
+    assert!((25.0..=32.0).contains(&git), "git {git}");
+    assert!((35.0..=42.0).contains(&token), "token {token}");
+}
