@@ -44,7 +44,15 @@ pub struct Args {
     /// "undetermined" [default: --recover-within].
     #[arg(long, value_parser = crate::sweep_cmd::parse_duration_flag, requires = "compare")]
     pub observe: Option<stormbreak_policy::Nanos>,
+    /// With --compare: run both sides N times, over seeds seed, seed+1, …
+    /// (2 to 100), and report each route's runs by class on both sides;
+    /// invalid lab runs are left out and counted. Writes repeat.json.
+    #[arg(long, value_name = "N", requires = "compare", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub repeat: Option<u32>,
 }
+
+/// The file `--repeat` writes.
+pub const REPEAT_FILE: &str = "repeat.json";
 
 /// The comparison's file, written with `--compare`.
 pub const COMPARE_FILE: &str = "compare.json";
@@ -93,6 +101,17 @@ fn run(args: Args) -> Result<bool, String> {
             .map_err(|e| format!("{file}: {e}"))?,
     };
     let out_dir = crate::prepare_out(&out)?;
+    if let (Some(n), Some(classify)) = (args.repeat, classify) {
+        let runs = Repeat {
+            scenario: &scenario,
+            file: &file,
+            opts: &opts,
+            first_seed: plan.seed,
+            n,
+            classify,
+        };
+        return repeat(runs, &out, &out_dir);
+    }
     eprintln!(
         "lab: running {:?} for {} on loopback",
         plan.name,
@@ -177,4 +196,72 @@ fn run(args: Args) -> Result<bool, String> {
         }
     }
     Ok(f.validity.valid)
+}
+
+/// What `--repeat` runs.
+struct Repeat<'a> {
+    scenario: &'a Scenario,
+    file: &'a str,
+    opts: &'a LabOptions,
+    first_seed: u64,
+    n: u32,
+    classify: stormbreak_sweep::classify::ClassifyOptions,
+}
+
+/// `--repeat N`: N lab runs and N simulator runs over seeds `first_seed`,
+/// `first_seed + 1`, …, compared run by run; each route's runs by class
+/// on both sides, invalid lab runs left out and counted. `Ok(false)` (exit
+/// 3) when any lab run was invalid.
+fn repeat(
+    r: Repeat<'_>,
+    out: &std::path::Path,
+    out_dir: &stormbreak_sim::output::OutDir,
+) -> Result<bool, String> {
+    use stormbreak_lab::compare::{self, Comparison, RepeatRun};
+    let mut runs = Vec::with_capacity(r.n as usize);
+    for k in 0..r.n {
+        let seed = r.first_seed.wrapping_add(u64::from(k));
+        let opts = LabOptions {
+            seed: Some(seed),
+            ..r.opts.clone()
+        };
+        let plan = LabPlan::new(r.scenario, &opts).map_err(|e| format!("{}: {e}", r.file))?;
+        eprintln!("lab: run {} of {}, seed {seed}", k + 1, r.n);
+        let run =
+            stormbreak_lab::run(&plan, &Stop::default()).map_err(|e| format!("{}: {e}", r.file))?;
+        let sim = compare::simulate(r.scenario, seed, plan.scale)
+            .map_err(|e| format!("{}: --compare: {e}", r.file))?;
+        let comparison = Comparison::new(r.scenario, &sim, &run.recording, r.classify)
+            .map_err(|e| format!("{}: --compare: {e}", r.file))?;
+        let v = &run.figures.validity;
+        runs.push(RepeatRun {
+            seed,
+            valid: v.valid,
+            reasons: v.reasons.clone(),
+            comparison,
+        });
+    }
+    let shares = compare::shares(&runs);
+    let doc = serde_json::json!({
+        "schema": "stormbreak.lab-repeat/1",
+        "first_seed": r.first_seed,
+        "runs": runs,
+        "shares": shares,
+        "goals": "lock-in (metastable) shares within 0.3",
+    });
+    let mut set = stormbreak_sim::output::OutputSet::new();
+    set.add(
+        REPEAT_FILE,
+        serde_json::to_vec_pretty(&doc).expect("plain data"),
+    );
+    crate::write_out(out_dir, &set)?;
+    println!(
+        "repeat: {} runs, seeds {} to {}:",
+        r.n,
+        r.first_seed,
+        r.first_seed.wrapping_add(u64::from(r.n - 1))
+    );
+    print!("{}", compare::shares_table(&shares, &runs));
+    println!("outputs: {}", out.display());
+    Ok(runs.iter().all(|x| x.valid))
 }

@@ -259,6 +259,143 @@ impl Comparison {
     }
 }
 
+/// One run of a `--repeat`: its seed, whether the lab's run was valid
+/// (an invalid one is never compared), and both sides' figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatRun {
+    /// The seed both sides ran with.
+    pub seed: u64,
+    /// Whether the lab's run was valid.
+    pub valid: bool,
+    /// Why not, when it was not.
+    pub reasons: Vec<String>,
+    /// The comparison (the lab's side is not counted when invalid).
+    pub comparison: Comparison,
+}
+
+/// One route's classes over a `--repeat`: how many runs of each side fell
+/// in each class.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassShares {
+    /// Route name.
+    pub route: String,
+    /// The simulator's runs by class name (every seed counts).
+    pub simulator: std::collections::BTreeMap<&'static str, u32>,
+    /// The lab's valid runs by class name.
+    pub lab: std::collections::BTreeMap<&'static str, u32>,
+    /// Simulator runs.
+    pub simulator_runs: u32,
+    /// Valid lab runs.
+    pub lab_runs: u32,
+    /// Lab runs discarded as invalid.
+    pub discarded: u32,
+}
+
+impl ClassShares {
+    /// The share of `side`'s runs that locked in (metastable).
+    pub fn lock_in(side: &std::collections::BTreeMap<&'static str, u32>, runs: u32) -> f64 {
+        if runs == 0 {
+            return f64::NAN;
+        }
+        f64::from(side.get(Class::Metastable.name()).copied().unwrap_or(0)) / f64::from(runs)
+    }
+
+    /// Issue 39's goal at a boundary: lock-in shares within 0.3 (`None`
+    /// without a valid lab run).
+    pub fn met(&self) -> Option<bool> {
+        let (s, l) = (
+            Self::lock_in(&self.simulator, self.simulator_runs),
+            Self::lock_in(&self.lab, self.lab_runs),
+        );
+        (self.lab_runs > 0).then(|| (s - l).abs() <= 0.3)
+    }
+}
+
+/// Class shares per route over `runs` (the lab's invalid runs left out
+/// and counted).
+pub fn shares(runs: &[RepeatRun]) -> Vec<ClassShares> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .comparison
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(k, (s, _))| {
+            let mut out = ClassShares {
+                route: s.route.clone(),
+                simulator: Default::default(),
+                lab: Default::default(),
+                simulator_runs: 0,
+                lab_runs: 0,
+                discarded: 0,
+            };
+            for run in runs {
+                let Some((s, l)) = run.comparison.routes.get(k) else {
+                    continue;
+                };
+                *out.simulator.entry(s.class.name()).or_default() += 1;
+                out.simulator_runs += 1;
+                if run.valid {
+                    *out.lab.entry(l.class.name()).or_default() += 1;
+                    out.lab_runs += 1;
+                } else {
+                    out.discarded += 1;
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// The table `--repeat` prints: per route, each side's runs by class,
+/// the lock-in shares and whether they are within 0.3.
+pub fn shares_table(shares: &[ClassShares], runs: &[RepeatRun]) -> String {
+    let count = |m: &std::collections::BTreeMap<&'static str, u32>| {
+        Class::ALL
+            .iter()
+            .filter_map(|c| m.get(c.name()).map(|n| format!("{} {n}", c.name())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = String::new();
+    for s in shares {
+        out.push_str(&format!(
+            "{}: simulator {} of {} runs ({}); lab {} of {} valid runs ({}); lock-in {:.2} / {:.2}{}\n",
+            s.route,
+            s.simulator.get("metastable").copied().unwrap_or(0),
+            s.simulator_runs,
+            count(&s.simulator),
+            s.lab.get("metastable").copied().unwrap_or(0),
+            s.lab_runs,
+            count(&s.lab),
+            ClassShares::lock_in(&s.simulator, s.simulator_runs),
+            ClassShares::lock_in(&s.lab, s.lab_runs),
+            match s.met() {
+                Some(true) => " ok",
+                Some(false) => " MISS",
+                None => "",
+            }
+        ));
+    }
+    let discarded: Vec<String> = runs
+        .iter()
+        .filter(|r| !r.valid)
+        .map(|r| format!("seed {}: {}", r.seed, r.reasons.join("; ")))
+        .collect();
+    out.push_str(&format!(
+        "lab runs discarded as invalid: {}{}\n",
+        discarded.len(),
+        if discarded.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", discarded.join(" | "))
+        }
+    ));
+    out
+}
+
 /// Peak error rates within 10 percentage points.
 pub fn peak_met(s: &RouteFigures, l: &RouteFigures) -> bool {
     (s.peak_error_rate - l.peak_error_rate).abs() <= 0.10
@@ -296,6 +433,36 @@ mod tests {
             recovery: None,
             after_remedy: None,
         }
+    }
+
+    #[test]
+    fn shares_count_every_seed_and_leave_invalid_lab_runs_out() {
+        let run = |seed, valid, sim: Class, lab: Class| RepeatRun {
+            seed,
+            valid,
+            reasons: if valid { vec![] } else { vec!["late".into()] },
+            comparison: Comparison {
+                recover_within: Nanos::from_secs(1),
+                observe: Nanos::from_secs(1),
+                routes: vec![(f(sim, 0.0, 1.0), f(lab, 0.0, 1.0))],
+            },
+        };
+        let runs = [
+            run(1, true, Class::Metastable, Class::Metastable),
+            run(2, true, Class::Recovered, Class::Metastable),
+            run(3, false, Class::Metastable, Class::Recovered),
+            run(4, true, Class::Recovered, Class::Recovered),
+        ];
+        let s = &shares(&runs)[0];
+        assert_eq!((s.simulator_runs, s.lab_runs, s.discarded), (4, 3, 1));
+        assert_eq!(ClassShares::lock_in(&s.simulator, s.simulator_runs), 0.5);
+        assert!((ClassShares::lock_in(&s.lab, s.lab_runs) - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(s.met(), Some(true), "0.5 against 0.67");
+        let table = shares_table(std::slice::from_ref(s), &runs);
+        assert!(
+            table.contains("discarded as invalid: 1 (seed 3: late)"),
+            "{table}"
+        );
     }
 
     #[test]

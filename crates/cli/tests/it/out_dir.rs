@@ -645,3 +645,47 @@ fn lab_compare_writes_both_sides_from_one_scenario() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--compare: no trigger"));
     assert!(!dir.join("out2").exists());
 }
+
+#[test]
+fn lab_repeat_counts_each_sides_classes_over_seeds() {
+    let dir = temp_dir("lab-repeat");
+    let file = dir.join("lab.toml");
+    fs::write(&file, LAB_COMPARE).unwrap();
+    let out = dir.join("out");
+    let o = stormbreak()
+        .arg("lab")
+        .arg(&file)
+        .args(["--compare", "--repeat", "2", "--recover-within", "1s"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        matches!(o.status.code(), Some(0 | 3)),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("repeat: 2 runs, seeds 4 to 5:"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("repeat.json")).unwrap()).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[0]["seed"].as_u64(), runs[1]["seed"].as_u64()),
+        (Some(4), Some(5))
+    );
+    let shares = &doc["shares"][0];
+    assert_eq!(shares["route"], "r");
+    assert_eq!(shares["simulator_runs"], 2);
+    let lab = shares["lab_runs"].as_u64().unwrap() + shares["discarded"].as_u64().unwrap();
+    assert_eq!(lab, 2, "every lab run counted or discarded: {shares}");
+    // --repeat needs --compare.
+    let o = stormbreak()
+        .arg("lab")
+        .arg(&file)
+        .args(["--repeat", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+}
