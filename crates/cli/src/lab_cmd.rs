@@ -54,6 +54,9 @@ pub struct Args {
 /// The file `--repeat` writes.
 pub const REPEAT_FILE: &str = "repeat.json";
 
+/// Requests of each kind `--compare` measures a guard hop with.
+const OVERHEAD_SAMPLES: u32 = 200;
+
 /// The comparison's file, written with `--compare`.
 pub const COMPARE_FILE: &str = "compare.json";
 
@@ -101,6 +104,17 @@ fn run(args: Args) -> Result<bool, String> {
             .map_err(|e| format!("{file}: {e}"))?,
     };
     let out_dir = crate::prepare_out(&out)?;
+    // What the scenario does not say (a guard hop's and a connection's
+    // cost here) is measured before comparing, never fitted.
+    let overhead = match classify {
+        Some(_) => {
+            let o = stormbreak_lab::overhead::measure(OVERHEAD_SAMPLES)
+                .map_err(|e| format!("measuring a guard hop: {e}"))?;
+            eprintln!("lab: {o}");
+            Some(o)
+        }
+        None => None,
+    };
     if let (Some(n), Some(classify)) = (args.repeat, classify) {
         let runs = Repeat {
             scenario: &scenario,
@@ -109,6 +123,7 @@ fn run(args: Args) -> Result<bool, String> {
             first_seed: plan.seed,
             n,
             classify,
+            overhead,
         };
         return repeat(runs, &out, &out_dir);
     }
@@ -161,6 +176,7 @@ fn run(args: Args) -> Result<bool, String> {
             "seed": plan.seed,
             "scale": plan.scale,
             "valid": run.figures.validity.valid,
+            "overhead": overhead,
             "goals": stormbreak_lab::compare::GOALS,
             "comparison": c,
         });
@@ -187,6 +203,9 @@ fn run(args: Args) -> Result<bool, String> {
     if let Some((_, c)) = &compared {
         println!("compare (simulator / lab, seed {}):", plan.seed);
         print!("{}", c.table());
+        if let Some(o) = overhead {
+            println!("{o}");
+        }
     }
     println!("outputs: {}", out.display());
     if !f.validity.valid {
@@ -206,6 +225,7 @@ struct Repeat<'a> {
     first_seed: u64,
     n: u32,
     classify: stormbreak_sweep::classify::ClassifyOptions,
+    overhead: Option<stormbreak_lab::overhead::Overhead>,
 }
 
 /// `--repeat N`: N lab runs and N simulator runs over seeds `first_seed`,
@@ -245,6 +265,7 @@ fn repeat(
     let doc = serde_json::json!({
         "schema": "stormbreak.lab-repeat/1",
         "first_seed": r.first_seed,
+        "overhead": r.overhead,
         "runs": runs,
         "shares": shares,
         "goals": "lock-in (metastable) shares within 0.3",
@@ -262,6 +283,9 @@ fn repeat(
         r.first_seed.wrapping_add(u64::from(r.n - 1))
     );
     print!("{}", compare::shares_table(&shares, &runs));
+    if let Some(o) = r.overhead {
+        println!("{o}");
+    }
     println!("outputs: {}", out.display());
     Ok(runs.iter().all(|x| x.valid))
 }

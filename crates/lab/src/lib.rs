@@ -41,6 +41,7 @@ pub mod generator;
 pub mod guard_doc;
 pub mod hops;
 pub mod lb;
+pub mod overhead;
 pub mod plan;
 pub mod pool;
 pub mod record;

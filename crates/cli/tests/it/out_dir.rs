@@ -621,6 +621,13 @@ fn lab_compare_writes_both_sides_from_one_scenario() {
     let doc: serde_json::Value =
         serde_json::from_slice(&fs::read(out.join("compare.json")).unwrap()).unwrap();
     assert_eq!(doc["seed"], 4);
+    // The hop's cost was measured before comparing and is beside it.
+    assert!(
+        doc["overhead"]["direct_us"].as_f64().unwrap() > 0.0,
+        "{doc}"
+    );
+    assert!(doc["overhead"]["guard_hop_us"].is_number(), "{doc}");
+    assert!(stdout.contains("a guard hop adds"), "{stdout}");
     let routes = doc["comparison"]["routes"].as_array().unwrap();
     assert_eq!(routes.len(), 1);
     for side in routes[0].as_array().unwrap() {
