@@ -591,28 +591,35 @@ error_rate = 0.05
 window = "500ms"
 "#;
 
-#[test]
-fn lab_compare_writes_both_sides_from_one_scenario() {
-    let dir = temp_dir("lab-compare");
-    let file = dir.join("lab.toml");
-    fs::write(&file, LAB_COMPARE).unwrap();
-    let out = dir.join("out");
+/// Writes [`LAB_COMPARE`] to `file` and runs `stormbreak lab FILE
+/// --compare --recover-within 1s --out OUT` with `extra` flags; its
+/// stdout. Exit 0 (valid) or 3 (invalid on a loaded machine): both write
+/// outputs.
+fn lab_compared(file: &Path, out: &Path, extra: &[&str]) -> String {
+    fs::write(file, LAB_COMPARE).unwrap();
     let o = stormbreak()
         .arg("lab")
-        .arg(&file)
-        .arg("--compare")
-        .args(["--recover-within", "1s"])
+        .arg(file)
+        .args(["--compare", "--recover-within", "1s"])
+        .args(extra)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    // Exit 0 (valid) or 3 (invalid on a loaded machine): both write outputs.
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         matches!(o.status.code(), Some(0 | 3)),
         "{}\n{stdout}",
         String::from_utf8_lossy(&o.stderr)
     );
+    stdout
+}
+
+#[test]
+fn lab_compare_writes_both_sides_from_one_scenario() {
+    let dir = temp_dir("lab-compare");
+    let (file, out) = (dir.join("lab.toml"), dir.join("out"));
+    let stdout = lab_compared(&file, &out, &[]);
     assert!(
         stdout.contains("compare (simulator / lab, seed 4):"),
         "{stdout}"
@@ -656,23 +663,8 @@ fn lab_compare_writes_both_sides_from_one_scenario() {
 #[test]
 fn lab_repeat_counts_each_sides_classes_over_seeds() {
     let dir = temp_dir("lab-repeat");
-    let file = dir.join("lab.toml");
-    fs::write(&file, LAB_COMPARE).unwrap();
-    let out = dir.join("out");
-    let o = stormbreak()
-        .arg("lab")
-        .arg(&file)
-        .args(["--compare", "--repeat", "2", "--recover-within", "1s"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        matches!(o.status.code(), Some(0 | 3)),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (file, out) = (dir.join("lab.toml"), dir.join("out"));
+    let stdout = lab_compared(&file, &out, &["--repeat", "2"]);
     assert!(stdout.contains("repeat: 2 runs, seeds 4 to 5:"), "{stdout}");
     let doc: serde_json::Value =
         serde_json::from_slice(&fs::read(out.join("repeat.json")).unwrap()).unwrap();

@@ -282,7 +282,9 @@ fn an_lb_node_follows_its_service_pods_through_kills_and_replacements() {
     }
 }
 
-const RAMP: &str = r#"
+/// Two sites through one LB, ramped one after the other (also the base
+/// of the ramp refusals in `refusals.rs`).
+pub(crate) const RAMP: &str = r#"
 [scenario]
 name = "ramp"
 duration = "4s"

@@ -344,33 +344,10 @@ fn gateway_features_the_lab_does_not_run_are_named() {
 
 #[test]
 fn a_ramp_the_guard_would_run_otherwise_than_the_simulator_is_named() {
-    let text = r#"
-[scenario]
-name = "ramp"
-duration = "4s"
-interval = "1s"
-
-[[lb]]
-name = "edge"
-nodes = 1
-flows_per_node = 100
-
-[[service]]
-name = "api"
-replicas = 1
-app = { workers = 8, service_time = { dist = "constant", value = "10ms" } }
-
-[[route]]
-name = "r"
-path = ["edge", "api"]
-
-[[client]]
-name = "east"
-site = "a"
-route = "r"
-rate = "40/s"
-timeout = "1s"
-
+    // The ramp of `pools.rs`, with a client of no site and a second ramp
+    // at the same LB answering another status.
+    let text = format!(
+        r#"{}
 [[client]]
 name = "nowhere"
 route = "r"
@@ -378,21 +355,16 @@ rate = "40/s"
 timeout = "1s"
 
 [[action]]
-at = "1s"
-do = "ramp"
-lb = "edge"
-route = "r"
-sites = ["a"]
-
-[[action]]
 at = "2s"
 do = "ramp"
 lb = "edge"
 route = "r"
-sites = ["a"]
+sites = ["a", "b"]
 status = 503
-"#;
-    let err = LabPlan::new(&scenario(text), &LabOptions::default()).unwrap_err();
+"#,
+        crate::pools::RAMP
+    );
+    let err = LabPlan::new(&scenario(&text), &LabOptions::default()).unwrap_err();
     let text = err.to_string();
     for needle in [
         "do = \"ramp\" at \"edge\": client \"nowhere\" (site \"none\") is not among its sites",
