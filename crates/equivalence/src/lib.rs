@@ -1,5 +1,6 @@
-//! Workspace-level tests that need both the simulator (`stormbreak-sim`)
-//! and the guard (`stormbreak-guard`) live in `tests/`; this library holds
+//! Workspace-level tests that need the simulator (`stormbreak-sim`) beside
+//! the guard (`stormbreak-guard`) or the client's layers
+//! (`stormbreak-client`) live in `tests/`; this library holds
 //! what they share: the synthetic request of a trace, the draw of its
 //! criticality class, the answer a refusal gets, the queue of timed trace
 //! events and the paused-clock runtime the guard's side runs on.

@@ -1,7 +1,10 @@
-//! Trace equivalence (issue 14, item 4): one seeded synthetic trace of
-//! requests and attempt outcomes, driven through the guard's retry path
-//! (`stormbreak_guard::trace::RetryPath`: the proxy's own retry loop,
-//! waiting on tokio's paused clock) and through the simulator's glue (the
+//! Trace equivalence (issue 14, item 4; issue 42, item 2): one seeded
+//! synthetic trace of requests and attempt outcomes, driven through the
+//! guard's retry path (`stormbreak_guard::trace::RetryPath`: the proxy's
+//! own retry loop, waiting on tokio's paused clock), through
+//! `stormbreak-client`'s `RetryLayer` (a tower service answering from the
+//! trace, its answers read by the client's own `HttpClassifier` and
+//! transport-error classification) and through the simulator's glue (the
 //! simulator's `engine::caller::Caller`, fed virtual time by a small event
 //! loop), must give identical decisions: which requests are admitted to a
 //! retry by the budget, when each retry is sent (to the nanosecond), which
@@ -41,6 +44,7 @@ use stormbreak_sim::record::Cause;
 use tokio::sync::Notify;
 
 use stormbreak_sim::engine::caller::{self, Caller, Next};
+use tower::{Layer, ServiceExt};
 
 const REQUESTS: usize = 3000;
 const JITTER_SEED: u64 = 0x5eed;
@@ -277,6 +281,93 @@ async fn guard(
     out
 }
 
+/// The error a trace's transport failure reaches the client's layer as:
+/// the I/O error a hyper or reqwest stack carries in its source chain.
+fn transport_error(answer: Answer) -> std::io::Error {
+    std::io::Error::from(match answer {
+        Answer::Timeout => std::io::ErrorKind::TimedOut,
+        Answer::ConnectFailed => std::io::ErrorKind::ConnectionRefused,
+        _ => std::io::ErrorKind::ConnectionReset,
+    })
+}
+
+/// The client's side: every request a task on tokio's paused clock,
+/// through one `stormbreak_client::RetryLayer` (budget and jitter seed as
+/// the other sides), the trace's answers as HTTP responses or transport
+/// errors, classified by the client's own code.
+async fn client(
+    retry: &RetryConfig,
+    budget: Option<&BudgetConfig>,
+    trace: &[Request],
+) -> Vec<Decided> {
+    let mut builder = stormbreak_client::RetryLayer::builder(retry)
+        .unwrap()
+        .seed(JITTER_SEED)
+        .clone_with(|r: &usize| Some(*r));
+    if let Some(b) = budget {
+        builder = builder.budget_config(b).unwrap();
+    }
+    // Built before any time passes: the layer's clock starts with tokio's.
+    let layer = builder.build();
+    let origin = tokio::time::Instant::now();
+    let now = move || Nanos::from(tokio::time::Instant::now() - origin);
+    let gate = Arc::new(Gate::default());
+    for (i, r) in trace.iter().enumerate() {
+        gate.announce((r.arrival, i));
+    }
+    let tasks: Vec<_> = trace
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, r)| {
+            let (gate, ends) = (gate.clone(), gate.clone());
+            let decided = Arc::new(Mutex::new(Decided::default()));
+            let seen = decided.clone();
+            let service = layer.layer(tower::service_fn(move |_: usize| {
+                let t = now();
+                let mut d = seen.lock().unwrap();
+                let (latency, outcome) = r.attempts[d.starts.len()];
+                d.starts.push(t);
+                let end = t + latency;
+                ends.announce((end, i));
+                let gate = ends.clone();
+                async move {
+                    tokio::time::sleep_until(origin + end.into()).await;
+                    gate.take((end, i)).await;
+                    match outcome.answer() {
+                        Answer::Status {
+                            status,
+                            retry_after_secs,
+                        } => {
+                            let mut response = http::Response::builder().status(status);
+                            if let Some(s) = retry_after_secs {
+                                response = response.header("retry-after", s.to_string());
+                            }
+                            Ok(response.body(()).unwrap())
+                        }
+                        failed => Err(transport_error(failed)),
+                    }
+                }
+            }));
+            let arrival = r.arrival;
+            tokio::spawn(async move {
+                tokio::time::sleep_until(origin + arrival.into()).await;
+                gate.take((arrival, i)).await;
+                let answer = service.oneshot(i).await;
+                let succeeded = matches!(&answer, Ok(r) if r.status() == 200);
+                let mut d = std::mem::take(&mut *decided.lock().unwrap());
+                d.succeeded = succeeded;
+                d
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
 fn block<T: serde::de::DeserializeOwned>(text: &str) -> T {
     toml::from_str(text).unwrap()
 }
@@ -286,6 +377,7 @@ async fn equivalent(retry: &str, budget: &str) {
     let trace = trace(14);
     let sim = simulate(&retry, Some(&budget), &trace);
     let guard = guard(&retry, Some(&budget), &trace).await;
+    let client = client(&retry, Some(&budget), &trace).await;
     let attempts = |d: &[Decided]| d.iter().map(|d| d.starts.len()).sum::<usize>();
     let (a, ok) = (attempts(&sim), sim.iter().filter(|d| d.succeeded).count());
     eprintln!("{budget:?}: {a} attempts for {REQUESTS} requests, {ok} succeeded");
@@ -294,6 +386,9 @@ async fn equivalent(retry: &str, budget: &str) {
     assert!(a > REQUESTS + 50, "{a} attempts: too few retries");
     for (i, (s, g)) in sim.iter().zip(&guard).enumerate() {
         assert_eq!(s, g, "request {i} ({:?}): simulator vs guard", trace[i]);
+    }
+    for (i, (s, c)) in sim.iter().zip(&client).enumerate() {
+        assert_eq!(s, c, "request {i} ({:?}): simulator vs client", trace[i]);
     }
 }
 
@@ -309,6 +404,8 @@ async fn without_a_budget_the_guard_is_the_simulator_under_the_default_ratio_bud
     let guard = guard(&retry, None, &trace).await;
     let ratio = simulate(&retry, Some(&block(r#"kind = "ratio""#)), &trace);
     assert_eq!(guard, ratio);
+    // The client's layer without a budget: the same default.
+    assert_eq!(client(&retry, None, &trace).await, ratio);
     // The unbudgeted simulator retries every retryable failure of the
     // storm; the guard does not.
     let attempts = |d: &[Decided]| d.iter().map(|d| d.starts.len()).sum::<usize>();
