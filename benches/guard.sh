@@ -38,7 +38,7 @@
 #
 # usage: benches/guard.sh [--quick] [--reps N] [--out DIR] [--soak-minutes M]
 #                         [--burst-conns N] [--burst-rounds R]
-#                         [--skip-install] [--only PARTS]
+#                         [--skip-install] [--only PARTS] [--guard-before BIN]
 #   --quick           short runs (seconds, not tens of seconds; a 1-minute
 #                     soak; 1 rep unless --reps), so the whole script takes a
 #                     few minutes
@@ -51,6 +51,9 @@
 #   --skip-install    do not apt-get/cargo install missing tools (fail instead)
 #   --only LIST       run only these parts, comma-separated, of: passthrough,
 #                     idle, burst, overload, storm, soak [default: all]
+#   --guard-before BIN  also run passthrough's every-policy guard with another
+#                     build of `stormbreak` (an earlier commit's), in the same
+#                     run: a change's before and after side by side
 #
 # Needs (installed when missing): haproxy, wrk (apt), oha (cargo install
 # oha --locked; only for overload, storm and soak), taskset (util-linux),
@@ -70,6 +73,7 @@ SOAK_MIN=""
 BURST_CONNS=""
 BURST_ROUNDS=""
 INSTALL=1
+BIN_BEFORE=""
 ONLY=",passthrough,idle,burst,overload,storm,soak,"
 while (($#)); do
     case "$1" in
@@ -81,6 +85,7 @@ while (($#)); do
         --burst-rounds) BURST_ROUNDS=$2; shift 2 ;;
         --skip-install) INSTALL=0; shift ;;
         --only) ONLY=",$2,"; shift 2 ;;
+        --guard-before) BIN_BEFORE=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "guard.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -96,6 +101,7 @@ else
 fi
 [[ $REPS =~ ^[1-9][0-9]?$ ]] || { echo "guard.sh: --reps must be 1..99" >&2; exit 2; }
 want() { [[ $ONLY == *",$1,"* ]]; }
+[[ -z $BIN_BEFORE || -x $BIN_BEFORE ]] || { echo "guard.sh: --guard-before: $BIN_BEFORE is not an executable file" >&2; exit 2; }
 [[ $SOAK_MIN =~ ^[1-9][0-9]?$ ]] || { echo "guard.sh: --soak-minutes must be 1..99" >&2; exit 2; }
 # At most the proxies' own connection limit (maxconn / max_connections 8000 in the configs).
 [[ $BURST_CONNS =~ ^[1-9][0-9]{0,3}$ ]] && ((BURST_CONNS <= 8000)) || { echo "guard.sh: --burst-conns must be 1..8000" >&2; exit 2; }
@@ -232,6 +238,7 @@ BIN_FORWARD=$OUT/guard-forward
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "commit: $DESC"
+    [[ -z $BIN_BEFORE ]] || echo "guard-before: $BIN_BEFORE ($("$BIN_BEFORE" --version 2>/dev/null || echo "no --version"))"
     echo "command: benches/guard.sh$([[ $QUICK = 1 ]] && echo " --quick") --reps $REPS --soak-minutes $SOAK_MIN$(want burst && echo " --burst-conns $BURST_CONNS --burst-rounds $BURST_ROUNDS") --only ${ONLY:1:-1}"
     echo "haproxy: $(haproxy -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1)"
@@ -257,8 +264,10 @@ start_proxy() {
             [[ $kind != *-arena1 ]] || extra=(MALLOC_ARENA_MAX=1)
             conf="$OUT/conf/$kind.toml"
             fill "$tmpl" "$conf" "$PROXY_PORT" "$backend" "$ADMIN_PORT"
-            "$BIN_GUARD" guard --check "$conf" >/dev/null
-            spawn "$kind" "$PROXY_CPU" env TOKIO_WORKER_THREADS=1 "${extra[@]}" "$BIN_GUARD" guard --config "$conf" --drain-timeout 1s
+            local bin=$BIN_GUARD
+            [[ $kind != guard-before ]] || bin=$BIN_BEFORE
+            "$bin" guard --check "$conf" >/dev/null
+            spawn "$kind" "$PROXY_CPU" env TOKIO_WORKER_THREADS=1 "${extra[@]}" "$bin" guard --config "$conf" --drain-timeout 1s
             ;;
         haproxy*)
             conf="$OUT/conf/$kind.cfg"
@@ -330,7 +339,7 @@ oha_run() {
 # Each part's config templates, by proxy.
 declare -A TMPL=(
     [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
-    [guard-arena1]="$B/guard-passthrough.toml"
+    [guard-arena1]="$B/guard-passthrough.toml" [guard-before]="$B/guard-passthrough.toml"
     [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
 )
 
@@ -353,6 +362,7 @@ CAP_INT=$(printf '%.0f' "$CAPACITY")
 if want passthrough || want idle || want burst; then
 start_backend pass
 PT_KINDS=(direct forward guard-minimal guard haproxy)
+[[ -z $BIN_BEFORE ]] || PT_KINDS=(direct forward guard-minimal guard-before guard haproxy)
 for rep in $(seq "$REPS"); do
     want passthrough || break
     for kind in "${PT_KINDS[@]}"; do

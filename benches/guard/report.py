@@ -152,6 +152,7 @@ def met(ok):
 NAMES = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder",
          "guard-minimal": "guard, no policy", "guard": "guard, every policy (not binding)",
          "guard-arena1": "guard, every policy (not binding), MALLOC_ARENA_MAX=1",
+         "guard-before": "guard, every policy (not binding), the --guard-before build",
          "haproxy": "HAProxy 2.6"}
 
 
@@ -161,7 +162,7 @@ def passthrough_table(pt, goals):
     print("| proxy | rps | proxy core busy | proxy CPU-s per 1 000 req | rps per proxy CPU-second | p50 ms | p99 ms | non-2xx + socket errors |")
     print("|---|---|---|---|---|---|---|---|")
     derived = {}
-    for p in ("direct", "forward", "guard-minimal", "guard", "haproxy"):
+    for p in ("direct", "forward", "guard-minimal", "guard-before", "guard", "haproxy"):
         rs = pt.get(p, [])
         if not rs:
             continue
@@ -181,6 +182,10 @@ def passthrough_table(pt, goals):
         print(f"Guard / HAProxy: rps {r_rps:.2f}×, rps per proxy CPU-second {r_cpu:.2f}×.")
         goals.append(("passthrough rps per proxy core ≥ 0.8× HAProxy's",
                       f"{r_cpu:.2f}× per CPU-second ({r_rps:.2f}× in rps)", r_cpu is not None and r_cpu >= 0.8))
+    if "guard" in derived and "guard-before" in derived and derived["guard-before"]["c1k"]:
+        b, a = derived["guard-before"], derived["guard"]
+        print(f"Before / after (every policy): proxy CPU per request {b['c1k'] * 1e3:.1f} µs → {a['c1k'] * 1e3:.1f} µs "
+              f"({(a['c1k'] / b['c1k'] - 1) * 100:+.1f} %), rps per proxy CPU-second {b['per_cpu']:.0f} → {a['per_cpu']:.0f}.")
     if "guard" in derived and "forward" in derived and derived["forward"]["c1k"]:
         f = derived["forward"]["c1k"]
         print(f"Per request, proxy CPU: bare forwarder {f * 1e3:.1f} µs, guard with no policy "

@@ -89,12 +89,33 @@ pub fn error_outcome(error: &(dyn StdError + 'static)) -> AttemptOutcome {
 #[derive(Clone, Copy, Debug)]
 pub struct HttpClassifier {
     honour_retry_after: bool,
+    own_refusal: OwnRefusal,
+}
+
+/// How a request this side refused itself, never sent (its own open
+/// circuit breaker or throttle: a [`Rejected`](crate::Rejected)), reads to
+/// the retry policy. The one place a client and a gateway built on the
+/// same retry layer differ in classification.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OwnRefusal {
+    /// Final: a 503 with "do not retry" pushback. A client's default:
+    /// retrying against its own throttle or open breaker would only spend
+    /// the budget.
+    #[default]
+    Final,
+    /// A 503 carrying the refusal's `Retry-After` (when an open breaker
+    /// admits its next probe), retried as any 503 is, after at least that
+    /// long. A gateway's: it answers its downstream that way too, so a
+    /// retry waits until probes resume instead of giving up on a path that
+    /// may be back by then.
+    RetryAfter,
 }
 
 impl Default for HttpClassifier {
     fn default() -> Self {
         HttpClassifier {
             honour_retry_after: true,
+            own_refusal: OwnRefusal::Final,
         }
     }
 }
@@ -104,6 +125,63 @@ impl HttpClassifier {
     pub fn ignoring_retry_after() -> Self {
         HttpClassifier {
             honour_retry_after: false,
+            ..Self::default()
+        }
+    }
+
+    /// The same classifier, reading this side's own refusals as `own`
+    /// says.
+    ///
+    /// ```
+    /// use stormbreak_client::{HttpClassifier, OwnRefusal};
+    /// use stormbreak_policy::Nanos;
+    /// use stormbreak_policy::retry::Pushback;
+    ///
+    /// let client = HttpClassifier::default();
+    /// assert_eq!(client.refusal(Some(Nanos::SECOND)).pushback(), Pushback::DoNotRetry);
+    /// let gateway = HttpClassifier::default().own_refusal(OwnRefusal::RetryAfter);
+    /// let refused = gateway.refusal(Some(Nanos::SECOND));
+    /// assert_eq!((refused.pushback(), refused.retry_after()), (Pushback::None, Some(Nanos::SECOND)));
+    /// ```
+    pub fn own_refusal(self, own: OwnRefusal) -> Self {
+        HttpClassifier {
+            own_refusal: own,
+            ..self
+        }
+    }
+
+    /// What a request this side refused itself reads as, `retry_after`
+    /// being when the refusal ends, if known (see [`OwnRefusal`]).
+    pub fn refusal(&self, retry_after: Option<stormbreak_policy::Nanos>) -> AttemptOutcome {
+        match self.own_refusal {
+            OwnRefusal::Final => AttemptOutcome::Response {
+                status: 503,
+                retry_after: None,
+                pushback: Pushback::DoNotRetry,
+            },
+            OwnRefusal::RetryAfter => AttemptOutcome::Response {
+                status: 503,
+                retry_after,
+                pushback: Pushback::None,
+            },
+        }
+    }
+
+    /// An answer with `status` and no header the policy reads.
+    pub fn status(&self, status: u16) -> AttemptOutcome {
+        AttemptOutcome::Response {
+            status,
+            retry_after: None,
+            pushback: Pushback::None,
+        }
+    }
+
+    /// An error's outcome: this side's own refusal as [`OwnRefusal`]
+    /// says, anything else as [`error_outcome`].
+    fn error_with_refusal(&self, error: &BoxError) -> AttemptOutcome {
+        match crate::reject::find_rejected(error.as_ref()) {
+            Some(r) => self.refusal(r.retry_after.map(stormbreak_policy::Nanos::from)),
+            None => error_outcome(error.as_ref()),
         }
     }
 }
@@ -112,12 +190,20 @@ impl<B> Classify<http::Response<B>> for HttpClassifier {
     fn response(&self, response: &http::Response<B>) -> AttemptOutcome {
         self.parts(response.status(), response.headers())
     }
+
+    fn error(&self, error: &BoxError) -> AttemptOutcome {
+        self.error_with_refusal(error)
+    }
 }
 
 #[cfg(feature = "reqwest")]
 impl Classify<reqwest::Response> for HttpClassifier {
     fn response(&self, response: &reqwest::Response) -> AttemptOutcome {
         self.parts(response.status(), response.headers())
+    }
+
+    fn error(&self, error: &BoxError) -> AttemptOutcome {
+        self.error_with_refusal(error)
     }
 }
 
@@ -126,11 +212,7 @@ impl HttpClassifier {
         // The usual answer, read on every attempt by the retry layer and
         // again by the throttle: no header to look up.
         if headers.is_empty() {
-            return AttemptOutcome::Response {
-                status: status.as_u16(),
-                retry_after: None,
-                pushback: Pushback::None,
-            };
+            return self.status(status.as_u16());
         }
         let retry_after = if self.honour_retry_after {
             headers

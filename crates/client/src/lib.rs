@@ -148,14 +148,17 @@ mod throttle;
 pub use body::PrefixedBody;
 pub use breaker::{BreakerLayer, CircuitBreaker};
 pub use buffer::{BufferBody, BufferBodyLayer};
-pub use classify::{Classify, HttpClassifier, error_outcome};
+pub use classify::{Classify, HttpClassifier, OwnRefusal, error_outcome};
 pub use clone::{
     BodyTooLarge, BufferedBody, CloneAll, CloneBuffered, CloneRequest, buffer_request,
 };
 pub use reject::{Rejected, RejectedBy};
 #[cfg(feature = "reqwest")]
 pub use reqwest_middleware::RetryMiddleware;
-pub use retry::{AttemptTimedOut, Retry, RetryFuture, RetryLayer, RetryLayerBuilder};
+pub use retry::{
+    AttemptDeadline, AttemptTimedOut, Driven, Retry, RetryEvents, RetryFuture, RetryLayer,
+    RetryLayerBuilder, TimedBelow, TimedHere, Timing,
+};
 pub use single_flight::{
     DefaultKey, FlightKey, FlightStats, RequestKey, SharedError, SingleFlight, SingleFlightFuture,
     SingleFlightLayer,

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use reqwest_middleware::{Middleware, Next};
 
-use crate::retry::Drive;
+use crate::retry::{ByRef, Drive};
 use crate::{BoxError, Classify, HttpClassifier, RetryLayer};
 
 /// A [`reqwest_middleware::Middleware`] that retries with a
@@ -156,18 +156,5 @@ impl fmt::Display for Boxed {
 impl std::error::Error for Boxed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(self.0.as_ref())
-    }
-}
-
-/// The layer's classifier, lent to [`Drive`] (which owns its classifier).
-struct ByRef<'a, C>(&'a C);
-
-impl<Res, C: Classify<Res>> Classify<Res> for ByRef<'_, C> {
-    fn response(&self, response: &Res) -> stormbreak_policy::retry::AttemptOutcome {
-        self.0.response(response)
-    }
-
-    fn error(&self, error: &BoxError) -> stormbreak_policy::retry::AttemptOutcome {
-        self.0.error(error)
     }
 }

@@ -54,16 +54,20 @@ pub struct RetryLayer<C = HttpClassifier, R = CloneBuffered> {
     cloner: R,
 }
 
-/// What every service of one layer shares: the policy, the clock's origin
-/// and, under one lock, the budget and the jitter RNG.
+/// What every service of one layer shares: the clock's origin and, under
+/// one lock, the policy, the budget and the jitter RNG.
 pub(crate) struct Shared {
-    policy: RetryPolicy,
     origin: Instant,
     decide: Mutex<Decide>,
     passed_through: AtomicU64,
 }
 
 struct Decide {
+    /// Replaced by [`RetryLayer::set_policy`]: requests in flight keep
+    /// their attempt count and are judged by the new policy from their
+    /// next outcome on, as in the simulator's `set_retry`.
+    policy: RetryPolicy,
+    config: RetryConfig,
     budget: Box<dyn RetryBudget + Send>,
     rng: Pcg64Mcg,
 }
@@ -77,16 +81,148 @@ impl Shared {
         self.origin + std::time::Duration::from(at)
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Decide> {
+        self.decide.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn begin(&self) -> RetryState {
         let now = self.now();
-        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
-        RetryState::begin(&self.policy, now, d.budget.as_mut())
+        let mut d = self.lock();
+        let Decide { policy, budget, .. } = &mut *d;
+        RetryState::begin(policy, now, budget.as_mut())
     }
 
     fn decide(&self, state: &mut RetryState, now: Nanos, outcome: AttemptOutcome) -> RetryDecision {
-        let mut d = self.decide.lock().unwrap_or_else(PoisonError::into_inner);
-        let Decide { budget, rng } = &mut *d;
-        state.on_outcome_budgeted(&self.policy, now, outcome, budget.as_mut(), rng)
+        let mut d = self.lock();
+        let Decide {
+            policy,
+            budget,
+            rng,
+            ..
+        } = &mut *d;
+        state.on_outcome_budgeted(policy, now, outcome, budget.as_mut(), rng)
+    }
+
+    /// The deadlines of the attempt `state` is on, as instants.
+    fn attempt_deadline(&self, state: &RetryState) -> AttemptDeadline {
+        let d = self.lock();
+        AttemptDeadline {
+            at: state.attempt_deadline(&d.policy).map(|at| self.instant(at)),
+            per_try: d.policy.per_try_timeout().map(std::time::Duration::from),
+            overall: state.deadline().map(|at| self.instant(at)),
+        }
+    }
+
+    fn max_attempts(&self) -> u32 {
+        self.lock().policy.max_attempts()
+    }
+}
+
+/// An attempt's deadlines, as the retry layer hands them down to a layer
+/// below that applies them ([`TimedBelow`]): in the request itself, or in
+/// an `http::Request`'s extensions.
+///
+/// A layer below that makes a further call within the same attempt (a
+/// gateway forwarding after a dependency check) gives it a fresh per-try
+/// timeout with [`AttemptDeadline::rearmed`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttemptDeadline {
+    /// When the attempt is abandoned: its per-try timeout from its start,
+    /// never past the overall deadline. `None`: unbounded.
+    pub at: Option<Instant>,
+    /// The policy's per-try timeout.
+    pub per_try: Option<std::time::Duration>,
+    /// The request's overall deadline.
+    pub overall: Option<Instant>,
+}
+
+impl AttemptDeadline {
+    /// The deadline of a call starting at `now` within this attempt: the
+    /// per-try timeout from `now`, never past the overall deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stormbreak_client::AttemptDeadline;
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// let d = AttemptDeadline {
+    ///     at: Some(now + Duration::from_millis(500)),
+    ///     per_try: Some(Duration::from_millis(500)),
+    ///     overall: Some(now + Duration::from_millis(600)),
+    /// };
+    /// let later = now + Duration::from_millis(300);
+    /// assert_eq!(d.rearmed(later), Some(now + Duration::from_millis(600)));
+    /// ```
+    pub fn rearmed(&self, now: Instant) -> Option<Instant> {
+        match (self.per_try.map(|t| now + t), self.overall) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Who applies an attempt's deadline: the retry layer itself
+/// ([`TimedHere`], what [`RetryLayer`]'s services do), or a layer below it
+/// ([`TimedBelow`]), which then sees the timeout as the attempt's failure:
+/// a circuit breaker or outlier detector below the retry layer counts it,
+/// as linkerd places its per-try timeout below them.
+pub trait Timing<Req> {
+    /// Hands `deadline` down in `request` and returns `true`, or returns
+    /// `false` for the retry layer to apply it itself.
+    fn hand_down(&self, request: &mut Req, deadline: &AttemptDeadline) -> bool;
+}
+
+/// The retry layer abandons an attempt at its deadline itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TimedHere;
+
+impl<Req> Timing<Req> for TimedHere {
+    fn hand_down(&self, _: &mut Req, _: &AttemptDeadline) -> bool {
+        false
+    }
+}
+
+/// A layer below applies each attempt's deadline: the retry layer writes
+/// it into the request (an [`AttemptDeadline`] request, or an
+/// `http::Request`'s extensions) and sets no timer for the attempt.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TimedBelow;
+
+impl Timing<AttemptDeadline> for TimedBelow {
+    fn hand_down(&self, request: &mut AttemptDeadline, deadline: &AttemptDeadline) -> bool {
+        *request = *deadline;
+        true
+    }
+}
+
+impl<B> Timing<http::Request<B>> for TimedBelow {
+    fn hand_down(&self, request: &mut http::Request<B>, deadline: &AttemptDeadline) -> bool {
+        request.extensions_mut().insert(*deadline);
+        true
+    }
+}
+
+/// What a retry loop tells its owner as it runs, for metrics or an access
+/// log: each retry decided (before its pause), and a give-up with its
+/// reason. Both default to nothing; `()` listens to nothing.
+pub trait RetryEvents {
+    /// A retry was decided; it goes out after its pause.
+    fn retrying(&self) {}
+    /// The loop gave up (the last attempt's result is returned).
+    fn gave_up(&self, reason: GiveUpReason) {
+        let _ = reason;
+    }
+}
+
+impl RetryEvents for () {}
+
+impl<E: RetryEvents + ?Sized> RetryEvents for &E {
+    fn retrying(&self) {
+        (**self).retrying();
+    }
+    fn gave_up(&self, reason: GiveUpReason) {
+        (**self).gave_up(reason);
     }
 }
 
@@ -114,6 +250,7 @@ impl RetryLayer {
     pub fn builder(config: &RetryConfig) -> Result<RetryLayerBuilder, FieldError> {
         Ok(RetryLayerBuilder {
             policy: RetryPolicy::new(config)?,
+            config: config.clone(),
             budget: Box::new(RatioBudget::new(&RatioBudgetConfig::default()).expect("default")),
             seed: None,
             classifier: HttpClassifier::default(),
@@ -125,6 +262,7 @@ impl RetryLayer {
 /// Chooses a [`RetryLayer`]'s budget, RNG seed and classifier.
 pub struct RetryLayerBuilder<C = HttpClassifier, R = CloneBuffered> {
     policy: RetryPolicy,
+    config: RetryConfig,
     budget: Box<dyn RetryBudget + Send>,
     seed: Option<u64>,
     classifier: C,
@@ -169,6 +307,7 @@ impl<C, R> RetryLayerBuilder<C, R> {
     pub fn classifier<D>(self, classifier: D) -> RetryLayerBuilder<D, R> {
         RetryLayerBuilder {
             policy: self.policy,
+            config: self.config,
             budget: self.budget,
             seed: self.seed,
             classifier,
@@ -203,6 +342,7 @@ impl<C, R> RetryLayerBuilder<C, R> {
     pub fn clone_with<Q>(self, cloner: Q) -> RetryLayerBuilder<C, Q> {
         RetryLayerBuilder {
             policy: self.policy,
+            config: self.config,
             budget: self.budget,
             seed: self.seed,
             classifier: self.classifier,
@@ -219,9 +359,10 @@ impl<C, R> RetryLayerBuilder<C, R> {
         };
         RetryLayer {
             shared: Arc::new(Shared {
-                policy: self.policy,
                 origin: Instant::now(),
                 decide: Mutex::new(Decide {
+                    policy: self.policy,
+                    config: self.config,
                     budget: self.budget,
                     rng,
                 }),
@@ -234,9 +375,69 @@ impl<C, R> RetryLayerBuilder<C, R> {
 }
 
 impl<C, R> RetryLayer<C, R> {
-    /// The policy the layer's services follow.
-    pub fn policy(&self) -> &RetryPolicy {
-        &self.shared.policy
+    /// The policy the layer's services follow now.
+    pub fn policy(&self) -> RetryPolicy {
+        self.shared.lock().policy.clone()
+    }
+
+    /// The configuration of the policy in force.
+    pub fn config(&self) -> RetryConfig {
+        self.shared.lock().config.clone()
+    }
+
+    /// Replaces the policy of every service of this layer; the budget and
+    /// its state are kept. Requests in flight keep their attempt count
+    /// and are judged by the new policy from their next outcome on, as the
+    /// simulator's `set_retry` action does.
+    ///
+    /// ```
+    /// use stormbreak_client::RetryLayer;
+    /// use stormbreak_policy::retry::RetryConfig;
+    ///
+    /// let layer = RetryLayer::new(&RetryConfig::default()).unwrap();
+    /// let one: RetryConfig = toml::from_str("max_attempts = 1").unwrap();
+    /// layer.set_policy(&one).unwrap();
+    /// assert_eq!(layer.policy().max_attempts(), 1);
+    /// ```
+    pub fn set_policy(&self, config: &RetryConfig) -> Result<(), FieldError> {
+        let policy = RetryPolicy::new(config)?;
+        let mut d = self.shared.lock();
+        d.policy = policy;
+        d.config = config.clone();
+        Ok(())
+    }
+
+    /// One request's retry loop over `service`, which the caller owns
+    /// for this request alone: the loop [`Retry`] runs, with the layer's
+    /// policy, budget, jitter and classifier, the deadline applied as
+    /// `timing` says, and its retries and give-up told to `events`.
+    ///
+    /// For a caller that is not a tower stack (a gateway's request path
+    /// making its own attempts, say): `service` may borrow from the
+    /// caller, as `tower::service_fn` over a closure does, and need not be
+    /// `Clone`.
+    pub fn drive<S, Req, T, E>(
+        &self,
+        service: S,
+        request: Req,
+        timing: T,
+        events: E,
+    ) -> Driven<'_, S, Req, C, R, T, E>
+    where
+        S: Service<Req>,
+        R: Clone,
+    {
+        Driven {
+            drive: Drive::new(
+                &*self.shared,
+                ByRef(&self.classifier),
+                self.cloner.clone(),
+                service,
+                request,
+            )
+            .timed(timing)
+            .told(events),
+        }
     }
 
     /// Requests sent once, unretried, because the cloner declined to copy
@@ -261,7 +462,7 @@ impl<C, R> RetryLayer<C, R> {
 impl<C: fmt::Debug, R> fmt::Debug for RetryLayer<C, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryLayer")
-            .field("policy", &self.shared.policy)
+            .field("policy", &self.shared.lock().policy)
             .field("classifier", &self.classifier)
             .finish_non_exhaustive()
     }
@@ -367,7 +568,56 @@ pin_project! {
         S: Service<Req>,
     {
         #[pin]
-        drive: Drive<S, Req, C, R, Arc<Shared>>,
+        drive: Drive<S, Req, C, R, Arc<Shared>, TimedHere, ()>,
+    }
+}
+
+pin_project! {
+    /// One request's retry loop over a service its caller owns
+    /// ([`RetryLayer::drive`]); it answers as [`Retry`] does.
+    pub struct Driven<'a, S, Req, C, R, T, E>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        drive: Drive<S, Req, ByRef<'a, C>, R, &'a Shared, T, E>,
+    }
+}
+
+impl<S: Service<Req>, Req, C, R, T, E> fmt::Debug for Driven<'_, S, Req, C, R, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driven")
+            .field("attempts", &self.drive.retry.attempts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Req, C, R, T, E> Future for Driven<'_, S, Req, C, R, T, E>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    C: Classify<S::Response>,
+    R: CloneRequest<Req>,
+    T: Timing<Req>,
+    E: RetryEvents,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().drive.poll(cx)
+    }
+}
+
+/// A classifier lent to [`Drive`] (which owns its classifier).
+pub(crate) struct ByRef<'a, C>(pub(crate) &'a C);
+
+impl<Res, C: Classify<Res>> Classify<Res> for ByRef<'_, C> {
+    fn response(&self, response: &Res) -> AttemptOutcome {
+        self.0.response(response)
+    }
+
+    fn error(&self, error: &BoxError) -> AttemptOutcome {
+        self.0.error(error)
     }
 }
 
@@ -404,13 +654,17 @@ pin_project! {
     /// the policy's timeouts: it counts as a request for the budget and is
     /// never retried.
     #[project = DriveProj]
-    pub(crate) struct Drive<S, Req, C, R, D>
+    pub(crate) struct Drive<S, Req, C, R, D, T, E>
     where
         S: Service<Req>,
     {
         shared: D,
         classifier: C,
         cloner: R,
+        // Who applies each attempt's deadline.
+        timing: T,
+        // Told of retries and the give-up.
+        events: E,
         service: S,
         retry: RetryState,
         // The request as the caller gave it, until the attempt that sends
@@ -445,7 +699,13 @@ pin_project! {
     }
 }
 
-impl<S, Req, C, R, D> Drive<S, Req, C, R, D>
+/// The policy a loop's state is made with before its request begins
+/// (and takes the layer's policy): any policy would do, and this one costs
+/// no lock.
+static PLACEHOLDER: std::sync::LazyLock<RetryPolicy> =
+    std::sync::LazyLock::new(|| RetryPolicy::new(&RetryConfig::default()).expect("the default"));
+
+impl<S, Req, C, R, D> Drive<S, Req, C, R, D, TimedHere, ()>
 where
     S: Service<Req>,
     D: std::ops::Deref<Target = Shared>,
@@ -453,10 +713,12 @@ where
     pub(crate) fn new(shared: D, classifier: C, cloner: R, service: S, request: Req) -> Self {
         Drive {
             // Replaced at the first poll, when the request begins.
-            retry: RetryState::new(&shared.policy, Nanos::ZERO),
+            retry: RetryState::new(&PLACEHOLDER, Nanos::ZERO),
             shared,
             classifier,
             cloner,
+            timing: TimedHere,
+            events: (),
             service,
             request: Some(request),
             alone: false,
@@ -467,16 +729,56 @@ where
     }
 }
 
+impl<S: Service<Req>, Req, C, R, D, T, E> Drive<S, Req, C, R, D, T, E> {
+    /// The same loop with its deadlines applied as `timing` says.
+    pub(crate) fn timed<U>(self, timing: U) -> Drive<S, Req, C, R, D, U, E> {
+        Drive {
+            shared: self.shared,
+            classifier: self.classifier,
+            cloner: self.cloner,
+            timing,
+            events: self.events,
+            service: self.service,
+            retry: self.retry,
+            request: self.request,
+            alone: self.alone,
+            deadline: self.deadline,
+            timer: self.timer,
+            step: self.step,
+        }
+    }
+
+    /// The same loop telling `events` of its retries and give-up.
+    pub(crate) fn told<F>(self, events: F) -> Drive<S, Req, C, R, D, T, F> {
+        Drive {
+            shared: self.shared,
+            classifier: self.classifier,
+            cloner: self.cloner,
+            timing: self.timing,
+            events,
+            service: self.service,
+            retry: self.retry,
+            request: self.request,
+            alone: self.alone,
+            deadline: self.deadline,
+            timer: self.timer,
+            step: self.step,
+        }
+    }
+}
+
 /// What one attempt came to: `None` if it was abandoned at its deadline.
 type Answer<T> = Option<Result<T, BoxError>>;
 
-impl<S, Req, C, R, D> Future for Drive<S, Req, C, R, D>
+impl<S, Req, C, R, D, T, E> Future for Drive<S, Req, C, R, D, T, E>
 where
     S: Service<Req>,
     S::Error: Into<BoxError>,
     C: Classify<S::Response>,
     R: CloneRequest<Req>,
     D: std::ops::Deref<Target = Shared>,
+    T: Timing<Req>,
+    E: RetryEvents,
 {
     type Output = Result<S::Response, BoxError>;
 
@@ -487,7 +789,7 @@ where
                 StepProj::Start => {
                     *this.retry = this.shared.begin();
                     let request = this.request.as_ref().expect("the request until it is sent");
-                    let first = match this.cloner.clone_request(request) {
+                    let mut first = match this.cloner.clone_request(request) {
                         Some(copy) => copy,
                         None => {
                             this.shared.passed_through.fetch_add(1, Ordering::Relaxed);
@@ -495,7 +797,7 @@ where
                             this.request.take().expect("the request until it is sent")
                         }
                     };
-                    *this.deadline = this.next_deadline();
+                    *this.deadline = this.next_deadline(Some(&mut first));
                     this.step.set(Step::Ready {
                         request: Some(first),
                     });
@@ -559,6 +861,7 @@ where
                     // Let go of the failed answer now: an unread body
                     // would hold its connection through the pause.
                     drop(answer);
+                    this.events.retrying();
                     if this.request.is_none() {
                         // Unreachable with a policy that counts attempts,
                         // kept so a miscount gives up instead of panicking.
@@ -577,6 +880,7 @@ where
                     }
                 }
                 RetryDecision::GiveUp(reason) => {
+                    this.events.gave_up(reason);
                     return Poll::Ready(
                         answer.unwrap_or_else(|| Err(Box::new(AttemptTimedOut { reason }))),
                     );
@@ -586,16 +890,27 @@ where
     }
 }
 
-impl<S, Req, C, R, D> DriveProj<'_, S, Req, C, R, D>
+impl<S, Req, C, R, D, T, E> DriveProj<'_, S, Req, C, R, D, T, E>
 where
     S: Service<Req>,
     R: CloneRequest<Req>,
     D: std::ops::Deref<Target = Shared>,
+    T: Timing<Req>,
 {
-    fn next_deadline(&self) -> Option<Instant> {
-        self.retry
-            .attempt_deadline(&self.shared.policy)
-            .map(|at| self.shared.instant(at))
+    /// The deadline the layer applies to the attempt about to go out with
+    /// `request`: none when `timing` hands it down in the request.
+    fn next_deadline(&self, request: Option<&mut Req>) -> Option<Instant> {
+        let deadline = self.shared.attempt_deadline(self.retry);
+        match request {
+            Some(r) => {
+                if self.timing.hand_down(r, &deadline) {
+                    None
+                } else {
+                    deadline.at
+                }
+            }
+            None => deadline.at,
+        }
     }
 
     /// After a retry decision and its pause: the next attempt's request
@@ -603,15 +918,15 @@ where
     fn next_attempt(&mut self) {
         // `attempts` now counts the attempt about to go out: copy unless
         // it is the last the policy allows.
-        let copy = if self.retry.attempts() < self.shared.policy.max_attempts() {
+        let copy = if self.retry.attempts() < self.shared.max_attempts() {
             self.request
                 .as_ref()
                 .and_then(|r| self.cloner.clone_request(r))
         } else {
             None
         };
-        let request = copy.or_else(|| self.request.take());
-        *self.deadline = self.next_deadline();
+        let mut request = copy.or_else(|| self.request.take());
+        *self.deadline = self.next_deadline(request.as_mut());
         self.step.as_mut().set(Step::Ready { request });
     }
 

@@ -1,7 +1,5 @@
 //! The one clock the policies see: tokio's (so tests can pause it), as [`Nanos`].
 
-use std::time::Duration;
-
 use stormbreak_policy::Nanos;
 use tokio::time::Instant;
 
@@ -20,10 +18,6 @@ impl Clock {
 
     pub(crate) fn now(&self) -> Nanos {
         Nanos::from(Instant::now().saturating_duration_since(self.origin))
-    }
-
-    pub(crate) fn instant(&self, at: Nanos) -> Instant {
-        self.origin + Duration::from(at)
     }
 
     #[cfg(feature = "testing")] // only `trace` uses it

@@ -1,18 +1,18 @@
 //! A route's dependency call (`route.dependency`): the request each
 //! request's check sends, and how its answer is read. The call itself goes
 //! through the dependency cluster's policies like any attempt
-//! (`Proxy::call`), inside the route's retry loop (`retry::run_checked`).
+//! (`Proxy::call`), inside the route's retry loop (`attempts::run_checked`).
 
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
 use http::{HeaderName, HeaderValue, Method, Request, header};
 
+use crate::attempts::AttemptOf;
 use crate::body::{self, Body};
 use crate::config::DependencyConfig;
 use crate::endpoint::AttemptError;
 use crate::metrics::DependencyOutcome;
-use crate::retry::AttemptOf;
 
 /// Largest dependency answer body read (and thrown away) so its
 /// connection can be reused; a larger one is dropped with its connection.

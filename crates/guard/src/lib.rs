@@ -12,7 +12,8 @@
 //! | `shed` | operator rules, then shedding by class under saturation | `shed::Shedder` |
 //! | `ratelimit` | keyed GCRA, bounded memory | `ratelimit::KeyedRateLimiter` |
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
-//! | `retry` | retries with backoff, jitter, timeouts and a budget; a route's dependency call (`dependency`) first, in the same retry state | `retry::RetryState`, `budget::AnyBudget` |
+//! | `restore` | a staged restore of a route, site by site (listener by listener) | `ramp::StagedRestore` |
+//! | `attempts` | a request's attempts (a route's dependency call, `dependency`, first), driven by `stormbreak-client`'s retry loop: backoff, jitter, timeouts and a budget in one retry state; the guard's errors read by the client's classification | `retry::RetryState` and the budgets, through `stormbreak_client::RetryLayer::drive` |
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
@@ -47,6 +48,7 @@
 mod accept;
 mod access_log;
 mod admin;
+mod attempts;
 mod balance;
 mod blame;
 pub mod body;
@@ -67,7 +69,7 @@ mod normalize;
 mod peers;
 mod proxy;
 mod ratelimit;
-mod retry;
+mod restore;
 mod route;
 mod shed;
 mod stats;
@@ -251,8 +253,9 @@ impl Guard {
         route: &str,
         restore: Option<&stormbreak_policy::ramp::StagedRestoreConfig>,
     ) -> Result<(), String> {
-        let body = serde_json::json!({ "route": route, "restore": restore });
-        admin::apply_in_process(&self.live, "/restore/start", body)
+        let detail = serde_json::json!({ "route": route, "restore": restore });
+        let change = admin::Change::restore_start(route, restore.cloned());
+        admin::apply_in_process(&self.live, change, detail)
     }
 
     /// Route `route`'s current concurrency limit, if it has a limiter.

@@ -52,11 +52,30 @@ pub(crate) struct Override {
     pub(crate) who: String,
     /// `shed.add`, `shed.remove`, `retry.set`, `restore.start`, `restore.step`, `restore.stop`.
     pub(crate) what: &'static str,
-    /// The admin call's path, to replay it.
+    /// The change itself, to replay it.
     #[serde(skip)]
-    pub(crate) path: String,
+    pub(crate) change: crate::admin::Change,
     /// The request body as given.
     pub(crate) detail: serde_json::Value,
+}
+
+impl Override {
+    /// `change`, made now by `who`; `detail` as the call gave it.
+    pub(crate) fn new(
+        who: String,
+        change: crate::admin::Change,
+        detail: serde_json::Value,
+    ) -> Override {
+        Override {
+            at_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            who,
+            what: change.what(),
+            change,
+            detail,
+        }
+    }
 }
 
 /// What a reload kept and rebuilt.
@@ -338,11 +357,11 @@ impl Live {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .filter(|o| matches!(o.what, "shed.add" | "shed.remove" | "retry.set"))
+            .filter(|o| o.change.replayed())
             .cloned()
             .collect();
         for o in replay {
-            if let Err((_, e)) = crate::admin::apply(&proxy, &o.path, o.detail.clone()) {
+            if let Err((_, e)) = o.change.apply(&proxy) {
                 tracing::warn!(target: "stormbreak_guard::admin", what = o.what, detail = %o.detail, error = %e, "override not replayed on reload");
             }
         }

@@ -1,7 +1,8 @@
-//! The guard's retry path without sockets: the same retry
-//! loop (module `retry`) the proxy runs for every request (budget, backoff with seeded
-//! jitter, per-try and overall deadlines, waiting on tokio's clock), with
-//! the attempt supplied by the caller.
+//! The guard's retry path without sockets: the same retry loop the proxy
+//! runs for every request (module `attempts`, over `stormbreak-client`'s
+//! `RetryLayer::drive`: budget, backoff with seeded jitter, per-try and
+//! overall deadlines, waiting on tokio's clock), with the attempt supplied
+//! by the caller.
 //!
 //! It exists so a test can feed the guard and the simulator the same
 //! synthetic trace of attempt outcomes and compare their decisions
@@ -38,9 +39,9 @@ use stormbreak_policy::budget::BudgetConfig;
 use stormbreak_policy::retry::RetryConfig;
 use stormbreak_policy::{FieldError, Nanos};
 
+use crate::attempts::{self, AttemptOf, RouteRetry};
 use crate::clock::Clock;
 use crate::endpoint::AttemptError;
-use crate::retry::{self, AttemptOf, RouteRetry};
 use crate::stats::Stats;
 
 /// What one attempt produced, as the retry policy sees it.
@@ -80,7 +81,7 @@ impl RetryPath {
         seed: u64,
     ) -> Result<Self, FieldError> {
         Ok(RetryPath {
-            retry: RouteRetry::with_rng(retry, budget, Pcg64Mcg::seed_from_u64(seed))?,
+            retry: attempts::route_retry(retry, budget, Some(seed))?,
             clock: Clock::new(),
             stats: Stats::default(),
         })
@@ -106,14 +107,21 @@ impl RetryPath {
     /// or give up, waiting out each backoff on tokio's clock; returns the
     /// last answer. `attempt` must answer [`Answer::Timeout`] once its
     /// deadline has passed, as the proxy's attempts do.
-    pub async fn call<F, Fut>(&self, mut attempt: F) -> Answer
+    pub async fn call<F, Fut>(&self, attempt: F) -> Answer
     where
         F: FnMut(Option<Nanos>) -> Fut,
         Fut: Future<Output = Answer>,
     {
         let clock = self.clock;
-        let result = retry::run(Some(&self.retry), &clock, &self.stats, None, |deadline| {
-            let answer = attempt(deadline.map(|at| clock.since(at)));
+        // The proxy's attempts are `Fn`; the caller's is lent out one
+        // attempt at a time.
+        let attempt = std::sync::Mutex::new(attempt);
+        let result = attempts::run(Some(&self.retry), &self.stats, None, |deadline| {
+            let answer = (attempt
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner))(
+                deadline.map(|at| clock.since(at)),
+            );
             async move { to_attempt(answer.await) }
         })
         .await
@@ -302,7 +310,7 @@ fn from_attempt(result: &AttemptOf<()>) -> Answer {
 /// # }
 /// ```
 pub struct RestorePath {
-    restore: crate::proxy::Restore,
+    restore: crate::restore::Restore,
     clock: Clock,
 }
 
@@ -315,7 +323,7 @@ impl RestorePath {
         seed: u64,
     ) -> Result<Self, FieldError> {
         let clock = Clock::new();
-        let restore = crate::proxy::Restore::new(
+        let restore = crate::restore::Restore::new(
             Some(config),
             sites.iter().map(|s| (*s).to_owned()).collect(),
             false,
@@ -333,7 +341,7 @@ impl RestorePath {
     /// A request admitted on `site` was answered `status` now.
     pub fn finish(&self, site: &str, status: u16) {
         self.restore
-            .observe(self.clock.now(), site, crate::proxy::restore_ok(status));
+            .observe(self.clock.now(), site, crate::restore::restore_ok(status));
     }
 
     /// Time since [`RestorePath::new`], on tokio's clock.

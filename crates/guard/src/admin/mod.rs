@@ -17,7 +17,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -26,12 +26,11 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use stormbreak_policy::Nanos;
-use stormbreak_policy::ramp::StagedRestoreConfig;
 use stormbreak_policy::ratelimit::Gcra;
 use stormbreak_policy::retry::RetryConfig;
-use stormbreak_policy::shed::{Criticality, ShedRule};
+use stormbreak_policy::shed::Criticality;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -39,13 +38,15 @@ use tokio::sync::watch;
 use crate::config::AdminConfig;
 use crate::conn_watch::Ended;
 use crate::live::{Live, Override};
-use crate::proxy::{Proxy, RestoreView};
+use crate::restore::RestoreView;
 
 /// Largest mutation body read: a shed rule or retry block is a few hundred bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+mod change;
 mod roster;
 
+pub(crate) use change::Change;
 use roster::{Member, Refusal, Roster};
 
 /// Admin connections open at once. At the cap, a new connection evicts
@@ -222,18 +223,15 @@ impl Admin {
                         }
                     };
                 }
-                match apply(&self.live.get(), &path, detail.clone()) {
-                    Ok(what) => {
+                let change = match Change::parse(&path, detail.clone()) {
+                    Ok(c) => c,
+                    Err((status, message)) => return answer(status, &message),
+                };
+                match change.apply(&self.live.get()) {
+                    Ok(()) => {
+                        let what = change.what();
                         tracing::info!(target: "stormbreak_guard::admin", who = %who, what, detail = %detail, "admin change");
-                        self.live.record(Override {
-                            at_unix: SystemTime::now()
-                                .duration_since(UNIX_EPOCH)
-                                .map_or(0, |d| d.as_secs()),
-                            who,
-                            what,
-                            path,
-                            detail,
-                        });
+                        self.live.record(Override::new(who, change, detail));
                         json(200, &self.state())
                     }
                     Err((status, message)) => answer(status, &message),
@@ -248,107 +246,18 @@ impl Admin {
     }
 }
 
-/// [`apply`] for a program embedding the guard, recorded as an override
-/// made "in process".
+/// Applies `change` for a program embedding the guard, recorded as an
+/// override made "in process" (`detail` is what `/state` shows of it).
 pub(crate) fn apply_in_process(
     live: &Live,
-    path: &str,
+    change: Change,
     detail: serde_json::Value,
 ) -> Result<(), String> {
-    let what = apply(&live.get(), path, detail.clone()).map_err(|(_, e)| e)?;
+    change.apply(&live.get()).map_err(|(_, e)| e)?;
+    let what = change.what();
     tracing::info!(target: "stormbreak_guard::admin", who = "in process", what, detail = %detail, "admin change");
-    live.record(Override {
-        at_unix: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        who: "in process".to_owned(),
-        what,
-        path: path.to_owned(),
-        detail,
-    });
+    live.record(Override::new("in process".to_owned(), change, detail));
     Ok(())
-}
-
-/// Applies one mutation to `p`; `Err((status, message))` when refused.
-/// Reloads replay the shed and retry ones onto the new proxy.
-pub(crate) fn apply(
-    p: &Proxy,
-    path: &str,
-    body: serde_json::Value,
-) -> Result<&'static str, (u16, String)> {
-    {
-        let bad = |e: serde_json::Error| (400, format!("body: {e}"));
-        let route = |name: &str| {
-            p.route_index(name)
-                .ok_or((404, format!("no route named {name:?}")))
-        };
-        let now = p.clock.now();
-        match path {
-            "/shed/add" => {
-                let rule: ShedAdd = serde_json::from_value(body).map_err(bad)?;
-                let rule = ShedRule {
-                    route: route(&rule.route)? as u32,
-                    class: rule.class,
-                    status: rule.status,
-                    retry_after: rule.retry_after.filter(|n| !n.is_zero()),
-                };
-                rule.validate().map_err(|e| (400, e.to_string()))?;
-                p.shedder
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .add_rule(rule)
-                    .map_err(|e| (409, format!("{e:?}")))?;
-                Ok("shed.add")
-            }
-            "/shed/remove" => {
-                let key: ShedKey = serde_json::from_value(body).map_err(bad)?;
-                let index = route(&key.route)? as u32;
-                p.shedder
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove_rule(index, key.class)
-                    .ok_or((404, "no such shed rule".to_owned()))?;
-                Ok("shed.remove")
-            }
-            "/retry" => {
-                let set: RetrySet = serde_json::from_value(body).map_err(bad)?;
-                let r = &p.routes[route(&set.route)?];
-                let retry = r.retry.as_ref().ok_or((
-                    409,
-                    format!(
-                        "route {:?} has no retry policy to change (set `retry` in its config)",
-                        set.route
-                    ),
-                ))?;
-                retry
-                    .set_policy(&set.retry)
-                    .map_err(|e| (400, format!("retry: {e}")))?;
-                Ok("retry.set")
-            }
-            "/restore/start" => {
-                let start: RestoreStart = serde_json::from_value(body).map_err(bad)?;
-                let r = &p.routes[route(&start.route)?];
-                r.restore.start(now, start.restore).map_err(|e| (400, e))?;
-                Ok("restore.start")
-            }
-            "/restore/step" | "/restore/stop" => {
-                let key: RouteKey = serde_json::from_value(body).map_err(bad)?;
-                let r = &p.routes[route(&key.route)?];
-                if path == "/restore/step" {
-                    r.restore.step(now).map_err(|e| (409, e))?;
-                    Ok("restore.step")
-                } else if r.restore.stop() {
-                    Ok("restore.stop")
-                } else {
-                    Err((409, "no restore is running".to_owned()))
-                }
-            }
-            _ => Err((
-                404,
-                "no such admin call (docs/guard.md lists them)".to_owned(),
-            )),
-        }
-    }
 }
 
 fn state(live: &Live) -> State {
@@ -405,46 +314,6 @@ fn who(peer: SocketAddr, request: &Request<Incoming>) -> String {
         Some(name) if !name.is_empty() => format!("{name} ({peer})"),
         _ => peer.to_string(),
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShedAdd {
-    route: String,
-    #[serde(default)]
-    class: Option<Criticality>,
-    status: u16,
-    #[serde(default)]
-    retry_after: Option<stormbreak_policy::Nanos>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShedKey {
-    route: String,
-    #[serde(default)]
-    class: Option<Criticality>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RouteKey {
-    route: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RetrySet {
-    route: String,
-    retry: RetryConfig,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RestoreStart {
-    route: String,
-    #[serde(default)]
-    restore: Option<StagedRestoreConfig>,
 }
 
 #[derive(Serialize)]
