@@ -52,6 +52,7 @@ mod attempts;
 mod balance;
 mod blame;
 pub mod body;
+mod changes;
 mod clock;
 pub mod config;
 mod conn_watch;
@@ -71,6 +72,7 @@ mod proxy;
 mod ratelimit;
 mod restore;
 mod route;
+mod serving;
 mod shed;
 mod stats;
 mod target;
@@ -254,7 +256,7 @@ impl Guard {
         restore: Option<&stormbreak_policy::ramp::StagedRestoreConfig>,
     ) -> Result<(), String> {
         let detail = serde_json::json!({ "route": route, "restore": restore });
-        let change = admin::Change::restore_start(route, restore.cloned());
+        let change = changes::Change::restore_start(route, restore.cloned());
         admin::apply_in_process(&self.live, change, detail)
     }
 

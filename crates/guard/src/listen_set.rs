@@ -37,9 +37,9 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::config::{GuardConfig, ListenerConfig};
-use crate::live::Live;
 use crate::peers::Peers;
 use crate::proxy::{ConnectionCaps, ListenerSettings};
+use crate::serving::Serving;
 
 /// Where a listener is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,8 +339,9 @@ fn bind(bind: &str, backlog: u32) -> io::Result<TcpListener> {
 #[derive(Default)]
 pub(crate) struct ListenSet {
     current: Mutex<Vec<Arc<Bound>>>,
-    /// Removed or moved away, until their connections are gone.
-    draining: Mutex<Vec<Arc<Bound>>>,
+    /// Removed or moved away, until their connections are gone (shared
+    /// with each drain's task, which takes its listener out).
+    draining: Arc<Mutex<Vec<Arc<Bound>>>>,
 }
 
 impl ListenSet {
@@ -410,7 +411,7 @@ impl ListenSet {
     /// Puts `plan` in force: kept listeners take their new settings and
     /// cap, new sockets start accepting, and listeners not in the plan
     /// drain. Cannot fail.
-    pub(crate) fn apply(&self, plan: Plan, live: &Arc<Live>) {
+    pub(crate) fn apply(&self, plan: Plan, serving: &Serving) {
         let mut next = Vec::with_capacity(plan.next.len());
         for (bound, settings, max) in plan.next {
             *bound
@@ -428,11 +429,11 @@ impl ListenSet {
                 .collect()
         };
         for (bound, socket) in plan.sockets {
-            live.spawn(crate::listener::serve(
+            serving.spawn(crate::listener::serve(
                 bound,
                 socket,
-                live.clone(),
-                live.stopped(),
+                serving.clone(),
+                serving.stopped(),
             ));
         }
         for bound in gone {
@@ -442,11 +443,14 @@ impl ListenSet {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(bound.clone());
-            let (live_, stopped) = (live.clone(), live.stopped());
-            live.spawn(async move {
+            let (draining, stopped) = (self.draining.clone(), serving.stopped());
+            serving.spawn(async move {
                 drain(&bound, stopped).await;
                 tracing::info!(listener = %bound.name, addr = %bound.addr, "removed listener drained");
-                live_.listen_set().drained(&bound);
+                draining
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|b| !Arc::ptr_eq(b, &bound));
             });
         }
     }
@@ -471,13 +475,6 @@ impl ListenSet {
             .chain(&draining)
             .map(|b| b.open_connections())
             .sum()
-    }
-
-    fn drained(&self, bound: &Arc<Bound>) {
-        self.draining
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|b| !Arc::ptr_eq(b, bound));
     }
 }
 

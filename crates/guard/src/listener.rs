@@ -21,7 +21,7 @@ use tokio::time::{Instant, Sleep};
 use crate::config::{AtConnectionCap, Protocol};
 use crate::conn_watch::{Activity, Ended};
 use crate::listen_set::{Bound, Phase, Settings};
-use crate::live::Live;
+use crate::serving::Serving;
 
 /// Serves `bound` on `listener` until `shutdown` turns true, the guard
 /// drains, or a reload removes it.
@@ -36,13 +36,13 @@ use crate::live::Live;
 pub(crate) async fn serve(
     bound: Arc<Bound>,
     listener: TcpListener,
-    live: Arc<Live>,
+    serving: Serving,
     mut shutdown: watch::Receiver<bool>,
 ) {
     // Draining (the guard's, or this listener's on reload): stop
     // accepting (the socket closes with this task), let open connections
     // finish what is in flight.
-    let mut draining = live.draining();
+    let mut draining = serving.draining();
     let mut phase = bound.phase();
     loop {
         // Read each time round: a reload may switch it (a loop already
@@ -65,7 +65,7 @@ pub(crate) async fn serve(
             () = leaving(&mut phase) => return,
         };
         let Some(mut slot) = reserved.or_else(|| bound.try_acquire()) else {
-            refuse_at_cap(stream, &bound.name, &live);
+            refuse_at_cap(stream, &bound.name, &serving);
             continue;
         };
         // The settings (and certificate) in force now: a reload changes
@@ -91,7 +91,8 @@ pub(crate) async fn serve(
                 Some(slot) => Some(slot),
                 None => {
                     // Closed at once: the slot under `max_connections` goes back.
-                    live.get()
+                    serving
+                        .proxy()
                         .metrics
                         .connection_closed(&bound.name, "per_client");
                     continue;
@@ -103,7 +104,7 @@ pub(crate) async fn serve(
         slot.occupy();
         let _ = stream.set_nodelay(true);
         let open = bound.opened();
-        let live = live.clone();
+        let serving = serving.clone();
         let mut stop = shutdown.clone();
         let (mut phase, conn_phase) = (bound.phase(), bound.phase());
         tokio::spawn(async move {
@@ -114,7 +115,7 @@ pub(crate) async fn serve(
                 let config = &settings.config;
                 match settings.tls.clone() {
                     None => {
-                        connection(stream, peer, &settings, live, conn_phase, activity).await;
+                        connection(stream, peer, &settings, serving, conn_phase, activity).await;
                     }
                     Some(acceptor) => {
                         // The handshake counts against the header-read
@@ -123,7 +124,8 @@ pub(crate) async fn serve(
                         if let Ok(Ok(stream)) =
                             tokio::time::timeout(limit, acceptor.accept(stream)).await
                         {
-                            connection(stream, peer, &settings, live, conn_phase, activity).await;
+                            connection(stream, peer, &settings, serving, conn_phase, activity)
+                                .await;
                         }
                     }
                 }
@@ -143,18 +145,21 @@ pub(crate) async fn serve(
 /// or not it has sent its request, and the guard's side keeps no
 /// `TIME_WAIT` entry for it (a storm of refused connects must not pile
 /// them up on the guard). Counted as `at_cap`.
-fn refuse_at_cap(stream: tokio::net::TcpStream, listener: &str, live: &Live) {
+fn refuse_at_cap(stream: tokio::net::TcpStream, listener: &str, serving: &Serving) {
     // Without the option the close is a plain FIN: still refused.
     let _ = stream.set_zero_linger();
     drop(stream);
-    live.get().metrics.connection_closed(listener, "at_cap");
+    serving
+        .proxy()
+        .metrics
+        .connection_closed(listener, "at_cap");
 }
 
 async fn connection<S>(
     stream: S,
     peer: SocketAddr,
     settings: &Settings,
-    live: Arc<Live>,
+    serving: Serving,
     mut phase: watch::Receiver<Phase>,
     activity: Arc<Activity>,
 ) where
@@ -187,16 +192,16 @@ async fn connection<S>(
         Protocol::Http1 => builder.http1_only(),
         Protocol::H2c => builder.http2_only(),
     };
-    let mut draining = live.draining();
+    let mut draining = serving.draining();
     let request = settings.request.clone();
     let watched = activity.clone();
     let service = service_fn(move |req| {
-        let (live, request, activity) = (live.clone(), request.clone(), activity.clone());
+        let (serving, request, activity) = (serving.clone(), request.clone(), activity.clone());
         async move {
             let inflight = activity.begin();
             // The config in force when the request arrived answers it,
             // even if a reload replaces it meanwhile.
-            let proxy = live.get();
+            let proxy = serving.proxy();
             let response = proxy.handle(&request, peer, req).await;
             // In flight until its body is sent: a long download keeps its
             // connection from the idle timeout while it moves.

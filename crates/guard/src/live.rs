@@ -27,56 +27,23 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
 use crate::balance::Cluster;
+use crate::changes::Override;
 use crate::config::{AdminConfig, GuardConfig};
 use crate::listen_set::{ListenSet, PlanError};
 use crate::proxy::{Proxy, Shared};
+use crate::serving::Serving;
 
 pub use crate::listen_set::ListenerChanges;
 
 /// Overrides kept (and replayed on reload), oldest dropped first.
 pub const MAX_OVERRIDES: usize = 256;
-
-/// One change made through the admin API.
-#[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct Override {
-    /// Seconds since the Unix epoch.
-    pub(crate) at_unix: u64,
-    /// Peer address, and the operator header when sent.
-    pub(crate) who: String,
-    /// `shed.add`, `shed.remove`, `retry.set`, `restore.start`, `restore.step`, `restore.stop`.
-    pub(crate) what: &'static str,
-    /// The change itself, to replay it.
-    #[serde(skip)]
-    pub(crate) change: crate::admin::Change,
-    /// The request body as given.
-    pub(crate) detail: serde_json::Value,
-}
-
-impl Override {
-    /// `change`, made now by `who`; `detail` as the call gave it.
-    pub(crate) fn new(
-        who: String,
-        change: crate::admin::Change,
-        detail: serde_json::Value,
-    ) -> Override {
-        Override {
-            at_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            who,
-            what: change.what(),
-            change,
-            detail,
-        }
-    }
-}
 
 /// What a reload kept and rebuilt.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -104,7 +71,8 @@ pub struct Reloaded {
 
 /// The proxy in force, what outlives it, and the admin overrides.
 pub(crate) struct Live {
-    current: RwLock<Arc<Proxy>>,
+    /// The proxy in force; the listeners watch it ([`Serving`]).
+    current: watch::Sender<Arc<Proxy>>,
     shared: Shared,
     /// `[admin]` as started: a reload may not change it.
     admin: Option<AdminConfig>,
@@ -119,9 +87,11 @@ pub(crate) struct Live {
     /// Listener accept loops, removed listeners' drains and health
     /// probes; finished ones are reaped on every
     /// spawn, so the set holds only running tasks.
-    tasks: Mutex<JoinSet<()>>,
+    tasks: Arc<Mutex<JoinSet<()>>>,
     /// The listeners in force and draining.
     listen: ListenSet,
+    /// What the listeners see of all this.
+    serving: Serving,
 }
 
 /// Refuses `new` when its `[admin]` differs from `admin`, the one the
@@ -223,26 +193,31 @@ impl Live {
         let shared = Shared::new();
         let log = access_log_for(config, &shared, None).map_err(crate::StartError::AccessLog)?;
         let proxy = Arc::new(Proxy::new(config, &shared, None, log, plan.caps())?);
+        let current = watch::Sender::new(proxy.clone());
+        let draining = watch::Sender::new(false);
+        let tasks = Arc::new(Mutex::new(JoinSet::new()));
+        let serving = Serving::new(
+            current.subscribe(),
+            draining.subscribe(),
+            stopped.clone(),
+            tasks.clone(),
+        );
         let live = Arc::new(Live {
-            current: RwLock::new(proxy.clone()),
+            current,
             shared,
             admin: config.admin.clone(),
             path,
             overrides: Mutex::new(VecDeque::new()),
             reloading: Mutex::new(()),
             stopped,
-            draining: watch::Sender::new(false),
-            tasks: Mutex::new(JoinSet::new()),
+            draining,
+            tasks,
             listen,
+            serving,
         });
-        live.listen.apply(plan, &live);
+        live.listen.apply(plan, &live.serving);
         live.probe(&proxy, None);
         Ok(live)
-    }
-
-    /// The listeners in force and draining.
-    pub(crate) fn listen_set(&self) -> &ListenSet {
-        &self.listen
     }
 
     /// The address listener `name` (in force) is bound to.
@@ -254,18 +229,10 @@ impl Live {
             .map(|b| b.addr)
     }
 
-    /// Turns true when the guard stops.
-    pub(crate) fn stopped(&self) -> watch::Receiver<bool> {
-        self.stopped.clone()
-    }
-
     /// Runs `task` until the guard stops (it must watch [`Live::stopped`]);
     /// [`Live::join`] waits for it.
     pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-        // Reaped here so reloads do not pile up finished tasks.
-        while tasks.try_join_next().is_some() {}
-        tasks.spawn(task);
+        self.serving.spawn(task);
     }
 
     /// Watches the drain flag.
@@ -286,10 +253,7 @@ impl Live {
 
     /// The proxy new requests go to.
     pub(crate) fn get(&self) -> Arc<Proxy> {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.current.borrow().clone()
     }
 
     pub(crate) fn stats(&self) -> &crate::Stats {
@@ -378,7 +342,7 @@ impl Live {
             .filter(|n| !kept.contains(n))
             .collect();
         self.probe(&proxy, Some(&previous));
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = proxy;
+        self.current.send_replace(proxy);
         let certificates = config
             .listeners
             .iter()
@@ -386,7 +350,7 @@ impl Live {
             .map(|l| l.name.clone())
             .collect();
         let listeners = plan.changes.clone();
-        self.listen.apply(plan, self);
+        self.listen.apply(plan, &self.serving);
         let ListenerChanges {
             added,
             removed,

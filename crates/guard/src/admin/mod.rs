@@ -35,18 +35,18 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::changes::Override;
 use crate::config::AdminConfig;
 use crate::conn_watch::Ended;
-use crate::live::{Live, Override};
+use crate::live::Live;
 use crate::restore::RestoreView;
 
 /// Largest mutation body read: a shed rule or retry block is a few hundred bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-mod change;
 mod roster;
 
-pub(crate) use change::Change;
+use crate::changes::Change;
 use roster::{Member, Refusal, Roster};
 
 /// Admin connections open at once. At the cap, a new connection evicts

@@ -1,7 +1,10 @@
-//! The admin API's mutations as one typed enum: parsed once from a call's
-//! path and JSON body ([`Change::parse`]), applied by one function
-//! ([`Change::apply`]), and kept typed in the override list, so a reload
-//! replays the value itself rather than a stored path and JSON.
+//! Runtime changes to the proxy in force: the admin API's mutations as one
+//! typed enum, parsed once from a call's path and JSON body
+//! ([`Change::parse`]) and applied by one function ([`Change::apply`]),
+//! and the [`Override`] each becomes in the list `/state` shows and a
+//! reload replays (the value itself, not a stored path and JSON). Both
+//! `admin` (which makes them) and `live` (which keeps and replays them)
+//! depend on this module; neither depends on the other for it.
 
 use std::sync::PoisonError;
 
@@ -182,5 +185,36 @@ impl Change {
             }
         }
         Ok(())
+    }
+}
+
+/// One change made through the admin API.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct Override {
+    /// Seconds since the Unix epoch.
+    pub(crate) at_unix: u64,
+    /// Peer address, and the operator header when sent.
+    pub(crate) who: String,
+    /// `shed.add`, `shed.remove`, `retry.set`, `restore.start`, `restore.step`, `restore.stop`.
+    pub(crate) what: &'static str,
+    /// The change itself, to replay it.
+    #[serde(skip)]
+    pub(crate) change: Change,
+    /// The request body as given.
+    pub(crate) detail: serde_json::Value,
+}
+
+impl Override {
+    /// `change`, made now by `who`; `detail` as the call gave it.
+    pub(crate) fn new(who: String, change: Change, detail: serde_json::Value) -> Override {
+        Override {
+            at_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            who,
+            what: change.what(),
+            change,
+            detail,
+        }
     }
 }
