@@ -5,12 +5,7 @@
 use stormbreak_lab::{Stop, run};
 use stormbreak_sim::record::Cause;
 
-use crate::common::{listening, plan, total};
-
-fn errors(rec: &stormbreak_sim::Recording, route: usize, cause: Cause) -> u64 {
-    let k = Cause::ALL.iter().position(|&c| c == cause).unwrap();
-    rec.routes[route].errors.iter().map(|e| e[k]).sum()
-}
+use crate::common::{errors_on, listening, plan, total};
 
 const GATEWAY: &str = r#"
 [scenario]
@@ -58,9 +53,9 @@ fn a_gateway_limit_refuses_at_its_instances_behind_an_lb() {
     let ok = total(&rec.routes[0].successes);
     // 2 slots, each held 200 ms: at most 2 × 10 finish in 2 s.
     assert!(ok > 0 && ok <= 20, "{ok} successes");
-    let refused = errors(rec, 0, Cause::LimitRejected);
+    let refused = errors_on(rec, 0, Cause::LimitRejected);
     assert!(refused > 0, "{:?}", rec.routes[0].errors);
-    assert_eq!(errors(rec, 0, Cause::FlowsExhausted), 0);
+    assert_eq!(errors_on(rec, 0, Cause::FlowsExhausted), 0);
     let kinds: Vec<&str> = rec.components.iter().map(|c| c.kind.as_str()).collect();
     assert_eq!(kinds, ["lb", "gateway", "service"]);
     let (edge, gw, api) = (&rec.components[0], &rec.components[1], &rec.components[2]);
@@ -124,7 +119,7 @@ fn a_gateway_calls_its_dependency_first_and_a_failed_check_is_dependency_failed(
     let lab = run(&plan(DEPENDENCY), &Stop::default()).unwrap();
     let rec = &lab.recording;
     let ok = total(&rec.routes[0].successes);
-    let failed = errors(rec, 0, Cause::DependencyFailed);
+    let failed = errors_on(rec, 0, Cause::DependencyFailed);
     assert!(failed > 0, "{:?}", rec.routes[0].errors);
     // One check at a time, 100 ms each: at most 10 pass a second.
     assert!(ok > 0 && ok <= 21, "{ok} successes");

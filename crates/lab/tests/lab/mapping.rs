@@ -6,12 +6,7 @@
 use stormbreak_lab::{LabOptions, LabPlan, Stop, run};
 use stormbreak_sim::record::Cause;
 
-use crate::common::{plan, scenario, total};
-
-fn errors(rec: &stormbreak_sim::Recording, cause: Cause) -> u64 {
-    let k = Cause::ALL.iter().position(|&c| c == cause).unwrap();
-    rec.routes[0].errors.iter().map(|e| e[k]).sum()
-}
+use crate::common::{errors, plan, scenario, total};
 
 const BACKEND: &str = r#"
 [scenario]

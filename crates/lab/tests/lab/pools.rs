@@ -5,12 +5,7 @@
 use stormbreak_lab::{Stop, run};
 use stormbreak_sim::record::Cause;
 
-use crate::common::{listening, plan, total};
-
-fn errors(rec: &stormbreak_sim::Recording, cause: Cause) -> u64 {
-    let k = Cause::ALL.iter().position(|&c| c == cause).unwrap();
-    rec.routes[0].errors.iter().map(|e| e[k]).sum()
-}
+use crate::common::{errors, listening, plan, total};
 
 const LB: &str = r#"
 [scenario]
