@@ -24,8 +24,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use stormbreak_policy::Nanos;
 use stormbreak_policy::ratelimit::Gcra;
@@ -401,9 +400,10 @@ pub(crate) async fn serve(
                     Ok::<_, Infallible>(admin.handle(peer, &member, request).await)
                 }
             });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
+            // HTTP/1.1 only, as documented: no protocol detection (and
+            // its preface read and `Rewind` wrapper) for curl and scrapers.
+            let mut builder = hyper::server::conn::http1::Builder::new();
             builder
-                .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(stream), service);

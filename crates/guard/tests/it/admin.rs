@@ -778,3 +778,36 @@ async fn post_drain_needs_the_token_and_starts_a_clean_drain() {
     drop(client);
     assert_eq!(g.drain(std::time::Duration::from_secs(10)).await, 0);
 }
+
+#[tokio::test]
+async fn the_admin_listener_speaks_http1_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = app().await;
+    let g = guard(&config(&b, r#"bind = "127.0.0.1:0""#)).await;
+    let admin = g.admin_addr().unwrap();
+    // HTTP/1.1 answers.
+    let s = state(&http1_client(), admin).await;
+    assert!(s["routes"].is_array(), "{s}");
+    // An h2c client's preface (prior knowledge) gets no HTTP/2: no
+    // SETTINGS frame back, only an HTTP/1 refusal or a close.
+    let mut conn = tokio::net::TcpStream::connect(admin).await.unwrap();
+    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        conn.read_to_end(&mut got),
+    )
+    .await;
+    assert!(
+        read.is_ok(),
+        "the connection was neither answered nor closed"
+    );
+    assert!(
+        got.is_empty() || got.starts_with(b"HTTP/1.1 "),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    g.shutdown().await;
+}
