@@ -68,9 +68,14 @@ impl Drop for Picked<'_> {
     }
 }
 
-impl Picked<'_> {
+impl<'a> Picked<'a> {
     pub(crate) fn addr(&self) -> SocketAddr {
         self.cluster.endpoints[self.index].addr
+    }
+
+    /// The cluster it was picked from.
+    pub(crate) fn cluster(&self) -> &'a Cluster {
+        self.cluster
     }
 }
 
@@ -305,7 +310,9 @@ impl Cluster {
             .header(http::header::USER_AGENT, "stormbreak-guard-health-check")
             .body(crate::body::empty());
         let Ok(request) = request else { return };
-        let probe = self.upstream.send(addr, request);
+        let Ok(probe) = self.upstream.send(addr, request) else {
+            return;
+        };
         let ok = matches!(
             tokio::time::timeout(std::time::Duration::from(config.timeout), probe).await,
             Ok(Ok(r)) if r.status().is_success()

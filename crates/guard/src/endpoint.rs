@@ -3,10 +3,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use http::{Request, Response, Uri, Version};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
+use http::{Request, Uri, Version};
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::Body;
@@ -70,12 +69,13 @@ impl Upstream {
         }
     }
 
-    /// Sends `request` (origin-form URI) to `addr`.
-    pub(crate) async fn send(
+    /// Sends `request` (origin-form URI) to `addr`: the response's
+    /// future, or at once the error of a URI that cannot be built.
+    pub(crate) fn send(
         &self,
         addr: SocketAddr,
         mut request: Request<Body>,
-    ) -> Result<Response<Incoming>, AttemptError> {
+    ) -> Result<ResponseFuture, AttemptError> {
         let path = request
             .uri()
             .path_and_query()
@@ -91,12 +91,6 @@ impl Upstream {
             .map_err(|_| AttemptError::Connect)?;
         *request.uri_mut() = uri;
         *request.version_mut() = self.version;
-        self.client.request(request).await.map_err(|e| {
-            if e.is_connect() {
-                AttemptError::Connect
-            } else {
-                AttemptError::Reset
-            }
-        })
+        Ok(self.client.request(request))
     }
 }

@@ -14,6 +14,7 @@
 //! | `limit` | concurrency limit per route and per cluster, bounded queue | `limit::Limiter` (fixed, AIMD, Vegas, Gradient2, Envoy gradient) |
 //! | `restore` | a staged restore of a route, site by site (listener by listener) | `ramp::StagedRestore` |
 //! | `attempts` | a request's attempts (a route's dependency call, `dependency`, first), driven by `stormbreak-client`'s retry loop: backoff, jitter, timeouts and a budget in one retry state; the guard's errors read by the client's classification | `retry::RetryState` and the budgets, through `stormbreak_client::RetryLayer::drive` |
+//! | `upstream` | an attempt's call as tower layers: failover choice → breaker → cluster limit → balancer → per-try timeout → endpoint | the policies below, each judged by the answer |
 //! | `balance` | endpoint choice, outlier ejection, active health checks | `balance::{LeastRequest, OutlierDetector, HealthTable}` |
 //! | `failover` | spill to a second cluster: only the excess, within its headroom | `failover::Failover` (capacity-aware spill law) |
 //! | `endpoint`, `connector` | pooled keep-alive connections, HTTP/1.1 or HTTP/2, optional upstream TLS | — |
@@ -77,6 +78,7 @@ mod shed;
 mod stats;
 mod target;
 mod tls;
+mod upstream;
 // Test seam for `crates/equivalence` (feature `testing`).
 #[cfg(feature = "testing")]
 pub mod trace;

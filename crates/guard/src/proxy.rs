@@ -11,7 +11,7 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use stormbreak_policy::FieldError;
-use stormbreak_policy::limit::{AnyLimit, Outcome};
+use stormbreak_policy::limit::AnyLimit;
 use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::shed::{Criticality, Shedder};
 
@@ -27,17 +27,13 @@ use crate::endpoint::AttemptError;
 use crate::failover::{Capacity, Spill};
 use crate::headers;
 use crate::limit::{ConcurrencyLimit, Refusal};
-use crate::metrics::{
-    ClusterGauge, Gauges, LimitGauge, Metrics, RouteMetrics, ShedReason, UpstreamError,
-    UpstreamRejected,
-};
+use crate::metrics::{ClusterGauge, Gauges, LimitGauge, Metrics, RouteMetrics, ShedReason};
 use crate::ratelimit::RateLimit;
 use crate::restore::{self, Restore, restore_ok};
 use crate::route::{self, Matcher};
 use crate::shed;
 use crate::stats::{Stats, bump};
 use crate::target::Target;
-use stormbreak_policy::failover::Region;
 
 /// A route with its policies built.
 pub(crate) struct Route {
@@ -786,9 +782,9 @@ impl Proxy {
         shed::reject(fault.wire_status(), None, fault.message())
     }
 
-    /// One attempt: pick an endpoint of the route's cluster (or its failover
-    /// when none is left), pass the cluster's breaker and limit, send; all
-    /// within `deadline`, whose passing is a failure to every layer here.
+    /// One attempt: the route's cluster (or its failover) chosen, then
+    /// through that cluster's stack (`upstream`: breaker, limit, endpoint
+    /// choice, `deadline`, the call), whose layers each judge the answer.
     async fn attempt(
         &self,
         route: &Route,
@@ -797,101 +793,29 @@ impl Proxy {
         deadline: Option<tokio::time::Instant>,
         upstream: &std::sync::atomic::AtomicUsize,
     ) -> Attempt {
-        let primary = &self.clusters[route.cluster];
-        let chosen = match (route.failover, &route.spill) {
-            (Some(f), _) if primary.available() == 0 => f,
-            (Some(f), Some(spill)) if spill.route() == Region::Secondary => f,
-            _ => route.cluster,
-        };
-        upstream.store(chosen, std::sync::atomic::Ordering::Relaxed);
         let mut request = Request::from_parts(parts.clone(), body.take());
         *request.extensions_mut() = http::Extensions::new();
         let streamed = match body {
             ReqBody::Stream(_, progress) => Some(&**progress),
             ReqBody::Buffered(_) => None,
         };
-        self.call(&self.clusters[chosen], request, deadline, streamed)
-            .await
-    }
-
-    /// One call of `request` to `cluster`: pass its breaker and limit,
-    /// pick an endpoint, send, all within `deadline`, whose passing is a
-    /// failure to every layer here; the answer feeds them all. `streamed`
-    /// is how far the client got with a streamed body, to blame it.
-    async fn call(
-        &self,
-        cluster: &Cluster,
-        request: Request<Body>,
-        deadline: Option<tokio::time::Instant>,
-        streamed: Option<&Progress>,
-    ) -> Attempt {
-        let call = match cluster.admit() {
-            Ok(call) => call,
-            Err(after) => {
-                cluster.m.rejected(UpstreamRejected::BreakerOpen);
-                return Err(AttemptError::CircuitOpen(after));
-            }
+        let failover = crate::upstream::Failover {
+            clusters: &self.clusters,
+            primary: route.cluster,
+            failover: route.failover,
+            spill: route.spill.as_ref(),
+            chosen: upstream,
         };
-        let permit = match &cluster.limit {
-            Some(limit) => match limit.acquire().await {
-                Ok(p) => Some(p),
-                Err(_) => {
-                    cluster.m.rejected(UpstreamRejected::Limit);
-                    return Err(AttemptError::NoEndpoint);
-                }
-            },
-            None => None,
+        let call = crate::upstream::Call {
+            request,
+            deadline,
+            streamed,
+            endpoint: None,
         };
-        let Some(picked) = cluster.pick() else {
-            cluster.m.rejected(UpstreamRejected::NoEndpoint);
-            return Err(AttemptError::NoEndpoint);
-        };
-        cluster.m.requests.inc();
-        let sent = tokio::time::Instant::now();
-        let send = cluster.upstream.send(picked.addr(), request);
-        let result = match deadline {
-            Some(at) => tokio::time::timeout_at(at, send)
-                .await
-                .unwrap_or(Err(AttemptError::Timeout)),
-            None => send.await,
-        };
-        // A streamed body that the client broke (or had not finished when
-        // the time ran out) makes this the client's failure: the breaker's
-        // call is cancelled, the limit's permit freed without a sample and
-        // the endpoint's record left alone, all by dropping them.
-        if let (Err(e), Some(progress)) = (&result, streamed) {
-            match progress.blame(*e == AttemptError::Timeout) {
-                Blame::Client(fault) => return Err(AttemptError::Client(fault)),
-                // Cut while the body was still arriving: an upstream may
-                // well hang up on a slow upload, so it proves nothing
-                // about either side.
-                Blame::Nobody => return result,
-                Blame::Upstream => {}
-            }
+        match tower::ServiceExt::oneshot(failover, call).await {
+            Ok(verdict) => verdict.result,
+            Err(never) => match never {},
         }
-        let seen = match &result {
-            Ok(r) => Ok(r.status().as_u16()),
-            Err(AttemptError::Timeout) => Err(UpstreamError::Timeout),
-            Err(AttemptError::Reset) => Err(UpstreamError::Reset),
-            Err(_) => Err(UpstreamError::Connect),
-        };
-        cluster.m.answered(seen, sent.elapsed());
-        let failed = match &result {
-            Ok(r) => r.status().is_server_error(),
-            Err(_) => true,
-        };
-        cluster.report(picked.index, failed);
-        if let Some(call) = call {
-            call.finish(failed);
-        }
-        if let Some(p) = permit {
-            p.finish(if failed {
-                Outcome::Dropped
-            } else {
-                Outcome::Success
-            });
-        }
-        result
     }
 
     /// One dependency call for a request with head `parts`, through the
@@ -911,7 +835,13 @@ impl Proxy {
         let deadline = deadline.map_or(own, |d| d.min(own));
         let request = dependency.request(parts, &listener.criticality_header);
         let cluster = &self.clusters[dependency.cluster];
-        let result = self.call(cluster, request, Some(deadline), None).await;
+        let call = crate::upstream::Call {
+            request,
+            deadline: Some(deadline),
+            streamed: None,
+            endpoint: None,
+        };
+        let result = crate::upstream::call(cluster, call).await;
         route.m.dependency_call(dependency::outcome_of(&result));
         match result {
             Ok(answer) if answer.status().is_success() => {
