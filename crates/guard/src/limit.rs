@@ -66,6 +66,13 @@ impl ConcurrencyLimit {
         s.0.try_acquire(now)
     }
 
+    /// A permit now, if the limit has room: what [`Self::acquire`] tries
+    /// first, for a caller that would rather not make its future when it
+    /// need not wait.
+    pub(crate) fn try_permit(self: &Arc<Self>) -> Option<LimitPermit> {
+        self.try_acquire().map(|p| self.permit(p))
+    }
+
     /// Admits now, or after waiting in the queue; else why not.
     pub(crate) async fn acquire(self: &Arc<Self>) -> Result<LimitPermit, Refusal> {
         if let Some(permit) = self.try_acquire() {

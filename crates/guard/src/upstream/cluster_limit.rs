@@ -42,7 +42,7 @@ pub(crate) struct ClusterLimit<'a, S> {
 }
 
 /// A permit being waited for (the limiter's own future, boxed: the only
-/// allocation of the stack, and only with a cluster limit).
+/// allocation of the stack, made only when the limit is full).
 type Acquire<'a> = Pin<Box<dyn Future<Output = Result<LimitPermit, Refusal>> + Send + 'a>>;
 
 impl<'a, 'b, S> Service<Call<'b>> for ClusterLimit<'a, S>
@@ -63,14 +63,20 @@ where
                 call: self.inner.call(call),
                 permit: None,
             },
-            Some(limit) => {
-                let limit: &'a Arc<_> = limit;
-                Limited::Waiting {
-                    acquire: Box::pin(limit.acquire()),
-                    next: Some((self.inner.clone(), call)),
-                    cluster: self.cluster,
+            Some(limit) => match limit.try_permit() {
+                Some(permit) => Limited::Calling {
+                    call: self.inner.call(call),
+                    permit: Some(permit),
+                },
+                None => {
+                    let limit: &'a Arc<_> = limit;
+                    Limited::Waiting {
+                        acquire: Box::pin(limit.acquire()),
+                        next: Some((self.inner.clone(), call)),
+                        cluster: self.cluster,
+                    }
                 }
-            }
+            },
         }
     }
 }

@@ -26,8 +26,8 @@
 //!
 //! The services hold references to the proxy's clusters and are built per
 //! attempt (a few words each); every future is a named state machine, so
-//! a call allocates nothing here but the cluster limit's wait when the
-//! cluster has a limit.
+//! a call allocates nothing here but the cluster limit's wait, when its
+//! limit is full.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
