@@ -812,7 +812,7 @@ impl Proxy {
             streamed,
             endpoint: None,
         };
-        match tower::ServiceExt::oneshot(failover, call).await {
+        match crate::upstream::ready_call(failover, call).await {
             Ok(verdict) => verdict.result,
             Err(never) => match never {},
         }

@@ -41,8 +41,9 @@ pub(crate) struct ClusterLimit<'a, S> {
     inner: S,
 }
 
-/// A permit being waited for (the limiter's own future, boxed: the only
-/// allocation of the stack, made only when the limit is full).
+/// A permit being waited for (the limiter's own future, boxed: with the
+/// call it holds, the stack's only allocations, made only when the limit
+/// is full).
 type Acquire<'a> = Pin<Box<dyn Future<Output = Result<LimitPermit, Refusal>> + Send + 'a>>;
 
 impl<'a, 'b, S> Service<Call<'b>> for ClusterLimit<'a, S>
@@ -72,7 +73,9 @@ where
                     let limit: &'a Arc<_> = limit;
                     Limited::Waiting {
                         acquire: Box::pin(limit.acquire()),
-                        next: Some((self.inner.clone(), call)),
+                        // Boxed with the wait, so the common case's future
+                        // does not carry a request's worth of room.
+                        next: Box::new(Some((self.inner.clone(), call))),
                         cluster: self.cluster,
                     }
                 }
@@ -85,7 +88,7 @@ pin_project! {
     /// A call under the cluster's limit.
     #[project = LimitedProj]
     pub(crate) enum Limited<'a, 'b, S, F> {
-        Waiting { acquire: Acquire<'a>, next: Option<(S, Call<'b>)>, cluster: &'a Cluster },
+        Waiting { acquire: Acquire<'a>, next: Box<Option<(S, Call<'b>)>>, cluster: &'a Cluster },
         Calling { #[pin] call: F, permit: Option<LimitPermit> },
     }
 }

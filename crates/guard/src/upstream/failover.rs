@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use stormbreak_policy::failover::Region;
-use tower::util::Oneshot;
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use super::{Call, Stack, Verdict};
 use crate::balance::Cluster;
@@ -44,7 +43,7 @@ impl Failover<'_> {
 impl<'a, 'b> Service<Call<'b>> for Failover<'a> {
     type Response = Verdict;
     type Error = Infallible;
-    type Future = Oneshot<Stack<'a>, Call<'b>>;
+    type Future = <Stack<'a> as Service<Call<'b>>>::Future;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -53,6 +52,6 @@ impl<'a, 'b> Service<Call<'b>> for Failover<'a> {
     fn call(&mut self, call: Call<'b>) -> Self::Future {
         let chosen = self.choose();
         self.chosen.store(chosen, Ordering::Relaxed);
-        super::stack(&self.clusters[chosen]).oneshot(call)
+        super::ready_call(super::stack(&self.clusters[chosen]), call)
     }
 }

@@ -33,7 +33,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use http::Request;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceBuilder;
 
 use crate::attempts::Attempt;
 use crate::balance::Cluster;
@@ -117,9 +117,22 @@ pub(crate) fn stack(cluster: &Cluster) -> Stack<'_> {
 
 /// Sends `call` through `cluster`'s stack.
 pub(crate) async fn call(cluster: &Cluster, call: Call<'_>) -> Attempt {
-    let verdict: Result<Verdict, Infallible> = stack(cluster).oneshot(call).await;
-    match verdict {
+    match ready_call(stack(cluster), call).await {
         Ok(v) => v.result,
         Err(never) => match never {},
     }
+}
+
+/// Calls `service`, which is always ready: no layer of the stack applies
+/// backpressure through `poll_ready` (the cluster limit waits inside its
+/// future instead), so tower's contract is kept by one poll with a no-op
+/// waker, without `Oneshot`'s state carried through the call.
+pub(crate) fn ready_call<'b, S>(mut service: S, call: Call<'b>) -> S::Future
+where
+    S: tower::Service<Call<'b>, Response = Verdict, Error = Infallible>,
+{
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let ready = service.poll_ready(&mut cx);
+    debug_assert!(ready.is_ready(), "every upstream layer is always ready");
+    service.call(call)
 }
