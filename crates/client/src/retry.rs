@@ -435,8 +435,7 @@ impl<C, R> RetryLayer<C, R> {
                 service,
                 request,
             )
-            .timed(timing)
-            .told(events),
+            .with(timing, events),
         }
     }
 
@@ -729,32 +728,15 @@ where
     }
 }
 
-impl<S: Service<Req>, Req, C, R, D, T, E> Drive<S, Req, C, R, D, T, E> {
-    /// The same loop with its deadlines applied as `timing` says.
-    pub(crate) fn timed<U>(self, timing: U) -> Drive<S, Req, C, R, D, U, E> {
+impl<S: Service<Req>, Req, C, R, D> Drive<S, Req, C, R, D, TimedHere, ()> {
+    /// The same loop with its deadlines applied as `timing` says, telling
+    /// `events` of its retries and give-up.
+    pub(crate) fn with<T, E>(self, timing: T, events: E) -> Drive<S, Req, C, R, D, T, E> {
         Drive {
             shared: self.shared,
             classifier: self.classifier,
             cloner: self.cloner,
             timing,
-            events: self.events,
-            service: self.service,
-            retry: self.retry,
-            request: self.request,
-            alone: self.alone,
-            deadline: self.deadline,
-            timer: self.timer,
-            step: self.step,
-        }
-    }
-
-    /// The same loop telling `events` of its retries and give-up.
-    pub(crate) fn told<F>(self, events: F) -> Drive<S, Req, C, R, D, T, F> {
-        Drive {
-            shared: self.shared,
-            classifier: self.classifier,
-            cloner: self.cloner,
-            timing: self.timing,
             events,
             service: self.service,
             retry: self.retry,
