@@ -13,6 +13,7 @@ mod audit_cmd;
 mod guard_cmd;
 mod lab_cmd;
 mod parallel;
+mod probe_cmd;
 mod replay;
 mod report_cmd;
 mod sensitivity_cmd;
@@ -52,6 +53,9 @@ enum Command {
     /// Run a scenario file for real on loopback (backends, guard sidecars, open-loop clients) and record it.
     #[command(after_help = EXIT_CODES_HELP)]
     Lab(lab_cmd::Args),
+    /// Probe a live system's user paths at one fixed total rate; per-path degradation and recovery, SLO verdicts.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Probe(probe_cmd::Args),
 }
 
 /// The line every subcommand's `--help` ends with: exit codes are one
@@ -116,7 +120,7 @@ fn main() -> ExitCode {
     // Without a handler a signal kills the process mid-write and leaves a
     // staging directory for the next run to remove; with one, nothing is
     // left behind. `guard` handles SIGTERM (drain) and SIGHUP (reload) itself.
-    if !matches!(cli.command, Command::Guard(_)) {
+    if !matches!(cli.command, Command::Guard(_) | Command::Probe(_)) {
         let _ = ctrlc::set_handler(|| {
             let removed = output::abandon_pending();
             if removed.is_empty() {
@@ -138,6 +142,8 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep_cmd::run(*args).map_err(Failure::from),
         // Its own exit codes: a finished run may be invalid (docs/lab.md).
         Command::Lab(args) => return lab_cmd::main(args),
+        // Its own exit codes: 0 met, 99 breached, 3 unknown (docs/probe.md).
+        Command::Probe(args) => return probe_cmd::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -41,6 +41,7 @@ pub mod output;
 pub mod parallel;
 pub mod queue;
 pub mod record;
+pub mod recovery;
 pub mod replay;
 pub mod scenario;
 pub mod slab;

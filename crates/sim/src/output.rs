@@ -204,7 +204,7 @@ pub fn read_recording(path: &Path) -> io::Result<Recording> {
 }
 
 /// A CSV field, quoted (RFC 4180) when it holds a comma, quote or newline.
-fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+pub fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {

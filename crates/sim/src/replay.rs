@@ -18,6 +18,7 @@ use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
 use toml::Spanned;
 
 use crate::record::Recording;
+use crate::recovery::{self, WindowState};
 use crate::scenario::{FailoverSpec, ScaleMetric, Scenario, ScenarioError};
 
 /// The incident scenario, as shipped.
@@ -589,7 +590,6 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
     let iv = rec.interval.max(Nanos::NANOSECOND);
     let five = (HEADLINE_WINDOW / iv).max(1) as usize;
     let one = (Nanos::MINUTE / iv).max(1) as usize;
-    let secs = |i: usize| ((i + 1) as u64 * iv).as_nanos() as f64 / 1e9;
     let web_api = path_counts(rec, &["web", "web-nva", "api", "api-nva"]);
     let web_api_5m = trailing_error_rate(&web_api, five);
     let peak = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
@@ -642,21 +642,20 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
             let e = trailing_error_rate(&path_counts(rec, p.routes), five);
             let waits = path_job_wait(rec, p.routes);
             let w = trailing_max(&waits, five);
-            let bad: Vec<bool> = (0..e.len())
-                .map(|i| e[i] > SLO_ERROR_RATE || w.get(i).is_some_and(|&x| x > SLO_JOB_WAIT_S))
+            let states: Vec<WindowState> = (0..e.len())
+                .map(|i| {
+                    if e[i] > SLO_ERROR_RATE || w.get(i).is_some_and(|&x| x > SLO_JOB_WAIT_S) {
+                        WindowState::Bad
+                    } else {
+                        WindowState::Good
+                    }
+                })
                 .collect();
-            let first_bad = bad.iter().position(|&b| b);
-            let last_bad = bad.iter().rposition(|&b| b);
+            let r = recovery::read(&states, iv, five);
             PathRecovery {
                 path: p.name.to_owned(),
-                degraded_at_s: first_bad.map(secs),
-                recovered_at_s: match last_bad {
-                    None => None,
-                    Some(i) if i + 1 >= e.len() => None,
-                    // The first window under the SLO after the last bad one
-                    // covers the 5 minutes before it: recovery began then.
-                    Some(i) => Some(secs(i + 1) - (five as u64 * iv).as_nanos() as f64 / 1e9),
-                },
+                degraded_at_s: r.degraded_at_s,
+                recovered_at_s: r.recovered_at_s,
                 worst_error_rate: peak(&e),
                 worst_job_wait_s: (!waits.is_empty()).then(|| peak(&waits)),
             }

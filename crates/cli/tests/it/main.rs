@@ -13,6 +13,7 @@ mod fuzz;
 mod guard_cmd;
 mod hostile;
 mod out_dir;
+mod probe_cmd;
 mod sensitivity_cmd;
 mod sweep_cmd;
 mod tidy;

@@ -1,0 +1,188 @@
+//! `stormbreak probe CONFIG`: the paths of a live system probed at one
+//! fixed total rate, each path's degradation and recovery read as the
+//! replay reads them (crate `stormbreak-probe`, docs/probe.md).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use stormbreak_probe::output::{final_table, live_table, output_set};
+use stormbreak_probe::timeline::Timeline;
+use stormbreak_probe::{ProbeConfig, RunOptions};
+use stormbreak_sim::recovery::WindowState;
+
+/// Exit status of a config or usage error.
+const EXIT_CONFIG: u8 = 2;
+/// Exit status of a run stopped by SIGINT or SIGTERM (outputs written).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Flags of `stormbreak probe`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Probe config (TOML); see docs/probe.md.
+    pub config: PathBuf,
+    /// Output directory, replaced whole [default: ./stormbreak-out/probe-<config file stem>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write one JSON line per probe to FILE as the run goes (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    pub jsonl: Option<PathBuf>,
+    /// Seed of the probe schedule when the config gives none [default: from the OS].
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
+    pub seed: Option<u64>,
+}
+
+/// Runs `stormbreak probe`: 0 every SLO met, 99 one breached, 3 one
+/// unknown, 2 a config or usage error, 1 another error, 130 stopped by a
+/// signal (outputs written).
+pub fn main(args: Args) -> ExitCode {
+    match run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err((code, e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<u8, (u8, String)> {
+    let config = ProbeConfig::load(&args.config).map_err(|e| (EXIT_CONFIG, e.to_string()))?;
+    let out = match args.out {
+        Some(out) => out,
+        None => {
+            let stem = args
+                .config
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            crate::default_out(&format!("probe-{stem}")).map_err(|e| (EXIT_CONFIG, e))?
+        }
+    };
+    let out_dir = crate::prepare_out(&out).map_err(|e| (1, e))?;
+    let jsonl: Option<Box<dyn std::io::Write + Send>> = match &args.jsonl {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| (1, format!("--jsonl {}: {e}", p.display())))?,
+        ))),
+    };
+    for w in config.sample_warnings() {
+        eprintln!("warning: {w}");
+    }
+    let seed = args.seed.unwrap_or_else(rand_seed);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tty = std::io::stderr().is_terminal();
+    let opts = RunOptions {
+        jsonl,
+        on_interval: Some(live(tty)),
+        stop: Arc::clone(&stop),
+        seed,
+    };
+    eprintln!(
+        "probe: {} paths at {}/s in all for {} (seed {seed})",
+        config.paths.len(),
+        config.run.rate,
+        stormbreak_policy::units::format_duration(config.run.duration)
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| (1, format!("cannot start the runtime: {e}")))?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let result = rt.block_on(async {
+        let (stop, interrupted) = (Arc::clone(&stop), Arc::clone(&interrupted));
+        tokio::spawn(async move {
+            if wait_for_signal().await {
+                interrupted.store(true, Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        stormbreak_probe::run(&config, opts).await
+    });
+    let probe = result.map_err(|e| (1, format!("{}: {e}", args.config.display())))?;
+    print!("{}", final_table(&probe.paths, config.run.hysteresis));
+    println!(
+        "verdict: {:?} (exit {}); {} probes, {:.2} slots/s; send lateness at most {:.1} ms",
+        probe.verdict,
+        probe.exit_code,
+        probe.probes_sent,
+        probe.slots_per_s,
+        probe.max_send_lateness_ms
+    );
+    crate::write_out(&out_dir, &output_set(&config, &probe)).map_err(|e| (1, e))?;
+    println!("outputs: {}", out.display());
+    if interrupted.load(Ordering::Relaxed) {
+        eprintln!(
+            "probe: stopped by a signal after {:.0} s; outputs cover what was seen",
+            probe.ran_s
+        );
+        return Ok(EXIT_INTERRUPTED);
+    }
+    Ok(probe.exit_code)
+}
+
+/// Waits for SIGINT or SIGTERM; `false` if no handler could be set.
+async fn wait_for_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return false;
+        };
+        tokio::select! {
+            _ = int.recv() => true,
+            _ = term.recv() => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.is_ok()
+    }
+}
+
+fn rand_seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+/// The live view: the table redrawn in place on a terminal; otherwise a
+/// plain line when a path's window changes state.
+fn live(tty: bool) -> Box<dyn FnMut(&Timeline) + Send> {
+    let mut drawn = 0usize;
+    let mut last: Vec<Option<WindowState>> = Vec::new();
+    Box::new(move |t: &Timeline| {
+        if tty {
+            let table = live_table(t);
+            if drawn > 0 {
+                eprint!("\x1b[{drawn}A\x1b[J");
+            }
+            eprint!("{table}");
+            drawn = table.lines().count();
+            return;
+        }
+        let secs = (t.interval() * t.closed()).as_secs_f64();
+        for (i, (name, row)) in t.latest().enumerate() {
+            let Some(r) = row else { continue };
+            if last.len() <= i {
+                last.resize(i + 1, None);
+            }
+            if last[i] != Some(r.state) {
+                last[i] = Some(r.state);
+                let rate = r
+                    .window_error_rate
+                    .map_or_else(|| "-".to_owned(), |e| format!("{:.1}%", e * 100.0));
+                eprintln!(
+                    "probe: t={}s {name:?} {:?} (window error rate {rate}, {} probes)",
+                    stormbreak_probe::output::seconds(secs),
+                    r.state,
+                    r.window_probes
+                );
+            }
+        }
+    })
+}

@@ -1,0 +1,271 @@
+//! The driver: tokio time and sockets around the sans-IO [`Schedule`] and
+//! [`Timeline`].
+//!
+//! Bounds: at most `max_in_flight` probes out at once (a slot that finds
+//! that many is skipped and counted, never queued); each probe ends by its
+//! timeout; the run ends at its duration, then waits for the probes still
+//! out (each within its timeout) and stops.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use stormbreak_policy::Nanos;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::config::ProbeConfig;
+use crate::outcome::{Outcome, Reason};
+use crate::schedule::{Schedule, Slot};
+use crate::send::Sender;
+use crate::timeline::{PathReport, Timeline, Verdict, overall};
+
+/// Called after each interval closes, with the timeline so far.
+pub type IntervalHook = Box<dyn FnMut(&Timeline) + Send>;
+
+/// What a run is told from outside.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Where each probe's JSON line goes (`None`: nowhere).
+    pub jsonl: Option<Box<dyn Write + Send>>,
+    /// Called after each interval closes, with the timeline so far (the
+    /// live table).
+    pub on_interval: Option<IntervalHook>,
+    /// Set to stop the run early; what was seen is still reported.
+    pub stop: Arc<AtomicBool>,
+    /// Seed of the schedule when the config gives none.
+    pub seed: u64,
+}
+
+/// A finished run.
+#[derive(Debug, Serialize)]
+pub struct ProbeRun {
+    /// The run's verdict: breached over unknown over met.
+    pub verdict: Verdict,
+    /// Its exit status (0, 99, 3).
+    pub exit_code: u8,
+    /// Per path.
+    pub paths: Vec<PathReport>,
+    /// Said before the run started (windows the rate cannot judge).
+    pub warnings: Vec<String>,
+    /// Seconds the run lasted (its duration, or less when stopped).
+    pub ran_s: f64,
+    /// Whether it was stopped before its duration.
+    pub stopped_early: bool,
+    /// Probes sent in all, and probes per second over the run: flat by
+    /// construction, whatever the target answered.
+    pub probes_sent: u64,
+    /// `probes_sent` plus paused and skipped slots, per second.
+    pub slots_per_s: f64,
+    /// Largest lateness of a probe's send behind its due time, milliseconds.
+    pub max_send_lateness_ms: f64,
+    /// The seed of the schedule.
+    pub seed: u64,
+    /// The timeline rows, per path, for the outputs.
+    #[serde(skip)]
+    pub timeline: TimelineRows,
+}
+
+/// Each path's name and rows.
+#[derive(Debug, Default)]
+pub struct TimelineRows(pub Vec<(String, Vec<crate::timeline::Row>)>);
+
+/// One probe's JSON line.
+#[derive(Serialize)]
+struct Line<'a> {
+    t_s: f64,
+    path: &'a str,
+    due_s: f64,
+    late_ms: f64,
+    status: Option<u16>,
+    ok: bool,
+    latency_ms: f64,
+    reason: Option<&'static str>,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paused_for_s: Option<f64>,
+}
+
+/// Runs the probe described by `config` on the current tokio runtime.
+pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun, String> {
+    let run = &config.run;
+    let seed = run.seed.unwrap_or(opts.seed);
+    let senders: Vec<Arc<Sender>> = config
+        .paths
+        .iter()
+        .map(|p| Sender::new(p.clone(), run.max_in_flight as usize).map(Arc::new))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let mut schedule = Schedule::new(run.rate, run.spacing, config.paths.len(), seed);
+    let mut timeline = Timeline::new(config);
+    let (tx, mut rx) = mpsc::channel::<Outcome>(run.max_in_flight as usize);
+    let start = Instant::now();
+    let since = move |at: Instant| Nanos::from(at.saturating_duration_since(start));
+    let end = run.duration;
+    let mut in_flight: u32 = 0;
+    let mut sent: u64 = 0;
+    let mut slots: u64 = 0;
+    let mut max_late = Nanos::ZERO;
+    let mut stopped_early = false;
+    let mut jsonl_failed = None;
+
+    let mut handle = |o: Outcome,
+                      schedule: &mut Schedule,
+                      timeline: &mut Timeline,
+                      opts: &mut RunOptions,
+                      limit: Nanos| {
+        close(timeline, o.done.min(limit), &mut opts.on_interval);
+        timeline.record(&o);
+        let mut paused_for = None;
+        if o.overloaded() {
+            let ask = o
+                .retry_after
+                .unwrap_or(run.overload_pause)
+                .min(run.max_pause);
+            schedule.pause(o.path, o.done + ask);
+            paused_for = Some(ask);
+        }
+        if let Some(w) = opts.jsonl.as_mut() {
+            let line = Line {
+                t_s: o.done.as_secs_f64(),
+                path: &config.paths[o.path].name,
+                due_s: o.due.as_secs_f64(),
+                late_ms: o.sent.saturating_sub(o.due).as_secs_f64() * 1e3,
+                status: o.status,
+                ok: o.ok(),
+                latency_ms: o.latency().as_secs_f64() * 1e3,
+                reason: o.reason.map(Reason::label),
+                attempts: o.attempts,
+                paused_for_s: paused_for.map(Nanos::as_secs_f64),
+            };
+            let mut text = serde_json::to_vec(&line).expect("plain data");
+            text.push(b'\n');
+            if let Err(e) = w.write_all(&text).and_then(|()| w.flush()) {
+                jsonl_failed = Some(e.to_string());
+                opts.jsonl = None;
+            }
+        }
+    };
+
+    loop {
+        if opts.stop.load(Ordering::Relaxed) {
+            stopped_early = true;
+            break;
+        }
+        let due = schedule.poll_timeout();
+        if due >= end {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(o) = rx.recv() => {
+                in_flight -= 1;
+                handle(o, &mut schedule, &mut timeline, &mut opts, end);
+            }
+            () = tokio::time::sleep_until(start + due.into()) => {
+                let now = since(Instant::now());
+                close(&mut timeline, now.min(end), &mut opts.on_interval);
+                while let Some(slot) = schedule.handle_timeout(now) {
+                    slots += 1;
+                    match slot {
+                        Slot::Paused { path, .. } => timeline.record_paused(path),
+                        Slot::Send { path, .. } if in_flight >= run.max_in_flight => {
+                            timeline.record_skipped(path);
+                        }
+                        Slot::Send { path, at } => {
+                            in_flight += 1;
+                            sent += 1;
+                            let sender = Arc::clone(&senders[path]);
+                            let tx = tx.clone();
+                            let sent_at = since(Instant::now());
+                            max_late = max_late.max(sent_at.saturating_sub(at));
+                            tokio::spawn(async move {
+                                let deadline = Instant::now() + sender.spec().timeout.into();
+                                let answer = sender.send(deadline).await;
+                                let done = since(Instant::now());
+                                let reason = answer.failure.or_else(|| {
+                                    answer
+                                        .status
+                                        .filter(|&s| !sender.spec().expect_status(s))
+                                        .map(|_| Reason::Status)
+                                });
+                                let _ = tx
+                                    .send(Outcome {
+                                        path,
+                                        due: at,
+                                        sent: sent_at,
+                                        done,
+                                        status: answer.status,
+                                        reason,
+                                        retry_after: answer.retry_after,
+                                        attempts: 1,
+                                    })
+                                    .await;
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The probes still out end within their timeouts.
+    drop(tx);
+    while in_flight > 0 {
+        match rx.recv().await {
+            Some(o) => {
+                in_flight -= 1;
+                let limit = if stopped_early {
+                    since(Instant::now())
+                } else {
+                    end
+                };
+                handle(o, &mut schedule, &mut timeline, &mut opts, limit);
+            }
+            None => break,
+        }
+    }
+    let ran = if stopped_early {
+        since(Instant::now()).min(end)
+    } else {
+        end
+    };
+    close(&mut timeline, ran, &mut opts.on_interval);
+    if let Some(e) = jsonl_failed {
+        eprintln!("probe: writing JSON lines failed, stopped writing them: {e}");
+    }
+    let paths = timeline.reports();
+    let verdict = overall(&paths);
+    let ran_s = (timeline.interval() * timeline.closed()).as_secs_f64();
+    Ok(ProbeRun {
+        verdict,
+        exit_code: verdict.exit_code(),
+        paths,
+        warnings: config.sample_warnings(),
+        ran_s,
+        stopped_early,
+        probes_sent: sent,
+        slots_per_s: if ran.is_zero() {
+            0.0
+        } else {
+            slots as f64 / ran.as_secs_f64()
+        },
+        max_send_lateness_ms: max_late.as_secs_f64() * 1e3,
+        seed,
+        timeline: TimelineRows(
+            timeline
+                .rows()
+                .map(|(n, r)| (n.to_owned(), r.to_vec()))
+                .collect(),
+        ),
+    })
+}
+
+/// Closes the intervals ending by `until` and calls the hook if any closed.
+fn close(timeline: &mut Timeline, until: Nanos, hook: &mut Option<IntervalHook>) {
+    if timeline.close_until(until) > 0
+        && let Some(f) = hook.as_mut()
+    {
+        f(timeline);
+    }
+}

@@ -1,0 +1,290 @@
+//! The prober against a scripted in-test server on loopback: what it
+//! answers depends on the path and the time since it started.
+//!
+//! Real sockets and real time (a paused clock would let tokio jump timers
+//! while a socket waits): each run lasts one to three seconds, and the
+//! assertions read counts that the timing noise of a loaded machine cannot
+//! move across them.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use stormbreak_probe::timeline::Verdict;
+use stormbreak_probe::{ProbeConfig, RunOptions};
+use stormbreak_sim::recovery::WindowState;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// What the server does with one request.
+#[derive(Clone, Copy, Debug)]
+pub enum Reply {
+    /// Answer this status, with `Retry-After: N` when given.
+    Status(u16, Option<u32>),
+    /// Never answer.
+    Hang,
+}
+
+type Script = dyn Fn(&str, Duration) -> Reply + Send + Sync;
+
+/// A server on 127.0.0.1, ended when dropped.
+pub struct Scripted {
+    pub addr: SocketAddr,
+    /// Every request's path and time since the server started.
+    pub arrivals: Arc<Mutex<Vec<(String, Duration)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Scripted {
+    pub async fn start(
+        script: impl Fn(&str, Duration) -> Reply + Send + Sync + 'static,
+    ) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let script: Arc<Script> = Arc::new(script);
+        let start = Instant::now();
+        let log = Arc::clone(&arrivals);
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (script, log) = (Arc::clone(&script), Arc::clone(&log));
+                conns.spawn(async move {
+                    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let (script, log) = (Arc::clone(&script), Arc::clone(&log));
+                        async move {
+                            let at = start.elapsed();
+                            let path = req.uri().path().to_owned();
+                            log.lock().unwrap().push((path.clone(), at));
+                            match script(&path, at) {
+                                Reply::Hang => {
+                                    // Longer than any probe's timeout; the task is
+                                    // dropped with the server.
+                                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                                    unreachable!()
+                                }
+                                Reply::Status(s, retry_after) => {
+                                    let mut r =
+                                        http::Response::new(Full::new(Bytes::from_static(b"x")));
+                                    *r.status_mut() = http::StatusCode::from_u16(s).unwrap();
+                                    if let Some(n) = retry_after {
+                                        r.headers_mut().insert(http::header::RETRY_AFTER, n.into());
+                                    }
+                                    Ok::<_, Infallible>(r)
+                                }
+                            }
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Scripted {
+            addr,
+            arrivals,
+            task,
+        }
+    }
+
+    /// Requests to `path` that arrived in `[from, to)`.
+    pub fn count(&self, path: &str, from: Duration, to: Duration) -> usize {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, at)| p == path && *at >= from && *at < to)
+            .count()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A config with `[probe]` settings `run` and paths `(name, url, slo)`.
+pub fn config(run: &str, paths: &[(&str, String, &str)]) -> ProbeConfig {
+    let mut text = format!("[probe]\n{run}\n");
+    for (name, url, slo) in paths {
+        text.push_str(&format!(
+            "[[path]]\nname = \"{name}\"\nurl = \"{url}\"\ntimeout = \"300ms\"\nslo = {{ {slo} }}\n"
+        ));
+    }
+    ProbeConfig::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn opts(seed: u64) -> RunOptions {
+    RunOptions {
+        seed,
+        ..RunOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn the_probe_rate_stays_flat_while_the_target_fails() {
+    // Answers 500 on both paths from 1 s to 2 s, 200 otherwise.
+    let server = Scripted::start(|_, at| {
+        if at >= ms(1000) && at < ms(2000) {
+            Reply::Status(500, None)
+        } else {
+            Reply::Status(200, None)
+        }
+    })
+    .await;
+    let url = |p: &str| format!("http://{}/{p}", server.addr);
+    let c = config(
+        "rate = \"200/s\"\nduration = \"3s\"\ninterval = \"100ms\"\nseed = 5\nhysteresis = 2",
+        &[
+            ("a", url("a"), "error_rate = 0.05, window = \"500ms\""),
+            ("b", url("b"), "error_rate = 0.05, window = \"500ms\""),
+        ],
+    );
+    let run = stormbreak_probe::run(&c, opts(0)).await.unwrap();
+    let total =
+        |from, to| server.count("/a", ms(from), ms(to)) + server.count("/b", ms(from), ms(to));
+    let (before, during, after) = (total(0, 1000), total(1000, 2000), total(2000, 3000));
+    // 200 a second either way (Poisson: sd about 14): failures raise nothing.
+    for n in [before, during, after] {
+        assert!((150..=250).contains(&n), "{before} / {during} / {after}");
+    }
+    assert!(
+        during <= before + 60 && during <= after + 60,
+        "{before} / {during} / {after}"
+    );
+    assert_eq!(run.verdict, Verdict::Breached);
+    assert_eq!(run.exit_code, 99);
+    for p in &run.paths {
+        assert_eq!(p.totals.paused, 0, "a 500 is not a request to back off");
+        let degraded = p.degraded_at_s.expect("degraded");
+        let recovered = p.recovered_at_s.expect("recovered");
+        // The first window holding a failure ends after 1 s; the last bad
+        // one ends just after 2 s, and recovery starts 0.5 s before the
+        // next window's end.
+        assert!((1.0..=1.3).contains(&degraded), "{p:?}");
+        assert!((1.5..=2.0).contains(&recovered), "{p:?}");
+        assert!(
+            p.confirmed_at_s.unwrap() >= recovered + 0.9,
+            "two windows: {p:?}"
+        );
+        assert_eq!(p.reasons.keys().copied().collect::<Vec<_>>(), ["status"]);
+        assert!(p.worst_error_rate.unwrap() > 0.9, "{p:?}");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_pauses_the_path_and_its_windows_are_never_up() {
+    // Path a is always overloaded and asks for a 1 s pause; b is fine.
+    let server = Scripted::start(|p, _| {
+        if p == "/a" {
+            Reply::Status(503, Some(1))
+        } else {
+            Reply::Status(200, None)
+        }
+    })
+    .await;
+    let url = |p: &str| format!("http://{}/{p}", server.addr);
+    let c = config(
+        "rate = \"100/s\"\nduration = \"2500ms\"\ninterval = \"100ms\"\nseed = 11",
+        &[
+            ("a", url("a"), "error_rate = 0.5, window = \"500ms\""),
+            ("b", url("b"), "error_rate = 0.5, window = \"500ms\""),
+        ],
+    );
+    let run = stormbreak_probe::run(&c, opts(0)).await.unwrap();
+    let a = server.count("/a", ms(0), ms(5000));
+    let b = server.count("/b", ms(0), ms(5000));
+    // One probe, then a 1 s pause, three times in 2.5 s; a slot that falls
+    // between a probe's send and its 503 still goes out (the pause starts
+    // at the answer), so a few more, never a share of the rate.
+    assert!((2..=6).contains(&a), "a: {a}, b: {b}");
+    assert!((90..=160).contains(&b), "b keeps its own share only: {b}");
+    let ra = &run.paths[0];
+    assert!(ra.totals.paused > 80, "{ra:?}");
+    let rows = &run.timeline.0[0].1;
+    assert!(
+        rows.iter().all(|r| r.state != WindowState::Good),
+        "a paused path is never up: {rows:?}"
+    );
+    assert_eq!(run.paths[1].verdict, Verdict::Met, "{:?}", run.paths[1]);
+    assert_ne!(run.verdict, Verdict::Met);
+}
+
+#[tokio::test]
+async fn every_failure_has_its_reason_and_the_run_stays_bounded() {
+    let server = Scripted::start(|p, _| match p {
+        "/hang" => Reply::Hang,
+        "/teapot" => Reply::Status(418, None),
+        _ => Reply::Status(200, None),
+    })
+    .await;
+    // A port with nothing listening: bind, note, close.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let tls_dir = std::env::temp_dir().join(format!("probe-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    let ca = tls_dir.join("ca.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(&ca, cert.cert.pem()).unwrap();
+    let slo = "error_rate = 0.5, window = \"500ms\"";
+    let text = format!(
+        "[probe]\nrate = \"50/s\"\nduration = \"1s\"\ninterval = \"100ms\"\nseed = 2\n\
+         [[path]]\nname = \"refused\"\nurl = \"http://{closed}/\"\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"hang\"\nurl = \"http://{a}/hang\"\ntimeout = \"200ms\"\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"teapot\"\nurl = \"http://{a}/teapot\"\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"tls\"\nurl = \"https://{a}/\"\ntls = {{ ca_bundle = \"{ca}\", server_name = \"localhost\" }}\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"fine\"\nurl = \"http://{a}/\"\nconnection = \"reuse\"\nslo = {{ {slo} }}\n",
+        a = server.addr,
+        ca = ca.display()
+    );
+    let c = ProbeConfig::parse("t.toml", &text).unwrap();
+    let started = Instant::now();
+    let run = stormbreak_probe::run(&c, opts(0)).await.unwrap();
+    let _ = std::fs::remove_dir_all(&tls_dir);
+    // The run's second plus one timeout of draining, with room for a slow machine.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let reasons: Vec<Vec<&str>> = run
+        .paths
+        .iter()
+        .map(|p| p.reasons.keys().copied().collect())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            vec!["connect_refused"],
+            vec!["timeout"],
+            vec!["status"],
+            vec!["tls"],
+            vec![]
+        ],
+        "{:?}",
+        run.paths
+    );
+    for p in &run.paths[..4] {
+        assert_eq!(p.totals.failed, p.totals.probes, "{p:?}");
+        assert!(p.totals.probes >= 5, "{p:?}");
+    }
+    let hang = &run.paths[1];
+    assert!(
+        hang.p50_ms.unwrap() >= 200.0 && hang.p50_ms.unwrap() < 400.0,
+        "{hang:?}"
+    );
+    assert_eq!(run.paths[4].totals.failed, 0);
+    assert_eq!(run.verdict, Verdict::Breached);
+}
