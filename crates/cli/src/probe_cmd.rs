@@ -32,6 +32,10 @@ pub struct Args {
     /// Seed of the probe schedule when the config gives none [default: from the OS].
     #[arg(long, allow_negative_numbers = true, value_parser = crate::parse_u64)]
     pub seed: Option<u64>,
+    /// Serve Prometheus metrics on ADDR (`GET /metrics`, blackbox_exporter's
+    /// names plus a `reason` label) while the run lasts.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// Runs `stormbreak probe`: 0 every SLO met, 99 one breached, 3 one
@@ -74,11 +78,17 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
     let seed = args.seed.unwrap_or_else(rand_seed);
     let stop = Arc::new(AtomicBool::new(false));
     let tty = std::io::stderr().is_terminal();
+    let metrics = args.listen.map(|_| {
+        Arc::new(stormbreak_probe::metrics::Metrics::new(
+            config.paths.iter().map(|p| p.name.clone()).collect(),
+        ))
+    });
     let opts = RunOptions {
         jsonl,
         on_interval: Some(live(tty)),
         stop: Arc::clone(&stop),
         seed,
+        metrics: metrics.clone(),
     };
     eprintln!(
         "probe: {} paths at {}/s in all for {} (seed {seed})",
@@ -86,12 +96,35 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
         config.run.rate,
         stormbreak_policy::units::format_duration(config.run.duration)
     );
+    // Bound before the run, so a taken or forbidden address is a usage error.
+    let listener = match args.listen {
+        None => None,
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|e| (EXIT_CONFIG, format!("--listen {addr}: cannot bind: {e}")))?;
+            if let Ok(a) = l.local_addr() {
+                eprintln!("probe: metrics on http://{a}/metrics");
+            }
+            Some(l)
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| (1, format!("cannot start the runtime: {e}")))?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let result = rt.block_on(async {
+        let _server = match (listener, metrics) {
+            (Some(l), Some(m)) => {
+                let l =
+                    tokio::net::TcpListener::from_std(l).map_err(|e| format!("--listen: {e}"))?;
+                Some(AbortOnDrop(tokio::spawn(stormbreak_probe::metrics::serve(
+                    l, m,
+                ))))
+            }
+            _ => None,
+        };
         let (stop, interrupted) = (Arc::clone(&stop), Arc::clone(&interrupted));
         tokio::spawn(async move {
             if wait_for_signal().await {
@@ -121,6 +154,15 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
         return Ok(EXIT_INTERRUPTED);
     }
     Ok(probe.exit_code)
+}
+
+/// Ends the metrics listener with the run.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Waits for SIGINT or SIGTERM; `false` if no handler could be set.

@@ -19,9 +19,10 @@
 //! Layout: [`config`] (the TOML file, checked whole), [`schedule`] and
 //! [`timeline`] (sans-IO: time is an argument), [`outcome`], [`send`] (one
 //! probe on the wire), [`run`] (the tokio driver), [`output`] (files and
-//! the terminal table).
+//! the terminal table), [`metrics`] (`--listen`).
 
 pub mod config;
+pub mod metrics;
 pub mod outcome;
 pub mod output;
 pub mod run;

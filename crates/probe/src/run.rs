@@ -36,6 +36,8 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Seed of the schedule when the config gives none.
     pub seed: u64,
+    /// Prometheus metrics to keep up to date (`--listen`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// A finished run.
@@ -115,7 +117,10 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                       timeline: &mut Timeline,
                       opts: &mut RunOptions,
                       limit: Nanos| {
-        close(timeline, o.done.min(limit), &mut opts.on_interval);
+        close(timeline, o.done.min(limit), opts);
+        if let Some(m) = &opts.metrics {
+            m.record(&o);
+        }
         timeline.record(&o);
         let mut paused_for = None;
         if o.overloaded() {
@@ -165,13 +170,21 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
             }
             () = tokio::time::sleep_until(start + due.into()) => {
                 let now = since(Instant::now());
-                close(&mut timeline, now.min(end), &mut opts.on_interval);
+                close(&mut timeline, now.min(end), &mut opts);
                 while let Some(slot) = schedule.handle_timeout(now) {
                     slots += 1;
                     match slot {
-                        Slot::Paused { path, .. } => timeline.record_paused(path),
+                        Slot::Paused { path, .. } => {
+                            timeline.record_paused(path);
+                            if let Some(m) = &opts.metrics {
+                                m.paused(path);
+                            }
+                        }
                         Slot::Send { path, .. } if in_flight >= run.max_in_flight => {
                             timeline.record_skipped(path);
+                            if let Some(m) = &opts.metrics {
+                                m.skipped(path);
+                            }
                         }
                         Slot::Send { path, at } => {
                             in_flight += 1;
@@ -230,7 +243,7 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
     } else {
         end
     };
-    close(&mut timeline, ran, &mut opts.on_interval);
+    close(&mut timeline, ran, &mut opts);
     if let Some(e) = jsonl_failed {
         eprintln!("probe: writing JSON lines failed, stopped writing them: {e}");
     }
@@ -261,11 +274,20 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
     })
 }
 
-/// Closes the intervals ending by `until` and calls the hook if any closed.
-fn close(timeline: &mut Timeline, until: Nanos, hook: &mut Option<IntervalHook>) {
-    if timeline.close_until(until) > 0
-        && let Some(f) = hook.as_mut()
-    {
+/// Closes the intervals ending by `until`; if any closed, calls the hook
+/// and sets the window-state gauges.
+fn close(timeline: &mut Timeline, until: Nanos, opts: &mut RunOptions) {
+    if timeline.close_until(until) == 0 {
+        return;
+    }
+    if let Some(f) = opts.on_interval.as_mut() {
         f(timeline);
+    }
+    if let Some(m) = &opts.metrics {
+        for (i, (_, row)) in timeline.latest().enumerate() {
+            if let Some(r) = row {
+                m.window(i, r.state);
+            }
+        }
     }
 }

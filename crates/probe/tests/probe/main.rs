@@ -1,2 +1,3 @@
 mod config;
+mod metrics;
 mod scripted;
