@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use stormbreak_policy::Nanos;
+use stormbreak_policy::budget::{BudgetConfig, RatioBudgetConfig};
+use stormbreak_policy::retry::{RetryConfig, RetryPolicy};
 use stormbreak_policy::units;
 use stormbreak_spans::{DeTable, Spans, line_col};
 
@@ -130,6 +132,27 @@ pub struct RunSpec {
     /// Good windows in a row before a recovery is confirmed.
     #[serde(default = "default_hysteresis")]
     pub hysteresis: u32,
+    /// Retries (off when absent): the policy crate's retry table, run by
+    /// `stormbreak-client`'s retry layer. Its `overall_timeout` is each
+    /// path's `timeout`, whatever this table says.
+    #[serde(default)]
+    pub retry: Option<RetryConfig>,
+    /// The one budget every path's retries spend from (with `retry`;
+    /// default: a ratio budget of 10 % of first attempts and no floor, so
+    /// retries add at most a tenth to the probe rate).
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+}
+
+/// The budget of a probe's retries when the config names none: 10 % of
+/// first attempts over 10 s, and no retries per second beyond that, so
+/// attempts stay within 1.1 × the probe rate.
+pub fn default_budget() -> BudgetConfig {
+    BudgetConfig::Ratio(RatioBudgetConfig {
+        retry_ratio: 0.1,
+        min_retries_per_sec: 0.0,
+        ..RatioBudgetConfig::default()
+    })
 }
 
 fn default_interval() -> Nanos {
@@ -629,6 +652,21 @@ impl Doc<'_> {
         }
         if !(1..=100).contains(&run.hysteresis) {
             return Err(self.at("probe.hysteresis", "hysteresis must be 1 to 100 windows"));
+        }
+        if let Some(r) = &run.retry {
+            RetryPolicy::new(r)
+                .map_err(|e| self.at(&format!("probe.retry.{}", e.field()), e.to_string()))?;
+        }
+        if let Some(b) = &run.budget {
+            if run.retry.is_none() {
+                return Err(self.at("probe.budget", "a budget needs a retry table"));
+            }
+            b.validate().map_err(|e| {
+                self.at(
+                    &format!("probe.budget.{}", e.field()),
+                    format!("budget: {e}"),
+                )
+            })?;
         }
         Ok(())
     }

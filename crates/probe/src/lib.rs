@@ -25,6 +25,7 @@ pub mod config;
 pub mod metrics;
 pub mod outcome;
 pub mod output;
+pub mod retry;
 pub mod run;
 pub mod schedule;
 pub mod send;

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::config::ProbeConfig;
 use crate::outcome::{Outcome, Reason};
+use crate::retry::Retries;
 use crate::schedule::{Schedule, Slot};
 use crate::send::Sender;
 use crate::timeline::{PathReport, Timeline, Verdict, overall};
@@ -64,6 +65,10 @@ pub struct ProbeRun {
     pub max_send_lateness_ms: f64,
     /// The seed of the schedule.
     pub seed: u64,
+    /// Retries sent (0 without a `retry` table).
+    pub retries: u64,
+    /// Retries the budget refused.
+    pub retry_budget_denied: u64,
     /// The timeline rows, per path, for the outputs.
     #[serde(skip)]
     pub timeline: TimelineRows,
@@ -99,6 +104,20 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         .map(|p| Sender::new(p.clone(), run.max_in_flight as usize).map(Arc::new))
         .collect::<Result<_, _>>()
         .map_err(|e| format!("TLS: {e}"))?;
+    let retries = match &run.retry {
+        None => None,
+        Some(r) => {
+            let budget = run
+                .budget
+                .clone()
+                .unwrap_or_else(crate::config::default_budget);
+            Some(Arc::new(Retries::new(
+                r,
+                &budget,
+                seed ^ 0x9e37_79b9_7f4a_7c15,
+            )?))
+        }
+    };
     let mut schedule = Schedule::new(run.rate, run.spacing, config.paths.len(), seed);
     let mut timeline = Timeline::new(config);
     let (tx, mut rx) = mpsc::channel::<Outcome>(run.max_in_flight as usize);
@@ -190,12 +209,16 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                             in_flight += 1;
                             sent += 1;
                             let sender = Arc::clone(&senders[path]);
+                            let retries = retries.clone();
                             let tx = tx.clone();
                             let sent_at = since(Instant::now());
                             max_late = max_late.max(sent_at.saturating_sub(at));
                             tokio::spawn(async move {
                                 let deadline = Instant::now() + sender.spec().timeout.into();
-                                let answer = sender.send(deadline).await;
+                                let (answer, attempts) = match &retries {
+                                    Some(r) => r.probe(&sender, deadline).await,
+                                    None => (sender.send(deadline).await, 1),
+                                };
                                 let done = since(Instant::now());
                                 let reason = answer.failure.or_else(|| {
                                     answer
@@ -212,7 +235,7 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                                         status: answer.status,
                                         reason,
                                         retry_after: answer.retry_after,
-                                        attempts: 1,
+                                        attempts,
                                     })
                                     .await;
                             });
@@ -265,6 +288,8 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         },
         max_send_lateness_ms: max_late.as_secs_f64() * 1e3,
         seed,
+        retries: retries.as_ref().map_or(0, |r| r.retries()),
+        retry_budget_denied: retries.as_ref().map_or(0, |r| r.budget_denied()),
         timeline: TimelineRows(
             timeline
                 .rows()

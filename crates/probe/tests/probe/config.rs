@@ -77,6 +77,8 @@ fn errors_name_the_line_and_the_field() {
         (text.replace("ca.pem", "missing.pem"), "cannot read CA certificates"),
         (text.replace("https://", "http://"), "tls options need an https URL"),
         ("[probe]\nrate = \"1/s\"\nduration = \"1m\"\n".to_owned(), "p.toml:1:1: at least one [[path]] is needed"),
+        (text.replace("duration = \"10m\"", "duration = \"10m\"\nretry = { max_attempts = 0 }"), "p.toml:4:26: retry: max_attempts"),
+        (text.replace("duration = \"10m\"", "duration = \"10m\"\nbudget = { kind = \"ratio\", retry_ratio = 0.1, min_retries_per_sec = 0 }"), "p.toml:4:10: a budget needs a retry table"),
         ("[probe]\nrate = \"1/s\"\nduration = \"30d\"\n[[path]]\nname = \"a\"\nurl = \"http://h/\"\n".to_owned(), "p.toml:3:12: duration must be"),
     ];
     for (text, want) in cases {
