@@ -49,6 +49,11 @@ pub struct Args {
     /// invalid lab runs are left out and counted. Writes repeat.json.
     #[arg(long, value_name = "N", requires = "compare", value_parser = clap::value_parser!(u32).range(2..=100))]
     pub repeat: Option<u32>,
+    /// Window of recovery.json's per-route table (degraded at, recovered
+    /// at, as the replay's per-path table reads them; default the replay's
+    /// 5 minutes, at least one recording interval).
+    #[arg(long, value_name = "DURATION", value_parser = crate::sweep_cmd::parse_duration_flag, default_value = "5m")]
+    pub recovery_window: stormbreak_policy::Nanos,
 }
 
 /// The file `--repeat` writes.
@@ -170,6 +175,7 @@ fn run(args: Args) -> Result<bool, String> {
         serde_json::to_vec_pretty(&side).expect("plain data"),
     );
     set.add(REPORT_FILE, html);
+    crate::simulate::add_recovery(&mut set, rec, args.recovery_window);
     if let Some((_, c)) = &compared {
         let doc = serde_json::json!({
             "schema": "stormbreak.lab-compare/1",

@@ -36,6 +36,20 @@ pub struct Args {
     /// names plus a `reason` label) while the run lasts.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Print predicted against observed recovery per path from FILE: a
+    /// `recovery.json` (from `simulate` or `lab`) or a replay's `summary.json`.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// With --expect: the probe's start in the prediction's clock, seconds
+    /// (observed times are moved by it).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 0.0,
+        requires = "expect",
+        allow_negative_numbers = true
+    )]
+    pub expect_offset: f64,
 }
 
 /// Runs `stormbreak probe`: 0 every SLO met, 99 one breached, 3 one
@@ -64,6 +78,16 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
             crate::default_out(&format!("probe-{stem}")).map_err(|e| (EXIT_CONFIG, e))?
         }
     };
+    let expected = match &args.expect {
+        Some(p) => Some(stormbreak_probe::expect::load(p).map_err(|e| (EXIT_CONFIG, e))?),
+        None => None,
+    };
+    if !args.expect_offset.is_finite() {
+        return Err((
+            EXIT_CONFIG,
+            "--expect-offset: expected a finite number of seconds".to_owned(),
+        ));
+    }
     let out_dir = crate::prepare_out(&out).map_err(|e| (1, e))?;
     let jsonl: Option<Box<dyn std::io::Write + Send>> = match &args.jsonl {
         None => None,
@@ -144,7 +168,18 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
         probe.slots_per_s,
         probe.max_send_lateness_ms
     );
-    crate::write_out(&out_dir, &output_set(&config, &probe)).map_err(|e| (1, e))?;
+    let versus = expected.as_ref().map(|e| {
+        let v = stormbreak_probe::expect::versus(&config, e, &probe.paths, args.expect_offset);
+        let windows: Vec<f64> = config
+            .paths
+            .iter()
+            .map(|p| p.slo.window.as_secs_f64())
+            .collect();
+        print!("{}", stormbreak_probe::expect::table(e, &v, &windows));
+        v
+    });
+    crate::write_out(&out_dir, &output_set(&config, &probe, versus.as_deref()))
+        .map_err(|e| (1, e))?;
     println!("outputs: {}", out.display());
     if interrupted.load(Ordering::Relaxed) {
         eprintln!(

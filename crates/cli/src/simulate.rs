@@ -48,6 +48,11 @@ pub struct Args {
     /// reasons in docs/scenarios.md, "Limits of a run").
     #[arg(long = "limit", value_name = "NAME=VALUE")]
     pub limits: Vec<String>,
+    /// Window of recovery.json's per-route table (degraded at, recovered
+    /// at, as the replay's per-path table reads them; default the replay's
+    /// 5 minutes, at least one recording interval).
+    #[arg(long, value_name = "DURATION", value_parser = crate::sweep_cmd::parse_duration_flag, default_value = "5m")]
+    pub recovery_window: Nanos,
 }
 
 /// `--until` must be a duration above zero (clap prefixes the flag's name).
@@ -107,6 +112,7 @@ pub fn run(args: Args) -> Result<(), crate::Failure> {
     let mut set = OutputSet::of_run(&rec, None, stop.as_ref())
         .map_err(|e| format!("{}: cannot encode outputs: {e}", out.display()))?;
     set.add(REPORT_FILE, html);
+    add_recovery(&mut set, &rec, args.recovery_window);
     if let Some(e) = stopped {
         // A stopped run's outputs are a set of their own, beside --out:
         // a good earlier run there is never replaced by a partial one.
@@ -266,4 +272,14 @@ fn engine_bounds(engine: &Engine) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Adds `recovery.json`: every route's degradation and recovery over
+/// trailing windows of `window`, by the replay's own reading.
+pub(crate) fn add_recovery(set: &mut OutputSet, rec: &stormbreak_sim::Recording, window: Nanos) {
+    use stormbreak_sim::recovery::{RECOVERY_FILE, route_table};
+    set.add(
+        RECOVERY_FILE,
+        serde_json::to_vec_pretty(&route_table(rec, window)).expect("plain data"),
+    );
 }

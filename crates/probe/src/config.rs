@@ -282,6 +282,8 @@ struct RawPath {
     tls: Option<TlsSpec>,
     #[serde(default)]
     slo: Option<Slo>,
+    #[serde(default)]
+    predicted_as: Option<String>,
 }
 
 fn default_method() -> String {
@@ -338,6 +340,9 @@ pub struct PathSpec {
     pub tls: TlsSpec,
     /// The path's objective.
     pub slo: Slo,
+    /// The row of an `--expect` prediction it is compared with (default:
+    /// its own name): a route of `recovery.json`, a path of a replay.
+    pub predicted_as: Option<String>,
 }
 
 impl fmt::Debug for PathSpec {
@@ -592,6 +597,7 @@ impl Doc<'_> {
                 connection: p.connection.or(d.connection).unwrap_or_default(),
                 tls,
                 slo,
+                predicted_as: p.predicted_as,
             });
         }
         Ok(ProbeConfig { run, paths })

@@ -22,6 +22,7 @@
 //! the terminal table), [`metrics`] (`--listen`).
 
 pub mod config;
+pub mod expect;
 pub mod metrics;
 pub mod outcome;
 pub mod output;

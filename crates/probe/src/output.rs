@@ -20,8 +20,13 @@ pub const TIMELINE_CSV: &str = "timeline.csv";
 /// Every path's rows, as JSON.
 pub const TIMELINE_JSON: &str = "timeline.json";
 
-/// The run's output set.
-pub fn output_set(config: &ProbeConfig, run: &ProbeRun) -> OutputSet {
+/// The run's output set; `versus`, with `--expect`, goes into
+/// `probe.json` as `expected`.
+pub fn output_set(
+    config: &ProbeConfig,
+    run: &ProbeRun,
+    versus: Option<&[crate::expect::Versus]>,
+) -> OutputSet {
     let paths: Vec<serde_json::Value> = config
         .paths
         .iter()
@@ -56,6 +61,7 @@ pub fn output_set(config: &ProbeConfig, run: &ProbeRun) -> OutputSet {
             "paths": paths,
         },
         "run": run,
+        "expected": versus,
     });
     let mut set = OutputSet::new();
     set.add(
@@ -149,7 +155,7 @@ fn verdict_label(v: Verdict) -> &'static str {
 }
 
 /// Left-aligned columns, two spaces apart.
-fn columns(rows: &[Vec<String>]) -> String {
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|c| {

@@ -18,7 +18,8 @@ use stormbreak_policy::retry::{BackoffConfig, BackoffKind, Jitter, RetryConfig};
 use toml::Spanned;
 
 use crate::record::Recording;
-use crate::recovery::{self, WindowState};
+pub use crate::recovery::PathRecovery;
+use crate::recovery::{self, RecordedSlo, path_counts, trailing_error_rate};
 use crate::scenario::{FailoverSpec, ScaleMetric, Scenario, ScenarioError};
 
 /// The incident scenario, as shipped.
@@ -352,46 +353,6 @@ pub const STORM_AMPLIFICATION: f64 = 5.0;
 /// last 5 minutes: queued jobs are delayed, not failed.
 pub const SLO_JOB_WAIT_S: f64 = 300.0;
 
-/// Per-interval longest job wait over several routes (empty: no job queue).
-fn path_job_wait(rec: &Recording, routes: &[&str]) -> Vec<f64> {
-    let mut out: Vec<f64> = Vec::new();
-    for r in routes.iter().filter_map(|name| rec.route(name)) {
-        if out.len() < r.job_wait_s.len() {
-            out.resize(r.job_wait_s.len(), 0.0);
-        }
-        for (o, &w) in out.iter_mut().zip(&r.job_wait_s) {
-            *o = o.max(w);
-        }
-    }
-    out
-}
-
-/// Maximum over trailing windows of `w` intervals, one value per interval.
-fn trailing_max(v: &[f64], w: usize) -> Vec<f64> {
-    (0..v.len())
-        .map(|i| {
-            v[i.saturating_sub(w - 1)..=i]
-                .iter()
-                .copied()
-                .fold(0.0, f64::max)
-        })
-        .collect()
-}
-
-/// Per-interval (failed, answered) attempts at the edge over several routes.
-fn path_counts(rec: &Recording, routes: &[&str]) -> Vec<(u64, u64)> {
-    let n = rec.intervals();
-    let mut out = vec![(0, 0); n];
-    for r in routes.iter().filter_map(|name| rec.route(name)) {
-        for (i, slot) in out.iter_mut().enumerate() {
-            let f = r.failed(i);
-            slot.0 += f;
-            slot.1 += f + r.successes[i];
-        }
-    }
-    out
-}
-
 /// The replay's headline window: its error rates are failed over
 /// answered attempts over trailing windows this long.
 pub const HEADLINE_WINDOW: Nanos = Nanos::from_secs(5 * 60);
@@ -407,41 +368,6 @@ pub fn peak_error_rate_over_headline_window(rec: &Recording, routes: &[&str]) ->
     trailing_error_rate(&path_counts(rec, routes), w)
         .into_iter()
         .fold(0.0, f64::max)
-}
-
-/// Error rate over trailing windows of `w` intervals, one value per interval.
-fn trailing_error_rate(counts: &[(u64, u64)], w: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(counts.len());
-    let (mut f, mut t) = (0u64, 0u64);
-    for i in 0..counts.len() {
-        f += counts[i].0;
-        t += counts[i].1;
-        if i >= w {
-            f -= counts[i - w].0;
-            t -= counts[i - w].1;
-        }
-        out.push(if t == 0 { 0.0 } else { f as f64 / t as f64 });
-    }
-    out
-}
-
-/// Recovery of one user path.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct PathRecovery {
-    /// Path name.
-    pub path: String,
-    /// Seconds after the scenario's start when its 5-minute error rate first
-    /// exceeded the SLO.
-    pub degraded_at_s: Option<f64>,
-    /// Start of the final stretch in which the 5-minute error rate stayed
-    /// under the SLO (`None` if degraded at the end of the run).
-    pub recovered_at_s: Option<f64>,
-    /// Worst 5-minute error rate.
-    pub worst_error_rate: f64,
-    /// Longest wait of a job for a worker, seconds, for paths behind a job
-    /// queue (`workers`); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worst_job_wait_s: Option<f64>,
 }
 
 /// The figures a replay is judged by, under stable keys (docs/replay.md).
@@ -638,28 +564,7 @@ pub fn summarize(rec: &Recording, fixes: &[Fix]) -> ReplaySummary {
     };
     let paths = PATHS
         .iter()
-        .map(|p| {
-            let e = trailing_error_rate(&path_counts(rec, p.routes), five);
-            let waits = path_job_wait(rec, p.routes);
-            let w = trailing_max(&waits, five);
-            let states: Vec<WindowState> = (0..e.len())
-                .map(|i| {
-                    if e[i] > SLO_ERROR_RATE || w.get(i).is_some_and(|&x| x > SLO_JOB_WAIT_S) {
-                        WindowState::Bad
-                    } else {
-                        WindowState::Good
-                    }
-                })
-                .collect();
-            let r = recovery::read(&states, iv, five);
-            PathRecovery {
-                path: p.name.to_owned(),
-                degraded_at_s: r.degraded_at_s,
-                recovered_at_s: r.recovered_at_s,
-                worst_error_rate: peak(&e),
-                worst_job_wait_s: (!waits.is_empty()).then(|| peak(&waits)),
-            }
-        })
+        .map(|p| recovery::recorded(rec, p.name, p.routes, five, &RecordedSlo::REPLAY))
         .collect();
     ReplaySummary {
         fixes: fixes.to_vec(),

@@ -95,10 +95,22 @@ fn simulate_writes_every_output_and_report_rerenders() {
         "summary.json",
         "timeseries.csv",
         "recording.json",
+        "recovery.json",
         "report.html",
     ] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
+    // The per-route recovery table, with the default 5-minute windows
+    // (the 30 s run fits in one: SMALL's route never fails).
+    let recovery: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("recovery.json")).unwrap()).unwrap();
+    assert_eq!(recovery["schema"], "stormbreak.recovery/1");
+    assert_eq!(recovery["window_s"], 300.0);
+    assert_eq!(recovery["routes"][0]["path"], "r");
+    assert_eq!(
+        recovery["routes"][0]["degraded_at_s"],
+        serde_json::Value::Null
+    );
     let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()
         .filter_map(|e| e.ok())

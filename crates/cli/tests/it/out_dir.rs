@@ -110,9 +110,10 @@ fn others(dir: &Path, keep: &[&str]) -> Vec<String> {
     names
 }
 
-const SET: [&str; 5] = [
+const SET: [&str; 6] = [
     ".stormbreak-out",
     "recording.json",
+    "recovery.json",
     "report.html",
     "summary.json",
     "timeseries.csv",

@@ -1,4 +1,5 @@
 mod config;
+mod expect;
 mod metrics;
 mod retries;
 mod scripted;
