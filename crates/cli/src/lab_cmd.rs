@@ -49,6 +49,10 @@ pub struct Args {
     /// invalid lab runs are left out and counted. Writes repeat.json.
     #[arg(long, value_name = "N", requires = "compare", value_parser = clap::value_parser!(u32).range(2..=100))]
     pub repeat: Option<u32>,
+    /// Write each route's entry URLs to FILE (JSON, `stormbreak.lab-entries/1`)
+    /// when the run's clock starts, for `stormbreak probe` aimed at the lab.
+    #[arg(long, value_name = "FILE")]
+    pub entries: Option<PathBuf>,
     /// Window of recovery.json's per-route table (degraded at, recovered
     /// at, as the replay's per-path table reads them; default the replay's
     /// 5 minutes, at least one recording interval).
@@ -89,6 +93,7 @@ fn run(args: Args) -> Result<bool, String> {
         seed: args.seed,
         scale: args.scale,
         duration_cap: std::time::Duration::from_secs(args.duration_cap),
+        entries: args.entries.clone(),
         ..LabOptions::default()
     };
     let plan = LabPlan::new(&scenario, &opts).map_err(|e| format!("{file}: {e}"))?;

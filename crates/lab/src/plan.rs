@@ -52,6 +52,9 @@ pub struct LabOptions {
     pub duration_cap: Duration,
     /// Per-population cap on logical requests in flight.
     pub max_in_flight: u32,
+    /// Where to write each route's entry addresses when the run's clock
+    /// starts, for a prober pointed at the lab (`stormbreak lab --entries`).
+    pub entries: Option<std::path::PathBuf>,
 }
 
 impl Default for LabOptions {
@@ -61,6 +64,7 @@ impl Default for LabOptions {
             scale: 1.0,
             duration_cap: Duration::from_secs(120),
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            entries: None,
         }
     }
 }
@@ -368,6 +372,8 @@ pub struct LabPlan {
     pub actions: Vec<Timed>,
     /// Per-population cap on logical requests in flight.
     pub max_in_flight: u32,
+    /// Where the entry addresses go when the clock starts ([`LabOptions::entries`]).
+    pub entries: Option<std::path::PathBuf>,
 }
 
 /// Why a scenario cannot be run by the lab.
@@ -724,6 +730,7 @@ impl LabPlan {
             clients,
             actions,
             max_in_flight: opts.max_in_flight,
+            entries: opts.entries.clone(),
         })
     }
 

@@ -149,6 +149,50 @@ enum End {
     Failed(String),
 }
 
+/// Schema tag of the entries file.
+pub const ENTRIES_SCHEMA: &str = "stormbreak.lab-entries/1";
+
+/// Writes where each route's traffic enters the lab (its first hop's
+/// listening addresses) as the run's clock starts, with that moment in
+/// Unix milliseconds, so a prober started beside the run can aim at the
+/// same doors and align its clock.
+fn write_entries(
+    path: &std::path::Path,
+    plan: &LabPlan,
+    pools: &hops::Pools,
+    fleets: &[Arc<Fleet>],
+) -> Result<(), String> {
+    let mut routes = Vec::new();
+    for (r, name) in plan.routes.iter().enumerate() {
+        let Some(client) = plan.clients.iter().find(|c| c.route == r) else {
+            continue;
+        };
+        let addrs: Vec<std::net::SocketAddr> = match client.first {
+            Hop::Lb(l) => pools.lbs[l].addrs(),
+            Hop::Gateway(g) => pools.gateways[g].addrs(),
+            Hop::Service(s) => fleets[s].members().borrow().clone(),
+        };
+        routes.push(serde_json::json!({
+            "route": name,
+            "first_hop": plan.component(client.first),
+            "urls": addrs.iter().map(|a| format!("http://{a}/")).collect::<Vec<_>>(),
+        }));
+    }
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let doc = serde_json::json!({
+        "schema": ENTRIES_SCHEMA,
+        "started_unix_ms": started_unix_ms,
+        "routes": routes,
+    });
+    stormbreak_sim::output::write_atomic(
+        path,
+        &serde_json::to_vec_pretty(&doc).expect("plain data"),
+    )
+    .map_err(|e| format!("--entries {}: {e}", path.display()))
+}
+
 async fn run_on_runtime(
     plan: &LabPlan,
     mut stopped: watch::Receiver<bool>,
@@ -188,6 +232,12 @@ async fn run_on_runtime(
         }
     };
     let start = Instant::now();
+    if let Some(path) = &plan.entries
+        && let Err(e) = write_entries(path, plan, &pools, &fleets)
+    {
+        close(&pools.all(), &fleets).await;
+        return Err(LabError::Start(e));
+    }
     let rec = Arc::new(Recorder::new(plan, start));
     let end = plan.duration;
     let slip = Arc::new(Delays::default());

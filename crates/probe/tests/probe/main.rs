@@ -1,5 +1,6 @@
 mod config;
 mod expect;
+mod lab;
 mod metrics;
 mod retries;
 mod scripted;
