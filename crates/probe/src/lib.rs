@@ -18,7 +18,7 @@
 //!
 //! Layout: [`config`] (the TOML file, checked whole), [`schedule`] and
 //! [`timeline`] (sans-IO: time is an argument), [`outcome`], [`send`] (one
-//! probe on the wire), [`run`] (the tokio driver), [`output`] (files and
+//! probe on the wire), [`mod@run`] (the tokio driver), [`output`] (files and
 //! the terminal table), [`metrics`] (`--listen`).
 
 pub mod config;

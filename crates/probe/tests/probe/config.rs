@@ -102,3 +102,36 @@ fn a_target_the_rate_cannot_judge_is_warned_about_before_the_run() {
         "{w:?}"
     );
 }
+
+#[test]
+fn the_documented_example_config_is_valid() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/probe.md"))
+        .unwrap();
+    let start = doc
+        .find("```toml\n# probe.toml")
+        .expect("the example in docs/probe.md")
+        + "```toml\n".len();
+    let example = &doc[start..start + doc[start..].find("```").unwrap()];
+    // Its https paths trust the system bundle; give it one that exists here.
+    let (dir, _) = ca_config("example");
+    let text = example.replace(
+        "[defaults]\n",
+        &format!(
+            "[defaults]\ntls = {{ ca_bundle = \"{}\" }}\n",
+            dir.join("ca.pem").display()
+        ),
+    );
+    let env = |k: &str| k.starts_with("PROBE_").then(|| "t0ken".to_owned());
+    let c = ProbeConfig::parse_with_env("probe.md", &text, &env);
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.paths.len(), 7);
+    assert!(c.sample_warnings().is_empty(), "{:?}", c.sample_warnings());
+    let names: Vec<&str> = c.paths.iter().map(|p| p.name.as_str()).collect();
+    for n in names {
+        assert!(
+            stormbreak_sim::replay::PATHS.iter().any(|p| p.name == n),
+            "{n:?} is not one of the replay's paths"
+        );
+    }
+}

@@ -288,3 +288,63 @@ async fn every_failure_has_its_reason_and_the_run_stays_bounded() {
     assert_eq!(run.paths[4].totals.failed, 0);
     assert_eq!(run.verdict, Verdict::Breached);
 }
+
+#[tokio::test]
+async fn an_https_path_verifies_the_server_against_its_ca_bundle() {
+    use std::sync::Arc as StdArc;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("probe-https-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, cert.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let server_config = rustls::ServerConfig::builder_with_provider(StdArc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert.der().clone()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(StdArc::new(server_config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            conns.spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    let slo = "error_rate = 0.5, window = \"200ms\"";
+    let text = format!(
+        "[probe]\nrate = \"40/s\"\nduration = \"600ms\"\ninterval = \"100ms\"\nseed = 6\n\
+         [[path]]\nname = \"new\"\nurl = \"https://{addr}/\"\ntls = {{ ca_bundle = \"{ca}\", server_name = \"localhost\" }}\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"reuse\"\nurl = \"https://{addr}/\"\nconnection = \"reuse\"\ntls = {{ ca_bundle = \"{ca}\", server_name = \"localhost\" }}\nslo = {{ {slo} }}\n\
+         [[path]]\nname = \"wrong name\"\nurl = \"https://{addr}/\"\ntls = {{ ca_bundle = \"{ca}\", server_name = \"example.com\" }}\nslo = {{ {slo} }}\n",
+        ca = ca.display()
+    );
+    let c = ProbeConfig::parse("t.toml", &text).unwrap();
+    let run = stormbreak_probe::run(&c, opts(0)).await.unwrap();
+    server.abort();
+    let _ = std::fs::remove_dir_all(&dir);
+    for p in &run.paths[..2] {
+        assert!(p.totals.probes >= 3 && p.totals.failed == 0, "{p:?}");
+    }
+    let wrong = &run.paths[2];
+    assert_eq!(wrong.totals.failed, wrong.totals.probes, "{wrong:?}");
+    assert_eq!(wrong.reasons.keys().copied().collect::<Vec<_>>(), ["tls"]);
+}
