@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use stormbreak_probe::StopSignal;
+
 use stormbreak_probe::output::{final_table, live_table, output_set};
 use stormbreak_probe::timeline::Timeline;
 use stormbreak_probe::{ProbeConfig, RunOptions};
@@ -100,7 +102,7 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
         eprintln!("warning: {w}");
     }
     let seed = args.seed.unwrap_or_else(rand_seed);
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopSignal::default();
     let tty = std::io::stderr().is_terminal();
     let metrics = args.listen.map(|_| {
         Arc::new(stormbreak_probe::metrics::Metrics::new(
@@ -110,7 +112,7 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
     let opts = RunOptions {
         jsonl,
         on_interval: Some(live(tty)),
-        stop: Arc::clone(&stop),
+        stop: stop.clone(),
         seed,
         metrics: metrics.clone(),
     };
@@ -149,11 +151,11 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
             }
             _ => None,
         };
-        let (stop, interrupted) = (Arc::clone(&stop), Arc::clone(&interrupted));
+        let (stop, interrupted) = (stop.clone(), Arc::clone(&interrupted));
         tokio::spawn(async move {
             if wait_for_signal().await {
                 interrupted.store(true, Ordering::Relaxed);
-                stop.store(true, Ordering::Relaxed);
+                stop.stop();
             }
         });
         stormbreak_probe::run(&config, opts).await

@@ -33,5 +33,5 @@ pub mod send;
 pub mod timeline;
 
 pub use config::{ConfigError, ProbeConfig};
-pub use run::{ProbeRun, RunOptions, run};
+pub use run::{ProbeRun, RunOptions, StopSignal, run};
 pub use timeline::Verdict;

@@ -8,11 +8,11 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 use stormbreak_policy::Nanos;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::ProbeConfig;
@@ -33,12 +33,31 @@ pub struct RunOptions {
     /// Called after each interval closes, with the timeline so far (the
     /// live table).
     pub on_interval: Option<IntervalHook>,
-    /// Set to stop the run early; what was seen is still reported.
-    pub stop: Arc<AtomicBool>,
+    /// Stops the run early; what was seen is still reported.
+    pub stop: StopSignal,
     /// Seed of the schedule when the config gives none.
     pub seed: u64,
     /// Prometheus metrics to keep up to date (`--listen`).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+/// Stops a run from outside (a signal handler, a test): the run ends at
+/// once, drops the probes still out (they are not counted) and reports
+/// what it saw.
+#[derive(Clone, Debug)]
+pub struct StopSignal(Arc<watch::Sender<bool>>);
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        StopSignal(Arc::new(watch::channel(false).0))
+    }
+}
+
+impl StopSignal {
+    /// Stops the run.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
 }
 
 /// A finished run.
@@ -120,15 +139,15 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
     };
     let mut schedule = Schedule::new(run.rate, run.spacing, config.paths.len(), seed);
     let mut timeline = Timeline::new(config);
-    let (tx, mut rx) = mpsc::channel::<Outcome>(run.max_in_flight as usize);
+    // Every probe out, each ending within its timeout: at most max_in_flight.
+    let mut out: JoinSet<Outcome> = JoinSet::new();
+    let mut stop = opts.stop.0.subscribe();
     let start = Instant::now();
     let since = move |at: Instant| Nanos::from(at.saturating_duration_since(start));
     let end = run.duration;
-    let mut in_flight: u32 = 0;
     let mut sent: u64 = 0;
     let mut slots: u64 = 0;
     let mut max_late = Nanos::ZERO;
-    let mut stopped_early = false;
     let mut jsonl_failed = None;
 
     let mut handle = |o: Outcome,
@@ -172,19 +191,15 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         }
     };
 
-    loop {
-        if opts.stop.load(Ordering::Relaxed) {
-            stopped_early = true;
-            break;
-        }
+    let stopped_early = loop {
         let due = schedule.poll_timeout();
-        if due >= end {
-            break;
+        if due >= end || *stop.borrow() {
+            break *stop.borrow();
         }
         tokio::select! {
             biased;
-            Some(o) = rx.recv() => {
-                in_flight -= 1;
+            _ = stop.changed() => {}
+            Some(Ok(o)) = out.join_next() => {
                 handle(o, &mut schedule, &mut timeline, &mut opts, end);
             }
             () = tokio::time::sleep_until(start + due.into()) => {
@@ -199,21 +214,19 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                                 m.paused(path);
                             }
                         }
-                        Slot::Send { path, .. } if in_flight >= run.max_in_flight => {
+                        Slot::Send { path, .. } if out.len() >= run.max_in_flight as usize => {
                             timeline.record_skipped(path);
                             if let Some(m) = &opts.metrics {
                                 m.skipped(path);
                             }
                         }
                         Slot::Send { path, at } => {
-                            in_flight += 1;
                             sent += 1;
                             let sender = Arc::clone(&senders[path]);
                             let retries = retries.clone();
-                            let tx = tx.clone();
                             let sent_at = since(Instant::now());
                             max_late = max_late.max(sent_at.saturating_sub(at));
-                            tokio::spawn(async move {
+                            out.spawn(async move {
                                 let deadline = Instant::now() + sender.spec().timeout.into();
                                 let (answer, attempts) = match &retries {
                                     Some(r) => r.probe(&sender, deadline).await,
@@ -226,39 +239,31 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                                         .filter(|&s| !sender.spec().expect_status(s))
                                         .map(|_| Reason::Status)
                                 });
-                                let _ = tx
-                                    .send(Outcome {
-                                        path,
-                                        due: at,
-                                        sent: sent_at,
-                                        done,
-                                        status: answer.status,
-                                        reason,
-                                        retry_after: answer.retry_after,
-                                        attempts,
-                                    })
-                                    .await;
+                                Outcome {
+                                    path,
+                                    due: at,
+                                    sent: sent_at,
+                                    done,
+                                    status: answer.status,
+                                    reason,
+                                    retry_after: answer.retry_after,
+                                    attempts,
+                                }
                             });
                         }
                     }
                 }
             }
         }
+    };
+    if stopped_early {
+        // Asked to stop: the probes still out are dropped, not awaited.
+        out.abort_all();
     }
-    // The probes still out end within their timeouts.
-    drop(tx);
-    while in_flight > 0 {
-        match rx.recv().await {
-            Some(o) => {
-                in_flight -= 1;
-                let limit = if stopped_early {
-                    since(Instant::now())
-                } else {
-                    end
-                };
-                handle(o, &mut schedule, &mut timeline, &mut opts, limit);
-            }
-            None => break,
+    // Otherwise the probes still out end within their timeouts.
+    while let Some(joined) = out.join_next().await {
+        if let Ok(o) = joined {
+            handle(o, &mut schedule, &mut timeline, &mut opts, end);
         }
     }
     let ran = if stopped_early {

@@ -169,3 +169,53 @@ fn a_config_error_exits_2_naming_file_line_and_column() {
         .unwrap();
     assert_eq!(code(&missing), 2, "{missing:?}");
 }
+
+#[test]
+fn sigterm_stops_the_run_and_writes_what_was_seen() {
+    let server = Server::start();
+    let dir = temp_dir("probe", "sigterm");
+    let file = dir.join("probe.toml");
+    std::fs::write(
+        &file,
+        config(server.addr, "ok", "0.1").replace("duration = \"1s\"", "duration = \"60s\""),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stormbreak"))
+        .args(["probe", "--out"])
+        .arg(dir.join("out"))
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first interval has closed (its state line), stop it.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("probe: t=") {
+        match stderr.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{o:?} {}",
+        String::from_utf8_lossy(&seen)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out/probe.json")).unwrap()).unwrap();
+    assert_eq!(doc["run"]["stopped_early"], true);
+    assert!(
+        doc["run"]["ran_s"].as_f64().unwrap() < 30.0,
+        "{}",
+        doc["run"]
+    );
+}

@@ -348,3 +348,53 @@ async fn an_https_path_verifies_the_server_against_its_ca_bundle() {
     assert_eq!(wrong.totals.failed, wrong.totals.probes, "{wrong:?}");
     assert_eq!(wrong.reasons.keys().copied().collect::<Vec<_>>(), ["tls"]);
 }
+
+/// Runs `c` and stops it after 1.5 s; guards against a hang, not a timing figure.
+async fn stopped_after_a_while(c: &ProbeConfig) -> stormbreak_probe::ProbeRun {
+    let stop = stormbreak_probe::StopSignal::default();
+    let stopper = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ms(1500)).await;
+        stopper.stop();
+    });
+    let started = Instant::now();
+    let run = stormbreak_probe::run(
+        c,
+        RunOptions {
+            stop,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "a stop must not wait"
+    );
+    assert!(run.stopped_early);
+    run
+}
+
+#[tokio::test]
+async fn a_stop_ends_the_run_between_slots_and_drops_the_probes_out() {
+    let server = Scripted::start(|_, _| Reply::Hang).await;
+    let url = format!("http://{}/", server.addr);
+    let slo = "error_rate = 0.5, window = \"10s\"";
+    // The next slot an hour away on average: the stop must not wait for it.
+    let sparse = config(
+        "rate = \"1/h\"\nduration = \"24h\"\ninterval = \"1s\"",
+        &[("p", url.clone(), slo)],
+    );
+    let run = stopped_after_a_while(&sparse).await;
+    assert!(run.ran_s < 5.0, "{run:?}");
+    // Two a second into a server that never answers, each allowed 60 s:
+    // the hung probes are dropped, not awaited and not counted.
+    let mut busy = config(
+        "rate = \"2/s\"\nduration = \"1h\"\ninterval = \"1s\"\nseed = 2",
+        &[("p", url, slo)],
+    );
+    busy.paths[0].timeout = stormbreak_policy::Nanos::from_secs(60);
+    let run = stopped_after_a_while(&busy).await;
+    assert!(run.probes_sent >= 1, "{run:?}");
+    assert_eq!(run.paths[0].totals.probes, 0, "{run:?}");
+}
