@@ -455,19 +455,22 @@ impl ProbeConfig {
         self.run.rate / self.paths.len() as f64 * self.paths[path].slo.window.as_secs_f64()
     }
 
-    /// One sentence per path whose windows cannot be judged at this rate
-    /// (they will read as unknown, and the run exit 3), said before it starts.
+    /// One sentence per path whose windows the rate cannot be relied on
+    /// to judge, said before the run: its mean probes per window fall
+    /// short of `need + 3√need` (the count is Poisson-like, so a mean of
+    /// just `need` leaves about half the windows unknown).
     pub fn sample_warnings(&self) -> Vec<String> {
         (0..self.paths.len())
             .filter_map(|i| {
                 let p = &self.paths[i];
                 let need = p.slo.min_samples();
+                let plan = need as f64 + 3.0 * (need as f64).sqrt();
                 let get = self.expected_samples(i);
-                (get < need as f64).then(|| {
+                (get < plan).then(|| {
                     format!(
                         "path {:?}: about {get:.0} probes per {} window at {}/s over {} paths, \
-                         but its SLO needs at least {need} to be judged: its windows will be unknown \
-                         (raise the rate, widen the window or loosen the target)",
+                         but its SLO needs at least {need} to be judged (plan for {plan:.0}): windows \
+                         that fall short will be unknown (raise the rate, widen the window or loosen the target)",
                         p.name,
                         units::format_duration(p.slo.window),
                         self.run.rate,

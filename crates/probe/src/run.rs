@@ -71,6 +71,8 @@ pub struct ProbeRun {
     pub paths: Vec<PathReport>,
     /// Said before the run started (windows the rate cannot judge).
     pub warnings: Vec<String>,
+    /// When the run started, Unix milliseconds (its time zero).
+    pub started_unix_ms: u64,
     /// Seconds the run lasted (its duration, or less when stopped).
     pub ran_s: f64,
     /// Whether it was stopped before its duration.
@@ -100,6 +102,7 @@ pub struct TimelineRows(pub Vec<(String, Vec<crate::timeline::Row>)>);
 /// One probe's JSON line.
 #[derive(Serialize)]
 struct Line<'a> {
+    unix_ms: u64,
     t_s: f64,
     path: &'a str,
     due_s: f64,
@@ -143,6 +146,9 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
     let mut out: JoinSet<Outcome> = JoinSet::new();
     let mut stop = opts.stop.0.subscribe();
     let start = Instant::now();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let since = move |at: Instant| Nanos::from(at.saturating_duration_since(start));
     let end = run.duration;
     let mut sent: u64 = 0;
@@ -171,6 +177,7 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         }
         if let Some(w) = opts.jsonl.as_mut() {
             let line = Line {
+                unix_ms: started_unix_ms + o.done.as_nanos() / 1_000_000,
                 t_s: o.done.as_secs_f64(),
                 path: &config.paths[o.path].name,
                 due_s: o.due.as_secs_f64(),
@@ -205,7 +212,9 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
             () = tokio::time::sleep_until(start + due.into()) => {
                 let now = since(Instant::now());
                 close(&mut timeline, now.min(end), &mut opts);
-                while let Some(slot) = schedule.handle_timeout(now) {
+                while schedule.poll_timeout() < end
+                    && let Some(slot) = schedule.handle_timeout(now)
+                {
                     slots += 1;
                     match slot {
                         Slot::Paused { path, .. } => {
@@ -279,6 +288,7 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
     let verdict = overall(&paths);
     let ran_s = (timeline.interval() * timeline.closed()).as_secs_f64();
     Ok(ProbeRun {
+        started_unix_ms,
         verdict,
         exit_code: verdict.exit_code(),
         paths,
