@@ -28,6 +28,9 @@ use crate::metrics::{ClusterMetrics, EndpointGauge};
 /// One endpoint and its requests in flight.
 pub(crate) struct Endpoint {
     pub(crate) addr: SocketAddr,
+    /// `addr` as a URI authority, made once: every attempt's URI takes a
+    /// reference-counted copy instead of formatting the address again.
+    authority: http::uri::Authority,
     /// Shared with the same address in the next endpoint list (a reload),
     /// so attempts picked before the change still count against it.
     inflight: Arc<AtomicU32>,
@@ -69,8 +72,9 @@ impl Drop for Picked<'_> {
 }
 
 impl<'a> Picked<'a> {
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.cluster.endpoints[self.index].addr
+    /// The endpoint's address as a URI authority (a reference-counted copy).
+    pub(crate) fn authority(&self) -> http::uri::Authority {
+        self.cluster.endpoints[self.index].authority.clone()
     }
 
     /// The cluster it was picked from.
@@ -91,6 +95,7 @@ impl Cluster {
             .filter_map(|e| e.parse().ok())
             .map(|addr| Endpoint {
                 addr,
+                authority: crate::endpoint::authority_of(addr),
                 inflight: Arc::new(AtomicU32::new(0)),
             })
             .collect::<Vec<_>>();
@@ -145,6 +150,7 @@ impl Cluster {
                 let kept = self.endpoints.iter().find(|e| e.addr == addr);
                 Endpoint {
                     addr,
+                    authority: crate::endpoint::authority_of(addr),
                     inflight: kept
                         .map_or_else(|| Arc::new(AtomicU32::new(0)), |e| e.inflight.clone()),
                 }
@@ -419,7 +425,7 @@ mod tests {
         assert_eq!((gauges[0].inflight, gauges[0].ejected), (0, Some(false)));
         // With :1 ejected, every pick goes to the added :3.
         for _ in 0..8 {
-            assert_eq!(new.pick().unwrap().addr().port(), 3);
+            assert_eq!(new.pick().unwrap().authority().port_u16(), Some(3));
         }
         assert_eq!(new.served.load(Ordering::Relaxed), 10, "counter shared");
         drop(held);

@@ -74,23 +74,38 @@ impl Upstream {
     pub(crate) fn send(
         &self,
         addr: SocketAddr,
+        request: Request<Body>,
+    ) -> Result<ResponseFuture, AttemptError> {
+        self.send_to(authority_of(addr), request)
+    }
+
+    /// [`Upstream::send`] to an endpoint whose authority is already made
+    /// (the request path's: the URI then costs no allocation).
+    pub(crate) fn send_to(
+        &self,
+        authority: http::uri::Authority,
         mut request: Request<Body>,
     ) -> Result<ResponseFuture, AttemptError> {
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
         // Only the configured endpoint is ever dialled: the client's URI
-        // contributes its path and nothing else.
-        let uri = Uri::builder()
-            .scheme("http")
-            .authority(addr.to_string())
-            .path_and_query(path)
-            .build()
-            .map_err(|_| AttemptError::Connect)?;
+        // contributes its path and nothing else (a shared copy of it).
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(http::uri::Scheme::HTTP);
+        parts.authority = Some(authority);
+        parts.path_and_query = Some(
+            request
+                .uri()
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+        );
+        let uri = Uri::from_parts(parts).map_err(|_| AttemptError::Connect)?;
         *request.uri_mut() = uri;
         *request.version_mut() = self.version;
         Ok(self.client.request(request))
     }
+}
+
+/// `addr` as a URI authority (`127.0.0.1:8080`, `[::1]:8080`).
+pub(crate) fn authority_of(addr: SocketAddr) -> http::uri::Authority {
+    http::uri::Authority::try_from(addr.to_string()).expect("a socket address is an authority")
 }

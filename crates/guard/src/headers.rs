@@ -1,6 +1,7 @@
 //! Header hygiene: hop-by-hop removal, `X-Forwarded-For` / `Forwarded`,
 //! and which client address to believe.
 
+use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -95,24 +96,71 @@ pub(crate) fn append_forwarded(
     headers.remove(&xff);
     headers.remove(header::FORWARDED);
     let ip = peer.ip().to_canonical();
-    let xff_value = match prior_xff {
-        Some(prior) => format!("{prior}, {ip}"),
-        None => ip.to_string(),
+    // Each value is written on the stack and copied once into its header
+    // (an exact-size copy: one allocation a header, none for the pieces);
+    // a long chain of prior proxies goes through a `String` instead.
+    let mut xff_value = Written::new();
+    if let Some(prior) = &prior_xff {
+        let _ = write!(xff_value, "{prior}, ");
+    }
+    let _ = write!(xff_value, "{ip}");
+    let mut fwd_value = Written::new();
+    if let Some(prior) = &prior_fwd {
+        let _ = write!(fwd_value, "{prior}, ");
+    }
+    let _ = match ip {
+        IpAddr::V4(v4) => write!(fwd_value, "for={v4};proto={proto}"),
+        IpAddr::V6(v6) => write!(fwd_value, "for=\"[{v6}]\";proto={proto}"),
     };
-    let node = match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
-    };
-    let element = format!("for={node};proto={proto}");
-    let fwd_value = match prior_fwd {
-        Some(prior) => format!("{prior}, {element}"),
-        None => element,
-    };
-    if let Ok(v) = HeaderValue::from_str(&xff_value) {
+    if let Ok(v) = HeaderValue::from_bytes(xff_value.as_bytes()) {
         headers.insert(xff, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&fwd_value) {
+    if let Ok(v) = HeaderValue::from_bytes(fwd_value.as_bytes()) {
         headers.insert(header::FORWARDED, v);
+    }
+}
+
+/// Text written into a stack buffer, spilling into a `String` when it
+/// outgrows it.
+struct Written {
+    buf: [u8; 128],
+    len: usize,
+    spilled: Option<String>,
+}
+
+impl Written {
+    fn new() -> Self {
+        Written {
+            buf: [0; 128],
+            len: 0,
+            spilled: None,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match &self.spilled {
+            Some(s) => s.as_bytes(),
+            None => &self.buf[..self.len],
+        }
+    }
+}
+
+impl std::fmt::Write for Written {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if let Some(spilled) = &mut self.spilled {
+            spilled.push_str(s);
+        } else if self.len + s.len() <= self.buf.len() {
+            self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
+            self.len += s.len();
+        } else {
+            let mut spilled = String::with_capacity(self.len + s.len() + 64);
+            // Only whole `str`s were copied in, so the prefix is UTF-8.
+            spilled
+                .push_str(std::str::from_utf8(&self.buf[..self.len]).map_err(|_| std::fmt::Error)?);
+            spilled.push_str(s);
+            self.spilled = Some(spilled);
+        }
+        Ok(())
     }
 }
 
@@ -168,6 +216,17 @@ mod tests {
         append_forwarded(&mut h, "[::1]:80".parse().unwrap(), false, "http");
         assert_eq!(h["x-forwarded-for"], "::1");
         assert_eq!(h["forwarded"], "for=\"[::1]\";proto=http");
+    }
+
+    #[test]
+    fn a_long_chain_of_proxies_spills_off_the_stack_intact() {
+        let prior: Vec<String> = (0..40).map(|i| format!("10.0.{i}.1")).collect();
+        let prior = prior.join(", ");
+        let mut h = map(&[("x-forwarded-for", &prior)]);
+        append_forwarded(&mut h, "192.168.1.1:1".parse().unwrap(), true, "https");
+        assert!(prior.len() > 128);
+        assert_eq!(h["x-forwarded-for"], format!("{prior}, 192.168.1.1").as_str());
+        assert_eq!(h["forwarded"], "for=192.168.1.1;proto=https");
     }
 
     #[test]

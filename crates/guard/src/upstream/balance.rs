@@ -58,7 +58,7 @@ impl<'a, 'b, S: Service<Call<'b>, Response = Verdict, Error = Infallible>> Servi
             };
         };
         self.cluster.m.requests.inc();
-        call.endpoint = Some(picked.addr());
+        call.endpoint = Some(picked.authority());
         Balanced::Calling {
             call: self.inner.call(call),
             picked: Some(picked),

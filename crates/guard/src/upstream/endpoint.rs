@@ -29,12 +29,12 @@ impl<'b> Service<Call<'b>> for Endpoint<'_> {
 
     fn call(&mut self, call: Call<'b>) -> Sending {
         // The balancer always picks before calling down.
-        let Some(addr) = call.endpoint else {
+        let Some(authority) = call.endpoint else {
             return Sending::Failed {
                 error: Some(AttemptError::NoEndpoint),
             };
         };
-        match self.0.send(addr, call.request) {
+        match self.0.send_to(authority, call.request) {
             Ok(response) => Sending::Sent { response },
             Err(e) => Sending::Failed { error: Some(e) },
         }

@@ -30,7 +30,6 @@
 //! limit is full.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 
 use http::Request;
 use tower::ServiceBuilder;
@@ -63,7 +62,7 @@ pub(crate) struct Call<'b> {
     /// How far the client got with a streamed body, to blame it.
     pub(crate) streamed: Option<&'b Progress>,
     /// The endpoint the balancer picked.
-    pub(crate) endpoint: Option<SocketAddr>,
+    pub(crate) endpoint: Option<http::uri::Authority>,
 }
 
 /// What a call came to: its result, and whether it is the upstream's to

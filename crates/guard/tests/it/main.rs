@@ -5,6 +5,7 @@
 
 mod access_log;
 mod admin;
+mod allocations;
 mod common;
 mod config;
 mod deploy;
