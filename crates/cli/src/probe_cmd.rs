@@ -161,15 +161,24 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
         stormbreak_probe::run(&config, opts).await
     });
     let probe = result.map_err(|e| (1, format!("{}: {e}", args.config.display())))?;
-    print!("{}", final_table(&probe.paths, config.run.hysteresis));
-    println!(
-        "verdict: {:?} (exit {}); {} probes, {:.2} slots/s; send lateness at most {:.1} ms",
+    // With `--jsonl -` standard output carries the JSON lines alone.
+    let lines_on_stdout = args.jsonl.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let say = |text: String| {
+        if lines_on_stdout {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    say(final_table(&probe.paths, config.run.hysteresis));
+    say(format!(
+        "verdict: {:?} (exit {}); {} probes, {:.2} slots/s; send lateness at most {:.1} ms\n",
         probe.verdict,
         probe.exit_code,
         probe.probes_sent,
         probe.slots_per_s,
         probe.max_send_lateness_ms
-    );
+    ));
     let versus = expected.as_ref().map(|e| {
         let v = stormbreak_probe::expect::versus(&config, e, &probe.paths, args.expect_offset);
         let windows: Vec<f64> = config
@@ -177,12 +186,12 @@ fn run(args: Args) -> Result<u8, (u8, String)> {
             .iter()
             .map(|p| p.slo.window.as_secs_f64())
             .collect();
-        print!("{}", stormbreak_probe::expect::table(e, &v, &windows));
+        say(stormbreak_probe::expect::table(e, &v, &windows));
         v
     });
     crate::write_out(&out_dir, &output_set(&config, &probe, versus.as_deref()))
         .map_err(|e| (1, e))?;
-    println!("outputs: {}", out.display());
+    say(format!("outputs: {}\n", out.display()));
     if interrupted.load(Ordering::Relaxed) {
         eprintln!(
             "probe: stopped by a signal after {:.0} s; outputs cover what was seen",

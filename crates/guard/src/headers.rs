@@ -225,7 +225,10 @@ mod tests {
         let mut h = map(&[("x-forwarded-for", &prior)]);
         append_forwarded(&mut h, "192.168.1.1:1".parse().unwrap(), true, "https");
         assert!(prior.len() > 128);
-        assert_eq!(h["x-forwarded-for"], format!("{prior}, 192.168.1.1").as_str());
+        assert_eq!(
+            h["x-forwarded-for"],
+            format!("{prior}, 192.168.1.1").as_str()
+        );
         assert_eq!(h["forwarded"], "for=192.168.1.1;proto=https");
     }
 

@@ -55,6 +55,11 @@ pub const MAX_TIMEOUT: Nanos = Nanos::from_secs(300);
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Most probes in flight at once, whatever the config asks.
 pub const MAX_IN_FLIGHT: u32 = 10_000;
+/// Most probes one SLO window may hold at the total rate (each path keeps
+/// its window's durations, 4 bytes a probe, and a copy to read quantiles).
+pub const MAX_WINDOW_PROBES: f64 = 2_000_000.0;
+/// Most timeline rows in a run, over every path.
+pub const MAX_ROWS: u64 = 1_000_000;
 
 /// A rejected config: where, and what was expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,8 +138,9 @@ pub struct RunSpec {
     #[serde(default = "default_hysteresis")]
     pub hysteresis: u32,
     /// Retries (off when absent): the policy crate's retry table, run by
-    /// `stormbreak-client`'s retry layer. Its `overall_timeout` is each
-    /// path's `timeout`, whatever this table says.
+    /// `stormbreak-client`'s retry layer. Its `overall_timeout` is ignored
+    /// (each probe ends by its path's `timeout`), and 429 and 503 are never
+    /// retried (they pause the path).
     #[serde(default)]
     pub retry: Option<RetryConfig>,
     /// The one budget every path's retries spend from (with `retry`;
@@ -517,6 +523,13 @@ impl Doc<'_> {
                 ),
             ));
         }
+        let rows = (run.duration / run.interval).saturating_mul(raw.paths.len() as u64);
+        if rows > MAX_ROWS {
+            return Err(self.at(
+                "probe.interval",
+                format!("at most {MAX_ROWS} timeline rows in a run (intervals × paths, here {rows}): lengthen the interval"),
+            ));
+        }
         let d = &raw.defaults;
         if let Some(t) = d.timeout {
             self.check_timeout("defaults.timeout", t)?;
@@ -585,6 +598,14 @@ impl Doc<'_> {
                     format!("{who}: client_cert and client_key go together"),
                 ));
             }
+            if let Some(name) = &tls.server_name
+                && rustls::pki_types::ServerName::try_from(name.as_str()).is_err()
+            {
+                return Err(self.at(
+                    &at("tls.server_name"),
+                    format!("{who}: expected a DNS name or IP address, got {name:?}"),
+                ));
+            }
             if https {
                 crate::send::tls_config(&tls)
                     .map_err(|e| self.at(&at("tls"), format!("{who}: {e}")))?;
@@ -629,6 +650,20 @@ impl Doc<'_> {
                     "duration must be at least one interval ({}) and at most {}",
                     units::format_duration(run.interval),
                     units::format_duration(MAX_DURATION)
+                ),
+            ));
+        }
+        if !run
+            .duration
+            .as_nanos()
+            .is_multiple_of(run.interval.as_nanos())
+        {
+            return Err(self.at(
+                "probe.duration",
+                format!(
+                    "duration must be a whole number of intervals ({}), got {}",
+                    units::format_duration(run.interval),
+                    units::format_duration(run.duration)
                 ),
             ));
         }
@@ -714,6 +749,23 @@ impl Doc<'_> {
                 ),
             ));
         }
+        if slo.window > run.duration {
+            return Err(self.at(
+                &format!("{at}.window"),
+                format!(
+                    "a window of at most the run's duration ({}): a longer one is never whole, so never judged",
+                    units::format_duration(run.duration)
+                ),
+            ));
+        }
+        if run.rate * slo.window.as_secs_f64() > MAX_WINDOW_PROBES {
+            return Err(self.at(
+                &format!("{at}.window"),
+                format!(
+                    "rate × window must be at most {MAX_WINDOW_PROBES} probes (the durations a window keeps): lower the rate or shorten the window"
+                ),
+            ));
+        }
         if slo.window.as_nanos() / iv > MAX_WINDOW_INTERVALS {
             return Err(self.at(
                 &format!("{at}.window"),
@@ -776,6 +828,18 @@ impl Doc<'_> {
             let at = format!("path.{i}.headers.{name}");
             let key = http::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| self.at(&at, format!("{who}: {name:?} is not a header name")))?;
+            if key == http::header::HOST {
+                return Err(self.at(
+                    &at,
+                    format!("{who}: Host comes from the URL (use tls.server_name for SNI)"),
+                ));
+            }
+            if map.contains_key(&key) {
+                return Err(self.at(
+                    &at,
+                    format!("{who}: header {name} is given twice (names are case-insensitive)"),
+                ));
+            }
             let Some(value) = env(&h.env) else {
                 return Err(self.at(
                     &format!("{at}.env"),

@@ -35,7 +35,7 @@ pub fn output_set(
             serde_json::json!({
                 "name": p.name,
                 "method": p.method.as_str(),
-                "url": p.url.to_string(),
+                "url": shown_url(&p.url),
                 "headers": p.headers.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
                 "timeout_s": p.timeout.as_secs_f64(),
                 "connection": format!("{:?}", p.connection).to_lowercase(),
@@ -81,6 +81,21 @@ pub fn output_set(
             .expect("plain data"),
     );
     set
+}
+
+/// The URL as outputs show it: without its query, which may carry a
+/// credential (`?access_token=`), said to be there by `?…`.
+pub fn shown_url(url: &http::Uri) -> String {
+    let mut shown = format!(
+        "{}://{}{}",
+        url.scheme_str().unwrap_or("http"),
+        url.authority().map_or("", |a| a.as_str()),
+        url.path()
+    );
+    if url.query().is_some() {
+        shown.push_str("?…");
+    }
+    shown
 }
 
 fn opt(v: Option<f64>) -> String {

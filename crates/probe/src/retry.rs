@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use stormbreak_client::{CloneAll, HttpClassifier, RetryEvents, RetryLayer, TimedHere};
 use stormbreak_policy::budget::BudgetConfig;
-use stormbreak_policy::retry::{GiveUpReason, RetryConfig};
+use stormbreak_policy::retry::{GiveUpReason, RetryConfig, RetryOn};
 use tokio::time::Instant;
 
 use crate::outcome::Reason;
@@ -84,6 +84,17 @@ impl Retries {
         let mut config = config.clone();
         // Each probe's deadline is its path's timeout, enforced around the loop.
         config.overall_timeout = None;
+        // A 429 or 503 asks the prober to back off: it pauses the path
+        // (`Retry-After`, or `overload_pause`) and is never retried.
+        config.retry_on.retain(|r| *r != RetryOn::Throttled);
+        for s in [429, 503] {
+            if !config.non_retriable_status_codes.contains(&s) {
+                config.non_retriable_status_codes.push(s);
+            }
+        }
+        config
+            .retriable_status_codes
+            .retain(|s| !matches!(s, 429 | 503));
         let layer = RetryLayer::builder(&config)
             .and_then(|b| b.budget_config(budget))
             .map_err(|e| e.to_string())?
@@ -127,15 +138,19 @@ impl Retries {
             }
         });
         let driven = self.layer.drive(service, (), TimedHere, &self.counted);
-        let ended = tokio::time::timeout_at(deadline, driven).await;
+        // The outcome is read from `last`: the loop's own result (an
+        // answer or its error) says nothing more.
+        let _ = tokio::time::timeout_at(deadline, driven).await;
         let n = attempts.load(Ordering::Relaxed).max(1) as u32;
         let answer = last.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match (ended, answer) {
-            // The last attempt answered (success, or the loop gave up on it).
-            (Ok(_), Some(a)) => (a, n),
+        match answer {
+            // The last attempt answered: a success, the answer the loop
+            // gave up on, or a failure whose retry the deadline cut off
+            // while it waited for its backoff.
+            Some(a) => (a, n),
             // The loop's per-try timer or the probe's deadline cut the
             // last attempt short.
-            _ => (
+            None => (
                 Answer {
                     status: None,
                     failure: Some(Reason::Timeout),

@@ -151,6 +151,13 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         .map_or(0, |d| d.as_millis() as u64);
     let since = move |at: Instant| Nanos::from(at.saturating_duration_since(start));
     let end = run.duration;
+    // The last interval stays open until the probes still out at the end
+    // are in: a probe that ends after `end` is counted in it, not lost.
+    let last_open = end.saturating_sub(Nanos::NANOSECOND);
+    // Each path's share of the in-flight cap: a hanging path fills its own
+    // share and cannot take the slots of the others.
+    let per_path_cap = (run.max_in_flight as usize / config.paths.len()).max(1);
+    let mut out_per_path = vec![0usize; config.paths.len()];
     let mut sent: u64 = 0;
     let mut slots: u64 = 0;
     let mut max_late = Nanos::ZERO;
@@ -206,12 +213,15 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
         tokio::select! {
             biased;
             _ = stop.changed() => {}
-            Some(Ok(o)) = out.join_next() => {
-                handle(o, &mut schedule, &mut timeline, &mut opts, end);
+            Some(joined) = out.join_next() => {
+                if let Ok(o) = joined {
+                    out_per_path[o.path] -= 1;
+                    handle(o, &mut schedule, &mut timeline, &mut opts, last_open);
+                }
             }
             () = tokio::time::sleep_until(start + due.into()) => {
                 let now = since(Instant::now());
-                close(&mut timeline, now.min(end), &mut opts);
+                close(&mut timeline, now.min(last_open), &mut opts);
                 while schedule.poll_timeout() < end
                     && let Some(slot) = schedule.handle_timeout(now)
                 {
@@ -223,7 +233,10 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                                 m.paused(path);
                             }
                         }
-                        Slot::Send { path, .. } if out.len() >= run.max_in_flight as usize => {
+                        Slot::Send { path, .. }
+                            if out.len() >= run.max_in_flight as usize
+                                || out_per_path[path] >= per_path_cap =>
+                        {
                             timeline.record_skipped(path);
                             if let Some(m) = &opts.metrics {
                                 m.skipped(path);
@@ -231,6 +244,7 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
                         }
                         Slot::Send { path, at } => {
                             sent += 1;
+                            out_per_path[path] += 1;
                             let sender = Arc::clone(&senders[path]);
                             let retries = retries.clone();
                             let sent_at = since(Instant::now());
@@ -265,14 +279,33 @@ pub async fn run(config: &ProbeConfig, mut opts: RunOptions) -> Result<ProbeRun,
             }
         }
     };
-    if stopped_early {
-        // Asked to stop: the probes still out are dropped, not awaited.
-        out.abort_all();
-    }
-    // Otherwise the probes still out end within their timeouts.
-    while let Some(joined) = out.join_next().await {
-        if let Ok(o) = joined {
-            handle(o, &mut schedule, &mut timeline, &mut opts, end);
+    // The probes still out end within their timeouts, unless a stop comes
+    // first: then they are dropped, not awaited.
+    let mut dropping = stopped_early;
+    loop {
+        if dropping {
+            out.abort_all();
+        }
+        tokio::select! {
+            biased;
+            changed = stop.changed(), if !dropping => {
+                // A closed channel cannot stop the run any more.
+                dropping = changed.is_ok() && *stop.borrow();
+                if changed.is_err() {
+                    // Only the sender's drop closes it; keep draining.
+                    while let Some(joined) = out.join_next().await {
+                        if let Ok(o) = joined {
+                            handle(o, &mut schedule, &mut timeline, &mut opts, last_open);
+                        }
+                    }
+                    break;
+                }
+            }
+            joined = out.join_next() => match joined {
+                None => break,
+                Some(Ok(o)) => handle(o, &mut schedule, &mut timeline, &mut opts, last_open),
+                Some(Err(_)) => {}
+            },
         }
     }
     let ran = if stopped_early {

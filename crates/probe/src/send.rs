@@ -233,7 +233,8 @@ impl Sender {
             Err(_) => {
                 match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await
                 {
-                    Err(_) => return Err(Reason::Timeout),
+                    // Not resolved in time: a resolver problem, not the server's.
+                    Err(_) => return Err(Reason::Resolve),
                     Ok(Err(_)) => return Err(Reason::Resolve),
                     Ok(Ok(a)) => a.take(8).collect(),
                 }

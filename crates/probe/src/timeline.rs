@@ -14,7 +14,8 @@
 //!
 //! Bounds: one row per path per interval (at most
 //! [`crate::config::MAX_INTERVALS`]); each path keeps the probe durations of
-//! its current window, 4 bytes each (at most rate × window in all).
+//! its current window, 4 bytes each, and a copy while a quantile is read
+//! (at most rate × window ≤ [`crate::config::MAX_WINDOW_PROBES`] each).
 
 use std::collections::VecDeque;
 
@@ -486,6 +487,32 @@ mod tests {
         assert_eq!(r.verdict, Verdict::Unknown);
         assert_eq!(r.totals.paused, 30);
         assert_eq!(r.degraded_at_s, None, "unknown is not bad");
+    }
+
+    #[test]
+    fn a_window_mostly_paused_is_unknown_even_with_enough_probes() {
+        // 10 probes a second judge a 3 s window (10 needed); then a second
+        // with 30 paused slots beside its 10 probes (the window: 30 of 60
+        // slots paused, not more than half), then one with 40 (70 of 100).
+        let mut t = Timeline::new(&config(""));
+        feed(&mut t, 0, 3, 0);
+        for _ in 0..30 {
+            t.record_paused(0);
+        }
+        feed(&mut t, 3, 1, 0);
+        for _ in 0..40 {
+            t.record_paused(0);
+        }
+        feed(&mut t, 4, 1, 0);
+        let rows = &t.rows().next().unwrap().1;
+        assert_eq!(rows[3].window_probes, 30);
+        assert_eq!(rows[3].state, WindowState::Good, "30 of 60 paused: judged");
+        assert_eq!(rows[4].window_probes, 30);
+        assert_eq!(
+            rows[4].state,
+            WindowState::Unknown,
+            "70 of 100 paused: unknown"
+        );
     }
 
     #[test]

@@ -90,7 +90,8 @@ pub fn read(states: &[WindowState], interval: Nanos, window: usize) -> Recovery 
         (Some(_), Some(i)) if i + 1 >= states.len() => (None, None),
         // The first good window after the last one that was not good
         // covers the `window` before its end: recovery began then.
-        (Some(_), Some(i)) => (Some(secs(i + 1) - window_s), Some(secs(i + 1))),
+        // (At the run's start the window is shorter: never before 0.)
+        (Some(_), Some(i)) => (Some((secs(i + 1) - window_s).max(0.0)), Some(secs(i + 1))),
     };
     Recovery {
         degraded_at_s: first_bad.map(secs),

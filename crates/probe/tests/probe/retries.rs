@@ -39,11 +39,13 @@ async fn a_success_after_a_retry_is_counted_apart_from_a_plain_one() {
         .unwrap();
     let p = &run.paths[0];
     assert!(p.totals.probes >= 20, "{p:?}");
+    // Probes that overlap shift the alternation (one gets a plain success,
+    // the other fails after its retry): most still need their retry.
     assert!(
-        p.totals.ok_after_retry * 10 >= p.totals.probes * 8,
+        p.totals.ok_after_retry * 10 >= p.totals.probes * 6,
         "most probes needed their retry: {p:?}"
     );
-    assert!(p.totals.failed * 10 <= p.totals.probes, "{p:?}");
+    assert!(p.totals.failed * 5 <= p.totals.probes, "{p:?}");
     // Every failed probe was retried once (the budget allows all).
     assert_eq!(
         run.retries,
@@ -79,4 +81,45 @@ async fn the_default_budget_keeps_attempts_within_a_tenth_over_the_probe_rate() 
     );
     assert_eq!(run.paths[0].totals.failed, probes);
     assert_eq!(run.verdict, Verdict::Breached);
+}
+
+#[tokio::test]
+async fn a_429_or_503_is_never_retried_it_pauses_the_path() {
+    let server = Scripted::start(|p, _| {
+        if p == "/busy" {
+            Reply::Status(503, Some(1))
+        } else {
+            Reply::Status(429, None)
+        }
+    })
+    .await;
+    let slo = "error_rate = 0.5, window = \"500ms\"";
+    let c = config(
+        "rate = \"40/s\"\nduration = \"1500ms\"\ninterval = \"100ms\"\nseed = 5\noverload_pause = \"1s\"\n\
+         retry = { max_attempts = 3, backoff = { kind = \"constant\", base = \"1ms\" } }\n\
+         budget = { kind = \"ratio\", retry_ratio = 1.0, min_retries_per_sec = 0 }",
+        &[
+            ("busy", format!("http://{}/busy", server.addr), slo),
+            (
+                "throttled",
+                format!("http://{}/throttled", server.addr),
+                slo,
+            ),
+        ],
+    );
+    let run = stormbreak_probe::run(&c, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(run.retries, 0, "{run:?}");
+    for (p, path) in run.paths.iter().zip(["/busy", "/throttled"]) {
+        let arrivals = server.count(path, Duration::ZERO, Duration::from_secs(60));
+        // A probe, a 1 s pause, another: a few in 1.5 s, never 3 attempts each.
+        assert!((1..=6).contains(&arrivals), "{path}: {arrivals}");
+        assert!(p.totals.paused > 5, "{p:?}");
+        assert_eq!(
+            p.reasons.keys().copied().collect::<Vec<_>>(),
+            ["status"],
+            "{p:?}"
+        );
+    }
 }

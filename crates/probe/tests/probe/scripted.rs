@@ -280,6 +280,10 @@ async fn every_failure_has_its_reason_and_the_run_stays_bounded() {
         assert_eq!(p.totals.failed, p.totals.probes, "{p:?}");
         assert!(p.totals.probes >= 5, "{p:?}");
     }
+    // Every probe sent is in the timeline, those that ended after the
+    // run's last second included (the hung ones time out 200 ms later).
+    let counted: u64 = run.paths.iter().map(|p| p.totals.probes).sum();
+    assert_eq!(counted, run.probes_sent);
     let hang = &run.paths[1];
     assert!(
         hang.p50_ms.unwrap() >= 200.0 && hang.p50_ms.unwrap() < 400.0,
@@ -397,4 +401,32 @@ async fn a_stop_ends_the_run_between_slots_and_drops_the_probes_out() {
     let run = stopped_after_a_while(&busy).await;
     assert!(run.probes_sent >= 1, "{run:?}");
     assert_eq!(run.paths[0].totals.probes, 0, "{run:?}");
+}
+
+#[tokio::test]
+async fn a_hanging_path_fills_only_its_share_of_the_in_flight_cap() {
+    let server = Scripted::start(|p, _| {
+        if p == "/hang" {
+            Reply::Hang
+        } else {
+            Reply::Status(200, None)
+        }
+    })
+    .await;
+    let slo = "error_rate = 0.5, window = \"500ms\"";
+    let mut c = config(
+        "rate = \"60/s\"\nduration = \"1s\"\ninterval = \"100ms\"\nseed = 3\nmax_in_flight = 4",
+        &[
+            ("hang", format!("http://{}/hang", server.addr), slo),
+            ("fine", format!("http://{}/fine", server.addr), slo),
+        ],
+    );
+    c.paths[0].timeout = stormbreak_policy::Nanos::from_millis(900);
+    let run = stormbreak_probe::run(&c, opts(0)).await.unwrap();
+    let (hang, fine) = (&run.paths[0], &run.paths[1]);
+    assert!(hang.totals.skipped > 10, "{hang:?}");
+    // Its share of 4 is 2 at a time: two, and two more once they time out.
+    assert!((2..=4).contains(&hang.totals.probes), "{hang:?}");
+    assert_eq!(fine.totals.skipped, 0, "{fine:?}");
+    assert!(fine.totals.probes >= 20, "{fine:?}");
 }
