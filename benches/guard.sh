@@ -4,9 +4,14 @@
 #
 #   passthrough   closed-loop saturation (wrk): rps, the proxy's CPU-seconds
 #                 per 1 000 requests, rps per proxy CPU-second, p50/p99 — the
-#                 guard with every policy on but none binding, the guard with
+#                 guard with every policy on but none binding (on the
+#                 default listener, which detects HTTP/1.1 or h2c by the
+#                 preface, and on an HTTP/1.1-only one), the guard with
 #                 none, HAProxy, and a bare hyper forwarder (the overhead
 #                 baseline), plus the backend alone;
+#   threads       the every-policy guard with 1 and with 2 worker threads,
+#                 proxy, backend and load generator sharing both cores:
+#                 requests per proxy CPU-second of each (issue 43, item 4);
 #   overload      open loop (oha, coordinated-omission corrected) at 3× the
 #                 backend's capacity: goodput as a share of capacity, p99 of
 #                 the admitted (2xx) requests against the unloaded p99 — the
@@ -50,7 +55,7 @@
 #   --burst-rounds R  bursts per proxy [default: 6, --quick: 3]
 #   --skip-install    do not apt-get/cargo install missing tools (fail instead)
 #   --only LIST       run only these parts, comma-separated, of: passthrough,
-#                     idle, burst, overload, storm, soak [default: all]
+#                     threads, idle, burst, overload, storm, soak [default: all]
 #   --guard-before BIN  also run passthrough's every-policy guard with another
 #                     build of `stormbreak` (an earlier commit's), in the same
 #                     run: a change's before and after side by side
@@ -74,7 +79,7 @@ BURST_CONNS=""
 BURST_ROUNDS=""
 INSTALL=1
 BIN_BEFORE=""
-ONLY=",passthrough,idle,burst,overload,storm,soak,"
+ONLY=",passthrough,threads,idle,burst,overload,storm,soak,"
 while (($#)); do
     case "$1" in
         --quick) QUICK=1; shift ;;
@@ -264,10 +269,14 @@ start_proxy() {
             [[ $kind != *-arena1 ]] || extra=(MALLOC_ARENA_MAX=1)
             conf="$OUT/conf/$kind.toml"
             fill "$tmpl" "$conf" "$PROXY_PORT" "$backend" "$ADMIN_PORT"
-            local bin=$BIN_GUARD
+            # The HTTP/1.1-only listener: the same config, no protocol detection.
+            [[ $kind != guard-h1 ]] || sed -i '0,/^name = "edge"$/s//name = "edge"\nprotocol = "http1"/' "$conf"
+            local bin=$BIN_GUARD cpu=$PROXY_CPU threads=1
             [[ $kind != guard-before ]] || bin=$BIN_BEFORE
+            # The threads part: both cores, shared with the backend and wrk.
+            case $kind in guard-t1) cpu=0,1 ;; guard-t2) cpu=0,1 threads=2 ;; esac
             "$bin" guard --check "$conf" >/dev/null
-            spawn "$kind" "$PROXY_CPU" env TOKIO_WORKER_THREADS=1 "${extra[@]}" "$bin" guard --config "$conf" --drain-timeout 1s
+            spawn "$kind" "$cpu" env TOKIO_WORKER_THREADS=$threads "${extra[@]}" "$bin" guard --config "$conf" --drain-timeout 1s
             ;;
         haproxy*)
             conf="$OUT/conf/$kind.cfg"
@@ -340,6 +349,7 @@ oha_run() {
 declare -A TMPL=(
     [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
     [guard-arena1]="$B/guard-passthrough.toml" [guard-before]="$B/guard-passthrough.toml"
+    [guard-h1]="$B/guard-passthrough.toml" [guard-t1]="$B/guard-passthrough.toml" [guard-t2]="$B/guard-passthrough.toml"
     [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
 )
 
@@ -359,10 +369,10 @@ log "measured capacity $CAPACITY requests/s (nominal $((WORKERS * 1000 / SLEEP_M
 CAP_INT=$(printf '%.0f' "$CAPACITY")
 
 # ---- 1. passthrough -----------------------------------------------------------
-if want passthrough || want idle || want burst; then
+if want passthrough || want threads || want idle || want burst; then
 start_backend pass
-PT_KINDS=(direct forward guard-minimal guard haproxy)
-[[ -z $BIN_BEFORE ]] || PT_KINDS=(direct forward guard-minimal guard-before guard haproxy)
+PT_KINDS=(direct forward guard-minimal guard guard-h1 haproxy)
+[[ -z $BIN_BEFORE ]] || PT_KINDS=(direct forward guard-minimal guard-before guard guard-h1 haproxy)
 for rep in $(seq "$REPS"); do
     want passthrough || break
     for kind in "${PT_KINDS[@]}"; do
@@ -375,6 +385,26 @@ for rep in $(seq "$REPS"); do
             wrk="$OUT/raw/pass-$kind-$rep.wrk" cpu="$OUT/raw/pass-$kind-$rep.cpu"
         [[ -z $PROXY_PID ]] || stop "$PROXY_PID"
     done
+done
+
+# ---- 1b. worker threads (issue 43, item 4) ----------------------------------------
+# On this 2-core host the proxy cannot have cores of its own with 2 threads,
+# so all three share both: the figure is efficiency (requests per proxy
+# CPU-second), not throughput.
+for rep in $(seq "$REPS"); do
+    want threads || break
+    SAVED_LOAD_CPU=$LOAD_CPU
+    LOAD_CPU=0,1
+    for kind in guard-t1 guard-t2; do
+        log "[$rep/$REPS] threads $kind"
+        start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${WARM}s" "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+        wrk_run "threads-$kind-$rep" "$PROXY_PORT" "$PT_DUR"
+        record figure=threads proxy="$kind" rep="$rep" \
+            wrk="$OUT/raw/threads-$kind-$rep.wrk" cpu="$OUT/raw/threads-$kind-$rep.cpu"
+        stop "$PROXY_PID"
+    done
+    LOAD_CPU=$SAVED_LOAD_CPU
 done
 
 # ---- 2. idle connections (same backend) ----------------------------------------

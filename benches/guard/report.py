@@ -153,6 +153,9 @@ NAMES = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder"
          "guard-minimal": "guard, no policy", "guard": "guard, every policy (not binding)",
          "guard-arena1": "guard, every policy (not binding), MALLOC_ARENA_MAX=1",
          "guard-before": "guard, every policy (not binding), the --guard-before build",
+         "guard-h1": "guard, every policy (not binding), HTTP/1.1-only listener",
+         "guard-t1": "guard, every policy, 1 worker thread (both cores shared)",
+         "guard-t2": "guard, every policy, 2 worker threads (both cores shared)",
          "haproxy": "HAProxy 2.6"}
 
 
@@ -162,7 +165,7 @@ def passthrough_table(pt, goals):
     print("| proxy | rps | proxy core busy | proxy CPU-s per 1 000 req | rps per proxy CPU-second | p50 ms | p99 ms | non-2xx + socket errors |")
     print("|---|---|---|---|---|---|---|---|")
     derived = {}
-    for p in ("direct", "forward", "guard-minimal", "guard-before", "guard", "haproxy"):
+    for p in ("direct", "forward", "guard-minimal", "guard-before", "guard", "guard-h1", "haproxy"):
         rs = pt.get(p, [])
         if not rs:
             continue
@@ -182,6 +185,14 @@ def passthrough_table(pt, goals):
         print(f"Guard / HAProxy: rps {r_rps:.2f}×, rps per proxy CPU-second {r_cpu:.2f}×.")
         goals.append(("passthrough rps per proxy core ≥ 0.8× HAProxy's",
                       f"{r_cpu:.2f}× per CPU-second ({r_rps:.2f}× in rps)", r_cpu is not None and r_cpu >= 0.8))
+    if "guard" in derived and "guard-h1" in derived and derived["guard-h1"]["c1k"] and derived["guard"]["c1k"]:
+        d, h = derived["guard"], derived["guard-h1"]
+        print(f"Default listener (HTTP/1.1 or h2c by preface) / HTTP/1.1-only: proxy CPU per request "
+              f"{d['c1k'] * 1e3:.1f} µs / {h['c1k'] * 1e3:.1f} µs ({(d['c1k'] / h['c1k'] - 1) * 100:+.1f} % for the detection).")
+        hp = derived.get("haproxy", {}).get("per_cpu")
+        if hp and h["per_cpu"]:
+            goals.append(("passthrough rps per proxy CPU-second ≥ 0.9× HAProxy's, HTTP/1.1-only listener",
+                          f"{h['per_cpu'] / hp:.2f}×", h["per_cpu"] / hp >= 0.9))
     if "guard" in derived and "guard-before" in derived and derived["guard-before"]["c1k"]:
         b, a = derived["guard-before"], derived["guard"]
         print(f"Before / after (every policy): proxy CPU per request {b['c1k'] * 1e3:.1f} µs → {a['c1k'] * 1e3:.1f} µs "
@@ -220,6 +231,26 @@ def tables(results, meta):
     derived = {}
     if pt:
         derived = passthrough_table(pt, goals)
+
+    # (a2) worker threads
+    th = by_proxy(rows, "threads")
+    if th.get("guard-t1") and th.get("guard-t2"):
+        print("### Worker threads (every policy; proxy, backend and wrk sharing both cores)\n")
+        print("| guard | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second |")
+        print("|---|---|---|---|")
+        eff = {}
+        for p in ("guard-t1", "guard-t2"):
+            rs = th[p]
+            c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
+            per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
+            eff[p] = med(per_cpu)
+            print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | {spread(per_cpu, '{:.0f}')} |")
+        print()
+        if eff["guard-t1"] and eff["guard-t2"]:
+            ratio = eff["guard-t2"] / eff["guard-t1"]
+            print(f"2 threads / 1 thread, requests per proxy CPU-second: {ratio:.2f}×.\n")
+            goals.append(("2 worker threads no less efficient per CPU-second than 1 (within 5 %)",
+                          f"{ratio:.2f}×", ratio >= 0.95))
 
     # (d) idle connections
     idle = by_proxy(rows, "idle")
