@@ -61,27 +61,8 @@ pub const MAX_WINDOW_PROBES: f64 = 2_000_000.0;
 /// Most timeline rows in a run, over every path.
 pub const MAX_ROWS: u64 = 1_000_000;
 
-/// A rejected config: where, and what was expected.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file name as given.
-    pub file: String,
-    /// 1-based line and column of the offending value (`None`: the whole file).
-    pub line_col: Option<(usize, usize)>,
-    /// What is wrong and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line_col {
-            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// A rejected config: where, and what was expected (`file:line:column`).
+pub use stormbreak_spans::ConfigError;
 
 /// How probe times are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -397,20 +378,7 @@ impl ProbeConfig {
     /// Reads and checks the config at `path`, with header values from the
     /// process environment.
     pub fn load(path: &Path) -> Result<ProbeConfig, ConfigError> {
-        let file = path.display().to_string();
-        let whole = |message: String| ConfigError {
-            file: file.clone(),
-            line_col: None,
-            message,
-        };
-        let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
-        if meta.len() > MAX_CONFIG_BYTES as u64 {
-            return Err(whole(format!(
-                "larger than {} KiB, the limit for a probe config",
-                MAX_CONFIG_BYTES >> 10
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| whole(format!("cannot read: {e}")))?;
+        let (file, text) = stormbreak_spans::read_config(path, MAX_CONFIG_BYTES, "a probe config")?;
         Self::parse_with_env(&file, &text, &|k| std::env::var(k).ok())
     }
 
@@ -425,21 +393,13 @@ impl ProbeConfig {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ProbeConfig, ConfigError> {
-        let serde_error = |e: toml::de::Error| ConfigError {
-            file: file.to_owned(),
-            line_col: e.span().map(|s| line_col(text, s.start)),
-            message: e.message().trim().to_owned(),
-        };
         if text.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError {
-                file: file.to_owned(),
-                line_col: None,
-                message: format!(
-                    "larger than {} KiB, the limit for a probe config",
-                    MAX_CONFIG_BYTES >> 10
-                ),
-            });
+            return Err(ConfigError::whole(
+                file,
+                stormbreak_spans::too_large(MAX_CONFIG_BYTES, "a probe config"),
+            ));
         }
+        let serde_error = |e: toml::de::Error| ConfigError::from_toml(file, text, &e);
         let root = DeTable::parse(text).map_err(serde_error)?;
         let raw = RawConfig::deserialize(toml::de::Deserializer::from(root.clone()))
             .map_err(serde_error)?;
@@ -498,9 +458,8 @@ impl Doc<'_> {
     fn at(&self, path: &str, message: impl Into<String>) -> ConfigError {
         let span = self.spans.nearest(path);
         ConfigError {
-            file: self.file.to_owned(),
             line_col: Some(line_col(self.text, span.start)),
-            message: message.into(),
+            ..ConfigError::whole(self.file, message)
         }
     }
 

@@ -98,6 +98,87 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// A rejected config file: where, and what was expected.
+///
+/// Displays as `file:line:column: message`, the form editors and CI logs
+/// jump to; `line` and `column` are 1-based, `None` when the whole file is
+/// at fault (too large, unreadable). The guard's config and the probe's
+/// use it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file name as given.
+    pub file: String,
+    /// 1-based line and column (in characters) of the offending value.
+    pub line_col: Option<(usize, usize)>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line_col {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// An error about the whole file.
+    pub fn whole(file: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.to_owned(),
+            line_col: None,
+            message: message.into(),
+        }
+    }
+
+    /// A TOML syntax or type error, at the position it names.
+    pub fn from_toml(file: &str, text: &str, e: &toml::de::Error) -> Self {
+        ConfigError {
+            file: file.to_owned(),
+            line_col: e.span().map(|s| line_col(text, s.start)),
+            message: e.message().trim().to_owned(),
+        }
+    }
+}
+
+/// "larger than 1 MiB, the limit for a guard config": the message of a
+/// config text over `max_bytes`.
+pub fn too_large(max_bytes: usize, what: &str) -> String {
+    let size = if max_bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", max_bytes >> 20)
+    } else {
+        format!("{} KiB", max_bytes >> 10)
+    };
+    format!("larger than {size}, the limit for {what}")
+}
+
+/// Reads the config file at `path` whole, refusing one larger than
+/// `max_bytes` (`what` names it in the error: "a guard config"); returns
+/// its name as given and its text.
+pub fn read_config(
+    path: &std::path::Path,
+    max_bytes: usize,
+    what: &str,
+) -> Result<(String, String), ConfigError> {
+    let file = path.display().to_string();
+    let too_large = || ConfigError::whole(&file, too_large(max_bytes, what));
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ConfigError::whole(&file, format!("cannot read: {e}")))?;
+    if meta.len() > max_bytes as u64 {
+        return Err(too_large());
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole(&file, format!("cannot read: {e}")))?;
+    if text.len() > max_bytes {
+        return Err(too_large());
+    }
+    Ok((file, text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

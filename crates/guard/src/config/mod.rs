@@ -829,20 +829,7 @@ impl GuardConfig {
 
     /// Reads and validates the config file at `path`.
     pub fn load(path: &std::path::Path) -> Result<GuardConfig, ConfigError> {
-        let file = path.display().to_string();
-        let whole = |message: String| ConfigError {
-            file: file.clone(),
-            line_col: None,
-            message,
-        };
-        let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
-        if meta.len() > MAX_CONFIG_BYTES as u64 {
-            return Err(whole(format!(
-                "larger than {} MiB, the limit for a guard config",
-                MAX_CONFIG_BYTES >> 20
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| whole(format!("cannot read: {e}")))?;
+        let (file, text) = stormbreak_spans::read_config(path, MAX_CONFIG_BYTES, "a guard config")?;
         GuardConfig::parse(&file, &text)
     }
 
@@ -869,20 +856,12 @@ impl GuardConfig {
     /// ```
     pub fn parse(file: &str, text: &str) -> Result<GuardConfig, ConfigError> {
         if text.len() > MAX_CONFIG_BYTES {
-            return Err(ConfigError {
-                file: file.to_owned(),
-                line_col: None,
-                message: format!(
-                    "larger than {} MiB, the limit for a guard config",
-                    MAX_CONFIG_BYTES >> 20
-                ),
-            });
+            return Err(ConfigError::whole(
+                file,
+                stormbreak_spans::too_large(MAX_CONFIG_BYTES, "a guard config"),
+            ));
         }
-        let serde_error = |e: toml::de::Error| ConfigError {
-            file: file.to_owned(),
-            line_col: e.span().map(|s| error::line_col(text, s.start)),
-            message: e.message().trim().to_owned(),
-        };
+        let serde_error = |e: toml::de::Error| ConfigError::from_toml(file, text, &e);
         let root = DeTable::parse(text).map_err(serde_error)?;
         let config = GuardConfig::deserialize(toml::de::Deserializer::from(root.clone()))
             .map_err(serde_error)?;
