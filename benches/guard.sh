@@ -9,6 +9,9 @@
 #                 preface, and on an HTTP/1.1-only one), the guard with
 #                 none, HAProxy, and a bare hyper forwarder (the overhead
 #                 baseline), plus the backend alone;
+#   post          passthrough with a 4 KiB POST body (wrk -s post.lua): the
+#                 every-policy guard (which buffers a retryable body),
+#                 HAProxy and the bare forwarder;
 #   threads       the every-policy guard with 1 and with 2 worker threads,
 #                 proxy, backend and load generator sharing both cores:
 #                 requests per proxy CPU-second of each (issue 43, item 4);
@@ -55,7 +58,7 @@
 #   --burst-rounds R  bursts per proxy [default: 6, --quick: 3]
 #   --skip-install    do not apt-get/cargo install missing tools (fail instead)
 #   --only LIST       run only these parts, comma-separated, of: passthrough,
-#                     threads, idle, burst, overload, storm, soak [default: all]
+#                     post, threads, idle, burst, overload, storm, soak [default: all]
 #   --guard-before BIN  also run passthrough's every-policy guard with another
 #                     build of `stormbreak` (an earlier commit's), in the same
 #                     run: a change's before and after side by side
@@ -79,7 +82,7 @@ BURST_CONNS=""
 BURST_ROUNDS=""
 INSTALL=1
 BIN_BEFORE=""
-ONLY=",passthrough,threads,idle,burst,overload,storm,soak,"
+ONLY=",passthrough,post,threads,idle,burst,overload,storm,soak,"
 while (($#)); do
     case "$1" in
         --quick) QUICK=1; shift ;;
@@ -309,12 +312,14 @@ backend_count() { curl -fsS "http://127.0.0.1:$BACKEND_PORT/count"; }
 # record JSON-FIELDS...: one line of results.jsonl.
 record() { python3 "$B/report.py" record "$@" >>"$RESULTS"; }
 
+# Extra wrk arguments (the post part's script); none by default.
+WRK_ARGS=()
 # wrk_run TAG PORT DURATION: closed loop, CPU of the proxy around it.
 wrk_run() {
     local tag=$1 port=$2 dur=$3 t0 t1 w0 w1
     [[ -z $PROXY_PID ]] || t0=$(cpu_ticks "$PROXY_PID")
     w0=$(date +%s.%N)
-    timeout $((dur + 30)) taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${dur}s" --latency \
+    timeout $((dur + 30)) taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${dur}s" --latency "${WRK_ARGS[@]}" \
         "http://127.0.0.1:$port/" >"$OUT/raw/$tag.wrk"
     w1=$(date +%s.%N)
     if [[ -n $PROXY_PID ]]; then
@@ -369,7 +374,7 @@ log "measured capacity $CAPACITY requests/s (nominal $((WORKERS * 1000 / SLEEP_M
 CAP_INT=$(printf '%.0f' "$CAPACITY")
 
 # ---- 1. passthrough -----------------------------------------------------------
-if want passthrough || want threads || want idle || want burst; then
+if want passthrough || want post || want threads || want idle || want burst; then
 start_backend pass
 PT_KINDS=(direct forward guard-minimal guard guard-h1 haproxy)
 [[ -z $BIN_BEFORE ]] || PT_KINDS=(direct forward guard-minimal guard-before guard guard-h1 haproxy)
@@ -385,6 +390,22 @@ for rep in $(seq "$REPS"); do
             wrk="$OUT/raw/pass-$kind-$rep.wrk" cpu="$OUT/raw/pass-$kind-$rep.cpu"
         [[ -z $PROXY_PID ]] || stop "$PROXY_PID"
     done
+done
+
+# ---- 1a. POST with a 4 KiB body (issue 43, item 5) ------------------------------
+for rep in $(seq "$REPS"); do
+    want post || break
+    WRK_ARGS=(-s "$B/post.lua")
+    for kind in forward guard haproxy; do
+        log "[$rep/$REPS] post 4 KiB $kind"
+        start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${WARM}s" "${WRK_ARGS[@]}" "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+        wrk_run "post-$kind-$rep" "$PROXY_PORT" "$PT_DUR"
+        record figure=post proxy="$kind" rep="$rep" \
+            wrk="$OUT/raw/post-$kind-$rep.wrk" cpu="$OUT/raw/post-$kind-$rep.cpu"
+        stop "$PROXY_PID"
+    done
+    WRK_ARGS=()
 done
 
 # ---- 1b. worker threads (issue 43, item 4) ----------------------------------------

@@ -232,6 +232,27 @@ def tables(results, meta):
     if pt:
         derived = passthrough_table(pt, goals)
 
+    # (a1) POST 4 KiB
+    po = by_proxy(rows, "post")
+    if po:
+        print("### POST with a 4 KiB body (closed loop, wrk -s post.lua, saturated)\n")
+        print("| proxy | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second | p99 ms | non-2xx + socket errors |")
+        print("|---|---|---|---|---|---|")
+        eff = {}
+        for p in ("forward", "guard", "haproxy"):
+            rs = po.get(p, [])
+            if not rs:
+                continue
+            c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
+            per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
+            eff[p] = med(per_cpu)
+            print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | "
+                  f"{spread(per_cpu, '{:.0f}')} | {spread([r['p99_ms'] for r in rs], '{:.2f}')} | "
+                  f"{sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
+        print()
+        if eff.get("guard") and eff.get("haproxy"):
+            print(f"Guard / HAProxy, POST 4 KiB: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
+
     # (a2) worker threads
     th = by_proxy(rows, "threads")
     if th.get("guard-t1") and th.get("guard-t2"):

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
@@ -88,6 +88,9 @@ async fn handle(
         let n = state.served.load(Ordering::Relaxed);
         return Ok(Response::new(Full::new(Bytes::from(format!("{n}\n")))));
     }
+    // Read the request body to its end (the POST part sends 4 KiB), so
+    // the connection stays reusable, as a real service would.
+    let _ = req.into_body().collect().await;
     if let Some(workers) = &state.workers {
         // Never closed, so acquire cannot fail.
         let _permit = workers.acquire().await.expect("semaphore never closed");
