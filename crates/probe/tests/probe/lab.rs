@@ -122,11 +122,8 @@ async fn paths_recover_in_the_labs_order_at_the_labs_times() {
     let _ = std::fs::remove_dir_all(&dir);
     let run = run.unwrap();
     let lab = lab.unwrap();
+    // The probe's times moved onto the lab's clock.
     let offset = (probe_started_ms.saturating_sub(started_ms)) as f64 / 1e3;
-    assert!(
-        offset < 1.0,
-        "the probe started {offset} s after the lab's clock"
-    );
 
     let (a, b) = (&run.paths[0], &run.paths[1]);
     for p in [a, b] {
