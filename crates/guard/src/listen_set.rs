@@ -60,6 +60,8 @@ pub(crate) struct Settings {
     pub(crate) request: Arc<ListenerSettings>,
     /// `None` for a cleartext listener.
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The HTTP/1.1 and HTTP/2 server settings its connections borrow.
+    pub(crate) http: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
 }
 
 impl Settings {
@@ -77,6 +79,7 @@ impl Settings {
             config: l.clone(),
             request: Arc::new(ListenerSettings::new(l)),
             tls,
+            http: crate::listener::http_builder(l),
         })
     }
 }
@@ -240,7 +243,7 @@ impl Bound {
     /// Counts a connection open until the returned guard is dropped.
     pub(crate) fn opened(self: &Arc<Self>) -> Open {
         self.open.send_modify(|n| *n += 1);
-        Open(self.clone())
+        Open(self.clone(), crate::trim::opened())
     }
 
     /// Connections open on this socket.
@@ -249,8 +252,9 @@ impl Bound {
     }
 }
 
-/// One open connection, counted on its listener until dropped.
-pub(crate) struct Open(Arc<Bound>);
+/// One open connection, counted on its listener (and in the process's
+/// count the heap trim watches) until dropped.
+pub(crate) struct Open(Arc<Bound>, crate::trim::Opened);
 
 impl Drop for Open {
     fn drop(&mut self) {

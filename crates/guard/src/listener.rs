@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use crate::config::{AtConnectionCap, Protocol};
+use crate::config::{AtConnectionCap, ListenerConfig, Protocol};
 use crate::conn_watch::{Activity, Ended};
 use crate::listen_set::{Bound, Phase, Settings};
 use crate::serving::Serving;
@@ -121,12 +121,18 @@ pub(crate) async fn serve(
                         // The handshake counts against the header-read
                         // timeout: a slow handshake is slowloris too.
                         let limit = Duration::from(config.header_read_timeout);
-                        if let Ok(Ok(stream)) =
-                            tokio::time::timeout(limit, acceptor.accept(stream)).await
-                        {
-                            connection(stream, peer, &settings, serving, conn_phase, activity)
-                                .await;
-                        }
+                        // Boxed: a TLS stream (rustls' state and buffers)
+                        // and its handshake would otherwise size every
+                        // connection's task, cleartext ones too.
+                        Box::pin(async move {
+                            if let Ok(Ok(stream)) =
+                                tokio::time::timeout(limit, acceptor.accept(stream)).await
+                            {
+                                connection(stream, peer, &settings, serving, conn_phase, activity)
+                                    .await;
+                            }
+                        })
+                        .await;
                     }
                 }
             };
@@ -171,27 +177,6 @@ async fn connection<S>(
         config.idle_timeout.into(),
         activity.clone(),
     ));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from(config.header_read_timeout))
-        // A client that shuts its sending side after the request still
-        // reads the answer (RFC 9112 §9.6 lets either side half-close);
-        // as HAProxy without `option abortonclose`, the request runs on.
-        .half_close(true)
-        .max_headers(config.max_headers as usize)
-        .max_buf_size((config.max_header_bytes as usize).max(8192));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(config.max_header_bytes)
-        .max_concurrent_streams(256);
-    let builder = match config.protocol {
-        Protocol::Auto => builder,
-        Protocol::Http1 => builder.http1_only(),
-        Protocol::H2c => builder.http2_only(),
-    };
     let mut draining = serving.draining();
     let request = settings.request.clone();
     let watched = activity.clone();
@@ -202,7 +187,10 @@ async fn connection<S>(
             // The config in force when the request arrived answers it,
             // even if a reload replaces it meanwhile.
             let proxy = serving.proxy();
-            let response = proxy.handle(&request, peer, req).await;
+            // Boxed: hyper keeps a slot the size of this future in every
+            // connection, idle or not; the request path's future is
+            // about 4.4 KiB, a box per request is one allocation.
+            let response = Box::pin(proxy.handle(&request, peer, req)).await;
             // In flight until its body is sent: a long download keeps its
             // connection from the idle timeout while it moves.
             Ok::<_, Infallible>(response.map(|body| inflight.answered(body)))
@@ -210,7 +198,7 @@ async fn connection<S>(
     });
     // A malformed request gets hyper's 400 and the connection ends; the
     // error is the client's, not ours, so it is not propagated.
-    let conn = builder.serve_connection(io, service);
+    let conn = settings.http.serve_connection(io, service);
     tokio::pin!(conn);
     // The watch runs from the accept: the TLS handshake counts against the
     // first request's header-read time.
@@ -236,6 +224,34 @@ async fn connection<S>(
     // close after the current response), then end.
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// The listener's HTTP server settings, made once per listener config and
+/// shared by its connections (a connection borrows them for its life:
+/// built per connection they sat in every connection's task, and cost a
+/// build per accept).
+pub(crate) fn http_builder(config: &ListenerConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from(config.header_read_timeout))
+        // A client that shuts its sending side after the request still
+        // reads the answer (RFC 9112 §9.6 lets either side half-close);
+        // as HAProxy without `option abortonclose`, the request runs on.
+        .half_close(true)
+        .max_headers(config.max_headers as usize)
+        .max_buf_size((config.max_header_bytes as usize).max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(config.max_header_bytes)
+        .max_concurrent_streams(256);
+    match config.protocol {
+        Protocol::Auto => builder,
+        Protocol::Http1 => builder.http1_only(),
+        Protocol::H2c => builder.http2_only(),
+    }
 }
 
 /// Resolves once a reload has removed the listener (or its `Bound` is gone).

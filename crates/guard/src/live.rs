@@ -217,6 +217,7 @@ impl Live {
         });
         live.listen.apply(plan, &live.serving);
         live.probe(&proxy, None);
+        live.spawn(crate::trim::run(live.stopped.clone()));
         Ok(live)
     }
 
