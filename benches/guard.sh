@@ -12,6 +12,15 @@
 #   post          passthrough with a 4 KiB POST body (wrk -s post.lua): the
 #                 every-policy guard (which buffers a retryable body),
 #                 HAProxy and the bare forwarder;
+#   h2c           passthrough over HTTP/2 without TLS (h2load, 10 connections
+#                 of 5 streams each, closed loop): the every-policy guard's
+#                 default listener (h2c by preface) against HAProxy's
+#                 `proto h2` bind, both speaking HTTP/1.1 to the backend;
+#   tls           passthrough over TLS 1.3 (wrk over https, kept
+#                 connections): the every-policy guard (rustls, ring) against
+#                 HAProxy (OpenSSL) with the same ECDSA P-256 certificate
+#                 and the same cipher suite and key exchange (checked with
+#                 openssl s_client and written to meta.txt);
 #   threads       the every-policy guard with 1 and with 2 worker threads,
 #                 proxy, backend and load generator sharing both cores:
 #                 requests per proxy CPU-second of each (issue 43, item 4);
@@ -58,12 +67,15 @@
 #   --burst-rounds R  bursts per proxy [default: 6, --quick: 3]
 #   --skip-install    do not apt-get/cargo install missing tools (fail instead)
 #   --only LIST       run only these parts, comma-separated, of: passthrough,
-#                     post, threads, idle, burst, overload, storm, soak [default: all]
-#   --guard-before BIN  also run passthrough's every-policy guard with another
-#                     build of `stormbreak` (an earlier commit's), in the same
-#                     run: a change's before and after side by side
+#                     post, h2c, tls, threads, idle, burst, overload, storm,
+#                     soak [default: all]
+#   --guard-before BIN  also run the every-policy guard of passthrough, idle
+#                     and burst with another build of `stormbreak` (an earlier
+#                     commit's), in the same run: a change's before and
+#                     after side by side
 #
-# Needs (installed when missing): haproxy, wrk (apt), oha (cargo install
+# Needs (installed when missing): haproxy, wrk (apt), h2load (apt
+# nghttp2-client; only for h2c), openssl (only for tls), oha (cargo install
 # oha --locked; only for overload, storm and soak), taskset (util-linux),
 # python3, curl. Honours CARGO_TARGET_DIR
 # (the backend builds in "$CARGO_TARGET_DIR/guard-backend", a missing oha
@@ -82,7 +94,7 @@ BURST_CONNS=""
 BURST_ROUNDS=""
 INSTALL=1
 BIN_BEFORE=""
-ONLY=",passthrough,post,threads,idle,burst,overload,storm,soak,"
+ONLY=",passthrough,post,h2c,tls,threads,idle,burst,overload,storm,soak,"
 while (($#)); do
     case "$1" in
         --quick) QUICK=1; shift ;;
@@ -212,6 +224,8 @@ command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v wrk >/dev/null || need_apt+=(wrk)
 command -v taskset >/dev/null || need_apt+=(util-linux)
 command -v curl >/dev/null || need_apt+=(curl)
+want h2c && ! command -v h2load >/dev/null && need_apt+=(nghttp2-client)
+want tls && ! command -v openssl >/dev/null && need_apt+=(openssl)
 if ((${#need_apt[@]})); then
     ((INSTALL)) || { echo "guard.sh: missing ${need_apt[*]} (no --skip-install to install)" >&2; exit 1; }
     log "apt-get install ${need_apt[*]}"
@@ -274,6 +288,7 @@ start_proxy() {
             fill "$tmpl" "$conf" "$PROXY_PORT" "$backend" "$ADMIN_PORT"
             # The HTTP/1.1-only listener: the same config, no protocol detection.
             [[ $kind != guard-h1 ]] || sed -i '0,/^name = "edge"$/s//name = "edge"\nprotocol = "http1"/' "$conf"
+            [[ $kind != guard-tls ]] || sed -i "0,/^name = \"edge\"\$/s||name = \"edge\"\ntls = { cert = \"$TLS_DIR/cert.pem\", key = \"$TLS_DIR/key.pem\" }|" "$conf"
             local bin=$BIN_GUARD cpu=$PROXY_CPU threads=1
             [[ $kind != guard-before ]] || bin=$BIN_BEFORE
             # The threads part: both cores, shared with the backend and wrk.
@@ -284,6 +299,12 @@ start_proxy() {
         haproxy*)
             conf="$OUT/conf/$kind.cfg"
             fill "$tmpl" "$conf" "$PROXY_PORT" "$backend"
+            # The protocol parts: HTTP/2 by prior knowledge, or TLS 1.3 with
+            # the guard's certificate, cipher suite and ALPN.
+            case $kind in
+                haproxy-h2c) sed -i "s|^\( *bind 127.0.0.1:$PROXY_PORT\)\$|\1 proto h2|" "$conf" ;;
+                haproxy-tls) sed -i "s|^\( *bind 127.0.0.1:$PROXY_PORT\)\$|\1 ssl crt $TLS_DIR/haproxy.pem ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE alpn http/1.1|" "$conf" ;;
+            esac
             haproxy -c -q -f "$conf"
             spawn "$kind" "$PROXY_CPU" haproxy -db -f "$conf"
             ;;
@@ -314,13 +335,15 @@ record() { python3 "$B/report.py" record "$@" >>"$RESULTS"; }
 
 # Extra wrk arguments (the post part's script); none by default.
 WRK_ARGS=()
+# The tls part's scheme.
+SCHEME=http
 # wrk_run TAG PORT DURATION: closed loop, CPU of the proxy around it.
 wrk_run() {
     local tag=$1 port=$2 dur=$3 t0 t1 w0 w1
     [[ -z $PROXY_PID ]] || t0=$(cpu_ticks "$PROXY_PID")
     w0=$(date +%s.%N)
     timeout $((dur + 30)) taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${dur}s" --latency "${WRK_ARGS[@]}" \
-        "http://127.0.0.1:$port/" >"$OUT/raw/$tag.wrk"
+        "$SCHEME://127.0.0.1:$port/" >"$OUT/raw/$tag.wrk"
     w1=$(date +%s.%N)
     if [[ -n $PROXY_PID ]]; then
         t1=$(cpu_ticks "$PROXY_PID")
@@ -328,6 +351,21 @@ wrk_run() {
     else
         cpu_json "" "" "$w0" "$w1" >"$OUT/raw/$tag.cpu"
     fi
+}
+
+# h2load_run TAG PORT DURATION: closed loop over h2c (10 connections × 5
+# streams = wrk's 50 requests in flight), CPU of the proxy around it.
+H2_CONNS=10
+H2_STREAMS=5
+h2load_run() {
+    local tag=$1 port=$2 dur=$3 t0 t1 w0 w1
+    t0=$(cpu_ticks "$PROXY_PID")
+    w0=$(date +%s.%N)
+    timeout $((dur + 30)) taskset -c "$LOAD_CPU" h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D"$dur" \
+        "http://127.0.0.1:$port/" >"$OUT/raw/$tag.h2load"
+    w1=$(date +%s.%N)
+    t1=$(cpu_ticks "$PROXY_PID")
+    cpu_json "$t0" "$t1" "$w0" "$w1" >"$OUT/raw/$tag.cpu"
 }
 
 # oha_run TAG PORT RATE COUNT TIMEOUT: open loop at RATE, COUNT requests,
@@ -354,7 +392,9 @@ oha_run() {
 declare -A TMPL=(
     [guard]="$B/guard-passthrough.toml" [guard-minimal]="$B/guard-minimal.toml"
     [guard-arena1]="$B/guard-passthrough.toml" [guard-before]="$B/guard-passthrough.toml"
-    [guard-h1]="$B/guard-passthrough.toml" [guard-t1]="$B/guard-passthrough.toml" [guard-t2]="$B/guard-passthrough.toml"
+    [guard-h1]="$B/guard-passthrough.toml" [guard-h2c]="$B/guard-passthrough.toml"
+    [guard-tls]="$B/guard-passthrough.toml" [haproxy-h2c]="$B/haproxy-passthrough.cfg"
+    [haproxy-tls]="$B/haproxy-passthrough.cfg" [guard-t1]="$B/guard-passthrough.toml" [guard-t2]="$B/guard-passthrough.toml"
     [haproxy]="$B/haproxy-passthrough.cfg" [forward]="" [direct]=""
 )
 
@@ -374,7 +414,26 @@ log "measured capacity $CAPACITY requests/s (nominal $((WORKERS * 1000 / SLEEP_M
 CAP_INT=$(printf '%.0f' "$CAPACITY")
 
 # ---- 1. passthrough -----------------------------------------------------------
-if want passthrough || want post || want threads || want idle || want burst; then
+# ---- the tls part's certificate: one ECDSA P-256 key for both proxies ---------
+TLS_DIR=$OUT/conf/tls
+# TLS 1.3's AES-256-GCM: OpenSSL's first choice as a client (wrk) and a
+# server, and rustls' (which follows the client's order); set on HAProxy,
+# checked on both.
+TLS_SUITE=TLS_AES_256_GCM_SHA384
+if want tls; then
+    mkdir -p "$TLS_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+        -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/cert.pem" 2>/dev/null
+    cat "$TLS_DIR/cert.pem" "$TLS_DIR/key.pem" >"$TLS_DIR/haproxy.pem"
+fi
+# tls_params PORT: the cipher suite and key exchange a TLS 1.3 client gets.
+tls_params() {
+    timeout 10 openssl s_client -connect "127.0.0.1:$1" -tls1_3 </dev/null 2>/dev/null |
+        awk '/^New, TLS/ {c = $NF} /Server Temp Key/ {sub(/^.*Temp Key: /, ""); k = $0} END {print c ", " k}'
+}
+
+if want passthrough || want post || want h2c || want tls || want threads || want idle || want burst; then
 start_backend pass
 PT_KINDS=(direct forward guard-minimal guard guard-h1 haproxy)
 [[ -z $BIN_BEFORE ]] || PT_KINDS=(direct forward guard-minimal guard-before guard guard-h1 haproxy)
@@ -408,7 +467,36 @@ for rep in $(seq "$REPS"); do
     WRK_ARGS=()
 done
 
-# ---- 1b. worker threads (issue 43, item 4) ----------------------------------------
+# ---- 1b. h2c and TLS (issue 43, item 5) ---------------------------------------
+for rep in $(seq "$REPS"); do
+    want h2c || break
+    for kind in guard-h2c haproxy-h2c; do
+        log "[$rep/$REPS] h2c $kind"
+        start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
+        taskset -c "$LOAD_CPU" h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -D"$WARM" "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+        h2load_run "h2c-$kind-$rep" "$PROXY_PORT" "$PT_DUR"
+        record figure=h2c proxy="${kind%-h2c}" rep="$rep" \
+            h2load="$OUT/raw/h2c-$kind-$rep.h2load" cpu="$OUT/raw/h2c-$kind-$rep.cpu"
+        stop "$PROXY_PID"
+    done
+done
+for rep in $(seq "$REPS"); do
+    want tls || break
+    SCHEME=https
+    for kind in guard-tls haproxy-tls; do
+        log "[$rep/$REPS] tls $kind"
+        start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
+        ((rep > 1)) || echo "tls $kind: $(tls_params "$PROXY_PORT")" >>"$OUT/meta.txt"
+        taskset -c "$LOAD_CPU" wrk -t1 -c"$PT_CONNS" -d"${WARM}s" "https://127.0.0.1:$PROXY_PORT/" >/dev/null
+        wrk_run "tls-$kind-$rep" "$PROXY_PORT" "$PT_DUR"
+        record figure=tls proxy="${kind%-tls}" rep="$rep" \
+            wrk="$OUT/raw/tls-$kind-$rep.wrk" cpu="$OUT/raw/tls-$kind-$rep.cpu"
+        stop "$PROXY_PID"
+    done
+    SCHEME=http
+done
+
+# ---- 1c. worker threads (issue 43, item 4) ----------------------------------------
 # On this 2-core host the proxy cannot have cores of its own with 2 threads,
 # so all three share both: the figure is efficiency (requests per proxy
 # CPU-second), not throughput.
@@ -431,7 +519,9 @@ done
 # ---- 2. idle connections (same backend) ----------------------------------------
 for rep in $(seq "$REPS"); do
     want idle || break
-    for kind in forward guard haproxy; do
+    IDLE_KINDS=(forward guard haproxy)
+    [[ -z $BIN_BEFORE ]] || IDLE_KINDS=(forward guard-before guard haproxy)
+    for kind in "${IDLE_KINDS[@]}"; do
         log "[$rep/$REPS] $IDLE_CONNS idle connections: $kind"
         start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
         # One request first, so the upstream pool and lazy state exist before the baseline.
@@ -459,7 +549,9 @@ done
 # guard once more with MALLOC_ARENA_MAX=1.
 for rep in $(seq "$REPS"); do
     want burst || break
-    for kind in forward guard guard-arena1 haproxy; do
+    BURST_KINDS=(forward guard guard-arena1 haproxy)
+    [[ -z $BIN_BEFORE ]] || BURST_KINDS=(forward guard-before guard guard-arena1 haproxy)
+    for kind in "${BURST_KINDS[@]}"; do
         log "[$rep/$REPS] $BURST_ROUNDS bursts of $BURST_CONNS connections: $kind"
         start_proxy "$kind" "${TMPL[$kind]}" "$BACKEND_PORT"
         # One request first, so the upstream pool and lazy state exist before the baseline.

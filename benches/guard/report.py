@@ -37,6 +37,19 @@ def parse_wrk(path):
     return out
 
 
+def parse_h2load(path):
+    text = open(path).read()
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", text)
+    done, ok = int(m.group(3)), int(m.group(4))
+    codes = re.search(r"status codes: (\d+) 2xx", text)
+    two = int(codes.group(1)) if codes else 0
+    # "time for request:  min  max  mean  sd  +/- sd"
+    t = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text)
+    return {"rps": float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", text).group(1)),
+            "requests": done, "non2xx": done - two, "socket_errors": done - ok,
+            "mean_ms": wrk_ms(t.group(3)) if t else None}
+
+
 def parse_cpu(path):
     return json.load(open(path))
 
@@ -103,6 +116,9 @@ def record(args):
         v = row[k]
         if k == "wrk":
             row.update(parse_wrk(v))
+            del row[k]
+        elif k == "h2load":
+            row.update(parse_h2load(v))
             del row[k]
         elif k == "cpu":
             row.update(parse_cpu(v))
@@ -253,7 +269,30 @@ def tables(results, meta):
         if eff.get("guard") and eff.get("haproxy"):
             print(f"Guard / HAProxy, POST 4 KiB: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
 
-    # (a2) worker threads
+    # (a2) h2c and TLS, guard beside HAProxy
+    for figure, title in (("h2c", "HTTP/2 without TLS (h2load, 10 connections × 5 streams, closed loop)"),
+                          ("tls", "TLS 1.3 (wrk over https, 50 kept connections)")):
+        pr = by_proxy(rows, figure)
+        if not pr:
+            continue
+        print(f"### Passthrough over {title}\n")
+        print("| proxy | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second | non-2xx + errors |")
+        print("|---|---|---|---|---|")
+        eff = {}
+        for p in ("guard", "haproxy"):
+            rs = pr.get(p, [])
+            if not rs:
+                continue
+            c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
+            per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
+            eff[p] = med(per_cpu)
+            print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | "
+                  f"{spread(per_cpu, '{:.0f}')} | {sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
+        print()
+        if eff.get("guard") and eff.get("haproxy"):
+            print(f"Guard / HAProxy, {figure}: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
+
+    # (a3) worker threads
     th = by_proxy(rows, "threads")
     if th.get("guard-t1") and th.get("guard-t2"):
         print("### Worker threads (every policy; proxy, backend and wrk sharing both cores)\n")
@@ -279,7 +318,7 @@ def tables(results, meta):
         print("### Memory per idle keep-alive connection\n")
         print("| proxy | connections (2xx) | RSS before MiB | RSS with them open MiB | KiB per connection |")
         print("|---|---|---|---|---|")
-        for p in ("forward", "guard", "haproxy"):
+        for p in ("forward", "guard-before", "guard", "haproxy"):
             rs = idle.get(p, [])
             if not rs:
                 continue
@@ -299,7 +338,7 @@ def tables(results, meta):
         print("| proxy | connections (2xx) | RSS before | " + " | ".join(f"after {k}" for k in range(1, rounds + 1))
               + " | last / first burst |")
         print("|---|---|---|" + "---|" * rounds + "---|")
-        for p in ("forward", "guard", "guard-arena1", "haproxy"):
+        for p in ("forward", "guard-before", "guard", "guard-arena1", "haproxy"):
             rs = burst.get(p, [])
             if not rs:
                 continue
