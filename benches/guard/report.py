@@ -175,6 +175,31 @@ NAMES = {"direct": "backend alone (no proxy)", "forward": "bare hyper forwarder"
          "haproxy": "HAProxy 2.6"}
 
 
+def beside_haproxy(pr, title, label, proxies, p99):
+    """One part's table, each proxy's efficiency, and the guard's ratio to HAProxy."""
+    if not pr:
+        return
+    print(f"### {title}\n")
+    print("| proxy | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second |"
+          + (" p99 ms |" if p99 else "") + " non-2xx + errors |")
+    print("|---|---|---|---|" + ("---|" if p99 else "") + "---|")
+    eff = {}
+    for p in proxies:
+        rs = pr.get(p, [])
+        if not rs:
+            continue
+        c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
+        per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
+        eff[p] = med(per_cpu)
+        print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | "
+              f"{spread(per_cpu, '{:.0f}')} |"
+              + (f" {spread([r['p99_ms'] for r in rs], '{:.2f}')} |" if p99 else "")
+              + f" {sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
+    print()
+    if eff.get("guard") and eff.get("haproxy"):
+        print(f"Guard / HAProxy, {label}: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
+
+
 def passthrough_table(pt, goals):
     """(a) and the overhead line; returns the medians by proxy."""
     print("### Passthrough (closed loop, wrk, saturated)\n")
@@ -248,49 +273,15 @@ def tables(results, meta):
     if pt:
         derived = passthrough_table(pt, goals)
 
-    # (a1) POST 4 KiB
-    po = by_proxy(rows, "post")
-    if po:
-        print("### POST with a 4 KiB body (closed loop, wrk -s post.lua, saturated)\n")
-        print("| proxy | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second | p99 ms | non-2xx + socket errors |")
-        print("|---|---|---|---|---|---|")
-        eff = {}
-        for p in ("forward", "guard", "haproxy"):
-            rs = po.get(p, [])
-            if not rs:
-                continue
-            c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
-            per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
-            eff[p] = med(per_cpu)
-            print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | "
-                  f"{spread(per_cpu, '{:.0f}')} | {spread([r['p99_ms'] for r in rs], '{:.2f}')} | "
-                  f"{sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
-        print()
-        if eff.get("guard") and eff.get("haproxy"):
-            print(f"Guard / HAProxy, POST 4 KiB: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
-
-    # (a2) h2c and TLS, guard beside HAProxy
-    for figure, title in (("h2c", "HTTP/2 without TLS (h2load, 10 connections × 5 streams, closed loop)"),
-                          ("tls", "TLS 1.3 (wrk over https, 50 kept connections)")):
-        pr = by_proxy(rows, figure)
-        if not pr:
-            continue
-        print(f"### Passthrough over {title}\n")
-        print("| proxy | rps | proxy CPU-s per 1 000 req | rps per proxy CPU-second | non-2xx + errors |")
-        print("|---|---|---|---|---|")
-        eff = {}
-        for p in ("guard", "haproxy"):
-            rs = pr.get(p, [])
-            if not rs:
-                continue
-            c1k = [r["cpu_s"] / r["requests"] * 1000 if r.get("cpu_s") else None for r in rs]
-            per_cpu = [r["requests"] / r["cpu_s"] if r.get("cpu_s") else None for r in rs]
-            eff[p] = med(per_cpu)
-            print(f"| {NAMES[p]} | {spread([r['rps'] for r in rs], '{:.0f}')} | {spread(c1k, '{:.4f}')} | "
-                  f"{spread(per_cpu, '{:.0f}')} | {sum(r['non2xx'] + r['socket_errors'] for r in rs)} |")
-        print()
-        if eff.get("guard") and eff.get("haproxy"):
-            print(f"Guard / HAProxy, {figure}: rps per proxy CPU-second {eff['guard'] / eff['haproxy']:.2f}×.\n")
+    # (a1) POST 4 KiB; (a2) h2c and TLS: each proxy beside HAProxy
+    for figure, title, label, proxies, p99 in (
+            ("post", "POST with a 4 KiB body (closed loop, wrk -s post.lua, saturated)", "POST 4 KiB",
+             ("forward", "guard", "haproxy"), True),
+            ("h2c", "Passthrough over HTTP/2 without TLS (h2load, 10 connections × 5 streams, closed loop)", "h2c",
+             ("guard", "haproxy"), False),
+            ("tls", "Passthrough over TLS 1.3 (wrk over https, 50 kept connections)", "tls",
+             ("guard", "haproxy"), False)):
+        beside_haproxy(by_proxy(rows, figure), title, label, proxies, p99)
 
     # (a3) worker threads
     th = by_proxy(rows, "threads")
