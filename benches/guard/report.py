@@ -226,6 +226,13 @@ def passthrough_table(pt, goals):
         print(f"Guard / HAProxy: rps {r_rps:.2f}×, rps per proxy CPU-second {r_cpu:.2f}×.")
         goals.append(("passthrough rps per proxy core ≥ 0.8× HAProxy's",
                       f"{r_cpu:.2f}× per CPU-second ({r_rps:.2f}× in rps)", r_cpu is not None and r_cpu >= 0.8))
+        if r_cpu is not None:
+            goals.append(("passthrough rps per proxy CPU-second ≥ 0.9× HAProxy's, default listener (issue 43)",
+                          f"{r_cpu:.2f}×", r_cpu >= 0.9))
+    if "guard" in derived and "forward" in derived and derived["guard"]["c1k"] and derived["forward"]["c1k"]:
+        own = (derived["guard"]["c1k"] - derived["forward"]["c1k"]) * 1e3
+        goals.append(("the guard's own path ≤ 3 µs per request over the bare hyper forwarder (issue 43)",
+                      f"{own:.1f} µs", own <= 3.0))
     if "guard" in derived and "guard-h1" in derived and derived["guard-h1"]["c1k"] and derived["guard"]["c1k"]:
         d, h = derived["guard"], derived["guard-h1"]
         print(f"Default listener (HTTP/1.1 or h2c by preface) / HTTP/1.1-only: proxy CPU per request "
@@ -317,6 +324,9 @@ def tables(results, meta):
             print(f"| {NAMES[p]} | {min(r['ok'] for r in rs)} of {rs[0]['conns']} | "
                   f"{spread([r['rss0_kb'] / 1024 for r in rs], '{:.1f}')} | "
                   f"{spread([r['rss1_kb'] / 1024 for r in rs], '{:.1f}')} | {spread(per, '{:.1f}')} |")
+            if p == "guard":
+                kib = med(per)
+                goals.append(("an idle keep-alive connection ≤ 8 KiB (issue 43)", f"{kib:.1f} KiB", kib <= 8.0))
         print()
 
     # (d') bursts of connections
@@ -342,6 +352,10 @@ def tables(results, meta):
             print(f"| {NAMES[p]} | {min(r['ok'] for r in rs)} of {conns} (worst burst) | "
                   f"{spread([at[(rep, 1)]['rss0_kb'] / 1024 for rep in reps if (rep, 1) in at], '{:.1f}')} | "
                   + " | ".join(cells) + f" | {spread(ratio, '{:.2f}×')} |")
+            if p == "guard" and ratio:
+                worst = max(ratio)
+                goals.append((f"RSS after {rounds} bursts within 20 % of the first burst's (issue 43)",
+                              f"{worst:.2f}× (worst rep)", worst <= 1.2))
         print()
 
     # (b) overload
