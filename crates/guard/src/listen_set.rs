@@ -243,7 +243,10 @@ impl Bound {
     /// Counts a connection open until the returned guard is dropped.
     pub(crate) fn opened(self: &Arc<Self>) -> Open {
         self.open.send_modify(|n| *n += 1);
-        Open(self.clone(), crate::trim::opened())
+        Open {
+            bound: self.clone(),
+            _process: crate::trim::opened(),
+        }
     }
 
     /// Connections open on this socket.
@@ -254,11 +257,14 @@ impl Bound {
 
 /// One open connection, counted on its listener (and in the process's
 /// count the heap trim watches) until dropped.
-pub(crate) struct Open(Arc<Bound>, crate::trim::Opened);
+pub(crate) struct Open {
+    bound: Arc<Bound>,
+    _process: crate::trim::Opened<'static>,
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.open.send_modify(|n| *n = n.saturating_sub(1));
+        self.bound.open.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

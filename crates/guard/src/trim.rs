@@ -34,25 +34,59 @@ pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// trim: about 20 KiB each, so at least ~20 MiB can come back.
 pub(crate) const MIN_CLOSED: u64 = 1024;
 
-/// Connections open now, on every listener of every guard in the process.
-static OPEN: AtomicU64 = AtomicU64::new(0);
-/// The most open at once since the last trim.
-static PEAK: AtomicU64 = AtomicU64::new(0);
+/// Connections open and their peak since the last trim.
+pub(crate) struct Counts {
+    open: AtomicU64,
+    peak: AtomicU64,
+}
 
-/// Counts one connection open until the returned value is dropped.
+/// The process's counts: every listener of every guard in it.
+static COUNTS: Counts = Counts::new();
+
+impl Counts {
+    const fn new() -> Counts {
+        Counts {
+            open: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one connection open until the returned value is dropped.
+    #[must_use = "the connection counts as open only while this lives"]
+    fn opened(&self) -> Opened<'_> {
+        let now = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        Opened(self)
+    }
+
+    /// Claims a trim when one is [`due`]: of several trimmers watching the
+    /// same counts, one wins, and the peak starts again from what is open.
+    fn claim(&self) -> bool {
+        let (peak, open) = (
+            self.peak.load(Ordering::Relaxed),
+            self.open.load(Ordering::Relaxed),
+        );
+        due(peak, open)
+            && self
+                .peak
+                .compare_exchange(peak, open, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// Counts one connection open in the process until the returned value is
+/// dropped.
 #[must_use = "the connection counts as open only while this lives"]
-pub(crate) fn opened() -> Opened {
-    let now = OPEN.fetch_add(1, Ordering::Relaxed) + 1;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-    Opened(())
+pub(crate) fn opened() -> Opened<'static> {
+    COUNTS.opened()
 }
 
 /// One open connection (see [`opened`]).
-pub(crate) struct Opened(());
+pub(crate) struct Opened<'a>(&'a Counts);
 
-impl Drop for Opened {
+impl Drop for Opened<'_> {
     fn drop(&mut self) {
-        OPEN.fetch_sub(1, Ordering::Relaxed);
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -62,9 +96,21 @@ pub(crate) fn due(peak: u64, open: u64) -> bool {
     peak.saturating_sub(open) >= MIN_CLOSED && open <= peak / 2
 }
 
-/// Checks every [`CHECK_EVERY`] until `stopped` turns true, and trims when
-/// [`due`].
-pub(crate) async fn run(mut stopped: watch::Receiver<bool>) {
+/// Checks the process's counts every [`CHECK_EVERY`] until `stopped`
+/// turns true, and hands the free heap back when a trim is [`due`].
+pub(crate) async fn run(stopped: watch::Receiver<bool>) {
+    watch_counts(&COUNTS, stopped, || async {
+        let _ = tokio::task::spawn_blocking(release).await;
+    })
+    .await;
+}
+
+/// [`run`] over any counts and any release (the tests' seam).
+async fn watch_counts<F, Fut>(counts: &Counts, mut stopped: watch::Receiver<bool>, mut trim: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut tick = tokio::time::interval(CHECK_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -72,15 +118,8 @@ pub(crate) async fn run(mut stopped: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             _ = stopped.changed() => return,
         }
-        let (peak, open) = (PEAK.load(Ordering::Relaxed), OPEN.load(Ordering::Relaxed));
-        // Claim the trim: of several guards in one process, one trims, and
-        // the peak starts again from what is open now.
-        if due(peak, open)
-            && PEAK
-                .compare_exchange(peak, open, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            let _ = tokio::task::spawn_blocking(release).await;
+        if counts.claim() {
+            trim().await;
         }
     }
 }
@@ -98,6 +137,8 @@ pub(crate) fn release() {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
 
     #[test]
@@ -113,5 +154,41 @@ mod tests {
         // A steady state (the peak is what is open) never is.
         assert!(!due(50_000, 50_000));
         assert!(!due(0, 0));
+    }
+
+    /// The trimmer over its own counts, in virtual time: a steady load
+    /// never trims, a burst's end trims once within a check, and the next
+    /// burst is measured from what stayed open.
+    #[tokio::test(start_paused = true)]
+    async fn the_trimmer_trims_once_after_each_burst_and_never_in_a_steady_state() {
+        let counts = Counts::new();
+        let trims = Cell::new(0u32);
+        let (stop, stopped) = watch::channel(false);
+        let trimmer = watch_counts(&counts, stopped, || {
+            trims.set(trims.get() + 1);
+            std::future::ready(())
+        });
+        let load = async {
+            let wait = |s| tokio::time::sleep(Duration::from_secs(s));
+            // A steady 3 000 connections for a minute: no trim.
+            let steady: Vec<_> = (0..3000).map(|_| counts.opened()).collect();
+            wait(60).await;
+            assert_eq!(trims.get(), 0, "a steady state trimmed");
+            // A burst of 5 000 more, then closed: one trim, within a check.
+            let burst: Vec<_> = (0..5000).map(|_| counts.opened()).collect();
+            wait(5).await;
+            assert_eq!(trims.get(), 0, "trimmed while the burst was open");
+            drop(burst);
+            wait(CHECK_EVERY.as_secs() + 1).await;
+            assert_eq!(trims.get(), 1, "the burst's end");
+            wait(30).await;
+            assert_eq!(trims.get(), 1, "trimmed again with nothing closed since");
+            // The steady connections close too: 3 000 below the new peak.
+            drop(steady);
+            wait(CHECK_EVERY.as_secs() + 1).await;
+            assert_eq!(trims.get(), 2, "the steady connections' end");
+            stop.send(true).unwrap();
+        };
+        let ((), ()) = tokio::join!(trimmer, load);
     }
 }
