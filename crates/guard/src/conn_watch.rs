@@ -308,7 +308,7 @@ mod tests {
     async fn an_answer_holds_its_connection_while_its_body_moves_and_no_longer() {
         use http_body_util::BodyExt;
         let a = Activity::new();
-        let mut answer = a.begin().answered(http_body_util::BodyExt::boxed(Endless));
+        let mut answer = a.begin().answered(crate::body::Body::boxed(Endless));
         let watch = {
             let a = a.clone();
             tokio::spawn(async move { ends(&a).await })

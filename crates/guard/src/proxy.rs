@@ -19,7 +19,7 @@ use crate::access_log::{AccessLog, Decision, Line, Note};
 use crate::attempts::{self, Attempt, RouteRetry};
 use crate::balance::Cluster;
 use crate::blame::{Blame, ClientBody, ClientFault, Progress};
-use crate::body::{self, Body, BoxError};
+use crate::body::{self, Body};
 use crate::clock::Clock;
 use crate::config::{Cidr, ClusterConfig, ForwardPath, GuardConfig, ListenerConfig, RouteConfig};
 use crate::dependency::{self, Dependency};
@@ -696,7 +696,7 @@ impl Proxy {
         let limited = Limited::new(incoming, listener.max_body_bytes as usize);
         let watched = ClientBody::new(limited, progress.clone());
         Ok((
-            ReqBody::Stream(Mutex::new(Some(watched.boxed())), progress),
+            ReqBody::Stream(Mutex::new(Some(Body::boxed(watched))), progress),
             retryable,
         ))
     }
@@ -758,7 +758,7 @@ impl Proxy {
             Ok(response) => {
                 let (mut parts, incoming) = response.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, incoming.map_err(BoxError::from).boxed())
+                Response::from_parts(parts, Body::upstream(incoming))
             }
             Err(AttemptError::Timeout) => shed::reject(504, None, "upstream timed out"),
             Err(AttemptError::NoEndpoint) => {
