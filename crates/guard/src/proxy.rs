@@ -734,10 +734,17 @@ impl Proxy {
 
         // The cluster of the latest attempt (`usize::MAX`: none yet).
         let upstream = std::sync::atomic::AtomicUsize::new(usize::MAX);
-        let attempt = |deadline| self.attempt(route, &parts, &body, deadline, &upstream);
-        let check = route.dependency.as_ref().map(|d| {
-            let parts = &parts;
-            move |deadline| self.check_dependency(route, d, parts, listener, deadline)
+        // With no retry and no dependency check, the one attempt takes the
+        // head as it is; otherwise each attempt sends a copy.
+        let head = if retry.is_none() && route.dependency.is_none() {
+            Head::Moved(Mutex::new(Some(parts)))
+        } else {
+            Head::Copied(parts)
+        };
+        let attempt = |deadline| self.attempt(route, &head, &body, deadline, &upstream);
+        let check = route.dependency.as_ref().and_then(|d| {
+            let parts = head.copied()?;
+            Some(move |deadline| self.check_dependency(route, d, parts, listener, deadline))
         });
         let (result, tally) =
             attempts::run_checked(retry, &self.stats, Some(&route.m), check, attempt).await;
@@ -788,12 +795,12 @@ impl Proxy {
     async fn attempt(
         &self,
         route: &Route,
-        parts: &http::request::Parts,
+        head: &Head,
         body: &ReqBody,
         deadline: Option<tokio::time::Instant>,
         upstream: &std::sync::atomic::AtomicUsize,
     ) -> Attempt {
-        let mut request = Request::from_parts(parts.clone(), body.take());
+        let mut request = Request::from_parts(head.take(), body.take());
         *request.extensions_mut() = http::Extensions::new();
         let streamed = match body {
             ReqBody::Stream(_, progress) => Some(&**progress),
@@ -977,6 +984,38 @@ impl Drop for InFlight<'_> {
 enum ReqBody {
     Buffered(Bytes),
     Stream(Mutex<Option<Body>>, Arc<Progress>),
+}
+
+/// A request's head as its attempts send it.
+enum Head {
+    /// Copied for each attempt: a retry or a dependency check may follow.
+    Copied(http::request::Parts),
+    /// Taken whole by the only attempt (no header map copied).
+    Moved(Mutex<Option<http::request::Parts>>),
+}
+
+impl Head {
+    /// The head, for a dependency check: only a copied head has one to
+    /// lend (a moved one is never made for a route with a dependency).
+    fn copied(&self) -> Option<&http::request::Parts> {
+        match self {
+            Head::Copied(parts) => Some(parts),
+            Head::Moved(_) => None,
+        }
+    }
+
+    /// The head for one attempt.
+    fn take(&self) -> http::request::Parts {
+        match self {
+            Head::Copied(parts) => parts.clone(),
+            Head::Moved(once) => once
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                // `attempts::run_checked` attempts once when there is no retry.
+                .expect("a request with no retry is attempted once"),
+        }
+    }
 }
 
 impl ReqBody {
